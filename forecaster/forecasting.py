@@ -1,0 +1,126 @@
+"""Orchestration: forecast every series of a history with quantiles.
+
+One call, :func:`forecast_history`, takes a history and returns a
+:class:`SeriesForecast` per series: the quantile frame plus the facts the planner
+needs to trust it (which estimator, why, how fresh the data is). Estimator choice
+per series is delegated to :func:`choose_estimator`; a failing fit falls back to
+the one-day seasonal naive model for that series only, and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from forecaster.errors import DataError, TiercastError
+from forecaster.estimators import BaseEstimator, SeasonalNaive, check_quantiles, make
+from forecaster.series import History, infer_step, regularize
+
+log = logging.getLogger(__name__)
+
+DEFAULT_QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9)
+
+
+@dataclass
+class SeriesForecast:
+    """A forecast of one series and what it rests on."""
+
+    name: str
+    frame: pd.DataFrame
+    """Index: future timestamps at the history's step; one column per quantile (``q0.9``)."""
+    estimator: str
+    reason: str
+    step: pd.Timedelta
+    last_timestamp: pd.Timestamp
+    """Newest timestamp with an observed (non-NaN) value."""
+    last_value: float
+    """Newest observed value: the planner never plans below what is observed now."""
+    recent_max: float
+    """Largest observed value over the last hour of history."""
+    n_observed: int
+    notes: list[str] = field(default_factory=list)
+
+    def quantile(self, q: float) -> pd.Series:
+        """The forecast at quantile ``q``, interpolating between stored columns."""
+        cols = {float(c[1:]): c for c in self.frame.columns}
+        if q in cols:
+            return self.frame[cols[q]]
+        keys = sorted(cols)
+        lo = max([k for k in keys if k <= q], default=keys[0])
+        hi = min([k for k in keys if k >= q], default=keys[-1])
+        if lo == hi:
+            return self.frame[cols[lo]]
+        w = (q - lo) / (hi - lo)
+        return (1 - w) * self.frame[cols[lo]] + w * self.frame[cols[hi]]
+
+
+def choose_estimator(y: pd.Series, method: str) -> tuple[BaseEstimator, str]:
+    """Pick an estimator for ``y``; ``method='auto'`` uses the history's length."""
+    if method != "auto":
+        return make(method), f"estimator {method!r} requested"
+    span = y.index[-1] - y.index[0]
+    if span >= pd.Timedelta(days=14):
+        return SeasonalNaive(season="7d"), f"auto: {span.days} d of history, weekly seasonal naive"
+    if span >= pd.Timedelta(days=2):
+        return SeasonalNaive(season="1d"), f"auto: {span.days} d of history, daily seasonal naive"
+    return SeasonalNaive(season="1h"), f"auto: only {span} of history, hourly naive"
+
+
+def forecast_series(
+    y: pd.Series,
+    horizon: pd.Timedelta,
+    quantiles: Sequence[float] = DEFAULT_QUANTILES,
+    method: str = "auto",
+) -> SeriesForecast:
+    """Forecast one series ``horizon`` ahead at its own step."""
+    name = str(y.name)
+    qs = check_quantiles(quantiles, "forecast")
+    y = regularize(y)
+    observed = y.dropna()
+    if len(observed) < 2:
+        raise DataError(f"series {name!r} has fewer than 2 observed values; cannot forecast")
+    step = infer_step(y)
+    steps = max(1, math.ceil(horizon / step))
+    notes: list[str] = []
+    estimator, reason = choose_estimator(y, method)
+    try:
+        frame = estimator.fit(y).predict(steps, qs)
+        used = estimator.label()
+    except (TiercastError, ValueError, FloatingPointError) as exc:
+        fallback = SeasonalNaive(season="1d")
+        frame = fallback.fit(y).predict(steps, qs)
+        used = "seasonal_naive_1d"
+        notes.append(f"{reason} failed ({exc}); fell back to daily seasonal naive")
+        reason = "fallback after a failed fit"
+    last_ts = observed.index[-1]
+    recent = observed[observed.index > last_ts - pd.Timedelta(hours=1)]
+    return SeriesForecast(
+        name=name,
+        frame=frame,
+        estimator=used,
+        reason=reason,
+        step=step,
+        last_timestamp=last_ts,
+        last_value=float(observed.iloc[-1]),
+        recent_max=float(np.nanmax(recent.to_numpy())),
+        n_observed=len(observed),
+        notes=notes,
+    )
+
+
+def forecast_history(
+    history: History,
+    horizon: pd.Timedelta,
+    quantiles: Sequence[float] = DEFAULT_QUANTILES,
+    method: str = "auto",
+) -> dict[str, SeriesForecast]:
+    """Forecast every series in ``history``."""
+    return {
+        name: forecast_series(y.rename(name), horizon, quantiles, method)
+        for name, y in history.items()
+    }

@@ -1,0 +1,382 @@
+"""The ``tiercast`` command line.
+
+Exit status: 0 success, 1 runtime failure (a server down, a failed cycle),
+2 bad input or config. Every error is one line on stderr that names what was
+wrong. Subcommands beyond the core ones live in their feature's module and are
+listed in ``_EXTENSIONS``; each exposes ``register(subparsers)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from forecaster import __version__
+from forecaster.errors import BadInputError, TiercastError
+from forecaster.estimators import check_quantiles, quantile_column
+from forecaster.forecasting import forecast_series
+from forecaster.series import History, parse_duration, read_history_csv
+from scaler.actuators import RecordingProvider
+from scaler.config import Config, load_config, parse_config
+from scaler.cycle import CycleResult, bind_history, run_cycle
+from scaler.demo import demo_inputs
+from scaler.plans import actions_table, iso
+
+log = logging.getLogger("tiercast")
+
+# Feature modules that add subcommands: module path -> must expose register(subparsers).
+_EXTENSIONS: tuple[str, ...] = ()
+
+
+def _config_from_history(history: History, args: argparse.Namespace) -> Config:
+    """A one-pool config for a bare CSV: each series is a workload on an on-demand pool."""
+    signals = [{"name": n, "unit": "1"} for n in history]
+    workloads = [
+        {
+            "name": n,
+            "signal": n,
+            "gpu_model": args.gpu_model,
+            "units_per_replica": args.units_per_gpu,
+        }
+        for n in history
+    ]
+    pools = [
+        {
+            "name": "default-on-demand",
+            "tier": "on-demand",
+            "gpu_model": args.gpu_model,
+            "gpus_per_node": args.gpus_per_node,
+            "price_per_gpu_hour": args.price_per_gpu_hour,
+            "lead_time_s": 600,
+            "max_nodes": 10_000,
+        }
+    ]
+    return parse_config(
+        {"signals": signals, "workloads": workloads, "pools": pools}, "command-line defaults"
+    )
+
+
+def _default_now(history: History) -> pd.Timestamp:
+    """Just after the newest sample, so a plan on an export starts where the data ends."""
+    last = max(y.dropna().index[-1] for y in history.values() if y.notna().any())
+    steps = [y.index[1] - y.index[0] for y in history.values() if len(y) > 1]
+    return pd.Timestamp(last) + (min(steps) if steps else pd.Timedelta(minutes=5))
+
+
+def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp, str]:
+    """Config, history and 'now' from the flags; the demo when nothing is given."""
+    config_path = getattr(args, "config", None)
+    history_path = getattr(args, "history", None)
+    if config_path is None and history_path is None:
+        config, history, now = demo_inputs()
+        label = "built-in demo fleet"
+    else:
+        history = {}
+        if history_path is not None:
+            history = read_history_csv(history_path)
+        config = load_config(config_path) if config_path else _config_from_history(history, args)
+        if not history:
+            history = _history_from_config(
+                config, Path(config_path).parent if config_path else Path(".")
+            )
+        history = bind_history(config, history, source=str(history_path or config_path))
+        now = _default_now(history)
+        label = str(history_path or config_path)
+    if getattr(args, "now", None):
+        try:
+            now = (
+                pd.Timestamp(args.now).tz_localize(None)
+                if pd.Timestamp(args.now).tzinfo is None
+                else pd.Timestamp(args.now).tz_convert(None)
+            )
+        except ValueError as exc:
+            raise BadInputError(f"--now: {args.now!r} is not an ISO-8601 timestamp") from exc
+    return config, history, now, label
+
+
+def _history_from_config(config: Config, base: Path) -> History:
+    """Read each signal's ``file``; signals with a PromQL query need a metric source."""
+    history: History = {}
+    for s in config.signals:
+        if s.file is not None:
+            path = Path(s.file) if Path(s.file).is_absolute() else base / s.file
+            data = read_history_csv(path)
+            key = s.series or (s.name if s.name in data else next(iter(data)))
+            if key not in data:
+                raise BadInputError(f"signal {s.name!r}: file {str(path)!r} has no series {key!r}")
+            history[s.name] = data[key].rename(s.name)
+        elif s.query is not None:
+            history.update(_collect_prometheus(config, s.name))
+        else:
+            raise BadInputError(
+                f"signal {s.name!r} has neither 'file' nor 'query'; give one, or pass --history"
+            )
+    return history
+
+
+def _collect_prometheus(config: Config, signal: str) -> History:
+    try:
+        collecting = importlib.import_module("scaler.collecting")
+    except ImportError:
+        raise BadInputError(
+            f"signal {signal!r} uses a PromQL query, but Prometheus collection is not available"
+        ) from None
+    return dict(collecting.collect_signal(config, signal))
+
+
+def _write(path: str, text: str) -> None:
+    p = Path(path)
+    if p.parent and not p.parent.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(p)
+
+
+def _print_cycle(result: CycleResult, label: str, out: str | None) -> None:
+    plan = result.plan
+    mode = "dry-run" if result.dry_run else "live"
+    print(f"tiercast {__version__} | {label} | now {plan.created_at} | {mode}")
+    print(
+        f"forecast: quantile q{plan.quantile:g}, horizon {plan.horizon_s / 3600:g} h, step {plan.step_s} s"
+    )
+    for s in plan.signals:
+        flag = " STALE" if s.stale else ""
+        print(
+            f"  {s.name:<16} {s.estimator:<22} last {s.last_value:,.2f} {s.unit} at {s.last_timestamp}; peak q{plan.quantile:g} {s.peak_at_quantile:,.2f}{flag}"
+        )
+    print()
+    print(actions_table(plan))
+    print()
+    for note in plan.notes:
+        print(f"note: {note}")
+    c = plan.cost
+    print(
+        f"cost: {c['per_hour_current']:.2f}/h now -> {c['per_hour_now']:.2f}/h planned; "
+        f"{c['horizon_total']:.2f} over the horizon; expected unserved "
+        f"{plan.risk['expected_unserved_gpu_hours']:.2f} GPU-h"
+    )
+    for r in result.results:
+        print(
+            f"{r.outcome}: {r.action.pool} {r.action.decision} -> {r.action.target_nodes} {r.message}"
+        )
+    if out:
+        print(f"plan written to {out}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config, history, now, label = load_inputs(args)
+    inventory = {
+        p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
+        for p in config.pools
+    }
+    provider = RecordingProvider(inventory)
+    if not args.dry_run:
+        log.info("no cluster provider is configured for these pools; recording actions instead")
+    result = run_cycle(config, history, provider, now, dry_run=True)
+    _write(args.plan_out, result.plan.to_json())
+    _print_cycle(result, label, args.plan_out)
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    config, history, now, label = load_inputs(args)
+    if args.horizon:
+        horizon_s = int(parse_duration(args.horizon).total_seconds())
+        config = config.model_copy(
+            update={"policy": config.policy.model_copy(update={"horizon_s": horizon_s})}
+        )
+    inventory = {
+        p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
+        for p in config.pools
+    }
+    provider = RecordingProvider(inventory)
+    result = run_cycle(config, history, provider, now, dry_run=True)
+    _write(args.plan_out, result.plan.to_json())
+    _print_cycle(result, label, args.plan_out)
+    return 0
+
+
+def _parse_quantiles(text: str) -> list[tuple[float, str]]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    out = []
+    for p in parts:
+        try:
+            out.append((float(p), p))
+        except ValueError:
+            raise BadInputError(
+                f"--quantiles: {p!r} is not a number; expected e.g. 0.1,0.5,0.9"
+            ) from None
+    check_quantiles([q for q, _ in out], "--quantiles")
+    return out
+
+
+def cmd_forecast(args: argparse.Namespace) -> int:
+    if args.history is None:
+        _, history, _ = demo_inputs()
+    else:
+        history = read_history_csv(args.history)
+    if args.series:
+        if args.series not in history:
+            raise BadInputError(
+                f"--series: {args.series!r} is not in the file; it has {', '.join(sorted(history))}"
+            )
+        history = {args.series: history[args.series]}
+    quantiles = _parse_quantiles(args.quantiles)
+    horizon = parse_duration(args.horizon)
+    frames = []
+    for name, y in history.items():
+        fc = forecast_series(y.rename(name), horizon, [q for q, _ in quantiles], args.method)
+        frame = fc.frame.rename(columns={quantile_column(q): f"q{text}" for q, text in quantiles})
+        frame = frame[[f"q{text}" for _, text in quantiles]]
+        frame.index = [iso(t).rstrip("Z") for t in frame.index]
+        frame.index.name = "timestamp"
+        if len(history) > 1:
+            frame.insert(0, "series", name)
+        frames.append(frame)
+        print(
+            f"{name}: {fc.estimator} ({fc.reason}); {len(frame)} steps of {fc.step}",
+            file=sys.stderr,
+        )
+    text = pd.concat(frames).to_csv(float_format="%.6g")
+    if args.out in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        _write(args.out, text)
+        print(f"forecast written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _add_input_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        "-c",
+        help="YAML config (see data/example-config.yaml); default: the built-in demo",
+    )
+    p.add_argument(
+        "--history",
+        help="CSV history (timestamp,value or timestamp,series,value) instead of the config's sources",
+    )
+    p.add_argument(
+        "--now", help="plan as of this time (ISO-8601, UTC); default: just after the newest sample"
+    )
+    p.add_argument(
+        "--plan-out",
+        default="tiercast-plan.json",
+        help="where to write the plan JSON (default: %(default)s)",
+    )
+    g = p.add_argument_group("for --history without --config")
+    g.add_argument(
+        "--units-per-gpu",
+        type=float,
+        default=1.0,
+        help="signal units one GPU serves (default 1: the values are GPUs)",
+    )
+    g.add_argument(
+        "--gpu-model",
+        default="H100-80GB",
+        help="GPU model of the default pool (default: %(default)s)",
+    )
+    g.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=8,
+        help="GPUs per node of the default pool (default: %(default)s)",
+    )
+    g.add_argument(
+        "--price-per-gpu-hour",
+        type=float,
+        default=4.0,
+        help="price of the default pool (default: %(default)s)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tiercast",
+        description="Predictive capacity planner for GPU clusters: forecast demand, plan node tiers and MIG layouts ahead of time.",
+    )
+    parser.add_argument("--version", action="version", version=f"tiercast {__version__}")
+    parser.add_argument(
+        "--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default) or ERROR"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser(
+        "run",
+        help="one full cycle: collect, forecast, plan, act (or record with --dry-run)",
+        description="Run one plan-and-act cycle. With no --config it runs the built-in demo fleet.",
+    )
+    _add_input_flags(p)
+    p.add_argument(
+        "--dry-run", action="store_true", help="record the actions instead of applying them"
+    )
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "plan",
+        help="forecast and plan without acting; print the plan",
+        description="Forecast and plan; never acts. Finance uses it with --horizon for projections.",
+    )
+    _add_input_flags(p)
+    p.add_argument(
+        "--dry-run", action="store_true", help="accepted for symmetry with 'run'; plan never acts"
+    )
+    p.add_argument(
+        "--horizon",
+        help="planning horizon, e.g. 24h, 7d, 90d (default: the config's policy.horizon_s)",
+    )
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser(
+        "forecast",
+        help="forecast a CSV history with quantiles; write timestamp,q... CSV",
+        description="Forecast each series of a CSV one horizon ahead at its own step.",
+    )
+    p.add_argument("--history", help="CSV history; default: the demo history")
+    p.add_argument("--series", help="only this series of a long-format file")
+    p.add_argument(
+        "--horizon", default="24h", help="how far ahead, e.g. 6h, 24h, 7d (default: %(default)s)"
+    )
+    p.add_argument(
+        "--quantiles",
+        default="0.1,0.5,0.9",
+        help="comma-separated quantiles (default: %(default)s)",
+    )
+    p.add_argument(
+        "--method", default="auto", help="estimator name or 'auto' (default: %(default)s)"
+    )
+    p.add_argument("--out", "-o", help="output CSV path; default: standard output")
+    p.set_defaults(func=cmd_forecast)
+
+    for module in _EXTENSIONS:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except TiercastError as exc:
+        print(f"tiercast: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tiercast: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

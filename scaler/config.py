@@ -1,0 +1,257 @@
+"""Configuration: one YAML file declared once as pydantic models, validated at load.
+
+Every field carries its unit in its name or docstring. A bad file raises
+:class:`ConfigError` with one line naming the field, the value and what was
+expected; the CLI prints it and exits 2. ``data/example-config.yaml`` is the
+commented reference; ``tests/test_config.py`` pins the documented defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from forecaster.errors import BadInputError
+from scaler.catalog import GPU_MODELS, gpu_model
+
+Tier = Literal["reserved", "on-demand", "spot"]
+TIER_ORDER: dict[str, int] = {"reserved": 0, "on-demand": 1, "spot": 2}
+
+
+class ConfigError(BadInputError):
+    """The configuration file is missing, unreadable or invalid."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SignalConfig(_Model):
+    """A demand signal: where its history comes from and what it measures."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    """Identifier workloads refer to."""
+    unit: str = "1"
+    """Unit of the values, for reports (``requests/s``, ``%``, ``GiB``)."""
+    query: str | None = None
+    """PromQL returning the signal (counters through ``rate()``)."""
+    file: str | None = None
+    """CSV export (``timestamp,value`` or long format) instead of Prometheus."""
+    series: str | None = None
+    """Series name inside a long-format ``file``; default: the signal name."""
+    step_s: int = Field(default=300, ge=1, le=86400)
+    """Sampling step of the history in seconds. Default 300 (5 minutes)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SignalConfig:
+        if self.query is not None and self.file is not None:
+            raise ValueError("give either 'query' or 'file', not both")
+        return self
+
+
+class WorkloadConfig(_Model):
+    """A service whose demand is driven by one signal and served on one GPU model."""
+
+    name: str = Field(min_length=1)
+    signal: str
+    """Name of the signal that drives this workload."""
+    gpu_model: str
+    """Catalog name (``H100-80GB``) or alias (``H100``); pools of this model serve it."""
+    units_per_replica: float = Field(gt=0)
+    """Signal units one replica serves at its latency target (e.g. requests/s per replica)."""
+    gpus_per_replica: int = Field(default=1, ge=1, le=64)
+    """Whole GPUs one replica needs. Default 1."""
+    min_replicas: int = Field(default=0, ge=0)
+    """Replicas kept whatever the forecast says. Default 0."""
+    memory_gb: float | None = Field(default=None, gt=0)
+    """GPU memory one replica needs, for MIG profile choice; optional."""
+    mig_profile: str | None = None
+    """MIG profile one replica runs on (``1g.10gb``); replicas then use slices, not GPUs."""
+
+
+class PoolConfig(_Model):
+    """A group of identical GPU nodes bought on one tier."""
+
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Kubernetes-style name (lower case, digits, '-')."""
+    tier: Tier
+    gpu_model: str
+    gpus_per_node: int = Field(ge=1, le=16)
+    price_per_gpu_hour: float = Field(gt=0)
+    """Price of one GPU-hour on this pool, in the config's currency."""
+    lead_time_s: int = Field(default=600, ge=0, le=86400)
+    """Seconds from asking for a node to it serving (boot, driver, image, model load). Default 600."""
+    min_nodes: int = Field(default=0, ge=0)
+    max_nodes: int = Field(default=100, ge=0)
+    current_nodes: int | None = Field(default=None, ge=0)
+    """Nodes running now, for file-based inventories (dry-run without a cluster)."""
+    spot_interruption_rate_per_hour: float = Field(default=0.0, ge=0, lt=1)
+    """Probability that a node is reclaimed within an hour (spot tiers). Default 0."""
+    provider: dict[str, Any] = Field(default_factory=lambda: {"kind": "recording"})
+    """How capacity is changed: ``{kind: recording | cluster-api | karpenter | placeholder, ...}``."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> PoolConfig:
+        if self.max_nodes < self.min_nodes:
+            raise ValueError(f"max_nodes ({self.max_nodes}) is below min_nodes ({self.min_nodes})")
+        if self.tier != "spot" and self.spot_interruption_rate_per_hour > 0:
+            raise ValueError("spot_interruption_rate_per_hour applies to tier 'spot' only")
+        return self
+
+    @property
+    def price_per_node_hour(self) -> float:
+        return self.price_per_gpu_hour * self.gpus_per_node
+
+
+class PolicyConfig(_Model):
+    """How cautious the planner is."""
+
+    quantile: float = Field(default=0.9, ge=0.5, lt=1.0)
+    """Forecast quantile capacity is sized to. Default 0.9."""
+    headroom_fraction: float = Field(default=0.1, ge=0, le=2)
+    """Extra capacity over current observed demand, the reactive floor. Default 0.1 (10%)."""
+    scale_down_stabilization_s: int = Field(default=1800, ge=0)
+    """Capacity is only released if it is not needed again within this window. Default 1800."""
+    max_step_nodes: int = Field(default=8, ge=1)
+    """Most nodes one pool may gain or lose in one cycle. Default 8."""
+    budget_per_hour: float | None = Field(default=None, gt=0)
+    """Cap on the fleet's spend per hour; none by default."""
+    horizon_s: int = Field(default=86400, ge=300)
+    """How far ahead to forecast and plan, in seconds. Default 86400 (24 h)."""
+    cycle_s: int = Field(default=300, ge=60)
+    """How often the cycle runs, in seconds. Default 300."""
+    staleness_limit_s: int = Field(default=900, ge=60)
+    """A signal whose newest sample is older than this is stale: no scale-down. Default 900."""
+
+
+class ForecastConfig(_Model):
+    method: str = "auto"
+    """Estimator name from the registry, or ``auto`` (chosen per series by backtest)."""
+    quantiles: tuple[float, ...] = (0.1, 0.5, 0.9)
+    """Quantiles computed and reported; the policy quantile is added if missing."""
+
+
+class PrometheusConfig(_Model):
+    url: str
+    """Base URL, e.g. ``http://prometheus.monitoring:9090``."""
+    bearer_token_file: str | None = None
+    username: str | None = None
+    password_file: str | None = None
+    ca_file: str | None = None
+    verify_tls: bool = True
+    timeout_s: float = Field(default=30.0, gt=0)
+    retries: int = Field(default=3, ge=0, le=10)
+    lookback_s: int = Field(default=14 * 86400, ge=3600)
+    """History window read each cycle. Default 14 days."""
+
+
+class ModelStoreConfig(_Model):
+    path: str = "models"
+    """Folder with one fitted model per series. Default ``models``."""
+    max_age_s: int = Field(default=86400, ge=0)
+    """Refit a stored model older than this. Default 86400 (daily)."""
+
+
+class Config(_Model):
+    signals: tuple[SignalConfig, ...] = Field(min_length=1)
+    workloads: tuple[WorkloadConfig, ...] = Field(min_length=1)
+    pools: tuple[PoolConfig, ...] = Field(min_length=1)
+    policy: PolicyConfig = PolicyConfig()
+    forecast: ForecastConfig = ForecastConfig()
+    prometheus: PrometheusConfig | None = None
+    model_store: ModelStoreConfig = ModelStoreConfig()
+
+    @model_validator(mode="after")
+    def _references(self) -> Config:
+        _unique("signals", [s.name for s in self.signals])
+        _unique("workloads", [w.name for w in self.workloads])
+        _unique("pools", [p.name for p in self.pools])
+        signals = {s.name for s in self.signals}
+        for i, p in enumerate(self.pools):
+            _known_gpu(f"pools[{i}].gpu_model", p.gpu_model)
+        pool_models = {gpu_model(p.gpu_model).name for p in self.pools}
+        for i, w in enumerate(self.workloads):
+            if w.signal not in signals:
+                raise ValueError(
+                    f"workloads[{i}].signal: {w.signal!r} is not a declared signal "
+                    f"(declared: {', '.join(sorted(signals))})"
+                )
+            _known_gpu(f"workloads[{i}].gpu_model", w.gpu_model)
+            if gpu_model(w.gpu_model).name not in pool_models:
+                raise ValueError(f"workloads[{i}].gpu_model: no pool has GPU model {w.gpu_model!r}")
+        return self
+
+    def signal(self, name: str) -> SignalConfig:
+        return next(s for s in self.signals if s.name == name)
+
+    def pools_for(self, model: str) -> list[PoolConfig]:
+        key = gpu_model(model).name
+        return [p for p in self.pools if gpu_model(p.gpu_model).name == key]
+
+
+def _unique(what: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"{what}: name {n!r} is used twice")
+        seen.add(n)
+
+
+def _known_gpu(field: str, name: str) -> None:
+    try:
+        gpu_model(name)
+    except KeyError:
+        raise ValueError(
+            f"{field}: unknown GPU model {name!r}; expected one of {', '.join(GPU_MODELS)}"
+        ) from None
+
+
+def _format_error(source: str, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ""
+    for part in err["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "value_error" and not loc:
+        return f"{source}: {msg}"
+    if err["type"] == "missing":
+        return f"{source}: {loc}: required field is missing"
+    if err["type"] == "extra_forbidden":
+        return (
+            f"{source}: {loc}: unknown field (check the spelling against data/example-config.yaml)"
+        )
+    return f"{source}: {loc or 'top level'}: {msg}; got {err.get('input')!r}"
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    """Validate a parsed mapping; raise :class:`ConfigError` with one line on failure."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: expected a mapping at the top level, got {type(data).__name__}"
+        )
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(source, exc)) from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(p)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {str(p)!r} cannot be read: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"config file {str(p)!r}{where}: {problem}") from None
+    return parse_config(data, source=str(p))

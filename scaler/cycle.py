@@ -1,0 +1,105 @@
+"""One plan-and-act cycle: history in, forecast, plan, re-validate, act or record.
+
+This is the function a CronJob (``tiercast run``) and the service scheduler both
+call. It is the same code in dry-run: only the provider differs. Every action is
+re-validated against a fresh inventory read just before it is applied; an action
+whose pool changed underneath it is skipped and reported, never forced.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from forecaster.errors import BadInputError
+from forecaster.forecasting import SeriesForecast, forecast_history
+from forecaster.series import History
+from scaler.actuators import ActionResult, CapacityProvider
+from scaler.config import Config
+from scaler.planning import plan_capacity
+from scaler.plans import CapacityPlan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CycleResult:
+    plan: CapacityPlan
+    results: list[ActionResult] = field(default_factory=list)
+    dry_run: bool = True
+    forecasts: dict[str, SeriesForecast] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> list[dict]:
+        return [c for r in self.results for c in r.calls]
+
+
+def bind_history(config: Config, history: History, source: str = "history") -> History:
+    """Map history series to the config's signals by name (one series binds to one signal)."""
+    names = [s.name for s in config.signals]
+    if all(n in history for n in names):
+        return {n: history[n] for n in names}
+    if len(history) == 1 and len(names) == 1:
+        return {names[0]: next(iter(history.values())).rename(names[0])}
+    missing = [n for n in names if n not in history]
+    raise BadInputError(
+        f"{source}: no series for signal(s) {', '.join(missing)}; the file has "
+        f"{', '.join(sorted(history)) or 'none'}"
+    )
+
+
+def stale_signals(
+    config: Config, forecasts: dict[str, SeriesForecast], now: pd.Timestamp
+) -> set[str]:
+    limit = pd.Timedelta(seconds=config.policy.staleness_limit_s)
+    return {name for name, fc in forecasts.items() if now - fc.last_timestamp > limit}
+
+
+def forecast_for_plan(
+    config: Config, history: History, now: pd.Timestamp
+) -> dict[str, SeriesForecast]:
+    """Forecast every signal far enough ahead to cover the horizon plus the longest lead time."""
+    lead = max(p.lead_time_s for p in config.pools)
+    horizon = pd.Timedelta(seconds=config.policy.horizon_s + lead + config.policy.cycle_s)
+    quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
+    upto = {name: y[y.index < now] for name, y in history.items()}
+    usable = {name: y for name, y in upto.items() if y.notna().sum() >= 2}
+    for name in sorted(set(upto) - set(usable)):
+        log.warning("signal %s has no usable history before %s", name, now)
+    # Forecast from the newest sample to now + horizon: a stale series needs more steps.
+    out = {}
+    for name, y in usable.items():
+        gap = max(pd.Timedelta(0), now - y.dropna().index[-1])
+        out.update(forecast_history({name: y}, horizon + gap, quantiles, config.forecast.method))
+    return out
+
+
+def run_cycle(
+    config: Config,
+    history: History,
+    provider: CapacityProvider,
+    now: pd.Timestamp,
+    dry_run: bool = True,
+) -> CycleResult:
+    """Forecast, plan against the provider's inventory, then apply the changes."""
+    forecasts = forecast_for_plan(config, history, now)
+    stale = stale_signals(config, forecasts, now)
+    inventory = provider.inventory()
+    plan = plan_capacity(config, forecasts, inventory, now, stale=stale)
+    results: list[ActionResult] = []
+    for action in plan.changes():
+        fresh = provider.inventory()
+        if fresh.get(action.pool) != action.current_nodes:
+            results.append(
+                ActionResult(
+                    action,
+                    "skipped",
+                    f"inventory changed since planning ({action.current_nodes} -> {fresh.get(action.pool)}); "
+                    "will re-plan next cycle",
+                )
+            )
+            continue
+        results.append(provider.apply(action))
+    return CycleResult(plan=plan, results=results, dry_run=dry_run, forecasts=forecasts)

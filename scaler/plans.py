@@ -1,0 +1,139 @@
+"""The capacity plan: a pure value produced by planning and consumed by actuators.
+
+A :class:`CapacityPlan` holds what the planner saw (forecast summaries), what it
+wants (target nodes per pool over the horizon), what it will do now (one
+:class:`Action` per pool, each with a decision and a one-line reason), and what
+that costs and risks. ``to_dict`` gives the documented JSON form
+(``scaler/plan.schema.json``); nothing in here talks to the outside world.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+
+Decision = Literal["no-op", "scale-up", "scale-down", "relayout"]
+DECISIONS: tuple[str, ...] = ("no-op", "scale-up", "scale-down", "relayout")
+SCHEMA_VERSION = 1
+
+
+def iso(ts: pd.Timestamp) -> str:
+    """UTC ISO-8601 with a ``Z``: the one timestamp form in plans and records."""
+    t = pd.Timestamp(ts)
+    if t.tzinfo is not None:
+        t = t.tz_convert("UTC").tz_localize(None)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One change (or explicit non-change) to one pool."""
+
+    pool: str
+    decision: Decision
+    current_nodes: int
+    target_nodes: int
+    at: str
+    """When to act (ISO-8601 UTC): now, for actions in this cycle."""
+    needed_at: str
+    """When the capacity must be serving: ``at`` + the pool's lead time."""
+    cost_delta_per_hour: float
+    """Change in spend per hour if applied (negative saves)."""
+    reason: str
+    kind: str = "nodes"
+    """What is changed: ``nodes`` for pool size, ``mig-layout`` for MIG relabels."""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def amount(self) -> int:
+        return self.target_nodes - self.current_nodes
+
+
+@dataclass(frozen=True)
+class SignalSummary:
+    name: str
+    unit: str
+    estimator: str
+    reason: str
+    last_timestamp: str
+    last_value: float
+    stale: bool
+    peak_at_quantile: float
+    """Highest forecast value at the policy quantile over the horizon."""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    pool: str
+    tier: str
+    gpu_model: str
+    gpus_per_node: int
+    price_per_gpu_hour: float
+    lead_time_s: int
+    current_nodes: int
+    target_nodes: list[int]
+    """Target nodes at each timestamp of ``CapacityPlan.timeline``."""
+    binding: list[str] = field(default_factory=list)
+    """Constraints that bound this pool's target now (max_nodes, max_step, budget)."""
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    created_at: str
+    quantile: float
+    horizon_s: int
+    step_s: int
+    timeline: list[str]
+    """Timestamps of the planning grid (ISO-8601 UTC)."""
+    signals: list[SignalSummary]
+    demand_gpus: dict[str, list[float]]
+    """GPUs needed per GPU model at the policy quantile, on the timeline."""
+    pools: list[PoolPlan]
+    actions: list[Action]
+    cost: dict[str, Any]
+    risk: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    mig: dict[str, Any] = field(default_factory=dict)
+    """MIG layouts: mig-parted config and per-node ``nvidia.com/mig.config`` values."""
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def changes(self) -> list[Action]:
+        """Actions that change something; no-ops are dropped before acting."""
+        return [a for a in self.actions if a.decision != "no-op"]
+
+
+def actions_table(plan: CapacityPlan) -> str:
+    """A readable table of the plan's actions, one row per pool."""
+    rows = [("POOL", "DECISION", "NODES", "NEEDED AT", "COST/H", "REASON")]
+    for a in plan.actions:
+        nodes = (
+            f"{a.current_nodes}->{a.target_nodes}"
+            if a.kind == "nodes"
+            else str(a.details.get("layout", ""))
+        )
+        rows.append(
+            (
+                a.pool,
+                a.decision,
+                nodes,
+                a.needed_at[11:16] + "Z",
+                f"{a.cost_delta_per_hour:+.2f}",
+                a.reason,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5]
+        for r in rows
+    ]
+    return "\n".join(lines)

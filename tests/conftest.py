@@ -1,0 +1,33 @@
+"""Shared fixtures: paths to the public traces, the demo inputs, a temp workdir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = REPO.parent / "shared" / "data" / "traces"
+
+
+def trace_path(relative: str) -> Path:
+    """Path of a public trace; skips the test with a clear message when absent."""
+    path = TRACES / relative
+    if not path.is_file():
+        pytest.skip(
+            f"public trace {relative} not found under {TRACES} (the shared data folder is absent)"
+        )
+    return path
+
+
+@pytest.fixture
+def traces() -> Path:
+    if not TRACES.is_dir():
+        pytest.skip(f"public traces folder {TRACES} is absent")
+    return TRACES
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
