@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from forecaster.errors import BadInputError
 from scaler.catalog import GPU_MODELS, gpu_model
@@ -155,6 +155,124 @@ class ModelStoreConfig(_Model):
     """Refit a stored model older than this. Default 86400 (daily)."""
 
 
+_DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def _cron_day_of_week(field: str) -> str:
+    """Cron numbers days 0-7 from Sunday; APScheduler 3 numbers them from Monday: use names."""
+    parts = []
+    for part in field.split(","):
+        base, _, step = part.partition("/")
+        if (base == "*" and not step) or (base != "*" and not any(c.isdigit() for c in base)):
+            parts.append(part)
+            continue
+        lo, _, hi = ("0-7" if base == "*" else base).partition("-")
+        days = range(int(lo), int(hi or lo) + 1, int(step or 1))
+        if not days or max(days) > 7:
+            raise ValueError(f"day of week {part!r} is outside 0-7")
+        parts.extend(_DOW_NAMES[d] for d in days)
+    return ",".join(dict.fromkeys(parts))
+
+
+def parse_schedule(text: str) -> Any:
+    """An APScheduler trigger from a schedule string (always UTC).
+
+    ``m h dom mon dow`` is standard cron; a sixth leading field adds seconds
+    (``*/10 * * * * *``); ``@every 30s`` is a fixed interval (any duration
+    ``parse_duration`` reads). Raises ``ValueError`` naming what was expected.
+    """
+    from apscheduler.triggers.cron import CronTrigger
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    from forecaster.series import parse_duration
+
+    words = text.split()
+    if words and words[0] == "@every":
+        if len(words) != 2:
+            raise ValueError(f"{text!r}: expected '@every <duration>', e.g. '@every 30s'")
+        seconds = parse_duration(words[1]).total_seconds()
+        if seconds <= 0:
+            raise ValueError(f"{text!r}: the interval must be positive")
+        return IntervalTrigger(seconds=seconds, timezone="UTC")
+    if len(words) not in (5, 6):
+        raise ValueError(
+            f"{text!r}: expected 5 cron fields (minute hour day month weekday), "
+            f"6 with leading seconds, or '@every <duration>'"
+        )
+    second = words[0] if len(words) == 6 else "0"
+    minute, hour, day, month, dow = words[-5:]
+    try:
+        return CronTrigger(
+            second=second,
+            minute=minute,
+            hour=hour,
+            day=day,
+            month=month,
+            day_of_week=_cron_day_of_week(dow),
+            timezone="UTC",
+        )
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}") from exc
+
+
+class ServiceConfig(_Model):
+    """``tiercast serve`` and ``tiercast run`` in production: schedules, records, metrics, lease."""
+
+    cycle_schedule: str = "*/5 * * * *"
+    """When the plan-and-act cycle runs (cron, UTC). Default every 5 minutes."""
+    refit_schedule: str = "17 3 * * *"
+    """When stored models are refitted (cron, UTC). Default daily at 03:17, a quiet hour."""
+    report_schedule: str = "0 6 * * 1"
+    """When the capacity report is written (cron, UTC). Default Mondays 06:00."""
+    misfire_grace_s: int = Field(default=120, ge=1)
+    """A run that starts late by up to this many seconds still runs; later ones are
+    dropped, and missed runs are coalesced into one. Default 120."""
+    shutdown_grace_s: float = Field(default=25.0, ge=0)
+    """After SIGTERM, seconds to let a running job finish before exiting; keep it below
+    the pod's terminationGracePeriodSeconds (30). Default 25."""
+    records_path: str = "tiercast-records.sqlite"
+    """SQLite file of run records (``tiercast history`` reads it)."""
+    records_keep_days: int = Field(default=30, ge=1)
+    """Run records older than this are deleted. Default 30 days."""
+    plan_out: str | None = None
+    """Where each cycle writes its plan JSON; none by default in ``serve``."""
+    report_out: str = "reports"
+    """Folder the scheduled report job writes to. Default ``reports``."""
+    metrics_port: int = Field(default=9108, ge=0, le=65535)
+    """Port of ``/metrics``, ``/healthz`` and ``/readyz``; 0 turns the endpoint off."""
+    metrics_host: str = "0.0.0.0"
+    """Address the metrics endpoint listens on."""
+    log_format: Literal["text", "json"] = "text"
+    """``json`` writes one JSON object per log line (secrets redacted)."""
+    leader_election: bool = False
+    """Only the holder of the Lease below actuates; other replicas plan and record."""
+    lease_name: str = "tiercast-leader"
+    lease_namespace: str | None = None
+    """Namespace of the Lease; default: the pod's namespace (service-account file) or ``default``."""
+    lease_duration_s: int = Field(default=15, ge=2)
+    """A leader that has not renewed for this long loses the Lease. Default 15."""
+    lease_renew_s: float = Field(default=5.0, gt=0)
+    """How often the leader renews and candidates retry. Default 5; below lease_duration_s."""
+    action_retries: int = Field(default=2, ge=0, le=10)
+    """Retries of an action that failed temporarily (429, 500, timeout); each re-reads the
+    pool first, so an action that did land is not sent again. Default 2."""
+
+    @field_validator("cycle_schedule", "refit_schedule", "report_schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        parse_schedule(value)
+        return value
+
+    @model_validator(mode="after")
+    def _lease_timing(self) -> ServiceConfig:
+        if self.lease_renew_s >= self.lease_duration_s:
+            raise ValueError(
+                f"lease_renew_s ({self.lease_renew_s}) must be below lease_duration_s "
+                f"({self.lease_duration_s})"
+            )
+        return self
+
+
 class Config(_Model):
     signals: tuple[SignalConfig, ...] = Field(min_length=1)
     workloads: tuple[WorkloadConfig, ...] = Field(min_length=1)
@@ -163,6 +281,7 @@ class Config(_Model):
     forecast: ForecastConfig = ForecastConfig()
     prometheus: PrometheusConfig | None = None
     model_store: ModelStoreConfig = ModelStoreConfig()
+    service: ServiceConfig = ServiceConfig()
 
     @model_validator(mode="after")
     def _references(self) -> Config:
