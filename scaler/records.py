@@ -1,0 +1,325 @@
+"""Run records: what every job run saw, planned, did and how it ended, in SQLite.
+
+One row per run (cycle, refit or report): an inputs summary per signal, a forecast
+summary per signal and quantile, a compact plan, each action with its outcome, the
+status and the error. The full plan JSON is kept zlib-compressed beside it.
+
+A record is written in one SQLite transaction (journal in WAL mode, ``synchronous
+= FULL``), so a crash or a kill mid-write leaves either the whole record or none,
+never a partial one. Each write opens its own connection, so scheduler threads
+never share one. ``tiercast history`` prints the records as a table or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import zlib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from forecaster.errors import BadInputError, TemporaryError
+from forecaster.estimators import quantile_column
+from forecaster.forecasting import SeriesForecast
+from forecaster.series import History
+from scaler.plans import CapacityPlan, iso
+
+STATUSES: tuple[str, ...] = ("ok", "held", "failed", "abandoned")
+"""``ok``: done as planned. ``held``: done, but pools were held on stale or missing data.
+``failed``: an error stopped the run or an action failed. ``abandoned``: stopped
+safely by a shutdown before acting."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    job TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL,
+    plan_z BLOB
+);
+CREATE INDEX IF NOT EXISTS runs_job ON runs (job, seq);
+CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at);
+"""
+
+
+class RecordsError(TemporaryError):
+    """The run-record database cannot be opened, read or written."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One job run. Times are ISO-8601 UTC strings (``plans.iso``)."""
+
+    run_id: str
+    job: str
+    """``cycle``, ``refit`` or ``report``."""
+    started_at: str
+    finished_at: str
+    duration_s: float
+    status: str
+    """One of :data:`STATUSES`."""
+    exit_code: int
+    """What ``tiercast run`` exits with for this run: 0 ok, 1 held or failed, 2 bad input,
+    143 abandoned on SIGTERM."""
+    dry_run: bool = True
+    leader: bool = True
+    """Whether this replica held the Lease (and so was allowed to actuate)."""
+    identity: str = ""
+    """Replica identity (pod name or host name)."""
+    source: str = ""
+    """Where config and history came from."""
+    error: str | None = None
+    """One line: the error class and message, when the run failed."""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    forecast: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] | None = None
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _num(x: Any) -> float | None:
+    v = float(x)
+    return round(v, 6) if np.isfinite(v) else None
+
+
+def inputs_summary(history: History) -> dict[str, Any]:
+    """Per signal: points, gaps, first and newest observed sample, newest value."""
+    out: dict[str, Any] = {}
+    for name, y in history.items():
+        seen = y.dropna()
+        out[name] = {
+            "points": len(y),
+            "missing": int(y.isna().sum()),
+            "first": iso(seen.index[0]) if len(seen) else None,
+            "last": iso(seen.index[-1]) if len(seen) else None,
+            "last_value": _num(seen.iloc[-1]) if len(seen) else None,
+        }
+    return out
+
+
+def forecast_summary(
+    forecasts: Mapping[str, SeriesForecast], quantiles: list[float], lead_s: int
+) -> dict[str, Any]:
+    """Per signal: estimator, and per quantile the value one lead time ahead and the peak."""
+    out: dict[str, Any] = {}
+    for name, fc in forecasts.items():
+        at = fc.last_timestamp + pd.Timedelta(seconds=lead_s)
+        ahead = fc.frame[fc.frame.index >= at]
+        row = ahead.iloc[0] if len(ahead) else fc.frame.iloc[-1]
+        out[name] = {
+            "estimator": fc.estimator,
+            "reason": fc.reason,
+            "last_timestamp": iso(fc.last_timestamp),
+            "at_lead": {
+                quantile_column(q): _num(row[quantile_column(q)])
+                for q in quantiles
+                if quantile_column(q) in fc.frame
+            },
+            "peak": {
+                quantile_column(q): _num(fc.frame[quantile_column(q)].max())
+                for q in quantiles
+                if quantile_column(q) in fc.frame
+            },
+        }
+    return out
+
+
+def plan_summary(plan: CapacityPlan) -> dict[str, Any]:
+    """The plan without its timelines: pools now, cost, risk and notes."""
+    return {
+        "created_at": plan.created_at,
+        "quantile": plan.quantile,
+        "horizon_s": plan.horizon_s,
+        "pools": {
+            p.pool: {
+                "tier": p.tier,
+                "current_nodes": p.current_nodes,
+                "target_nodes_now": p.target_nodes[0] if p.target_nodes else p.current_nodes,
+                "target_nodes_max": max(p.target_nodes) if p.target_nodes else p.current_nodes,
+                "binding": list(p.binding),
+            }
+            for p in plan.pools
+        },
+        "cost": plan.cost,
+        "risk": plan.risk,
+    }
+
+
+class RunStore:
+    """Run records in one SQLite file; safe to use from several threads and processes."""
+
+    def __init__(self, path: str | Path, keep_days: int = 30) -> None:
+        self.path = Path(path)
+        self.keep_days = keep_days
+
+    def _connect(self, create: bool) -> sqlite3.Connection:
+        if not create and not self.path.is_file():
+            raise BadInputError(
+                f"run records {str(self.path)!r} do not exist; "
+                "a cycle writes them (service.records_path)"
+            )
+        try:
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.executescript(_SCHEMA)
+            return conn
+        except (sqlite3.Error, OSError) as exc:
+            raise RecordsError(f"run records {str(self.path)!r}: cannot open: {exc}") from exc
+
+    def add(self, record: RunRecord, plan: CapacityPlan | None = None) -> None:
+        """Write one record (and its full plan) atomically; prune records past retention."""
+        if record.status not in STATUSES:
+            raise ValueError(f"status {record.status!r} is not one of {', '.join(STATUSES)}")
+        # Serialize before opening the transaction: a value that cannot be written
+        # must fail here, not leave a transaction half done.
+        body = json.dumps(record.to_dict(), allow_nan=False, default=str)
+        plan_z = zlib.compress(plan.to_json(indent=None).encode()) if plan is not None else None
+        cutoff = iso(pd.Timestamp(record.started_at) - pd.Timedelta(days=self.keep_days))
+        conn = self._connect(create=True)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT INTO runs (run_id, job, started_at, finished_at, status, body, plan_z)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.run_id,
+                    record.job,
+                    record.started_at,
+                    record.finished_at,
+                    record.status,
+                    body,
+                    plan_z,
+                ),
+            )
+            conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise RecordsError(
+                f"run records {str(self.path)!r}: cannot write run {record.run_id}: {exc}"
+            ) from exc
+        finally:
+            conn.close()
+
+    def recent(self, limit: int = 20, job: str | None = None) -> list[RunRecord]:
+        """The newest records first (by write order, not by clock: clocks jump)."""
+        conn = self._connect(create=False)
+        try:
+            sql = "SELECT body FROM runs"
+            params: tuple[Any, ...] = ()
+            if job:
+                sql += " WHERE job = ?"
+                params = (job,)
+            rows = conn.execute(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit)).fetchall()
+        except sqlite3.Error as exc:
+            raise RecordsError(f"run records {str(self.path)!r}: cannot read: {exc}") from exc
+        finally:
+            conn.close()
+        return [RunRecord(**json.loads(body)) for (body,) in rows]
+
+    def full_plan(self, run_id: str) -> dict[str, Any] | None:
+        """The complete plan JSON of one run, or None when the run made no plan."""
+        conn = self._connect(create=False)
+        try:
+            row = conn.execute("SELECT plan_z FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        except sqlite3.Error as exc:
+            raise RecordsError(f"run records {str(self.path)!r}: cannot read: {exc}") from exc
+        finally:
+            conn.close()
+        if row is None:
+            raise BadInputError(f"--run: no run {run_id!r} in {str(self.path)!r}")
+        return json.loads(zlib.decompress(row[0])) if row[0] is not None else None
+
+
+def _actions_cell(record: RunRecord) -> str:
+    if not record.actions:
+        return "-"
+    counts: dict[str, int] = {}
+    for a in record.actions:
+        key = f"{a.get('decision', '?')} {a.get('outcome', '?')}"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
+def history_table(records: list[RunRecord]) -> str:
+    """One line per run, newest first."""
+    rows = [("STARTED", "JOB", "STATUS", "SECS", "MODE", "ACTIONS", "COST/H", "DETAIL")]
+    for r in records:
+        mode = "dry-run" if r.dry_run else ("leader" if r.leader else "follower")
+        cost = r.plan["cost"].get("per_hour_now") if r.plan else None
+        detail = r.error or next(iter(r.notes), "")
+        rows.append(
+            (
+                r.started_at,
+                r.job,
+                r.status,
+                f"{r.duration_s:.1f}",
+                mode,
+                _actions_cell(r),
+                "-" if cost is None else f"{cost:.2f}",
+                detail,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(7)]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row[:7], widths, strict=True)) + "  " + row[7]
+        for row in rows
+    )
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    path = args.records
+    keep = 30
+    if path is None:
+        if args.config:
+            from scaler.config import load_config
+
+            service = load_config(args.config).service
+            path, keep = service.records_path, service.records_keep_days
+        else:
+            path = "tiercast-records.sqlite"
+    store = RunStore(path, keep_days=keep)
+    if args.run:
+        print(json.dumps(store.full_plan(args.run), indent=2))
+        return 0
+    if args.limit < 1:
+        raise BadInputError(f"--limit: {args.limit} is not a positive number of runs")
+    records = store.recent(limit=args.limit, job=args.job)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in records], indent=2))
+    else:
+        print(history_table(records))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "history",
+        help="list recent runs (status, actions, errors) from the run records",
+        description="Print the run records written by 'run' and 'serve', newest first.",
+    )
+    p.add_argument("--config", "-c", help="YAML config; its service.records_path is read")
+    p.add_argument(
+        "--records", help="SQLite run-record file (default: service.records_path of --config)"
+    )
+    p.add_argument("--limit", "-n", type=int, default=20, help="runs to show (default 20)")
+    p.add_argument("--job", choices=("cycle", "refit", "report"), help="only this job")
+    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    p.add_argument("--run", help="print the full plan JSON of this run id")
+    p.set_defaults(func=cmd_history)
