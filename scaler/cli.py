@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from scaler.plans import actions_table, iso
 log = logging.getLogger("tiercast")
 
 # Feature modules that add subcommands: module path -> must expose register(subparsers).
-_EXTENSIONS: tuple[str, ...] = ()
+_EXTENSIONS: tuple[str, ...] = ("scaler.backfilling", "scaler.records", "scaler.service")
 
 
 def _config_from_history(history: History, args: argparse.Namespace) -> Config:
@@ -81,26 +82,36 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
         if history_path is not None:
             history = read_history_csv(history_path)
         config = load_config(config_path) if config_path else _config_from_history(history, args)
+        collected_at: pd.Timestamp | None = None
         if not history:
+            if any(s.query is not None for s in config.signals):
+                # Prometheus windows end at the collection time, and 'now' is that time,
+                # so a signal whose newest sample is old reads as stale (no scale-down).
+                collected_at = _explicit_now(args) or pd.Timestamp.now(tz="UTC").tz_localize(None)
             history = _history_from_config(
-                config, Path(config_path).parent if config_path else Path(".")
+                config, Path(config_path).parent if config_path else Path("."), collected_at
             )
         history = bind_history(config, history, source=str(history_path or config_path))
-        now = _default_now(history)
+        now = collected_at if collected_at is not None else _default_now(history)
         label = str(history_path or config_path)
-    if getattr(args, "now", None):
-        try:
-            now = (
-                pd.Timestamp(args.now).tz_localize(None)
-                if pd.Timestamp(args.now).tzinfo is None
-                else pd.Timestamp(args.now).tz_convert(None)
-            )
-        except ValueError as exc:
-            raise BadInputError(f"--now: {args.now!r} is not an ISO-8601 timestamp") from exc
+    explicit = _explicit_now(args)
+    if explicit is not None:
+        now = explicit
     return config, history, now, label
 
 
-def _history_from_config(config: Config, base: Path) -> History:
+def _explicit_now(args: argparse.Namespace) -> pd.Timestamp | None:
+    """``--now`` as a naive UTC timestamp, or None when not given."""
+    if not getattr(args, "now", None):
+        return None
+    try:
+        given = pd.Timestamp(args.now)
+    except ValueError as exc:
+        raise BadInputError(f"--now: {args.now!r} is not an ISO-8601 timestamp") from exc
+    return given.tz_localize(None) if given.tzinfo is None else given.tz_convert(None)
+
+
+def _history_from_config(config: Config, base: Path, now: pd.Timestamp | None = None) -> History:
     """Read each signal's ``file``; signals with a PromQL query need a metric source."""
     history: History = {}
     for s in config.signals:
@@ -112,7 +123,7 @@ def _history_from_config(config: Config, base: Path) -> History:
                 raise BadInputError(f"signal {s.name!r}: file {str(path)!r} has no series {key!r}")
             history[s.name] = data[key].rename(s.name)
         elif s.query is not None:
-            history.update(_collect_prometheus(config, s.name))
+            history.update(_collect_prometheus(config, s.name, now))
         else:
             raise BadInputError(
                 f"signal {s.name!r} has neither 'file' nor 'query'; give one, or pass --history"
@@ -120,14 +131,14 @@ def _history_from_config(config: Config, base: Path) -> History:
     return history
 
 
-def _collect_prometheus(config: Config, signal: str) -> History:
+def _collect_prometheus(config: Config, signal: str, now: pd.Timestamp | None = None) -> History:
     try:
         collecting = importlib.import_module("scaler.collecting")
     except ImportError:
         raise BadInputError(
             f"signal {signal!r} uses a PromQL query, but Prometheus collection is not available"
         ) from None
-    return dict(collecting.collect_signal(config, signal))
+    return dict(collecting.collect_signal(config, signal, now=now))
 
 
 def _write(path: str, text: str) -> None:
@@ -166,23 +177,36 @@ def _print_cycle(result: CycleResult, label: str, out: str | None) -> None:
         print(
             f"{r.outcome}: {r.action.pool} {r.action.decision} -> {r.action.target_nodes} {r.message}"
         )
+        for call in r.calls:
+            if call.get("verb") != "GET":
+                print(f"    {_format_call(call)}")
     if out:
         print(f"plan written to {out}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    config, history, now, label = load_inputs(args)
-    inventory = {
-        p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
-        for p in config.pools
-    }
-    provider = RecordingProvider(inventory)
-    if not args.dry_run:
-        log.info("no cluster provider is configured for these pools; recording actions instead")
-    result = run_cycle(config, history, provider, now, dry_run=True)
-    _write(args.plan_out, result.plan.to_json())
-    _print_cycle(result, label, args.plan_out)
-    return 0
+    """One cycle through the same job function ``serve`` schedules (exit codes: scaler.service)."""
+    from scaler.service import Inputs, run_once
+
+    def load() -> Inputs:
+        config, history, now, label = load_inputs(args)
+        return Inputs(config, history, now, label)
+
+    return run_once(args, load, lambda result, label: _print_cycle(result, label, args.plan_out))
+
+
+def _format_call(call: dict) -> str:
+    """One API call as ``VERB path?query body``; reads are left out of the printed list."""
+    where = call.get("path") or call.get("pool", "")
+    if call.get("query"):
+        where += "?" + "&".join(f"{k}={v}" for k, v in call["query"].items())
+    extra = {k: v for k, v in call.items() if k not in ("verb", "path", "pool", "query", "status")}
+    text = f"{call['verb']} {where}"
+    if "body" in extra:
+        text += " " + json.dumps(extra.pop("body"), separators=(",", ":"), sort_keys=True)
+    if extra:
+        text += " " + " ".join(f"{k}={v}" for k, v in extra.items())
+    return text
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -317,6 +341,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_flags(p)
     p.add_argument(
         "--dry-run", action="store_true", help="record the actions instead of applying them"
+    )
+    k = p.add_argument_group(
+        "Kubernetes (pools whose provider kind is cluster-api, karpenter or placeholder)"
+    )
+    k.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file; default: in-cluster service account, else ~/.kube/config",
+    )
+    k.add_argument("--context", help="kubeconfig context; default: the current context")
+    k.add_argument(
+        "--server-dry-run",
+        action="store_true",
+        help="send the writes with dryRun=All: the API server validates them, nothing persists (implies --dry-run)",
     )
     p.set_defaults(func=cmd_run)
 

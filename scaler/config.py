@@ -135,17 +135,37 @@ class ForecastConfig(_Model):
 
 
 class PrometheusConfig(_Model):
-    url: str
+    """Where signals with a ``query`` are read; see ``forecaster/prometheus.py``."""
+
+    url: str = Field(pattern=r"^https?://")
     """Base URL, e.g. ``http://prometheus.monitoring:9090``."""
     bearer_token_file: str | None = None
+    """File holding a bearer token (a Kubernetes secret mount); read each cycle, never logged."""
     username: str | None = None
+    """Basic-auth user; the password comes from ``password_file``."""
     password_file: str | None = None
     ca_file: str | None = None
+    """CA bundle (PEM) that signed the server's certificate; default: the system's."""
     verify_tls: bool = True
+    """Verify the server's TLS certificate. Default true."""
     timeout_s: float = Field(default=30.0, gt=0)
+    """Timeout of one HTTP request, in seconds. Default 30."""
     retries: int = Field(default=3, ge=0, le=10)
+    """Retries of a request after a connection error, timeout, 429 or 5xx. Default 3."""
+    retry_backoff_s: float = Field(default=1.0, ge=0, le=30)
+    """First wait before a retry, doubled each time (capped at 30 s). Default 1."""
     lookback_s: int = Field(default=14 * 86400, ge=3600)
     """History window read each cycle. Default 14 days."""
+    max_fill_gap_s: int = Field(default=900, ge=0)
+    """Gaps up to this long are interpolated; longer ones stay missing and are reported. Default 900."""
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> PrometheusConfig:
+        if self.bearer_token_file is not None and self.username is not None:
+            raise ValueError("prometheus: give either bearer_token_file or username, not both")
+        if self.password_file is not None and self.username is None:
+            raise ValueError("prometheus: password_file needs username")
+        return self
 
 
 class ModelStoreConfig(_Model):

@@ -1,0 +1,306 @@
+"""Reading history from a Prometheus server (on prometheus-api-client).
+
+:class:`PrometheusSource` implements :class:`forecaster.sources.MetricSource`:
+
+* **Grid.** ``start`` and ``end`` are floored to a multiple of ``step`` since the
+  epoch, so every cycle (and every chunk) evaluates the query on the same
+  timestamps and series from different cycles line up.
+* **Chunks.** Prometheus refuses a range query with more than 11,000 points per
+  series. A long window is split into chunks of at most ``max_points`` grid
+  points; chunk ``i`` covers points ``i*max_points .. (i+1)*max_points - 1``, so
+  consecutive chunks neither overlap nor leave a hole, and the stitched series is
+  checked for duplicate timestamps anyway (the later chunk wins).
+* **Identity.** One :class:`~forecaster.sources.LabelledSeries` per label set;
+  the labels (``__name__`` included when the query keeps it) are the identity.
+* **Failures.** Each request has a timeout. Connection failures, timeouts, HTTP
+  429 and 5xx are retried up to ``retries`` times with exponential backoff
+  (``retry_backoff_s * 2**attempt``, capped at 30 s), then raise
+  :class:`PrometheusUnavailable` (a :class:`~forecaster.errors.TemporaryError`:
+  exit 1, the next cycle may succeed). Other 4xx answers are not retried; an
+  invalid query (HTTP 400 ``bad_data``) raises :class:`PrometheusQueryError`
+  (a :class:`~forecaster.errors.BadInputError`: fix the config, exit 2).
+* **Auth and transport.** A bearer token read from a file at each source
+  construction (so a rotated Kubernetes secret mount is picked up), or basic auth
+  with the password read from a file; a custom CA bundle; TLS verification is on
+  unless turned off. No credential is ever put in a log line or an error: errors
+  name the URL with any ``user:password@`` removed and never echo headers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import pandas as pd
+import requests
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.exceptions import InsecureRequestWarning
+from urllib3.util.retry import Retry
+
+from forecaster.errors import BadInputError, TemporaryError
+from forecaster.sources import LabelledSeries
+
+log = logging.getLogger(__name__)
+
+MAX_POINTS_PER_QUERY = 11_000
+"""Prometheus's hard cap on points per series in one range query."""
+MAX_BACKOFF_S = 30.0
+_RETRY_STATUS = {429, 500, 502, 503, 504}
+
+
+class PrometheusUnavailable(TemporaryError):
+    """Prometheus could not be reached or did not answer usefully; retry next cycle."""
+
+
+class PrometheusQueryError(BadInputError):
+    """Prometheus refused the query itself (bad PromQL, bad parameters); fix the config."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` without any ``user:password@`` part, for messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def _read_secret(path: str, field: str) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        # The path is configuration, not a secret; the content is never shown.
+        raise BadInputError(
+            f"prometheus.{field}: cannot read {path!r} ({exc.strerror or type(exc).__name__})"
+        ) from None
+    if not text:
+        raise BadInputError(f"prometheus.{field}: {path!r} is empty")
+    return text
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """How to reach one Prometheus; mirrors the ``prometheus`` config section."""
+
+    url: str
+    bearer_token_file: str | None = None
+    username: str | None = None
+    password_file: str | None = None
+    ca_file: str | None = None
+    verify_tls: bool = True
+    timeout_s: float = 30.0
+    retries: int = 3
+    retry_backoff_s: float = 1.0
+    max_points: int = MAX_POINTS_PER_QUERY
+
+
+def _error_detail(exc: PrometheusApiClientException) -> tuple[int | None, str, str]:
+    """(HTTP status, Prometheus errorType, error text) from the client's exception message."""
+    text = str(exc)
+    m = re.search(r"HTTP Status Code (\d+)", text)
+    status = int(m.group(1)) if m else None
+    etype = re.search(r'"errorType"\s*:\s*"([^"]*)"', text)
+    err = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
+    detail = err.group(1) if err else ""
+    return status, etype.group(1) if etype else "", detail[:200]
+
+
+class PrometheusSource:
+    """A :class:`~forecaster.sources.MetricSource` backed by a Prometheus HTTP API."""
+
+    def __init__(
+        self,
+        settings: PrometheusSettings,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not settings.url.startswith(("http://", "https://")):
+            raise BadInputError(
+                f"prometheus.url: {redact_url(settings.url)!r} is not an http:// or https:// URL"
+            )
+        if settings.max_points < 2:
+            raise BadInputError(f"max_points must be at least 2, got {settings.max_points}")
+        self.settings = settings
+        self.url = redact_url(settings.url.rstrip("/"))
+        self._sleep = sleep
+        headers: dict[str, str] = {}
+        auth: tuple[str, str] | None = None
+        if settings.bearer_token_file:
+            headers["Authorization"] = "Bearer " + _read_secret(
+                settings.bearer_token_file, "bearer_token_file"
+            )
+        if settings.username is not None:
+            password = (
+                _read_secret(settings.password_file, "password_file")
+                if settings.password_file
+                else ""
+            )
+            auth = (settings.username, password)
+        session = requests.Session()
+        # A CA bundle path makes requests verify against it; verify_tls false turns checks off.
+        session.verify = (settings.ca_file or True) if settings.verify_tls else False
+        if settings.ca_file and not Path(settings.ca_file).is_file():
+            raise BadInputError(f"prometheus.ca_file: {settings.ca_file!r} does not exist")
+        if not settings.verify_tls and settings.url.startswith("https://"):
+            # Said once here rather than by urllib3 on every request.
+            log.warning("TLS verification of Prometheus at %s is off (verify_tls: false)", self.url)
+        # Retries are ours (with backoff and clear errors), not urllib3's.
+        self._client = PrometheusConnect(
+            url=settings.url.rstrip("/"),
+            headers=headers or None,
+            auth=auth,
+            session=session,
+            # total=False: urllib3 re-raises the first error as is (a read timeout stays a timeout).
+            retry=Retry(total=False),
+            timeout=settings.timeout_s,  # type: ignore[arg-type]
+        )
+
+    def __repr__(self) -> str:  # never show the headers or auth
+        return f"PrometheusSource({self.url!r})"
+
+    # -- the MetricSource method -------------------------------------------------
+    def range(
+        self, query: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta
+    ) -> list[LabelledSeries]:
+        step_s = step.total_seconds()
+        if not (step_s >= 1 and float(step_s).is_integer()):
+            raise BadInputError(f"step: {step} must be a whole number of seconds, at least 1")
+        first, last = _aligned_seconds(start, step_s), _aligned_seconds(end, step_s)
+        if last < first:
+            raise BadInputError(f"range: end {end} is before start {start}")
+        step_i = int(step_s)
+        per_chunk = self.settings.max_points
+        pieces: dict[tuple[tuple[str, str], ...], list[pd.Series]] = {}
+        chunk_start = first
+        while chunk_start <= last:
+            chunk_end = min(chunk_start + (per_chunk - 1) * step_i, last)
+            for item in self._query_range(query, chunk_start, chunk_end, step_i):
+                labels = tuple(sorted((str(k), str(v)) for k, v in item["metric"].items()))
+                pieces.setdefault(labels, []).append(_to_series(item.get("values", [])))
+            chunk_start = chunk_end + step_i
+        out = []
+        for labels, parts in sorted(pieces.items()):
+            s = pd.concat(parts) if len(parts) > 1 else parts[0]
+            s = s[~s.index.duplicated(keep="last")].sort_index()
+            out.append(LabelledSeries(labels=dict(labels), values=s))
+        return out
+
+    # -- one chunk, with retries -------------------------------------------------
+    def _query_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[dict]:
+        attempts = self.settings.retries + 1
+        last_problem = ""
+        for attempt in range(attempts):
+            try:
+                with warnings.catch_warnings():
+                    if not self.settings.verify_tls:
+                        warnings.simplefilter("ignore", InsecureRequestWarning)
+                    result = self._client.custom_query_range(
+                        query,
+                        start_time=pd.Timestamp(start_s, unit="s", tz="UTC").to_pydatetime(),
+                        end_time=pd.Timestamp(end_s, unit="s", tz="UTC").to_pydatetime(),
+                        step=str(step_s),
+                    )
+                return _check_result(result, self.url)
+            except PrometheusApiClientException as exc:
+                status, etype, detail = _error_detail(exc)
+                if status == 400 or etype == "bad_data":
+                    raise PrometheusQueryError(
+                        f"Prometheus at {self.url} refused query {query!r}: "
+                        f"{detail or 'HTTP ' + str(status)}"
+                    ) from None
+                problem = f"HTTP {status}" + (f" ({detail})" if detail else "")
+                if status not in _RETRY_STATUS:
+                    raise PrometheusUnavailable(
+                        f"Prometheus at {self.url} answered {problem} to query {query!r}"
+                        + _hint(status)
+                    ) from None
+                last_problem = f"answered {problem}"
+            except requests.exceptions.SSLError as exc:
+                raise PrometheusUnavailable(
+                    f"TLS verification of Prometheus at {self.url} failed ({_reason(exc)}); "
+                    "set prometheus.ca_file to the CA bundle that signed its certificate"
+                ) from None
+            except requests.exceptions.Timeout:
+                last_problem = f"did not answer within {self.settings.timeout_s:g} s"
+            except requests.exceptions.ConnectionError as exc:
+                last_problem = f"cannot be reached ({_reason(exc)})"
+            except (ValueError, KeyError, TypeError) as exc:
+                # A 200 that is not Prometheus JSON: a proxy's login page, a wrong URL path.
+                raise PrometheusUnavailable(
+                    f"{self.url} did not answer like a Prometheus API ({type(exc).__name__}); "
+                    "check prometheus.url"
+                ) from None
+            if attempt + 1 < attempts:
+                delay = min(MAX_BACKOFF_S, self.settings.retry_backoff_s * 2**attempt)
+                log.warning(
+                    "Prometheus at %s %s; retry %d of %d in %.1f s",
+                    self.url,
+                    last_problem,
+                    attempt + 1,
+                    attempts - 1,
+                    delay,
+                )
+                self._sleep(delay)
+        raise PrometheusUnavailable(
+            f"Prometheus at {self.url} {last_problem} after {attempts} attempt(s)"
+        )
+
+
+def _hint(status: int | None) -> str:
+    if status == 401:
+        return "; check prometheus.bearer_token_file or username/password_file"
+    if status == 403:
+        return "; the credentials are not allowed to query"
+    if status == 404:
+        return "; check the path in prometheus.url"
+    return ""
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause's class and errno text, without URLs or headers."""
+    inner: BaseException = exc
+    while inner.__context__ is not None and inner.__context__ is not inner:
+        inner = inner.__context__
+    text = str(inner)
+    for marker in ("Connection refused", "Name or service not known", "certificate verify failed"):
+        if marker in str(exc) or marker in text:
+            return marker
+    return type(inner).__name__
+
+
+def _aligned_seconds(ts: pd.Timestamp, step_s: float) -> int:
+    t = pd.Timestamp(ts)
+    if t.tzinfo is not None:
+        t = t.tz_convert("UTC").tz_localize(None)
+    seconds = t.as_unit("ns").value / 1e9
+    return int(math.floor(seconds / step_s) * step_s)
+
+
+def _check_result(result: Any, url: str) -> list[dict]:
+    if not isinstance(result, list) or not all(
+        isinstance(r, dict) and "metric" in r for r in result
+    ):
+        raise PrometheusUnavailable(f"Prometheus at {url} answered a result that is not a matrix")
+    return result
+
+
+def _to_series(values: list) -> pd.Series:
+    """Prometheus ``[[ts, "value"], ...]`` to a float series (``"NaN"``, ``"+Inf"`` kept)."""
+    if not values:
+        return pd.Series([], index=pd.DatetimeIndex([], name="timestamp"), dtype=float)
+    arr = np.asarray(values, dtype=object)
+    seconds = arr[:, 0].astype(float)
+    numbers = np.array([float(v) for v in arr[:, 1]], dtype=float)
+    index = pd.DatetimeIndex(pd.to_datetime(np.round(seconds * 1000).astype("int64"), unit="ms"))
+    index.name = "timestamp"
+    return pd.Series(numbers, index=index, dtype=float)

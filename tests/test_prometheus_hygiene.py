@@ -1,0 +1,122 @@
+"""The data-hygiene policy on hand-made series, and the OpenMetrics text the backfill writes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.hygiene import HygienePolicy, clean, counter_problem
+from forecaster.sources import LabelledSeries, MetricSource, StaticSource
+from scaler.backfilling import TraceSeries, openmetrics_lines, read_trace_csv
+
+T0 = pd.Timestamp("2024-03-01T00:00:00")
+MIN = pd.Timedelta(minutes=1)
+
+
+def series(pairs: list[tuple[int, float]]) -> pd.Series:
+    """Samples at the given minutes after T0, in the given (possibly unsorted) order."""
+    return pd.Series(
+        [v for _, v in pairs], index=pd.DatetimeIndex([T0 + m * MIN for m, _ in pairs]), dtype=float
+    )
+
+
+def test_duplicates_keep_the_last_received_and_out_of_order_is_sorted() -> None:
+    raw = series([(0, 1.0), (2, 3.0), (1, 2.0), (2, 30.0), (3, 4.0)])
+    report = clean(raw, MIN)
+    assert report.out_of_order == 1 and report.duplicates_resolved == 1
+    assert report.series.tolist() == [1.0, 2.0, 30.0, 4.0]
+    assert report.series.index.is_monotonic_increasing
+
+
+def test_nonfinite_values_are_dropped_then_short_gaps_interpolated() -> None:
+    raw = series([(0, 0.0), (1, np.nan), (2, np.inf), (3, -np.inf), (4, 8.0)])
+    report = clean(raw, MIN, policy=HygienePolicy(max_fill_gap=pd.Timedelta(minutes=3)))
+    assert report.nonfinite_dropped == 3 and report.filled_points == 3
+    np.testing.assert_allclose(report.series.to_numpy(), [0.0, 2.0, 4.0, 6.0, 8.0])
+    assert report.long_gaps == []
+
+
+def test_gap_longer_than_the_limit_stays_missing_and_is_reported() -> None:
+    raw = series([(0, 1.0), (1, 1.0), (6, 5.0), (7, 5.0)])  # minutes 2..5 missing
+    report = clean(raw, MIN, policy=HygienePolicy(max_fill_gap=pd.Timedelta(minutes=3)))
+    assert report.filled_points == 0
+    assert np.isnan(report.series.iloc[2:6]).all()
+    [gap] = report.long_gaps
+    assert (gap.start, gap.end, gap.points) == (T0 + 2 * MIN, T0 + 5 * MIN, 4)
+    # The same gap is filled when the limit allows four missing minutes.
+    filled = clean(raw, MIN, policy=HygienePolicy(max_fill_gap=pd.Timedelta(minutes=4)))
+    np.testing.assert_allclose(filled.series.iloc[2:6], [1.8, 2.6, 3.4, 4.2])
+
+
+def test_nothing_is_invented_before_the_first_or_after_the_newest_sample() -> None:
+    raw = series([(0, np.nan), (1, 2.0), (2, 3.0), (3, np.nan)])
+    report = clean(raw, MIN)
+    assert report.series.index[0] == T0 + MIN and report.series.index[-1] == T0 + 2 * MIN
+
+
+def test_staleness_is_measured_from_the_newest_finite_sample() -> None:
+    raw = series([(0, 1.0), (1, 2.0), (2, np.nan)])
+    policy = HygienePolicy(staleness_limit=pd.Timedelta(minutes=10))
+    assert not clean(raw, MIN, now=T0 + 11 * MIN, policy=policy).stale
+    assert clean(raw, MIN, now=T0 + 12 * MIN, policy=policy).stale
+    empty = clean(series([(0, np.nan)]), MIN, now=T0)
+    assert empty.empty and empty.stale and "no finite sample" in empty.summary()
+
+
+def test_off_grid_samples_are_bucketed_onto_the_step_grid() -> None:
+    raw = pd.Series(
+        [1.0, 3.0, 10.0],
+        index=pd.DatetimeIndex([T0 + pd.Timedelta(seconds=s) for s in (10, 50, 70)]),
+    )
+    report = clean(raw, MIN)
+    assert report.series.to_dict() == {T0: 2.0, T0 + MIN: 10.0}
+
+
+@pytest.mark.parametrize(
+    ("query", "refused"),
+    [
+        ("sum(http_requests_total)", True),
+        ('vllm:request_success_total{model_name="chat"}', True),
+        ("sum(vllm:generation_tokens_total) / 60", True),
+        ("sum(rate(http_requests_total[5m]))", False),
+        ("sum(increase(vllm:prompt_tokens_total[1m])) / 60", False),
+        ("histogram_quantile(0.9, sum by (le) (rate(x_bucket[5m])))", False),
+        ("sum(vllm:num_requests_running)", False),
+        ("sum(DCGM_FI_DEV_GPU_UTIL) / 100", False),
+        ('sum(DCGM_FI_DEV_FB_USED{job="x_total"})', False),
+    ],
+)
+def test_raw_counters_must_be_read_through_rate(query: str, refused: bool) -> None:
+    assert (counter_problem(query) is not None) is refused
+
+
+def test_static_source_is_a_metric_source_and_cuts_the_window() -> None:
+    s = LabelledSeries({"pool": "a"}, series([(0, 1.0), (5, 2.0), (10, 3.0)]))
+    src = StaticSource({"q": [s]})
+    assert isinstance(src, MetricSource)
+    [got] = src.range("q", T0 + MIN, T0 + 9 * MIN, MIN)
+    assert got.values.tolist() == [2.0] and got.key == '{pool="a"}'
+    assert src.range("other", T0, T0, MIN) == []
+
+
+def test_openmetrics_text_follows_promtools_rules(tmp_path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "timestamp,value\n"
+        "2024-03-01T00:02:00,2\n"
+        "2024-03-01T00:00:00,NaN\n"
+        "2024-03-01T00:01:00,+Inf\n"
+        "2024-03-01T00:02:00,5.5\n"
+        "2024-03-01T00:03:00,\n"
+    )
+    [(t, v)] = read_trace_csv(path).values()
+    lines = list(openmetrics_lines("m:x", [TraceSeries({"a": 'q"uote'}, timestamps_s=t, values=v)]))
+    t0 = T0.timestamp()
+    assert lines == [
+        "# TYPE m:x gauge\n",
+        f'm:x{{a="q\\"uote"}} NaN {t0:.3f}\n',
+        f'm:x{{a="q\\"uote"}} +Inf {t0 + 60:.3f}\n',
+        f'm:x{{a="q\\"uote"}} 5.5 {t0 + 120:.3f}\n',  # the duplicate: last row wins
+        "# EOF\n",
+    ]
