@@ -9,7 +9,7 @@ commented reference; ``tests/test_config.py`` pins the documented defaults.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -72,6 +72,77 @@ class WorkloadConfig(_Model):
     """MIG profile one replica runs on (``1g.10gb``); replicas then use slices, not GPUs."""
 
 
+_K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class RecordingProviderConfig(_Model):
+    """No cluster: actions are recorded against the pool's ``current_nodes``."""
+
+    kind: Literal["recording"] = "recording"
+
+
+class ClusterApiProviderConfig(_Model):
+    """Cluster API: the pool is one MachineDeployment, sized through its ``scale`` subresource."""
+
+    kind: Literal["cluster-api"]
+    machine_deployment: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME)
+    """Name of the MachineDeployment."""
+    namespace: str = Field(default="default", min_length=1, max_length=63, pattern=_K8S_NAME)
+    api_version: str = Field(
+        default="cluster.x-k8s.io/v1beta1", pattern=r"^[a-z0-9.-]+/v[0-9a-z]+$"
+    )
+    """Group/version serving MachineDeployments. Default ``cluster.x-k8s.io/v1beta1``."""
+    node_selector: str | None = None
+    """Label selector of the pool's nodes; default ``cluster.x-k8s.io/deployment-name=<name>``
+    (set it on the nodes) or the pool label ``tiercast.io/pool=<pool>``."""
+
+
+class KarpenterProviderConfig(_Model):
+    """Karpenter: the pool is one NodePool; tiercast sets its GPU limit or static replicas."""
+
+    kind: Literal["karpenter"]
+    node_pool: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME)
+    """Name of the NodePool (cluster-scoped)."""
+    mode: Literal["limits", "replicas"] = "limits"
+    """``limits``: ``spec.limits["nvidia.com/gpu"]`` = target nodes x GPUs per node (a ceiling
+    that pending pods, e.g. placeholders, fill); ``replicas``: ``spec.replicas`` of a static
+    NodePool. Default ``limits``."""
+    api_version: str = Field(default="karpenter.sh/v1", pattern=r"^[a-z0-9.-]+/v[0-9a-z]+$")
+    node_selector: str | None = None
+    """Label selector of the pool's nodes; default ``karpenter.sh/nodepool=<node_pool>``."""
+
+
+class PlaceholderProviderConfig(_Model):
+    """Headroom pods: a Deployment of pause pods at a negative priority that any cluster
+    autoscaler provisions nodes for and real pods preempt."""
+
+    kind: Literal["placeholder"]
+    namespace: str = Field(
+        default="tiercast-system", min_length=1, max_length=63, pattern=_K8S_NAME
+    )
+    priority_class: str = Field(
+        default="tiercast-placeholder", min_length=1, max_length=253, pattern=_K8S_NAME
+    )
+    priority: int = Field(default=-10, lt=0, ge=-1_000_000_000)
+    """PriorityClass value; below zero so every real pod preempts a placeholder. Default -10."""
+    gpus_per_pod: int | None = Field(default=None, ge=1, le=16)
+    """GPUs one placeholder requests; default the pool's ``gpus_per_node`` (one pod holds a node)."""
+    image: str = Field(default="registry.k8s.io/pause:3.10", min_length=1)
+    node_selector: str | None = None
+    """Label selector of the pool's nodes and the placeholders' node affinity (equality terms
+    only); default ``tiercast.io/pool=<pool>``."""
+
+
+ProviderConfig = Annotated[
+    RecordingProviderConfig
+    | ClusterApiProviderConfig
+    | KarpenterProviderConfig
+    | PlaceholderProviderConfig,
+    Field(discriminator="kind"),
+]
+KUBERNETES_PROVIDER_KINDS: tuple[str, ...] = ("cluster-api", "karpenter", "placeholder")
+
+
 class PoolConfig(_Model):
     """A group of identical GPU nodes bought on one tier."""
 
@@ -90,8 +161,9 @@ class PoolConfig(_Model):
     """Nodes running now, for file-based inventories (dry-run without a cluster)."""
     spot_interruption_rate_per_hour: float = Field(default=0.0, ge=0, lt=1)
     """Probability that a node is reclaimed within an hour (spot tiers). Default 0."""
-    provider: dict[str, Any] = Field(default_factory=lambda: {"kind": "recording"})
-    """How capacity is changed: ``{kind: recording | cluster-api | karpenter | placeholder, ...}``."""
+    provider: ProviderConfig = RecordingProviderConfig()
+    """How capacity is changed: ``{kind: recording | cluster-api | karpenter | placeholder, ...}``
+    (the models above; ``scaler.kube`` acts on the Kubernetes kinds)."""
 
     @model_validator(mode="after")
     def _bounds(self) -> PoolConfig:
@@ -293,12 +365,40 @@ class ServiceConfig(_Model):
         return self
 
 
+class KubernetesConfig(_Model):
+    """How tiercast talks to the cluster: node labels it reads, retries, caps and timeouts."""
+
+    pool_label: str = "tiercast.io/pool"
+    """Node label whose value names the pool; checked before each provider's own label."""
+    tier_label: str = "karpenter.sh/capacity-type"
+    """Node label giving the tier (``spot``, ``on-demand``, ``reserved``), for the inventory."""
+    max_changes_per_cycle: int = Field(default=10, ge=0)
+    """Most actions one cycle may apply; the rest wait for the next cycle. Default 10."""
+    request_timeout_s: float = Field(default=10.0, gt=0)
+    """Timeout of one API request in seconds. Default 10."""
+    retries: int = Field(default=4, ge=0, le=10)
+    """Retries of a request answered 429, 5xx or timed out. Default 4."""
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    """First retry delay; doubles each retry (or the server's Retry-After). Default 0.5."""
+    backoff_max_s: float = Field(default=8.0, ge=0)
+    """Longest delay between retries. Default 8."""
+    conflict_retries: int = Field(default=5, ge=0, le=20)
+    """Re-reads after a 409 Conflict (someone else changed the object). Default 5."""
+    drain_timeout_s: int = Field(default=600, ge=0)
+    """How long evictions may be refused (PodDisruptionBudgets) before a MIG change aborts. Default 600."""
+    mig_timeout_s: int = Field(default=900, ge=0)
+    """How long to wait for ``nvidia.com/mig.config.state=success`` after relabelling. Default 900."""
+    poll_interval_s: float = Field(default=5.0, gt=0)
+    """Delay between polls while draining or waiting for the MIG manager. Default 5."""
+
+
 class Config(_Model):
     signals: tuple[SignalConfig, ...] = Field(min_length=1)
     workloads: tuple[WorkloadConfig, ...] = Field(min_length=1)
     pools: tuple[PoolConfig, ...] = Field(min_length=1)
     policy: PolicyConfig = PolicyConfig()
     forecast: ForecastConfig = ForecastConfig()
+    kubernetes: KubernetesConfig = KubernetesConfig()
     prometheus: PrometheusConfig | None = None
     model_store: ModelStoreConfig = ModelStoreConfig()
     service: ServiceConfig = ServiceConfig()

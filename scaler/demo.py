@@ -1,7 +1,9 @@
 """The built-in demo: a small GPU inference fleet with a deterministic history.
 
 Three services (chat on H100, code completion on H100, image generation on
-L40S), pools on every tier, and 21 days of 5-minute history from
+L40S), pools on every tier acting through each Kubernetes provider kind (Cluster API,
+Karpenter, placeholder headroom; the dry-run lists their exact calls), and 21 days of
+5-minute history from
 :mod:`forecaster.synthetic`. ``tiercast run --dry-run`` with no config runs this.
 """
 
@@ -58,6 +60,7 @@ DEMO_CONFIG: dict[str, Any] = {
             "min_nodes": 6,
             "max_nodes": 6,
             "current_nodes": 6,
+            "provider": {"kind": "cluster-api", "machine_deployment": "h100-reserved"},
         },
         {
             "name": "h100-on-demand",
@@ -69,6 +72,7 @@ DEMO_CONFIG: dict[str, Any] = {
             "min_nodes": 0,
             "max_nodes": 20,
             "current_nodes": 4,
+            "provider": {"kind": "karpenter", "node_pool": "h100-on-demand", "mode": "replicas"},
         },
         {
             "name": "h100-spot",
@@ -81,6 +85,7 @@ DEMO_CONFIG: dict[str, Any] = {
             "max_nodes": 6,
             "current_nodes": 2,
             "spot_interruption_rate_per_hour": 0.05,
+            "provider": {"kind": "karpenter", "node_pool": "h100-spot"},
         },
         {
             "name": "l40s-on-demand",
@@ -92,6 +97,7 @@ DEMO_CONFIG: dict[str, Any] = {
             "min_nodes": 1,
             "max_nodes": 12,
             "current_nodes": 4,
+            "provider": {"kind": "placeholder"},
         },
     ],
     "policy": {

@@ -1,0 +1,781 @@
+"""Capacity providers that act through the Kubernetes API, one small class per mechanism.
+
+:class:`KubeProvider` is the :class:`scaler.actuators.CapacityProvider` the cycle
+talks to. It reads the inventory from node labels and hands each action to its
+pool's provider, chosen by ``PoolConfig.provider.kind``:
+
+* ``cluster-api``: ``MachineDeployment`` replicas through its ``scale`` subresource;
+* ``karpenter``: a ``NodePool``'s ``spec.limits["nvidia.com/gpu"]`` or, for a
+  static NodePool, ``spec.replicas``;
+* ``placeholder``: a negative PriorityClass and a Deployment of pause pods whose
+  replicas fill the planned headroom, so any cluster autoscaler adds nodes early
+  and real pods preempt the placeholders.
+
+Actions of kind ``mig-layout`` (``details``: ``node``, ``mig_config``) relabel one
+node for the GPU Operator's MIG manager: cordon, evict through the Eviction API
+(PodDisruptionBudgets hold), set ``nvidia.com/mig.config``, wait for
+``nvidia.com/mig.config.state=success``, uncordon; on ``failed`` or a timeout the
+previous label is restored and the node uncordoned.
+
+Safety: every write follows a fresh read and is skipped when the object is
+already at (or, in the decision's direction, beyond) the target, so a second run
+of the same plan changes nothing; writes carry the ``resourceVersion`` they were
+computed from and are recomputed on 409; the transport backs off on 429/5xx and
+timeouts; at most ``kubernetes.max_changes_per_cycle`` actions change anything in
+one cycle; and after an API failure the rest of the cycle is skipped, so the
+record lists exactly what landed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from scaler.actuators import ActionResult, RecordingProvider
+from scaler.catalog import gpu_model
+from scaler.config import (
+    KUBERNETES_PROVIDER_KINDS,
+    ClusterApiProviderConfig,
+    Config,
+    KarpenterProviderConfig,
+    KubernetesConfig,
+    PlaceholderProviderConfig,
+    PoolConfig,
+)
+from scaler.kube.inventory import (
+    GPU_PRODUCT,
+    GPU_RESOURCE,
+    MIG_CONFIG,
+    MIG_STATE,
+    NODES_PATH,
+    NodeInfo,
+    node_info,
+    nodes_per_pool,
+    pool_selectors,
+    read_nodes,
+)
+from scaler.kube.transport import (
+    MERGE_PATCH,
+    RETRY_STATUSES,
+    STRATEGIC_MERGE_PATCH,
+    KubeApiError,
+    MemoryTransport,
+    RetryPolicy,
+    Session,
+    Transport,
+    connect,
+    equality_terms,
+)
+from scaler.plans import Action
+
+log = logging.getLogger(__name__)
+
+CORDONED_BY = "tiercast.io/cordoned"
+"""Annotation on a node tiercast cordoned, so only tiercast's own cordon is undone."""
+PLACEHOLDER_NAME = "tiercast-placeholder"
+TEMPLATE_HASH = "tiercast.io/template-hash"
+
+
+def _direction_reached(decision: str, current: int, target: int) -> bool:
+    """True when nothing is left to do: a scale-up never lowers, a scale-down never raises."""
+    if decision == "scale-up":
+        return current >= target
+    if decision == "scale-down":
+        return current <= target
+    return current == target
+
+
+class PoolProvider(Protocol):
+    """Required: ``scale`` (one pool to ``action.target_nodes``) and ``seed`` (dry-run state)."""
+
+    def scale(self, session: Session, action: Action, nodes: list[NodeInfo]) -> str:
+        """Make at most the calls needed; return a one-line message of what changed."""
+        ...
+
+    def seed(self, store: MemoryTransport, nodes: int) -> None:
+        """Create the objects this provider reads, as they would be with ``nodes`` nodes."""
+        ...
+
+
+class ClusterApiPool:
+    """Cluster API: ``MachineDeployment`` replicas through the ``scale`` subresource."""
+
+    def __init__(
+        self, pool: PoolConfig, settings: ClusterApiProviderConfig, kube: KubernetesConfig
+    ):
+        self.pool, self.settings, self.kube = pool, settings, kube
+        s = settings
+        self.path = f"/apis/{s.api_version}/namespaces/{s.namespace}/machinedeployments/{s.machine_deployment}"
+
+    def scale(self, session: Session, action: Action, nodes: list[NodeInfo]) -> str:
+        for _ in range(self.kube.conflict_retries + 1):
+            scale = session.get(f"{self.path}/scale")
+            current = int(scale.get("spec", {}).get("replicas") or 0)
+            if _direction_reached(action.decision, current, action.target_nodes):
+                return f"MachineDeployment {self.settings.machine_deployment} already at {current} replicas; no change"
+            body = {
+                "apiVersion": "autoscaling/v1",
+                "kind": "Scale",
+                "metadata": {
+                    "name": self.settings.machine_deployment,
+                    "namespace": self.settings.namespace,
+                    "resourceVersion": scale["metadata"]["resourceVersion"],
+                },
+                "spec": {"replicas": action.target_nodes},
+            }
+            try:
+                session.request("PUT", f"{self.path}/scale", body)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return f"MachineDeployment {self.settings.machine_deployment} replicas {current} -> {action.target_nodes}"
+        raise _conflicts(self.path, self.kube.conflict_retries)
+
+    def seed(self, store: MemoryTransport, nodes: int) -> None:
+        group = self.settings.api_version
+        store.add(
+            self.path,
+            {
+                "apiVersion": group,
+                "kind": "MachineDeployment",
+                "spec": {"replicas": nodes, "clusterName": "demo"},
+                "status": {"replicas": nodes},
+            },
+        )
+
+
+class KarpenterPool:
+    """Karpenter: a ``NodePool``'s GPU limit (a ceiling pending pods fill) or static replicas."""
+
+    def __init__(self, pool: PoolConfig, settings: KarpenterProviderConfig, kube: KubernetesConfig):
+        self.pool, self.settings, self.kube = pool, settings, kube
+        self.path = f"/apis/{settings.api_version}/nodepools/{settings.node_pool}"
+
+    def _current(self, obj: dict[str, Any]) -> int:
+        spec = obj.get("spec", {})
+        if self.settings.mode == "replicas":
+            return int(spec.get("replicas") or 0)
+        limit = str((spec.get("limits") or {}).get(GPU_RESOURCE, "0"))
+        try:
+            return int(limit) // self.pool.gpus_per_node
+        except ValueError:
+            # A limit written by hand in another unit: treat as unknown, so it is rewritten.
+            return -1
+
+    def scale(self, session: Session, action: Action, nodes: list[NodeInfo]) -> str:
+        name = self.settings.node_pool
+        for _ in range(self.kube.conflict_retries + 1):
+            obj = session.get(self.path)
+            current = self._current(obj)
+            if current >= 0 and _direction_reached(action.decision, current, action.target_nodes):
+                return f"NodePool {name} already sized for {current} nodes; no change"
+            rv = obj["metadata"]["resourceVersion"]
+            if self.settings.mode == "replicas":
+                spec: dict[str, Any] = {"replicas": action.target_nodes}
+                what = f"replicas {current} -> {action.target_nodes}"
+            else:
+                gpus = action.target_nodes * self.pool.gpus_per_node
+                spec = {"limits": {GPU_RESOURCE: str(gpus)}}
+                what = f"limit {GPU_RESOURCE} -> {gpus} ({action.target_nodes} nodes)"
+            # Custom resources take JSON merge patch only (no strategic merge).
+            body = {"metadata": {"resourceVersion": rv}, "spec": spec}
+            try:
+                session.request("PATCH", self.path, body, MERGE_PATCH)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return f"NodePool {name} {what}"
+        raise _conflicts(self.path, self.kube.conflict_retries)
+
+    def seed(self, store: MemoryTransport, nodes: int) -> None:
+        spec: dict[str, Any] = {"template": {"spec": {"nodeClassRef": {"name": "default"}}}}
+        if self.settings.mode == "replicas":
+            spec["replicas"] = nodes
+        else:
+            spec["limits"] = {GPU_RESOURCE: str(nodes * self.pool.gpus_per_node)}
+        store.add(
+            self.path, {"apiVersion": self.settings.api_version, "kind": "NodePool", "spec": spec}
+        )
+
+
+class PlaceholderPool:
+    """Headroom pods: replicas = ceil((target GPUs - GPUs real pods request on the pool) / GPUs per pod).
+
+    Placeholders run at a negative priority, so every real pod preempts them and
+    the cluster autoscaler (any of them) adds nodes for the displaced
+    placeholders ahead of demand; fewer placeholders let it remove empty nodes.
+    """
+
+    def __init__(
+        self, pool: PoolConfig, settings: PlaceholderProviderConfig, kube: KubernetesConfig
+    ):
+        self.pool, self.settings, self.kube = pool, settings, kube
+        self.name = f"{PLACEHOLDER_NAME}-{pool.name}"
+        self.gpus_per_pod = settings.gpus_per_pod or pool.gpus_per_node
+        self.deployment_path = (
+            f"/apis/apps/v1/namespaces/{settings.namespace}/deployments/{self.name}"
+        )
+        self.priority_path = f"/apis/scheduling.k8s.io/v1/priorityclasses/{settings.priority_class}"
+        self.labels = {
+            "app.kubernetes.io/name": PLACEHOLDER_NAME,
+            "app.kubernetes.io/managed-by": "tiercast",
+            kube.pool_label: pool.name,
+        }
+
+    def _affinity_terms(self) -> dict[str, str]:
+        selector = self.settings.node_selector or pool_selectors(self.pool, self.kube.pool_label)[0]
+        return equality_terms(selector)
+
+    def template(self) -> dict[str, Any]:
+        gpus = str(self.gpus_per_pod)
+        expressions = [
+            {"key": k, "operator": "In", "values": [v]}
+            for k, v in sorted(self._affinity_terms().items())
+        ]
+        return {
+            "metadata": {"labels": dict(self.labels)},
+            "spec": {
+                "priorityClassName": self.settings.priority_class,
+                "terminationGracePeriodSeconds": 0,
+                "automountServiceAccountToken": False,
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{"matchExpressions": expressions}]
+                        }
+                    }
+                },
+                "tolerations": [
+                    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+                ],
+                "containers": [
+                    {
+                        "name": "pause",
+                        "image": self.settings.image,
+                        "resources": {
+                            "requests": {GPU_RESOURCE: gpus},
+                            "limits": {GPU_RESOURCE: gpus},
+                        },
+                    }
+                ],
+            },
+        }
+
+    def _template_hash(self) -> str:
+        text = json.dumps(self.template(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def _used_gpus(self, session: Session, nodes: list[NodeInfo]) -> int:
+        """GPUs requested by real (non-placeholder) pods on the pool's nodes."""
+        names = {n.name for n in nodes if n.pool == self.pool.name}
+        if not names:
+            return 0
+        pods = session.get(
+            "/api/v1/pods",
+            {
+                "fieldSelector": "status.phase!=Succeeded,status.phase!=Failed",
+                "labelSelector": f"app.kubernetes.io/name!={PLACEHOLDER_NAME}",
+            },
+        )
+        used = 0
+        for pod in pods.get("items", []):
+            if pod.get("spec", {}).get("nodeName") not in names:
+                continue
+            for c in pod.get("spec", {}).get("containers", []):
+                res = c.get("resources") or {}
+                want = (res.get("requests") or {}).get(GPU_RESOURCE) or (
+                    res.get("limits") or {}
+                ).get(GPU_RESOURCE)
+                used += int(str(want or 0))
+        return used
+
+    def replicas_for(self, target_nodes: int, used_gpus: int) -> int:
+        headroom = max(0, target_nodes * self.pool.gpus_per_node - used_gpus)
+        return math.ceil(headroom / self.gpus_per_pod)
+
+    def _ensure_priority_class(self, session: Session) -> bool:
+        try:
+            session.get(self.priority_path)
+            return False
+        except KubeApiError as exc:
+            if not exc.not_found:
+                raise
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {
+                "name": self.settings.priority_class,
+                "labels": {"app.kubernetes.io/managed-by": "tiercast"},
+            },
+            "value": self.settings.priority,
+            "globalDefault": False,
+            "preemptionPolicy": "Never",
+            "description": "tiercast headroom placeholders: preempted by every real pod",
+        }
+        try:
+            session.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
+        except KubeApiError as exc:
+            if exc.status != 409:  # created meanwhile (or by a retried request): fine
+                raise
+        return True
+
+    def scale(self, session: Session, action: Action, nodes: list[NodeInfo]) -> str:
+        created_pc = self._ensure_priority_class(session)
+        used = self._used_gpus(session, nodes)
+        want = self.replicas_for(action.target_nodes, used)
+        why = f"{action.target_nodes} nodes x {self.pool.gpus_per_node} GPUs - {used} in use"
+        prefix = f"PriorityClass {self.settings.priority_class} created; " if created_pc else ""
+        for _ in range(self.kube.conflict_retries + 1):
+            try:
+                deployment = session.get(self.deployment_path)
+            except KubeApiError as exc:
+                if not exc.not_found:
+                    raise
+                self._create(session, want)
+                return f"{prefix}Deployment {self.name} created with {want} placeholders ({why})"
+            notes = []
+            annotations = deployment.get("metadata", {}).get("annotations") or {}
+            if annotations.get(TEMPLATE_HASH) != self._template_hash():
+                patch = {
+                    "metadata": {
+                        "annotations": {TEMPLATE_HASH: self._template_hash()},
+                        "resourceVersion": deployment["metadata"]["resourceVersion"],
+                    },
+                    "spec": {"template": self.template()},
+                }
+                try:
+                    session.request("PATCH", self.deployment_path, patch, STRATEGIC_MERGE_PATCH)
+                except KubeApiError as exc:
+                    if exc.conflict:
+                        continue
+                    raise
+                notes.append("pod template updated")
+            scale = session.get(f"{self.deployment_path}/scale")
+            current = int(scale.get("spec", {}).get("replicas") or 0)
+            if current != want:
+                body = {
+                    "apiVersion": "autoscaling/v1",
+                    "kind": "Scale",
+                    "metadata": {
+                        "name": self.name,
+                        "namespace": self.settings.namespace,
+                        "resourceVersion": scale["metadata"]["resourceVersion"],
+                    },
+                    "spec": {"replicas": want},
+                }
+                try:
+                    session.request("PUT", f"{self.deployment_path}/scale", body)
+                except KubeApiError as exc:
+                    if exc.conflict:
+                        continue
+                    raise
+                notes.append(f"placeholders {current} -> {want} ({why})")
+            if not notes:
+                return f"{prefix}{want} placeholders already running ({why}); no change"
+            return prefix + f"Deployment {self.name}: " + ", ".join(notes)
+        raise _conflicts(self.deployment_path, self.kube.conflict_retries)
+
+    def _create(self, session: Session, replicas: int) -> None:
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.settings.namespace,
+                "labels": dict(self.labels),
+                "annotations": {TEMPLATE_HASH: self._template_hash()},
+            },
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": dict(self.labels)},
+                "strategy": {"type": "Recreate"},
+                "template": self.template(),
+            },
+        }
+        session.request(
+            "POST", f"/apis/apps/v1/namespaces/{self.settings.namespace}/deployments", body
+        )
+
+    def seed(self, store: MemoryTransport, nodes: int) -> None:
+        """Nothing to seed: the first cycle creates the PriorityClass and the Deployment."""
+
+
+def _conflicts(path: str, retries: int) -> KubeApiError:
+    return KubeApiError(
+        f"{path}: still conflicting after {retries} re-reads; another writer keeps changing it",
+        status=409,
+        reason="Conflict",
+    )
+
+
+def pool_provider(pool: PoolConfig, kube: KubernetesConfig) -> PoolProvider | None:
+    p = pool.provider
+    if isinstance(p, ClusterApiProviderConfig):
+        return ClusterApiPool(pool, p, kube)
+    if isinstance(p, KarpenterProviderConfig):
+        return KarpenterPool(pool, p, kube)
+    if isinstance(p, PlaceholderProviderConfig):
+        return PlaceholderPool(pool, p, kube)
+    return None
+
+
+class KubeProvider:
+    """The cycle's :class:`CapacityProvider` for pools with a Kubernetes provider kind.
+
+    Pools whose provider kind is ``recording`` are handed to a
+    :class:`RecordingProvider` over their configured ``current_nodes``. With
+    ``dry_run``, waits (drain, MIG manager) are listed instead of awaited and
+    outcomes read ``recorded``; writes go wherever the session's transport sends
+    them (an in-memory cluster, or a real one with ``dryRun=All``).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        session: Session,
+        dry_run: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.kube = config.kubernetes
+        self.session = session
+        self.dry_run = dry_run
+        self.clock = clock
+        self.sleep = sleep
+        self.pools: dict[str, PoolProvider] = {}
+        recorded: dict[str, int] = {}
+        for pool in config.pools:
+            handler = pool_provider(pool, self.kube)
+            if handler is None:
+                recorded[pool.name] = (
+                    pool.current_nodes if pool.current_nodes is not None else pool.min_nodes
+                )
+            else:
+                self.pools[pool.name] = handler
+        self.recording = RecordingProvider(recorded) if recorded else None
+        self.changes = 0
+        self.halted: str | None = None
+
+    # ---- CapacityProvider -------------------------------------------------------
+
+    def nodes(self) -> list[NodeInfo]:
+        return read_nodes(self.session, self.config)
+
+    def inventory(self) -> dict[str, int]:
+        """Nodes per pool: counted from node labels (Kubernetes pools), configured otherwise."""
+        self.session.calls = []
+        counts = nodes_per_pool(self.nodes(), self.config)
+        out = {name: counts[name] for name in self.pools}
+        if self.recording is not None:
+            out.update(self.recording.inventory())
+        return out
+
+    def apply(self, action: Action) -> ActionResult:
+        self.session.calls = []
+        if self.recording is not None and action.pool not in self.pools:
+            return self.recording.apply(action)
+        if self.halted:
+            return ActionResult(action, "skipped", f"not attempted: {self.halted}")
+        if self.changes >= self.kube.max_changes_per_cycle:
+            return ActionResult(
+                action,
+                "skipped",
+                f"per-cycle change cap ({self.kube.max_changes_per_cycle}) reached; next cycle",
+            )
+        done = "recorded" if self.dry_run else "applied"
+        try:
+            if action.kind == "mig-layout":
+                ok, message = self._relabel(action)
+            elif action.kind == "nodes":
+                nodes = self.nodes()
+                ok, message = True, self.pools[action.pool].scale(self.session, action, nodes)
+            else:
+                return ActionResult(
+                    action,
+                    "skipped",
+                    f"action kind {action.kind!r} is not one this provider applies",
+                )
+        except KubeApiError as exc:
+            self.halted = f"an earlier action failed ({exc})"
+            if self.session.writes():
+                self.changes += 1
+            return ActionResult(
+                action,
+                "failed",
+                f"{exc}; the rest of this cycle is skipped",
+                list(self.session.calls),
+            )
+        if self.session.writes():
+            self.changes += 1
+        return ActionResult(action, done if ok else "failed", message, list(self.session.calls))
+
+    # ---- MIG relabel -----------------------------------------------------------------
+
+    def _relabel(self, action: Action) -> tuple[bool, str]:
+        """Cordon, drain, relabel, wait for the MIG manager, uncordon. Returns (ok, message)."""
+        missing = [k for k in ("node", "mig_config") if not action.details.get(k)]
+        if missing:
+            return (
+                False,
+                f"mig-layout action for pool {action.pool} lacks details {', '.join(missing)}",
+            )
+        name, want = str(action.details["node"]), str(action.details["mig_config"])
+        path = f"{NODES_PATH}/{name}"
+        try:
+            node = self.session.get(path)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return False, f"node {name} not found; nothing changed"
+            raise
+        info = node_info(node, self.config)
+        if info.pool != action.pool:
+            return False, f"node {name} is in pool {info.pool}, not {action.pool}; nothing changed"
+        annotations = node.get("metadata", {}).get("annotations") or {}
+        ours = annotations.get(CORDONED_BY) == "true"
+        if info.mig_config == want and info.mig_state == "success":
+            if ours:  # a previous run stopped between success and uncordon: finish it
+                self._uncordon(path)
+                return True, f"node {name} already at {MIG_CONFIG}={want}; uncordoned"
+            return True, f"node {name} already at {MIG_CONFIG}={want}; no change"
+        previous = info.mig_config
+        cordoned = ours
+        if not info.unschedulable:
+            self.session.request(
+                "PATCH",
+                path,
+                {
+                    "spec": {"unschedulable": True},
+                    "metadata": {"annotations": {CORDONED_BY: "true"}},
+                },
+                STRATEGIC_MERGE_PATCH,
+            )
+            cordoned = True
+        relabelled = False
+        try:
+            blocked = self._drain(name)
+            if blocked:
+                if cordoned:
+                    self._uncordon(path)
+                return (
+                    False,
+                    f"drain of {name} aborted: {blocked}; {MIG_CONFIG} unchanged, node uncordoned",
+                )
+            # Dropping the state label in the same patch keeps a stale "success" from the
+            # previous layout from being read as this change's result.
+            self.session.request(
+                "PATCH",
+                path,
+                {"metadata": {"labels": {MIG_CONFIG: want, MIG_STATE: None}}},
+                MERGE_PATCH,
+            )
+            relabelled = True
+            if self.dry_run:
+                self.session.note(
+                    "WAIT", path, until=f"{MIG_STATE}=success", timeout_s=self.kube.mig_timeout_s
+                )
+                state = "success"
+            else:
+                state = self._wait_for_state(path)
+            if state == "success":
+                if cordoned:
+                    self._uncordon(path)
+                return True, f"node {name}: {MIG_CONFIG} {previous} -> {want} ({MIG_STATE}=success)"
+            self._restore(path, previous)
+            relabelled = False
+            if cordoned:
+                self._uncordon(path)
+            return False, (
+                f"node {name}: MIG manager reported {state} for {want}; "
+                f"restored {MIG_CONFIG}={previous} and uncordoned"
+            )
+        except KubeApiError:
+            # Best effort to leave the node as found; the error still fails the cycle.
+            try:
+                if relabelled:
+                    self._restore(path, previous)
+                if cordoned:
+                    self._uncordon(path)
+            except KubeApiError as undo:
+                log.error("node %s left cordoned or relabelled: %s", name, undo)
+            raise
+
+    def _uncordon(self, path: str) -> None:
+        self.session.request(
+            "PATCH",
+            path,
+            {"spec": {"unschedulable": None}, "metadata": {"annotations": {CORDONED_BY: None}}},
+            STRATEGIC_MERGE_PATCH,
+        )
+
+    def _restore(self, path: str, previous: str | None) -> None:
+        self.session.request(
+            "PATCH",
+            path,
+            {"metadata": {"labels": {MIG_CONFIG: previous, MIG_STATE: None}}},
+            MERGE_PATCH,
+        )
+
+    def _evictable(self, name: str) -> list[dict[str, Any]]:
+        pods = self.session.get("/api/v1/pods", {"fieldSelector": f"spec.nodeName={name}"})
+        out = []
+        for pod in pods.get("items", []):
+            meta = pod.get("metadata", {})
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+                continue  # static pods cannot be evicted
+            if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []):
+                continue  # the DaemonSet controller would put them straight back
+            out.append(pod)
+        return out
+
+    def _drain(self, name: str) -> str | None:
+        """Evict every evictable pod on the node; returns why it gave up, or None when drained."""
+        deadline = self.clock() + self.kube.drain_timeout_s
+        remaining = {
+            (p["metadata"]["namespace"], p["metadata"]["name"]) for p in self._evictable(name)
+        }
+        blocked: dict[tuple[str, str], str] = {}
+        while remaining:
+            for ns, pod in sorted(remaining):
+                body = {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": pod, "namespace": ns},
+                }
+                try:
+                    # 429 here means a PodDisruptionBudget said no: this loop waits it out.
+                    self.session.request(
+                        "POST",
+                        f"/api/v1/namespaces/{ns}/pods/{pod}/eviction",
+                        body,
+                        retry_statuses=RETRY_STATUSES - {429},
+                    )
+                except KubeApiError as exc:
+                    if exc.status == 429:
+                        blocked[(ns, pod)] = str(exc)
+                        continue
+                    if not exc.not_found:
+                        raise
+                remaining.discard((ns, pod))
+                blocked.pop((ns, pod), None)
+            if not remaining:
+                break
+            if self.clock() >= deadline:
+                ns, pod = sorted(blocked or remaining)[0]
+                return (
+                    f"eviction of {ns}/{pod} refused for {self.kube.drain_timeout_s} s "
+                    f"(PodDisruptionBudget)"
+                )
+            self.sleep(self.kube.poll_interval_s)
+        if self.dry_run:
+            return None
+        while self._evictable(name):
+            if self.clock() >= deadline:
+                return f"pods on {name} still terminating after {self.kube.drain_timeout_s} s"
+            self.sleep(self.kube.poll_interval_s)
+        return None
+
+    def _wait_for_state(self, path: str) -> str:
+        deadline = self.clock() + self.kube.mig_timeout_s
+        while True:
+            state = (self.session.get(path).get("metadata", {}).get("labels") or {}).get(MIG_STATE)
+            if state in ("success", "failed"):
+                return state
+            if self.clock() >= deadline:
+                return (
+                    f"no success within {self.kube.mig_timeout_s} s (last state {state or 'unset'})"
+                )
+            self.sleep(self.kube.poll_interval_s)
+
+    # ---- dry-run without a cluster ------------------------------------------------
+
+    def seed(self, store: MemoryTransport) -> None:
+        """Fill ``store`` with the nodes and objects the config's ``current_nodes`` describe."""
+        for pool in self.config.pools:
+            handler = self.pools.get(pool.name)
+            if handler is None:
+                continue
+            count = pool.current_nodes if pool.current_nodes is not None else pool.min_nodes
+            selectors = pool_selectors(pool, self.kube.pool_label)
+            try:
+                labels = equality_terms(selectors[-1])
+            except ValueError:
+                labels = {self.kube.pool_label: pool.name}
+            labels |= {
+                self.kube.tier_label: pool.tier,
+                GPU_PRODUCT: gpu_model(pool.gpu_model).name,
+            }
+            for i in range(count):
+                store.add(
+                    f"{NODES_PATH}/{pool.name}-{i}",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {"labels": dict(labels)},
+                        "spec": {},
+                        "status": {
+                            "allocatable": {GPU_RESOURCE: str(pool.gpus_per_node)},
+                            "conditions": [{"type": "Ready", "status": "True"}],
+                        },
+                    },
+                )
+            handler.seed(store, count)
+
+
+def has_kubernetes_pools(config: Config) -> bool:
+    return any(p.provider.kind in KUBERNETES_PROVIDER_KINDS for p in config.pools)
+
+
+def build_provider(
+    config: Config,
+    dry_run: bool,
+    server_dry_run: bool = False,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    transport: Transport | None = None,
+) -> KubeProvider:
+    """The provider ``tiercast run`` uses for a config with Kubernetes pools.
+
+    * live: the cluster from ``transport``, ``kubeconfig``/``context`` or the pod's
+      service account;
+    * ``dry_run`` with a cluster (flags given, or running in one): reads the
+      cluster; with ``server_dry_run`` writes are sent with ``dryRun=All`` so the
+      server validates them without persisting, else they stay in memory;
+    * ``dry_run`` without a cluster: an in-memory cluster seeded from the config.
+    """
+    kube = config.kubernetes
+    policy = RetryPolicy(kube.retries, kube.backoff_base_s, kube.backoff_max_s)
+    have_cluster = (
+        transport is not None
+        or kubeconfig is not None
+        or context is not None
+        or bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    )
+    if server_dry_run and not have_cluster:
+        from forecaster.errors import BadInputError
+
+        raise BadInputError("--server-dry-run needs a cluster: give --kubeconfig or --context")
+
+    def cluster() -> Transport:
+        return transport or connect(kubeconfig, context, policy, kube.request_timeout_s)
+
+    if not dry_run:
+        return KubeProvider(config, Session(cluster()))
+    if server_dry_run:
+        return KubeProvider(config, Session(cluster(), server_dry_run=True), dry_run=True)
+    if have_cluster:
+        return KubeProvider(config, Session(MemoryTransport(upstream=cluster())), dry_run=True)
+    store = MemoryTransport()
+    provider = KubeProvider(config, Session(store), dry_run=True)
+    provider.seed(store)
+    return provider

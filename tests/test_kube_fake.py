@@ -1,0 +1,244 @@
+"""The fake API server keeps the contract: checked through the official client's typed APIs.
+
+If these pass, a provider that works against the fake relies only on behaviour
+the real API server has (resource versions, 409/404/422, selectors, patch
+semantics, the scale subresource, PDB-guarded evictions, Leases).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from tests.fake_kube import FakeKube, gpu_node, kubeconfig_for, pod, start_fake
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    f = start_fake()
+    yield f
+    f.stop()
+
+
+@pytest.fixture
+def api(fake: FakeKube, tmp_path: Path) -> client.ApiClient:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+    return config.new_client_from_config(config_file=str(path))
+
+
+def test_unauthenticated_requests_are_refused(fake: FakeKube) -> None:
+    anonymous = client.CoreV1Api(client.ApiClient(client.Configuration(host=fake.url)))
+    with pytest.raises(ApiException) as info:
+        anonymous.list_node()
+    assert info.value.status == 401
+
+
+def test_resource_versions_conflict_and_not_found(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_node(gpu_node("n1", {"tiercast.io/pool": "a"}))
+    node = core.read_node("n1")
+    rv = node.metadata.resource_version
+    node.metadata.labels["x"] = "1"
+    updated = core.replace_node("n1", node)
+    assert int(updated.metadata.resource_version) > int(rv)
+    node.metadata.resource_version = rv  # stale
+    with pytest.raises(ApiException) as info:
+        core.replace_node("n1", node)
+    assert info.value.status == 409
+    with pytest.raises(ApiException) as info:
+        core.create_node(gpu_node("n1", {}))
+    assert info.value.status == 409 and "AlreadyExists" in info.value.body
+    with pytest.raises(ApiException) as info:
+        core.read_node("missing")
+    assert info.value.status == 404
+
+
+def test_invalid_labels_and_replicas_are_422(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_node(gpu_node("n1", {}))
+    with pytest.raises(ApiException) as info:
+        core.patch_node("n1", {"metadata": {"labels": {"bad key!": "x"}}})
+    assert info.value.status == 422
+    with pytest.raises(ApiException) as info:
+        core.patch_node("n1", {"metadata": {"labels": {"ok": "no spaces allowed"}}})
+    assert info.value.status == 422
+    apps = client.AppsV1Api(api)
+    with pytest.raises(ApiException) as info:
+        apps.create_namespaced_deployment(
+            "default",
+            {
+                "metadata": {"name": "d"},
+                "spec": {
+                    "replicas": -1,
+                    "selector": {"matchLabels": {"a": "b"}},
+                    "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": []}},
+                },
+            },
+        )
+    assert info.value.status == 422
+
+
+def test_label_and_field_selectors(fake: FakeKube, api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_node(gpu_node("a1", {"pool": "a", "tier": "spot"}))
+    core.create_node(gpu_node("a2", {"pool": "a", "tier": "on-demand"}))
+    core.create_node(gpu_node("b1", {"pool": "b"}))
+
+    def names(selector: str) -> set[str]:
+        return {n.metadata.name for n in core.list_node(label_selector=selector).items}
+
+    assert names("pool=a") == {"a1", "a2"}
+    assert names("pool==a,tier!=spot") == {"a2"}
+    assert names("pool in (a,b),!tier") == {"b1"}
+    assert names("tier notin (spot)") == {"a2", "b1"}
+    assert names("tier") == {"a1", "a2"}
+    core.create_namespaced_pod("default", pod("p1", "default", "a1"))
+    core.create_namespaced_pod("kube-system", pod("p2", "kube-system", "b1"))
+    on_a1 = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=a1")
+    assert [p.metadata.name for p in on_a1.items] == ["p1"]
+    with pytest.raises(ApiException) as info:
+        core.list_pod_for_all_namespaces(field_selector="spec.schedulerName=x")
+    assert info.value.status == 400
+
+
+def test_merge_and_strategic_patches_on_labels(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_node(gpu_node("n1", {"keep": "1", "drop": "1"}))
+    # The typed client sends strategic merge for objects: null deletes a label, others merge.
+    core.patch_node("n1", {"metadata": {"labels": {"drop": None, "new": "2"}}})
+    assert core.read_node("n1").metadata.labels == {"keep": "1", "new": "2"}
+    # JSON patch (a list) replaces exactly one key, with ~1 escaping a '/'.
+    core.patch_node(
+        "n1",
+        [{"op": "add", "path": "/metadata/labels/nvidia.com~1mig.config", "value": "all-1g.10gb"}],
+    )
+    assert core.read_node("n1").metadata.labels["nvidia.com/mig.config"] == "all-1g.10gb"
+
+
+def test_strategic_merge_is_refused_for_custom_resources(fake: FakeKube) -> None:
+    fake.create(
+        "/apis/karpenter.sh/v1/nodepools",
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "gpu"},
+            "spec": {},
+        },
+    )
+    code, body, _ = fake.handle(
+        "PATCH",
+        "/apis/karpenter.sh/v1/nodepools/gpu",
+        "application/strategic-merge-patch+json",
+        b'{"spec": {"replicas": 2}}',
+        "Bearer fake-kube-token",
+    )
+    assert code == 415 and body["reason"] == "UnsupportedMediaType"
+    code, body, _ = fake.handle(
+        "PATCH",
+        "/apis/karpenter.sh/v1/nodepools/gpu",
+        "application/merge-patch+json",
+        b'{"spec": {"replicas": 2}}',
+        "Bearer fake-kube-token",
+    )
+    assert code == 200 and body["spec"] == {"replicas": 2}
+
+
+def test_scale_subresource_shares_the_parent_version(api: client.ApiClient) -> None:
+    apps = client.AppsV1Api(api)
+    labels = {"app": "x"}
+    apps.create_namespaced_deployment(
+        "default",
+        {
+            "metadata": {"name": "x"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": []}},
+            },
+        },
+    )
+    scale = apps.read_namespaced_deployment_scale("x", "default")
+    assert scale.spec.replicas == 1
+    assert scale.metadata.resource_version == (
+        apps.read_namespaced_deployment("x", "default").metadata.resource_version
+    )
+    scale.spec.replicas = 3
+    apps.replace_namespaced_deployment_scale("x", "default", scale)
+    assert apps.read_namespaced_deployment("x", "default").spec.replicas == 3
+    with pytest.raises(ApiException) as info:  # the same (now stale) resource version
+        apps.replace_namespaced_deployment_scale("x", "default", scale)
+    assert info.value.status == 409
+
+
+def test_eviction_respects_pod_disruption_budgets(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    for i in range(2):
+        core.create_namespaced_pod("default", pod(f"web-{i}", "default", "n1", {"app": "web"}))
+    client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
+        "default",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-0"}}
+    core.create_namespaced_pod_eviction("web-0", "default", body)
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod_eviction(
+            "web-1", "default", {**body, "metadata": {"name": "web-1"}}
+        )
+    assert info.value.status == 429 and "disruption budget" in info.value.body
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["web-1"]
+
+
+def test_dry_run_validates_without_persisting(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_node(gpu_node("n1", {}))
+    core.patch_node("n1", {"spec": {"unschedulable": True}}, dry_run="All")
+    assert core.read_node("n1").spec.unschedulable is None
+    with pytest.raises(ApiException) as info:
+        core.patch_node("n1", {"spec": {"unschedulable": "yes"}}, dry_run="All")
+    assert info.value.status == 422
+
+
+def test_leases_for_leader_election(api: client.ApiClient) -> None:
+    coord = client.CoordinationV1Api(api)
+    body = {
+        "metadata": {"name": "tiercast-leader"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15},
+    }
+    created = coord.create_namespaced_lease("tiercast-system", body)
+    mine = coord.read_namespaced_lease("tiercast-leader", "tiercast-system")
+    mine.spec.holder_identity = "b"
+    coord.replace_namespaced_lease("tiercast-leader", "tiercast-system", mine)
+    stale = created
+    stale.spec.holder_identity = "c"
+    with pytest.raises(ApiException) as info:
+        coord.replace_namespaced_lease("tiercast-leader", "tiercast-system", stale)
+    assert info.value.status == 409
+    lease = coord.read_namespaced_lease("tiercast-leader", "tiercast-system")
+    assert lease.spec.holder_identity == "b"
+    with pytest.raises(ApiException) as info:
+        coord.create_namespaced_lease("no-such-namespace", body)
+    assert info.value.status == 404
+
+
+def test_injected_faults(fake: FakeKube) -> None:
+    auth = "Bearer fake-kube-token"
+    fake.inject("429", times=1, path="/api/v1/nodes")
+    fake.inject("500", times=1, method="GET")
+    code, _, headers = fake.handle("GET", "/api/v1/nodes", None, b"", auth)
+    assert (code, headers) == (429, {"Retry-After": "0"})
+    code, _, _ = fake.handle("GET", "/api/v1/nodes", None, b"", auth)
+    assert code == 500
+    code, body, _ = fake.handle("GET", "/api/v1/nodes", None, b"", auth)
+    assert code == 200 and body["items"] == []
+    fake.inject("timeout", times=1, delay_s=0.01)
+    code, _, _ = fake.handle("GET", "/api/v1/nodes", None, b"", auth)
+    assert code == 0  # the connection is dropped without an answer
