@@ -161,7 +161,7 @@ class LeaseElector:
             lease_duration_seconds=self.lease_duration_s,
             acquire_time=spec.acquire_time if ours and spec.acquire_time else now,
             renew_time=now,
-            lease_transitions=(spec.lease_transitions or 0) + (0 if ours or not holder else 1),
+            lease_transitions=(spec.lease_transitions or 0) + (0 if ours else 1),
         )
         try:
             self._call(

@@ -187,7 +187,10 @@ class RunStore:
             raise ValueError(f"status {record.status!r} is not one of {', '.join(STATUSES)}")
         # Serialize before opening the transaction: a value that cannot be written
         # must fail here, not leave a transaction half done.
-        body = json.dumps(record.to_dict(), allow_nan=False, default=str)
+        try:
+            body = json.dumps(record.to_dict(), allow_nan=False, default=str)
+        except ValueError as exc:
+            raise RecordsError(f"run {record.run_id}: record cannot be serialized: {exc}") from exc
         plan_z = zlib.compress(plan.to_json(indent=None).encode()) if plan is not None else None
         cutoff = iso(pd.Timestamp(record.started_at) - pd.Timedelta(days=self.keep_days))
         conn = self._connect(create=True)

@@ -1,0 +1,429 @@
+"""Service mode: schedules, the scheduler (no overlap, counted skips), the metrics endpoint and
+probes, JSON logs without secrets, Lease leader election against the fake API server, and
+``tiercast serve`` end to end against the real test Prometheus (in process, and SIGTERM on a
+subprocess)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from scaler.config import ServiceConfig, parse_config, parse_schedule
+from scaler.demo import DEMO_CONFIG, demo_inputs
+from scaler.leader import LeaseElector
+from scaler.records import RunStore
+from scaler.service import CycleJob, Inputs, Service, Stop, provider_factory
+from scaler.telemetry import JsonFormatter, MetricsServer, RedactSecrets, Telemetry, redact
+from tests.conftest import REPO
+from tests.fake_kube import TOKEN, FakeKube
+from tests.prometheus_server import DIRTY_GAUGE, DIRTY_START, PrometheusServer, prometheus
+
+__all__ = ["prometheus"]  # the session fixture, imported for use here
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+
+
+def test_service_defaults_are_pinned() -> None:
+    s = ServiceConfig()
+    assert (s.cycle_schedule, s.refit_schedule, s.report_schedule) == (
+        "*/5 * * * *",
+        "17 3 * * *",
+        "0 6 * * 1",
+    )
+    assert (s.misfire_grace_s, s.shutdown_grace_s, s.records_keep_days) == (120, 25.0, 30)
+    assert (s.metrics_port, s.log_format, s.leader_election) == (9108, "text", False)
+    assert (s.lease_name, s.lease_duration_s, s.lease_renew_s, s.action_retries) == (
+        "tiercast-leader",
+        15,
+        5.0,
+        2,
+    )
+
+
+def test_schedules_use_cron_weekday_numbers_seconds_and_intervals() -> None:
+    monday = dt.datetime(2026, 11, 30, 0, 0, tzinfo=dt.UTC)  # a Monday
+    weekly = parse_schedule("0 6 * * 1")
+    assert weekly.get_next_fire_time(None, monday) == monday.replace(hour=6)
+    sunday = parse_schedule("0 6 * * 0").get_next_fire_time(None, monday)
+    assert (
+        sunday.weekday() == 6
+        and parse_schedule("0 6 * * 7").get_next_fire_time(None, monday) == sunday
+    )
+    assert parse_schedule("*/10 * * * * *").get_next_fire_time(
+        None, monday.replace(second=1)
+    ) == monday.replace(second=10)
+    assert parse_schedule("@every 90s").interval.total_seconds() == 90
+    with pytest.raises(Exception, match=r"service\.cycle_schedule") as info:
+        parse_config({**DEMO_CONFIG, "service": {"cycle_schedule": "*/5 * * *"}}, "c.yaml")
+    assert "expected 5 cron fields" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.fixture
+def quiet_service() -> Iterator[list[Service]]:
+    made: list[Service] = []
+    yield made
+    for s in made:
+        if s.scheduler.running:
+            s.shutdown(1.0)
+
+
+def test_scheduler_runs_jobs_without_overlap_and_counts_skips(
+    quiet_service: list[Service],
+) -> None:
+    config, _, _ = demo_inputs()
+    config = config.model_copy(update={"service": ServiceConfig(metrics_port=0, misfire_grace_s=5)})
+    fast_runs: list[float] = []
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow() -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.7)
+        with lock:
+            running[0] -= 1
+
+    telemetry, stop = Telemetry(), Stop()
+    from scaler.leader import AlwaysLeader
+
+    service = Service(
+        config,
+        {
+            "fast": ("@every 0.2s", lambda: fast_runs.append(time.monotonic())),
+            "slow": ("@every 0.2s", slow),
+        },
+        telemetry,
+        AlwaysLeader(),
+        stop,
+    )
+    quiet_service.append(service)
+    service.start()
+    assert service.readyz() == (True, "ok") and service.healthz() == (True, "ok")
+    time.sleep(1.8)
+    assert service.shutdown(2.0)
+    assert len(fast_runs) >= 4
+    assert most[0] == 1
+    text = telemetry.exposition().decode()
+    assert 'tiercast_job_skipped_total{job="slow",reason="overlap"}' in text
+    assert service.readyz() == (False, "shutting down")
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_metrics_endpoint_and_probes(workdir: Path) -> None:
+    config, history, now = demo_inputs()
+    telemetry = Telemetry()
+    ready = [False]
+    server = MetricsServer(
+        telemetry, "127.0.0.1", 0, lambda: (True, "ok"), lambda: (ready[0], "starting")
+    ).start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        assert get(base + "/readyz") == (503, "starting\n")
+        ready[0] = True
+        assert get(base + "/readyz")[0] == 200 and get(base + "/healthz")[0] == 200
+        assert get(base + "/nope")[0] == 404
+        job = CycleJob(
+            load=lambda: Inputs(config, history, now, "demo"),
+            make_provider=provider_factory(dry_run=True),
+            telemetry=telemetry,
+        )
+        assert job().status == "ok"
+        code, text = get(base + "/metrics")
+    finally:
+        server.stop()
+    assert code == 200
+    for needle in (
+        'tiercast_forecast{at="lead",quantile="0.9",signal="chat_rps"}',
+        'tiercast_capacity_planned_nodes{pool="h100-spot",tier="spot"}',
+        'tiercast_capacity_actual_nodes{pool="h100-spot",tier="spot"}',
+        'tiercast_job_runs_total{job="cycle",status="ok"} 1.0',
+        'tiercast_data_staleness_seconds{signal="chat_rps"} 300.0',
+        "tiercast_job_duration_seconds_bucket",
+        "tiercast_actions_total{",
+        "tiercast_cost_per_hour",
+    ):
+        assert needle in text, needle
+
+
+def test_json_logs_carry_fields_and_never_secrets() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RedactSecrets())
+    logger = logging.getLogger("tiercast.test.json")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning(
+            "GET https://admin:hunter2@prom.example/api failed; Authorization: Bearer abc.def",
+            extra={"run_id": "r1", "stage": "collect"},
+        )
+        try:
+            raise RuntimeError("password=s3cret rejected")
+        except RuntimeError:
+            logger.exception("login failed")
+    finally:
+        logger.removeHandler(handler)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert lines[0]["level"] == "warning" and lines[0]["run_id"] == "r1"
+    assert lines[0]["stage"] == "collect" and lines[0]["time"].endswith("+00:00")
+    text = stream.getvalue()
+    for secret in ("hunter2", "abc.def", "s3cret"):
+        assert secret not in text
+    assert "RuntimeError" in lines[1]["message"]
+    assert redact("token=xyz, user=bob") == "token=***, user=bob"
+
+
+@pytest.fixture
+def fake_kube() -> Iterator[FakeKube]:
+    fake = FakeKube()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+def lease_api(fake: FakeKube) -> k8s.CoordinationV1Api:
+    cfg = k8s.Configuration()
+    cfg.host = fake.url
+    cfg.api_key = {"authorization": f"Bearer {TOKEN}"}
+    return k8s.CoordinationV1Api(k8s.ApiClient(cfg))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class CountingProvider:
+    """A recording provider that counts the apply calls it received."""
+
+    def __init__(self, inventory: dict[str, int]) -> None:
+        from scaler.actuators import RecordingProvider
+
+        self.inner = RecordingProvider(inventory)
+        self.applied = 0
+
+    def inventory(self) -> dict[str, int]:
+        return self.inner.inventory()
+
+    def apply(self, action: Any) -> Any:
+        self.applied += 1
+        return self.inner.apply(action)
+
+
+def test_two_replicas_one_acts_and_leader_loss_hands_over(fake_kube: FakeKube) -> None:
+    api = lease_api(fake_kube)
+    clock_a, clock_b = Clock(), Clock()
+    wall_b = [dt.datetime(2026, 11, 30, tzinfo=dt.UTC)]
+    a = LeaseElector(api, "tiercast", "default", "pod-a", 15, 5.0, monotonic=clock_a)
+    b = LeaseElector(
+        api, "tiercast", "default", "pod-b", 15, 5.0, monotonic=clock_b, wall=lambda: wall_b[0]
+    )
+    assert a.try_acquire_or_renew() and not b.try_acquire_or_renew()
+
+    config, history, now = demo_inputs()
+    inventory = {p.name: p.current_nodes or p.min_nodes for p in config.pools}
+    providers = {"a": CountingProvider(inventory), "b": CountingProvider(inventory)}
+    outcomes = {
+        name: CycleJob(
+            load=lambda: Inputs(config, history, now, "demo"),
+            make_provider=lambda _c, n=name: providers[n],  # type: ignore[misc]
+            leadership=elector,
+            dry_run=False,
+        )()
+        for name, elector in (("a", a), ("b", b))
+    }
+    assert providers["a"].applied > 0 and providers["b"].applied == 0
+    assert outcomes["a"].record.leader and not outcomes["b"].record.leader
+    assert all(x["message"].startswith("not the leader") for x in outcomes["b"].record.actions)
+
+    # A wall-clock jump on b does not make a live Lease look expired: expiry is measured
+    # on b's monotonic clock from when it last saw the Lease change.
+    wall_b[0] += dt.timedelta(hours=2)
+    assert not b.try_acquire_or_renew()
+    # a stops renewing (partitioned): it stops acting before anyone may take over ...
+    clock_a.t += 11
+    assert not a.is_leader()
+    # ... and b takes the Lease once it has seen no renewal for the lease duration.
+    clock_b.t += 16
+    assert b.try_acquire_or_renew() and b.is_leader()
+    spec = fake_kube.get(f"{LEASES}/tiercast")["spec"]
+    assert spec["holderIdentity"] == "pod-b" and spec["leaseTransitions"] == 1
+    # The old leader comes back: the write it computed from an old read is refused.
+    assert not a.try_acquire_or_renew()
+    # A clean shutdown releases the Lease for an immediate handover.
+    b.release()
+    assert a.try_acquire_or_renew()
+
+
+def test_lease_api_errors_are_temporary_and_counted(fake_kube: FakeKube) -> None:
+    api = lease_api(fake_kube)
+    errors: list[Exception] = []
+    a = LeaseElector(api, "tiercast", "default", "pod-a", 3, 0.2, on_error=errors.append)
+    fake_kube.inject("500", times=2, path="/leases")
+    a.start()
+    deadline = time.monotonic() + 10
+    while not a.is_leader() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    a.stop()
+    assert len(errors) >= 1 and "HTTP 500" in str(errors[0])
+    assert not fake_kube.get(f"{LEASES}/tiercast")["spec"].get("holderIdentity")
+
+
+def gauge_config(tmp: Path, url: str, schedule: str) -> Path:
+    config = {
+        "signals": [{"name": "gauge", "query": DIRTY_GAUGE, "step_s": 60}],
+        "workloads": [
+            {"name": "w", "signal": "gauge", "gpu_model": "H100", "units_per_replica": 20.0}
+        ],
+        "pools": [
+            {
+                "name": "h100",
+                "tier": "on-demand",
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "price_per_gpu_hour": 2.0,
+                "current_nodes": 1,
+            }
+        ],
+        "prometheus": {"url": url, "lookback_s": 86400, "retries": 0, "timeout_s": 5},
+        "service": {
+            "cycle_schedule": schedule,
+            "records_path": str(tmp / "runs.sqlite"),
+            "metrics_port": 0,
+        },
+    }
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+GAUGE_END = (DIRTY_START + __import__("pandas").Timedelta(minutes=200)).isoformat()
+
+
+def serve_args(config: Path) -> argparse.Namespace:
+    return argparse.Namespace(
+        config=str(config),
+        history=None,
+        now=GAUGE_END,
+        plan_out=None,
+        dry_run=False,
+        server_dry_run=False,
+        kubeconfig=None,
+        context=None,
+    )
+
+
+def test_serve_runs_scheduled_cycles_against_prometheus_with_a_lease(
+    workdir: Path, prometheus: PrometheusServer, fake_kube: FakeKube, quiet_service: list[Service]
+) -> None:
+    from scaler.cli import load_inputs
+
+    path = gauge_config(workdir, prometheus.url, "@every 1s")
+    args = serve_args(path)
+    config = load_inputs(args)[0]
+    telemetry, stop = Telemetry(), Stop()
+    elector = LeaseElector(lease_api(fake_kube), "tiercast", "default", "pod-a", 5, 0.5)
+
+    def load() -> Inputs:
+        cfg, history, now, label = load_inputs(args)
+        return Inputs(cfg, history, now, label)
+
+    cycle = CycleJob(
+        load=load,
+        make_provider=provider_factory(dry_run=False),
+        telemetry=telemetry,
+        store=RunStore(config.service.records_path),
+        leadership=elector,
+        dry_run=False,
+        stop=stop,
+        identity="pod-a",
+    )
+    service = Service(config, {"cycle": ("@every 1s", cycle)}, telemetry, elector, stop)
+    quiet_service.append(service)
+    service.start()
+    deadline = time.monotonic() + 30
+    store = RunStore(config.service.records_path)
+    while time.monotonic() < deadline:
+        if Path(config.service.records_path).exists() and len(store.recent()) >= 2:
+            break
+        time.sleep(0.2)
+    assert service.shutdown(10.0)
+    runs = store.recent()
+    assert len(runs) >= 2
+    assert {r.status for r in runs} == {"ok"}, [r.error or r.notes for r in runs]
+    # Prometheus answers for the window that ends at --now: the newest minutes of the gauge.
+    assert runs[0].inputs["gauge"]["last"] >= "2010-01-01T03:19:00Z"
+    assert any(r.leader for r in runs)
+    text = telemetry.exposition().decode()
+    assert 'tiercast_job_runs_total{job="cycle",status="ok"}' in text
+    # Released on shutdown, so a peer need not wait for it to expire.
+    assert not fake_kube.get(f"{LEASES}/tiercast")["spec"].get("holderIdentity")
+
+
+def test_serve_process_exits_cleanly_on_sigterm(workdir: Path) -> None:
+    _, history, _ = demo_inputs()
+    rows = ["timestamp,series,value"]
+    for name, y in history.items():
+        rows += [f"{t.isoformat()},{name},{v}" for t, v in y.dropna().items()]
+    (workdir / "history.csv").write_text("\n".join(rows) + "\n")
+    data = dict(DEMO_CONFIG)
+    data["signals"] = [{**s, "file": "history.csv"} for s in DEMO_CONFIG["signals"]]
+    data["service"] = {"cycle_schedule": "@every 1s", "metrics_port": 0, "log_format": "json"}
+    (workdir / "config.yaml").write_text(yaml.safe_dump(data))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaler.cli", "serve", "--config", "config.yaml", "--dry-run"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        records = workdir / "tiercast-records.sqlite"
+        while time.monotonic() < deadline and proc.poll() is None:
+            if records.exists() and RunStore(records).recent():
+                break
+            time.sleep(0.3)
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    runs = RunStore(records).recent()
+    assert runs and all(r.status in ("ok", "abandoned") for r in runs)
+    logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert any("SIGTERM received" in x["message"] for x in logs)
