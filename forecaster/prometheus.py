@@ -42,6 +42,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import pandas as pd
 import requests
+import urllib3
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
@@ -160,8 +161,8 @@ class PrometheusSource:
             headers=headers or None,
             auth=auth,
             session=session,
-            # total=False: urllib3 re-raises the first error as is (a read timeout stays a timeout).
-            retry=Retry(total=False),
+            # No urllib3 retries; read=False keeps a read timeout a timeout for requests.
+            retry=Retry(total=0, read=False, raise_on_status=False),
             timeout=settings.timeout_s,  # type: ignore[arg-type]
         )
 
@@ -232,7 +233,7 @@ class PrometheusSource:
                 ) from None
             except requests.exceptions.Timeout:
                 last_problem = f"did not answer within {self.settings.timeout_s:g} s"
-            except requests.exceptions.ConnectionError as exc:
+            except (requests.exceptions.ConnectionError, urllib3.exceptions.HTTPError) as exc:
                 last_problem = f"cannot be reached ({_reason(exc)})"
             except (ValueError, KeyError, TypeError) as exc:
                 # A 200 that is not Prometheus JSON: a proxy's login page, a wrong URL path.
