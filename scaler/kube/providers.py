@@ -94,8 +94,11 @@ def _direction_reached(decision: str, current: int, target: int) -> bool:
 class PoolProvider(Protocol):
     """Required: ``scale`` (one pool to ``action.target_nodes``) and ``seed`` (dry-run state)."""
 
-    def scale(self, session: Session, action: Action, nodes: list[NodeInfo]) -> str:
-        """Make at most the calls needed; return a one-line message of what changed."""
+    def scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
+        """Make at most the calls needed; return a one-line message of what changed.
+
+        ``nodes`` reads the inventory when called (only providers that need it pay the call).
+        """
         ...
 
     def seed(self, store: MemoryTransport, nodes: int) -> None:
@@ -113,7 +116,7 @@ class ClusterApiPool:
         s = settings
         self.path = f"/apis/{s.api_version}/namespaces/{s.namespace}/machinedeployments/{s.machine_deployment}"
 
-    def scale(self, session: Session, action: Action, nodes: list[NodeInfo]) -> str:
+    def scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
         for _ in range(self.kube.conflict_retries + 1):
             scale = session.get(f"{self.path}/scale")
             current = int(scale.get("spec", {}).get("replicas") or 0)
@@ -169,7 +172,7 @@ class KarpenterPool:
             # A limit written by hand in another unit: treat as unknown, so it is rewritten.
             return -1
 
-    def scale(self, session: Session, action: Action, nodes: list[NodeInfo]) -> str:
+    def scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
         name = self.settings.node_pool
         for _ in range(self.kube.conflict_retries + 1):
             obj = session.get(self.path)
@@ -273,9 +276,9 @@ class PlaceholderPool:
         text = json.dumps(self.template(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def _used_gpus(self, session: Session, nodes: list[NodeInfo]) -> int:
+    def _used_gpus(self, session: Session, nodes: Callable[[], list[NodeInfo]]) -> int:
         """GPUs requested by real (non-placeholder) pods on the pool's nodes."""
-        names = {n.name for n in nodes if n.pool == self.pool.name}
+        names = {n.name for n in nodes() if n.pool == self.pool.name}
         if not names:
             return 0
         pods = session.get(
@@ -327,7 +330,7 @@ class PlaceholderPool:
                 raise
         return True
 
-    def scale(self, session: Session, action: Action, nodes: list[NodeInfo]) -> str:
+    def scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
         created_pc = self._ensure_priority_class(session)
         used = self._used_gpus(session, nodes)
         want = self.replicas_for(action.target_nodes, used)
@@ -496,8 +499,7 @@ class KubeProvider:
             if action.kind == "mig-layout":
                 ok, message = self._relabel(action)
             elif action.kind == "nodes":
-                nodes = self.nodes()
-                ok, message = True, self.pools[action.pool].scale(self.session, action, nodes)
+                ok, message = True, self.pools[action.pool].scale(self.session, action, self.nodes)
             else:
                 return ActionResult(
                     action,

@@ -1,0 +1,226 @@
+"""MIG relabel through the fake API server: cordon, evict, relabel, wait, uncordon, or roll back.
+
+A simulated GPU Operator MIG manager (a hook in the fake) reacts to the
+``nvidia.com/mig.config`` label the way the real one does: it sets
+``nvidia.com/mig.config.state=pending``, then ``success`` or ``failed``, or
+never answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
+from scaler.kube.providers import CORDONED_BY, KubeProvider
+from scaler.kube.transport import ClientTransport, RetryPolicy, Session, connect
+from scaler.plans import Action
+from tests.fake_kube import FakeKube, Request, gpu_node, kubeconfig_for, pod, start_fake
+from tests.test_kube_providers import Clock, action, make_config, seed
+
+NODE = "/api/v1/nodes/md-a"
+
+
+class MigManager:
+    """Applies a node's requested MIG config after ``after`` requests, ending in ``outcome``."""
+
+    def __init__(self, outcome: str, after: int = 2) -> None:
+        self.outcome, self.after = outcome, after
+        self.pending: dict[str, int] = {}
+
+    def __call__(self, fake: FakeKube, request: Request) -> None:
+        for (api, plural, _, name), node in list(fake.state.objects.items()):
+            if (api, plural) != ("v1", "nodes"):
+                continue
+            labels = node["metadata"].get("labels") or {}
+            if MIG_CONFIG in labels and MIG_STATE not in labels:
+                self.pending[name] = 0
+                _set_state(fake, name, "pending")
+            elif labels.get(MIG_STATE) == "pending" and name in self.pending:
+                self.pending[name] += 1
+                if self.pending[name] >= self.after and self.outcome in ("success", "failed"):
+                    del self.pending[name]
+                    _set_state(fake, name, self.outcome)
+
+
+def _set_state(fake: FakeKube, node: str, state: str) -> None:
+    fake.mutate(
+        f"/api/v1/nodes/{node}", lambda o: o["metadata"]["labels"].update({MIG_STATE: state})
+    )
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    f = start_fake()
+    seed(f)
+    f.mutate(
+        NODE,
+        lambda o: o["metadata"]["labels"].update(
+            {MIG_CONFIG: "all-disabled", MIG_STATE: "success"}
+        ),
+    )
+    f.create(
+        "/api/v1/namespaces/default/pods",
+        pod("embed-0", "default", "md-a", {"app": "embed"}, gpus=1),
+    )
+    f.create(
+        "/api/v1/namespaces/kube-system/pods",
+        pod("dcgm-x", "kube-system", "md-a", owner_kind="DaemonSet"),
+    )
+    yield f
+    f.stop()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def provider(fake: FakeKube, tmp_path: Path, clock: Clock) -> KubeProvider:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+    transport: ClientTransport = connect(
+        str(path), None, RetryPolicy(2, 0.01, 0.02, sleep=clock.sleep)
+    )
+    return KubeProvider(make_config(), Session(transport), clock=clock.now, sleep=clock.sleep)
+
+
+def relayout(config: str = "all-1g.10gb", node: str = "md-a") -> Action:
+    return action(
+        "capi",
+        2,
+        2,
+        decision="relayout",
+        kind="mig-layout",
+        details={"node": node, "mig_config": config},
+    )
+
+
+def node_state(fake: FakeKube) -> tuple[str | None, str | None, bool, dict]:
+    node = fake.get(NODE)
+    labels = node["metadata"]["labels"]
+    return (
+        labels.get(MIG_CONFIG),
+        labels.get(MIG_STATE),
+        bool(node["spec"].get("unschedulable")),
+        node["metadata"].get("annotations") or {},
+    )
+
+
+def test_relabel_reaches_success_then_uncordons(fake: FakeKube, provider: KubeProvider) -> None:
+    fake.hooks.append(MigManager("success"))
+    result = provider.apply(relayout())
+    assert result.outcome == "applied", result.message
+    assert node_state(fake) == ("all-1g.10gb", "success", False, {})
+    steps = [(c["verb"], c["path"].rsplit("/", 1)[-1]) for c in result.calls if c["verb"] != "GET"]
+    assert steps == [
+        ("PATCH", "md-a"),  # cordon (and mark it as tiercast's)
+        ("POST", "eviction"),  # the workload pod; the DaemonSet pod stays
+        ("PATCH", "md-a"),  # relabel, dropping the stale state label
+        ("PATCH", "md-a"),  # uncordon
+    ]
+    relabel = [c for c in result.calls if c["verb"] == "PATCH"][1]
+    assert relabel["body"] == {"metadata": {"labels": {MIG_CONFIG: "all-1g.10gb", MIG_STATE: None}}}
+    assert fake.exists("/api/v1/namespaces/kube-system/pods/dcgm-x")
+    assert not fake.exists("/api/v1/namespaces/default/pods/embed-0")
+    again = provider.apply(relayout())
+    assert "no change" in again.message
+    assert [c["verb"] for c in again.calls] == ["GET"]
+
+
+def test_relabel_that_fails_restores_the_label_and_uncordons(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    fake.hooks.append(MigManager("failed"))
+    result = provider.apply(relayout())
+    assert result.outcome == "failed"
+    assert "reported failed" in result.message and "restored" in result.message
+    config, _state, cordoned, annotations = node_state(fake)
+    assert (config, cordoned, CORDONED_BY in annotations) == ("all-disabled", False, False)
+
+
+def test_relabel_that_times_out_restores_the_label_and_uncordons(
+    fake: FakeKube, provider: KubeProvider, clock: Clock
+) -> None:
+    fake.hooks.append(MigManager("silent"))
+    result = provider.apply(relayout())
+    assert result.outcome == "failed" and "no success within 120 s" in result.message
+    config, _state, cordoned, _ = node_state(fake)
+    assert (config, cordoned) == ("all-disabled", False)
+    assert 120 <= clock.now() <= 130
+
+
+def test_eviction_blocked_by_a_budget_aborts_cleanly(
+    fake: FakeKube, provider: KubeProvider, clock: Clock
+) -> None:
+    fake.hooks.append(MigManager("success"))
+    fake.create(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "embed"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "embed"}}},
+        },
+    )
+    result = provider.apply(relayout())
+    assert result.outcome == "failed"
+    assert "default/embed-0" in result.message and "PodDisruptionBudget" in result.message
+    assert node_state(fake) == ("all-disabled", "success", False, {})
+    assert fake.exists("/api/v1/namespaces/default/pods/embed-0")
+    evictions = [c for c in result.calls if c["path"].endswith("/eviction")]
+    assert len(evictions) == 13 and {c["status"] for c in evictions} == {429}
+    assert clock.now() == 60
+    # A clean abort is not an API failure: the cycle goes on.
+    assert provider.halted is None
+
+
+def test_a_node_cordoned_by_someone_else_stays_cordoned(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    fake.hooks.append(MigManager("success"))
+    fake.mutate(NODE, lambda o: o["spec"].update(unschedulable=True))
+    result = provider.apply(relayout())
+    assert result.outcome == "applied"
+    assert node_state(fake)[:3] == ("all-1g.10gb", "success", True)
+
+
+def test_relabel_is_revalidated_against_the_node(fake: FakeKube, provider: KubeProvider) -> None:
+    missing = provider.apply(relayout(node="gone"))
+    assert missing.outcome == "failed" and "not found" in missing.message
+    other_pool = provider.apply(relayout(node="spot-a"))
+    assert other_pool.outcome == "failed" and "pool spot" in other_pool.message
+    assert fake.writes() == []
+    incomplete = provider.apply(
+        action("capi", 2, 2, decision="relayout", kind="mig-layout", details={"node": "md-a"})
+    )
+    assert incomplete.outcome == "failed" and "mig_config" in incomplete.message
+
+
+def test_dry_run_lists_the_relabel_and_the_wait() -> None:
+    from scaler.kube.providers import build_provider
+
+    provider = build_provider(make_config(), dry_run=True)
+    provider.session.transport.add(
+        NODE,
+        gpu_node(
+            "md-a",
+            {
+                "cluster.x-k8s.io/deployment-name": "gpu-md",
+                MIG_CONFIG: "all-disabled",
+                MIG_STATE: "success",
+            },
+        ),
+    )  # type: ignore[attr-defined]
+    result = provider.apply(relayout())
+    assert result.outcome == "recorded"
+    assert [c["verb"] for c in result.calls if c["verb"] != "GET"] == [
+        "PATCH",
+        "PATCH",
+        "WAIT",
+        "PATCH",
+    ]

@@ -1,0 +1,369 @@
+"""Kubernetes providers against the fake API server, through the official client over HTTP.
+
+Covers scale up and down per provider, an idempotent second run, a conflict
+retried, bounded retries on 429/500/timeouts, the per-cycle change cap, a
+consistent record when a cycle fails half way, and server-side dry run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scaler.config import Config, parse_config
+from scaler.kube.providers import KubeProvider, build_provider
+from scaler.kube.transport import ClientTransport, RetryPolicy, Session, connect
+from scaler.plans import Action
+from tests.fake_kube import FakeKube, Request, gpu_node, kubeconfig_for, pod, start_fake
+
+MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/gpu-md"
+STATIC = "/apis/karpenter.sh/v1/nodepools/gpu-static"
+SPOT = "/apis/karpenter.sh/v1/nodepools/gpu-spot"
+HOLD = "/apis/apps/v1/namespaces/tiercast-system/deployments/tiercast-placeholder-hold"
+
+
+class Clock:
+    """Time that moves only when someone sleeps: drains and waits run instantly."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+
+
+def make_config(**kube: Any) -> Config:
+    pool = {"tier": "on-demand", "gpu_model": "H100-80GB", "gpus_per_node": 8}
+    return parse_config(
+        {
+            "signals": [{"name": "s"}],
+            "workloads": [
+                {"name": "w", "signal": "s", "gpu_model": "H100-80GB", "units_per_replica": 1}
+            ],
+            "pools": [
+                {
+                    **pool,
+                    "name": "capi",
+                    "price_per_gpu_hour": 3.0,
+                    "provider": {"kind": "cluster-api", "machine_deployment": "gpu-md"},
+                },
+                {
+                    **pool,
+                    "name": "static",
+                    "price_per_gpu_hour": 4.0,
+                    "provider": {
+                        "kind": "karpenter",
+                        "node_pool": "gpu-static",
+                        "mode": "replicas",
+                    },
+                },
+                {
+                    **pool,
+                    "name": "spot",
+                    "tier": "spot",
+                    "price_per_gpu_hour": 1.5,
+                    "provider": {"kind": "karpenter", "node_pool": "gpu-spot"},
+                },
+                {
+                    **pool,
+                    "name": "hold",
+                    "price_per_gpu_hour": 4.5,
+                    "provider": {"kind": "placeholder"},
+                },
+            ],
+            "kubernetes": {
+                "request_timeout_s": 0.3,
+                "drain_timeout_s": 60,
+                "mig_timeout_s": 120,
+                "poll_interval_s": 5,
+                **kube,
+            },
+        },
+        "test config",
+    )
+
+
+def seed(fake: FakeKube) -> None:
+    """Two Cluster API nodes, one static and one spot Karpenter node, two placeholder-pool nodes."""
+    fake.create(
+        "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments",
+        {
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "MachineDeployment",
+            "metadata": {"name": "gpu-md"},
+            "spec": {"replicas": 2, "clusterName": "c1"},
+        },
+    )
+    for name, spec in (
+        ("gpu-static", {"replicas": 1}),
+        ("gpu-spot", {"limits": {"nvidia.com/gpu": "8"}}),
+    ):
+        fake.create(
+            "/apis/karpenter.sh/v1/nodepools",
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
+    nodes = [
+        ("md-a", {"cluster.x-k8s.io/deployment-name": "gpu-md"}),
+        ("md-b", {"cluster.x-k8s.io/deployment-name": "gpu-md"}),
+        (
+            "static-a",
+            {"karpenter.sh/nodepool": "gpu-static", "karpenter.sh/capacity-type": "on-demand"},
+        ),
+        ("spot-a", {"karpenter.sh/nodepool": "gpu-spot", "karpenter.sh/capacity-type": "spot"}),
+        ("hold-a", {"tiercast.io/pool": "hold"}),
+        ("hold-b", {"tiercast.io/pool": "hold"}),
+        ("cpu-a", {"kubernetes.io/os": "linux"}),
+    ]
+    for name, labels in nodes:
+        fake.create("/api/v1/nodes", gpu_node(name, labels))
+    fake.create(
+        "/api/v1/namespaces/default/pods", pod("llm-0", "default", "hold-a", {"app": "llm"}, gpus=8)
+    )
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    f = start_fake()
+    seed(f)
+    yield f
+    f.stop()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def transport(fake: FakeKube, tmp_path: Path, clock: Clock) -> ClientTransport:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+    return connect(str(path), "fake", RetryPolicy(4, 0.05, 0.2, sleep=clock.sleep), timeout_s=0.3)
+
+
+def provider_for(transport: ClientTransport, clock: Clock, **kube: Any) -> KubeProvider:
+    return KubeProvider(make_config(**kube), Session(transport), clock=clock.now, sleep=clock.sleep)
+
+
+def action(pool: str, current: int, target: int, **kw: Any) -> Action:
+    decision = "scale-up" if target > current else "scale-down" if target < current else "no-op"
+    return Action(
+        pool=pool,
+        decision=kw.pop("decision", decision),
+        current_nodes=current,
+        target_nodes=target,
+        at="2026-11-30T00:00:00Z",
+        needed_at="2026-11-30T00:10:00Z",
+        cost_delta_per_hour=0.0,
+        reason="test",
+        **kw,
+    )
+
+
+def writes(fake: FakeKube) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in fake.writes()]
+
+
+def test_inventory_counts_nodes_per_pool_from_labels(
+    transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock)
+    assert provider.inventory() == {"capi": 2, "static": 1, "spot": 1, "hold": 2}
+    tiers = {n.name: n.tier for n in provider.nodes()}
+    assert tiers["spot-a"] == "spot" and tiers["static-a"] == "on-demand"
+    assert {n.name: n.pool for n in provider.nodes()}["cpu-a"] is None
+
+
+def test_cluster_api_scales_through_the_scale_subresource(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock)
+    up = provider.apply(action("capi", 2, 5))
+    assert up.outcome == "applied", up.message
+    assert fake.get(MD)["spec"]["replicas"] == 5
+    put = [c for c in up.calls if c["verb"] == "PUT"]
+    assert [c["path"] for c in put] == [f"{MD}/scale"]
+    assert (
+        put[0]["body"]["spec"] == {"replicas": 5} and put[0]["body"]["metadata"]["resourceVersion"]
+    )
+    down = provider.apply(action("capi", 5, 1))
+    assert down.outcome == "applied" and fake.get(MD)["spec"]["replicas"] == 1
+
+
+def test_karpenter_static_replicas_and_gpu_limits(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock)
+    assert provider.apply(action("static", 1, 3)).outcome == "applied"
+    assert fake.get(STATIC)["spec"]["replicas"] == 3
+    result = provider.apply(action("spot", 1, 4))
+    assert result.outcome == "applied"
+    assert fake.get(SPOT)["spec"]["limits"] == {"nvidia.com/gpu": "32"}
+    patch = next(c for c in result.calls if c["verb"] == "PATCH")
+    assert patch["content_type"] == "application/merge-patch+json"  # CRDs refuse strategic merge
+    provider.apply(action("spot", 4, 2))
+    assert fake.get(SPOT)["spec"]["limits"] == {"nvidia.com/gpu": "16"}
+
+
+def test_placeholders_fill_the_headroom_and_follow_the_target(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock)
+    up = provider.apply(action("hold", 2, 4))
+    assert up.outcome == "applied", up.message
+    # 4 nodes x 8 GPUs, 8 of them used by llm-0: 3 placeholders of 8 GPUs.
+    deployment = fake.get(HOLD)
+    assert deployment["spec"]["replicas"] == 3
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["priorityClassName"] == "tiercast-placeholder"
+    assert spec["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "8"}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": "tiercast.io/pool", "operator": "In", "values": ["hold"]}
+    ]
+    assert (
+        fake.get("/apis/scheduling.k8s.io/v1/priorityclasses/tiercast-placeholder")["value"] == -10
+    )
+    down = provider.apply(action("hold", 4, 2))
+    assert fake.get(HOLD)["spec"]["replicas"] == 1
+    assert [c["path"] for c in down.calls if c["verb"] != "GET"] == [f"{HOLD}/scale"]
+
+
+def test_a_second_run_of_the_same_plan_changes_nothing(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    plan = [
+        action("capi", 2, 4),
+        action("static", 1, 2),
+        action("spot", 1, 3),
+        action("hold", 2, 3),
+    ]
+    first = provider_for(transport, clock)
+    assert all(first.apply(a).outcome == "applied" for a in plan)
+    before = len(fake.writes())
+    assert before > 0
+    second = provider_for(transport, clock)
+    results = [second.apply(a) for a in plan]
+    assert len(fake.writes()) == before
+    assert all("no change" in r.message for r in results), [r.message for r in results]
+    assert second.changes == 0
+
+
+def test_scale_up_never_lowers_and_scale_down_never_raises(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    fake.mutate(MD, lambda o: o["spec"].update(replicas=6))  # nodes still booting: 2 exist
+    result = provider_for(transport, clock).apply(action("capi", 2, 4))
+    assert "no change" in result.message and fake.get(MD)["spec"]["replicas"] == 6
+
+
+def test_a_conflict_is_retried_on_a_fresh_read(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    def concurrent_writer(f: FakeKube, r: Request) -> None:
+        # Another controller changes the MachineDeployment between our read and our write.
+        if r.method == "PUT" and r.path.endswith("/scale") and not getattr(f, "bumped", False):
+            f.bumped = True  # type: ignore[attr-defined]
+            f.mutate(MD, lambda o: o["metadata"].setdefault("annotations", {}).update(touched="1"))
+
+    fake.hooks.append(concurrent_writer)
+    result = provider_for(transport, clock).apply(action("capi", 2, 3))
+    assert result.outcome == "applied"
+    assert [c["status"] for c in result.calls if c["verb"] == "PUT"] == [409, "ok"]
+    assert fake.get(MD)["spec"]["replicas"] == 3
+
+
+def test_429_500_and_timeouts_are_retried_with_bounded_backoff(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    fake.inject("429", times=2, method="GET", path="/scale")
+    fake.inject("500", times=1, method="PUT")
+    fake.inject("timeout", times=1, method="PUT", delay_s=0.6)
+    result = provider_for(transport, clock).apply(action("capi", 2, 4))
+    assert result.outcome == "applied", result.message
+    assert fake.get(MD)["spec"]["replicas"] == 4
+    assert len(clock.slept) == 4 and max(clock.slept) <= 0.2
+
+
+def test_a_cycle_that_fails_half_way_keeps_a_consistent_record(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock)
+    fake.inject("500", times=50, method="PATCH", path=STATIC)
+    plan = [action("capi", 2, 3), action("static", 1, 2), action("spot", 1, 2)]
+    results = [provider.apply(a) for a in plan]
+    assert [r.outcome for r in results] == ["applied", "failed", "skipped"]
+    assert "500" in results[1].message and "rest of this cycle" in results[1].message
+    assert [c["status"] for c in results[1].calls if c["verb"] == "PATCH"] == [500]
+    assert results[2].calls == [] and "not attempted" in results[2].message
+    assert fake.get(MD)["spec"]["replicas"] == 3  # what landed is what the record says
+    assert fake.get(SPOT)["spec"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert [c["path"] for c in provider.session.journal if c["verb"] != "GET"] == [
+        f"{MD}/scale",
+        STATIC,
+    ]
+
+
+def test_the_per_cycle_change_cap_defers_the_rest(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock, max_changes_per_cycle=1)
+    first, second = provider.apply(action("capi", 2, 3)), provider.apply(action("static", 1, 2))
+    assert first.outcome == "applied"
+    assert second.outcome == "skipped" and "cap" in second.message
+    assert fake.get(STATIC)["spec"]["replicas"] == 1
+
+
+def test_server_side_dry_run_sends_dry_run_all_and_persists_nothing(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = build_provider(make_config(), dry_run=True, server_dry_run=True, transport=transport)
+    result = provider.apply(action("capi", 2, 5))
+    assert result.outcome == "recorded"
+    assert all(r.query == {"dryRun": "All"} for r in fake.writes())
+    assert fake.writes() and fake.get(MD)["spec"]["replicas"] == 2
+
+
+def test_client_dry_run_over_a_cluster_reads_it_and_writes_nothing(
+    fake: FakeKube, transport: ClientTransport
+) -> None:
+    provider = build_provider(make_config(), dry_run=True, transport=transport)
+    assert provider.inventory()["capi"] == 2
+    result = provider.apply(action("capi", 2, 5))
+    assert result.outcome == "recorded"
+    assert [c["verb"] for c in result.calls] == ["GET", "PUT"]  # read the scale, write it
+    assert fake.writes() == [] and fake.get(MD)["spec"]["replicas"] == 2
+    again = provider.apply(action("capi", 2, 5))  # the recorded write is remembered
+    assert "no change" in again.message
+
+
+def test_offline_dry_run_lists_calls_from_the_configured_inventory() -> None:
+    config = make_config()
+    provider = build_provider(config, dry_run=True)
+    assert provider.inventory() == {"capi": 0, "static": 0, "spot": 0, "hold": 0}
+    result = provider.apply(action("capi", 0, 2))
+    assert result.outcome == "recorded"
+    assert [(c["verb"], c["path"]) for c in result.calls if c["verb"] != "GET"] == [
+        ("PUT", f"{MD}/scale")
+    ]
+
+
+def test_server_dry_run_needs_a_cluster() -> None:
+    from forecaster.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="--server-dry-run"):
+        build_provider(make_config(), dry_run=True, server_dry_run=True)
