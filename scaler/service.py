@@ -312,6 +312,7 @@ class CycleJob:
             {
                 "pool": r.action.pool,
                 "decision": r.action.decision,
+                "kind": r.action.kind,
                 "current_nodes": r.action.current_nodes,
                 "target_nodes": r.action.target_nodes,
                 "reason": r.action.reason,
@@ -592,8 +593,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def load() -> Inputs:
         config, history, now, label = load_inputs(args)
-        # Files and the demo carry their own time; live data is planned at the wall clock.
-        return Inputs(config, history, None if live_signals(config) else now, label)
+        # Files, the demo and --now carry their own time; live data is planned at the wall clock.
+        live = live_signals(config) and not args.now
+        return Inputs(config, history, None if live else now, label)
 
     config = load().config
     svc = config.service
