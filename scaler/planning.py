@@ -1,43 +1,70 @@
 """The tier planner: forecasts and inventory in, a :class:`CapacityPlan` out.
 
 Pure: it takes ``now`` as an argument and touches nothing outside. For each GPU
-model it sizes the pools serving it so that, from ``now + lead time`` on, capacity
-covers the policy quantile of forecast GPU demand at the least cost:
+model it chooses the nodes requested per pool at every step of the planning grid
+(``now`` to ``now + horizon`` at the cycle step) so that usable capacity covers
+the *need* at the least cost. Only the first step is acted on; the rest is the
+projection the plan reports.
 
-1. *Levels.* ``need_up`` is the largest quantile demand in the window a pool can
-   still influence this cycle, ``[now + lead, now + lead + cycle)``. ``floor`` is
-   the demand observed over the last hour plus headroom: the plan never goes below
-   what is running now, so a wrong forecast degrades to reactive scaling rather
-   than an outage. ``need_keep`` is the largest quantile demand over
-   ``[now, now + lead + stabilization)``: capacity needed again within that window
-   is not released, because it could not come back in time.
-2. *Allocation.* Reserved nodes up to ``min_nodes`` are paid for anyway and used
-   first; the rest of the demand is filled cheapest first by effective price, where
-   a spot node counts for ``1 - min(0.5, rate * (lead + cycle) / 1h)`` of its GPUs
-   (expected loss to reclamation while a replacement boots), so on-demand takes
-   over when spot is scarce or too risky.
-3. *Bounds.* Per pool min/max, a max step per cycle, then the budget cap (scale-ups
-   are trimmed, most expensive first). Every bound that changes a target is named
-   in the plan.
-4. *Safety.* A stale or missing signal holds every pool it feeds: no scale-down.
+Need, per grid step j (GPUs of one model):
 
-A later, optimizing planner may replace step 2; the plan's shape stays.
+* the policy quantile of forecast demand in step j (:mod:`scaler.translating`);
+* for the steps a change made now cannot reach yet (``j <= lead``), at least the
+  *observed floor*: the newest demand times ``1 + headroom_fraction`` and the
+  largest demand seen in the last hour. The plan never goes below what is running
+  now, so a forecast that is wrong low degrades to reactive scaling, not to an outage;
+* for the same steps, at least the *keep level*: the largest quantile demand over
+  ``[now, now + lead + scale_down_stabilization)``. Capacity that will be needed
+  again within that window is not released, since it could not come back in time.
+
+Usable capacity obeys the lead time: a node requested at step k serves from
+``k + lead`` if it stays requested, and a released node stops serving at once.
+Spot nodes count for ``1 - min(0.5, rate * (lead + cycle) / 1h)`` of their GPUs
+(the expected share lost to reclamation while a replacement boots), so the
+planner buys a spare spot node where it pays, and on-demand where spot is capped.
+
+The problem is a small mixed-integer program solved with :func:`scipy.optimize.milp`
+(HiGHS): integer nodes per pool and step, continuous usable nodes, and a
+shortfall variable per step priced far above any GPU, so a need that cannot be
+met (max nodes, max step, budget) gives a plan that says so instead of failing.
+Constraints: min/max nodes per pool, at most ``max_step_nodes`` change per pool
+and cycle, total spend per hour under ``budget_per_hour``, no scale-down of a pool
+fed by stale or missing data. When the solver is unavailable, fails or runs out
+of time, a greedy allocator (reserved first, then cheapest effective price, then
+the same bounds) produces the plan and a note says so.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
+from scipy.optimize import Bounds, LinearConstraint, milp
 
 from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog import gpu_model
 from scaler.config import Config, PoolConfig
 from scaler.plans import Action, CapacityPlan, Decision, PoolPlan, SignalSummary, iso
-from scaler.translating import current_demand_by_model, demand_by_model, planning_grid
+from scaler.translating import (
+    anchored_demand_by_model,
+    current_demand_by_model,
+    demand_by_model,
+    planning_grid,
+)
+
+log = logging.getLogger(__name__)
+
+Solver = Literal["auto", "milp", "greedy"]
+SHORTFALL_PRICE_FACTOR = 1000.0
+"""A GPU-hour short costs this many times the dearest GPU-hour: never traded for money."""
+MILP_TIME_LIMIT_S = 5.0
 
 
 def spot_loss_fraction(pool: PoolConfig, cycle_s: int) -> float:
@@ -49,6 +76,7 @@ def spot_loss_fraction(pool: PoolConfig, cycle_s: int) -> float:
 
 
 def effective_gpus(pool: PoolConfig, nodes: int | float, cycle_s: int) -> float:
+    """GPUs ``nodes`` of ``pool`` are counted for (spot discounted by its expected loss)."""
     return float(nodes) * pool.gpus_per_node * (1.0 - spot_loss_fraction(pool, cycle_s))
 
 
@@ -69,6 +97,193 @@ def allocate(pools: list[PoolConfig], gpus: float, cycle_s: int) -> dict[str, in
             alloc[p.name] += extra
             remaining -= extra * per_node
     return alloc
+
+
+def lead_steps(pool: PoolConfig, cycle_s: int) -> int:
+    """Grid steps between requesting a node of ``pool`` and it serving."""
+    return math.ceil(pool.lead_time_s / cycle_s - 1e-9)
+
+
+@dataclass
+class ModelProblem:
+    """One GPU model's planning problem on the grid."""
+
+    pools: list[PoolConfig]
+    need: np.ndarray
+    """GPUs to cover per grid step (quantile, floor and keep levels applied)."""
+    current: dict[str, int]
+    """Nodes requested now, clipped to each pool's min/max."""
+    held: bool
+    max_step: int
+    budget: float | None
+    """Spend per hour available to these pools (None: no cap)."""
+    cycle_s: int
+
+
+@dataclass
+class ModelSolution:
+    nodes: dict[str, np.ndarray]
+    """Requested nodes per pool and grid step."""
+    shortfall: np.ndarray
+    """GPUs of need left uncovered per grid step."""
+    solver: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
+    """The least-cost schedule as a MILP; None when the solver gives no solution."""
+    pools, k_steps = prob.pools, len(prob.need)
+    n_pools = len(pools)
+    n_vars = 2 * n_pools * k_steps + k_steps
+    step_h = prob.cycle_s / 3600.0
+
+    def nv(p: int, k: int) -> int:
+        return p * k_steps + k
+
+    def uv(p: int, k: int) -> int:
+        return n_pools * k_steps + p * k_steps + k
+
+    def sv(k: int) -> int:
+        return 2 * n_pools * k_steps + k
+
+    dearest = max(p.price_per_gpu_hour for p in pools)
+    cost = np.zeros(n_vars)
+    lower = np.zeros(n_vars)
+    upper = np.full(n_vars, np.inf)
+    integrality = np.zeros(n_vars)
+    for i, p in enumerate(pools):
+        leads = lead_steps(p, prob.cycle_s)
+        cur = prob.current[p.name]
+        for k in range(k_steps):
+            cost[nv(i, k)] = p.price_per_node_hour * step_h
+            lower[nv(i, k)] = cur if prob.held else p.min_nodes
+            upper[nv(i, k)] = p.max_nodes
+            integrality[nv(i, k)] = 1
+            # Nodes asked for now serve only after the lead time; until then, at most
+            # what is there now can serve.
+            upper[uv(i, k)] = cur if k < leads else p.max_nodes
+    for k in range(k_steps):
+        cost[sv(k)] = SHORTFALL_PRICE_FACTOR * dearest * step_h
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    lo: list[float] = []
+    hi: list[float] = []
+    r = 0
+
+    def add(entries: list[tuple[int, float]], lb: float, ub: float) -> None:
+        nonlocal r
+        for c, v in entries:
+            rows.append(r)
+            cols.append(c)
+            vals.append(v)
+        lo.append(lb)
+        hi.append(ub)
+        r += 1
+
+    for k in range(k_steps):
+        # Coverage: usable effective GPUs plus shortfall reach the need.
+        add(
+            [(uv(i, k), effective_gpus(p, 1, prob.cycle_s)) for i, p in enumerate(pools)]
+            + [(sv(k), 1.0)],
+            float(prob.need[k]),
+            np.inf,
+        )
+        if prob.budget is not None:
+            add(
+                [(nv(i, k), p.price_per_node_hour) for i, p in enumerate(pools)],
+                -np.inf,
+                prob.budget,
+            )
+    for i, p in enumerate(pools):
+        leads = lead_steps(p, prob.cycle_s)
+        for k in range(k_steps):
+            # Usable only if requested over the whole lead time up to k.
+            for j in range(max(0, k - leads), k + 1):
+                add([(uv(i, k), 1.0), (nv(i, j), -1.0)], -np.inf, 0.0)
+            if k == 0:
+                cur = prob.current[p.name]
+                add([(nv(i, 0), 1.0)], cur - prob.max_step, cur + prob.max_step)
+            else:
+                add([(nv(i, k), 1.0), (nv(i, k - 1), -1.0)], -prob.max_step, prob.max_step)
+    matrix = sparse.csr_array((vals, (rows, cols)), shape=(r, n_vars))
+    try:
+        res = milp(
+            cost,
+            constraints=LinearConstraint(matrix, np.array(lo), np.array(hi)),
+            integrality=integrality,
+            bounds=Bounds(lower, upper),
+            options={"time_limit": MILP_TIME_LIMIT_S, "presolve": True},
+        )
+    except (ValueError, RuntimeError) as exc:
+        log.warning("milp failed: %s", exc)
+        return None
+    if res.x is None or res.status not in (0,):
+        log.warning("milp gave no solution: %s", res.message)
+        return None
+    x = np.asarray(res.x)
+    nodes = {
+        p.name: np.rint(x[[nv(i, k) for k in range(k_steps)]]).astype(int)
+        for i, p in enumerate(pools)
+    }
+    shortfall = np.maximum(0.0, x[[sv(k) for k in range(k_steps)]])
+    shortfall[shortfall < 1e-6] = 0.0
+    return ModelSolution(nodes, shortfall, "milp")
+
+
+def _solve_greedy(prob: ModelProblem) -> ModelSolution:
+    """Level by level: reserved first, then cheapest effective price, then the bounds."""
+    pools, k_steps = prob.pools, len(prob.need)
+    lead = max((lead_steps(p, prob.cycle_s) for p in pools), default=0)
+    nodes = {p.name: np.zeros(k_steps, dtype=int) for p in pools}
+    prev = dict(prob.current)
+    for k in range(k_steps):
+        # What is requested at k must cover the need until it could be replaced.
+        level = float(np.max(prob.need[k : k + lead + 1]))
+        alloc = allocate(pools, level, prob.cycle_s)
+        for p in pools:
+            n = alloc[p.name]
+            if prob.held:
+                n = max(n, prob.current[p.name])
+            n = min(max(n, prev[p.name] - prob.max_step), prev[p.name] + prob.max_step)
+            alloc[p.name] = max(p.min_nodes, min(p.max_nodes, n))
+        if prob.budget is not None:
+            spend = sum(alloc[p.name] * p.price_per_node_hour for p in pools)
+            for p in sorted(pools, key=lambda p: -p.price_per_gpu_hour):
+                floor = max(p.min_nodes, prev[p.name] - prob.max_step)
+                if prob.held:
+                    floor = max(floor, prob.current[p.name])
+                while spend > prob.budget + 1e-9 and alloc[p.name] > floor:
+                    alloc[p.name] -= 1
+                    spend -= p.price_per_node_hour
+        for p in pools:
+            nodes[p.name][k] = alloc[p.name]
+        prev = alloc
+    shortfall = np.zeros(k_steps)
+    for k in range(k_steps):
+        cap = 0.0
+        for p in pools:
+            leads = lead_steps(p, prob.cycle_s)
+            window = nodes[p.name][max(0, k - leads) : k + 1]
+            usable = int(window.min())
+            if k < leads:
+                usable = min(usable, prob.current[p.name])
+            cap += effective_gpus(p, usable, prob.cycle_s)
+        shortfall[k] = max(0.0, float(prob.need[k]) - cap)
+    shortfall[shortfall < 1e-6] = 0.0
+    return ModelSolution(nodes, shortfall, "greedy")
+
+
+def solve(prob: ModelProblem, solver: Solver = "auto") -> ModelSolution:
+    """Solve one GPU model's problem; ``auto`` is the MILP with the greedy as fallback."""
+    if solver in ("auto", "milp"):
+        sol = _solve_milp(prob)
+        if sol is not None:
+            return sol
+        greedy = _solve_greedy(prob)
+        greedy.notes.append("the optimizer gave no solution; planned with the greedy fallback")
+        return greedy
+    return _solve_greedy(prob)
 
 
 def _window_max(
@@ -94,11 +309,27 @@ def _expected_unserved(
     levels = np.array(sorted(demand_q))
     table = np.vstack([demand_q[q] for q in levels])  # (n_q, T)
     us = np.linspace(0.005, 0.995, 100)
-    total = 0.0
-    for j in range(table.shape[1]):
-        d = np.interp(us, levels, table[:, j])
-        total += float(np.maximum(0.0, d - capacity[j]).sum())
-    return total / len(us) * step_h
+    # Piecewise-linear quantile function per step, flat beyond the outer columns.
+    pos = np.interp(us, levels, np.arange(len(levels)))
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, len(levels) - 1)
+    w = (pos - lo)[:, None]
+    d = (1 - w) * table[lo] + w * table[hi]  # (n_u, T)
+    return float(np.maximum(0.0, d - capacity[None, :]).sum()) / len(us) * step_h
+
+
+def _pool_budget(
+    config: Config, pools: list[PoolConfig], current: Mapping[str, int]
+) -> float | None:
+    """Spend per hour left for ``pools`` under the fleet budget, other pools held at current."""
+    budget = config.policy.budget_per_hour
+    if budget is None:
+        return None
+    names = {p.name for p in pools}
+    others = sum(
+        current[p.name] * p.price_per_node_hour for p in config.pools if p.name not in names
+    )
+    return budget - others
 
 
 def plan_capacity(
@@ -107,8 +338,16 @@ def plan_capacity(
     inventory: Mapping[str, int],
     now: pd.Timestamp,
     stale: set[str] | None = None,
+    *,
+    solver: Solver = "auto",
+    with_signals: bool = True,
 ) -> CapacityPlan:
-    """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals."""
+    """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals.
+
+    ``solver``: ``auto`` (MILP, greedy fallback), ``milp`` or ``greedy``.
+    ``with_signals=False`` skips the per-signal summaries (the replay plans every
+    5 minutes and does not read them).
+    """
     policy = config.policy
     q = policy.quantile
     stale = set(stale or ())
@@ -117,11 +356,14 @@ def plan_capacity(
     cycle = pd.Timedelta(seconds=policy.cycle_s)
     step_h = policy.cycle_s / 3600.0
     notes: list[str] = []
+    qname = quantile_column(q)
 
     demand = demand_by_model(config, dict(forecasts), grid, q)
     quantiles = sorted({float(c[1:]) for fc in forecasts.values() for c in fc.frame.columns} | {q})
-    demand_all = {qq: demand_by_model(config, dict(forecasts), grid, qq) for qq in quantiles}
-    observed = current_demand_by_model(config, dict(forecasts))
+    observed = current_demand_by_model(config, dict(forecasts), policy.headroom_fraction)
+    anchored = anchored_demand_by_model(config, dict(forecasts), grid, policy.headroom_fraction)
+    steady = anchored_demand_by_model(config, dict(forecasts), grid, 0.0)
+    need_by_model: dict[str, np.ndarray] = {}
 
     # Which GPU models have a signal that is stale or missing: those pools hold.
     held_models: dict[str, str] = {}
@@ -134,136 +376,165 @@ def plan_capacity(
     for key, why in sorted(held_models.items()):
         notes.append(f"{key}: {why}; holding current capacity (no scale-down)")
 
-    targets_now: dict[str, int] = {}
-    levels_now: dict[str, tuple[float, float, pd.Timestamp]] = {}
-    binding: dict[str, list[str]] = {p.name: [] for p in config.pools}
+    current = {
+        p.name: max(p.min_nodes, min(p.max_nodes, int(inventory.get(p.name, p.min_nodes))))
+        for p in config.pools
+    }
+    for p in config.pools:
+        raw = int(inventory.get(p.name, p.min_nodes))
+        if raw != current[p.name]:
+            notes.append(
+                f"{p.name}: {raw} node(s) now is outside [{p.min_nodes}, {p.max_nodes}]; planning from {current[p.name]}"
+            )
+
     timelines: dict[str, list[int]] = {}
+    binding: dict[str, list[str]] = {p.name: [] for p in config.pools}
+    levels_now: dict[str, tuple[float, float, pd.Timestamp]] = {}
+    shortfalls: list[dict[str, object]] = []
+    solvers: set[str] = set()
     models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
+    stab = pd.Timedelta(seconds=policy.scale_down_stabilization_s)
     for model in models:
         pools = config.pools_for(model)
         d = demand.get(model, np.zeros(len(grid)))
-        floor = observed.get(model, 0.0) * (1.0 + policy.headroom_fraction)
+        floor = observed.get(model, 0.0)
+        lead_max = pd.Timedelta(seconds=max(p.lead_time_s for p in pools))
+        near = grid < now + lead_max + cycle
+        keep = _window_max(
+            steady.get(model, np.zeros(len(grid))), grid, now, now + lead_max + stab + cycle
+        )
+        need = d.astype(float).copy()
+        # Within reach of this cycle's action, the forecast conditioned on the newest
+        # observation replaces the unconditioned quantile (module docstring).
+        need[near] = np.maximum(anchored.get(model, np.zeros(len(grid)))[near], max(floor, keep))
+        need_by_model[model] = need
+        prob = ModelProblem(
+            pools=pools,
+            need=need,
+            current={p.name: current[p.name] for p in pools},
+            held=model in held_models,
+            max_step=policy.max_step_nodes,
+            budget=_pool_budget(config, pools, current),
+            cycle_s=policy.cycle_s,
+        )
+        if prob.budget is not None:
+            # Never force a scale-down for money: the cap stops growth, it does not evict.
+            least = sum(
+                max(
+                    p.min_nodes,
+                    current[p.name] - policy.max_step_nodes,
+                    current[p.name] if prob.held else 0,
+                )
+                * p.price_per_node_hour
+                for p in pools
+            )
+            if least > prob.budget + 1e-9:
+                notes.append(
+                    f"{model}: budget {policy.budget_per_hour:.2f}/h is below what these pools "
+                    f"cannot shed this cycle ({least:.2f}/h); no scale-up"
+                )
+                prob.budget = max(
+                    least, sum(current[p.name] * p.price_per_node_hour for p in pools)
+                )
+        sol = solve(prob, solver)
+        solvers.add(sol.solver)
+        notes.extend(f"{model}: {n}" for n in sol.notes)
+        for p in pools:
+            timelines[p.name] = [int(x) for x in sol.nodes[p.name]]
         for p in pools:
             lead = pd.Timedelta(seconds=p.lead_time_s)
-            need_up = max(_window_max(d, grid, now + lead, now + lead + cycle), floor)
-            need_keep = max(
-                _window_max(
-                    d,
-                    grid,
-                    now,
-                    now + lead + pd.Timedelta(seconds=policy.scale_down_stabilization_s) + cycle,
-                ),
-                floor,
-            )
-            up = allocate(pools, need_up, policy.cycle_s)[p.name]
-            keep = allocate(pools, need_keep, policy.cycle_s)[p.name]
-            current = int(inventory.get(p.name, p.min_nodes))
-            target = up
-            if target < current:
-                target = max(target, min(current, keep))
-                if target > up:
-                    binding[p.name].append("stabilization")
-            if model in held_models and target < current:
-                target = current
+            need_up = _window_max(need, grid, now + lead, now + lead + cycle)
+            levels_now[p.name] = (need_up, max(floor, keep), now + lead)
+            n0 = timelines[p.name][0]
+            if prob.held and n0 == current[p.name]:
                 binding[p.name].append("stale-data")
-            target = max(p.min_nodes, min(p.max_nodes, target))
-            if up > p.max_nodes:
-                binding[p.name].append("max_nodes")
-            if abs(target - current) > policy.max_step_nodes:
-                target = current + int(math.copysign(policy.max_step_nodes, target - current))
-                binding[p.name].append("max_step")
-            targets_now[p.name] = target
-            levels_now[p.name] = (need_up, need_keep, now + lead)
-        # Released capacity disappears now, added capacity only after its lead time:
-        # while replacements boot, what stays must cover demand until they serve.
-        slowest = max(
-            (
-                p.lead_time_s
-                for p in pools
-                if targets_now[p.name] > int(inventory.get(p.name, p.min_nodes))
-            ),
-            default=0,
-        )
-        bridge = max(_window_max(d, grid, now, now + pd.Timedelta(seconds=slowest) + cycle), floor)
-        for p in sorted(pools, key=lambda p: p.price_per_gpu_hour):
-            current = int(inventory.get(p.name, p.min_nodes))
-            staying = sum(
-                effective_gpus(
-                    x,
-                    min(targets_now[x.name], int(inventory.get(x.name, x.min_nodes))),
-                    policy.cycle_s,
+            if n0 < current[p.name] and n0 > allocate(pools, need_up, policy.cycle_s)[p.name]:
+                # Kept above what the forecast alone asks: either it serves while a
+                # cheaper pool's new nodes boot, or it is needed again soon.
+                growing = any(
+                    timelines[x.name][0] > current[x.name] for x in pools if x.name != p.name
                 )
-                for x in pools
+                binding[p.name].append("bridging" if growing else "stabilization")
+            if abs(n0 - current[p.name]) == policy.max_step_nodes:
+                binding[p.name].append("max_step")
+        short = sol.shortfall
+        # A shortfall the lead time could not prevent is not a bound; one after it is.
+        first_reach = min(lead_steps(p, policy.cycle_s) for p in pools)
+        late = np.flatnonzero(short[first_reach:] > 1e-6) + first_reach
+        if late.size:
+            k = int(late[0])
+            causes: list[str] = []
+            at_k = {p.name: timelines[p.name][k] for p in pools}
+            if all(at_k[p.name] >= p.max_nodes for p in pools):
+                causes.append("max_nodes")
+            if prob.budget is not None:
+                spend = sum(at_k[p.name] * p.price_per_node_hour for p in pools)
+                cheapest = (
+                    min(p.price_per_node_hour for p in pools if at_k[p.name] < p.max_nodes)
+                    if any(at_k[p.name] < p.max_nodes for p in pools)
+                    else math.inf
+                )
+                if spend + cheapest > prob.budget + 1e-9:
+                    causes.append("budget")
+            if not causes:
+                causes.append("max_step")
+            for p in pools:
+                for c in causes:
+                    if c not in binding[p.name] and (
+                        c != "max_nodes" or at_k[p.name] >= p.max_nodes
+                    ):
+                        binding[p.name].append(c)
+            shortfalls.append(
+                {
+                    "gpu_model": model,
+                    "first_at": iso(grid[k]),
+                    "max_gpus_short": round(float(short[first_reach:].max()), 3),
+                    "because": causes,
+                }
             )
-            while targets_now[p.name] < current and staying < bridge - 1e-9:
-                targets_now[p.name] += 1
-                staying += effective_gpus(p, 1, policy.cycle_s)
-                if "bridging" not in binding[p.name]:
-                    binding[p.name].append("bridging")
-        allocs = [allocate(pools, float(v), policy.cycle_s) for v in d]
-        for p in pools:
-            timelines[p.name] = [a[p.name] for a in allocs]
-            if timelines[p.name]:
-                timelines[p.name][0] = targets_now[p.name]
-
-    # Budget cap: trim scale-ups, most expensive nodes first.
-    if policy.budget_per_hour is not None:
-        spend = sum(targets_now[p.name] * p.price_per_node_hour for p in config.pools)
-        for p in sorted(config.pools, key=lambda p: -p.price_per_gpu_hour):
-            current = int(inventory.get(p.name, p.min_nodes))
-            while spend > policy.budget_per_hour + 1e-9 and targets_now[p.name] > max(
-                current, p.min_nodes
-            ):
-                targets_now[p.name] -= 1
-                spend -= p.price_per_node_hour
-                if "budget" not in binding[p.name]:
-                    binding[p.name].append("budget")
-        if spend > policy.budget_per_hour + 1e-9:
             notes.append(
-                f"budget {policy.budget_per_hour:.2f}/h is below current spend {spend:.2f}/h; no scale-up"
+                f"{model}: {qname} demand cannot be covered from {_hhmm(grid[k])} "
+                f"(up to {float(short[first_reach:].max()):.1f} GPUs short; bound: {', '.join(causes)})"
             )
-        for p in config.pools:
-            timelines[p.name][0] = targets_now[p.name]
-
     actions: list[Action] = []
     pool_plans: list[PoolPlan] = []
     for p in config.pools:
-        current = int(inventory.get(p.name, p.min_nodes))
-        target = targets_now[p.name]
+        cur = int(inventory.get(p.name, p.min_nodes))
+        target = timelines[p.name][0]
         need_up, need_keep, needed_at = levels_now[p.name]
         model = gpu_model(p.gpu_model).name
         lead_min = p.lead_time_s / 60
-        delta_cost = (target - current) * p.price_per_node_hour
-        qname = quantile_column(q)
+        delta_cost = (target - cur) * p.price_per_node_hour
         bound = f" (bound: {', '.join(binding[p.name])})" if binding[p.name] else ""
         decision: Decision
-        if target > current:
+        if target > cur:
             decision = "scale-up"
             reason = (
                 f"{qname} demand for {model} reaches {need_up:.1f} GPUs by {_hhmm(needed_at)} "
-                f"(lead time {lead_min:.0f} min); +{target - current} node(s) at "
-                f"{p.price_per_node_hour:.2f}/h each{bound}"
+                f"(lead time {lead_min:.0f} min); +{target - cur} node(s) at "
+                f"{p.price_per_node_hour:.2f}/h each, +{delta_cost:.2f}/h{bound}"
             )
-        elif target < current:
+        elif target < cur:
             decision = "scale-down"
-            until = needed_at + pd.Timedelta(seconds=policy.scale_down_stabilization_s)
+            until = needed_at + stab
             reason = (
                 f"{qname} demand for {model} stays under {need_keep:.1f} GPUs until {_hhmm(until)} "
                 f"(lead time {lead_min:.0f} min + {policy.scale_down_stabilization_s / 60:.0f} min "
-                f"stabilization); -{current - target} node(s) saves {-delta_cost:.2f}/h{bound}"
+                f"stabilization); -{cur - target} node(s) saves {-delta_cost:.2f}/h{bound}"
             )
         else:
             decision = "no-op"
             held = f"; {held_models[model]}, holding" if model in held_models else ""
             reason = (
-                f"{current} node(s) fit {qname} demand for {model} of {need_up:.1f} GPUs at "
-                f"{_hhmm(needed_at)} (lead time {lead_min:.0f} min){held}{bound}; cost unchanged"
+                f"{cur} node(s) fit {qname} demand for {model} of {need_up:.1f} GPUs at "
+                f"{_hhmm(needed_at)} (lead time {lead_min:.0f} min){held}{bound}; "
+                f"cost unchanged at {cur * p.price_per_node_hour:.2f}/h"
             )
         actions.append(
             Action(
                 pool=p.name,
                 decision=decision,
-                current_nodes=current,
+                current_nodes=cur,
                 target_nodes=target,
                 at=iso(now),
                 needed_at=iso(needed_at),
@@ -279,7 +550,7 @@ def plan_capacity(
                 gpus_per_node=p.gpus_per_node,
                 price_per_gpu_hour=p.price_per_gpu_hour,
                 lead_time_s=p.lead_time_s,
-                current_nodes=current,
+                current_nodes=cur,
                 target_nodes=timelines[p.name],
                 binding=binding[p.name],
             )
@@ -292,6 +563,7 @@ def plan_capacity(
             by_tier.get(p.tier, 0.0)
             + float(np.sum(timelines[p.name])) * p.price_per_node_hour * step_h
         )
+    demand_all = {qq: demand_by_model(config, dict(forecasts), grid, qq) for qq in quantiles}
     unserved = 0.0
     for model in models:
         cap = np.zeros(len(grid))
@@ -302,7 +574,7 @@ def plan_capacity(
         )
     cost = {
         "per_hour_now": round(
-            sum(targets_now[p.name] * p.price_per_node_hour for p in config.pools), 4
+            sum(timelines[p.name][0] * p.price_per_node_hour for p in config.pools), 4
         ),
         "per_hour_current": round(
             sum(
@@ -318,9 +590,11 @@ def plan_capacity(
         "expected_unserved_gpu_hours": round(unserved, 3),
         "binding": {k: v for k, v in binding.items() if v},
         "held_models": held_models,
+        "shortfall": shortfalls,
+        "solver": "+".join(sorted(solvers)),
     }
     signals = []
-    for s in config.signals:
+    for s in config.signals if with_signals else ():
         fc = forecasts.get(s.name)
         if fc is None:
             continue
@@ -345,7 +619,7 @@ def plan_capacity(
         step_s=policy.cycle_s,
         timeline=[iso(t) for t in grid],
         signals=signals,
-        demand_gpus={k: [round(float(x), 4) for x in v] for k, v in sorted(demand.items())},
+        demand_gpus={k: [round(float(x), 4) for x in v] for k, v in sorted(need_by_model.items())},
         pools=pool_plans,
         actions=actions,
         cost=cost,

@@ -10,6 +10,19 @@ quantile of GPU demand. Workloads on the same GPU model are summed quantile by
 quantile; a sum of q-quantiles is at least the q-quantile of the sum, so the
 result errs towards having capacity (documented, and deliberate).
 
+Near term, the forecast is combined with what is observed now. The forecast
+says how demand *changes* over the next minutes; the newest observation says
+where it *is*. For a grid step t the *anchored* signal is
+
+    anchored(t) = last * median(t) / median(t_last)
+
+(``median`` the forecast's median, ``t_last`` the newest observation; a ratio of 1
+where the median is not positive). A day-ahead model's level is often off by more
+than the next minutes' change, while its shape (a morning ramp, a half-hourly
+step) is right; anchoring keeps the shape and drops the level error, so a wrong
+forecast degrades to reactive scaling. See :mod:`scaler.planning` for how the
+planner uses it.
+
 Signals are put on the planning grid (``now`` to ``now + horizon`` at the cycle
 step) by taking, for each grid step, the largest forecast value inside it: the
 capacity chosen for a step must cover its worst sub-step.
@@ -26,13 +39,23 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog import gpu_model
 from scaler.config import Config, WorkloadConfig
+from scaler.mig import gpu_fraction, resolve_profile
 
 
 def gpus_for(workload: WorkloadConfig, value: float | np.ndarray) -> np.ndarray:
-    """GPUs ``workload`` needs when its signal is ``value`` (elementwise)."""
+    """GPUs ``workload`` needs when its signal is ``value`` (elementwise).
+
+    A MIG workload (``mig_profile``) runs one replica per instance, so each replica
+    counts as the share of a GPU its instance takes (``scaler.mig.gpu_fraction``), not
+    as whole GPUs: the tier planner keeps room for the slices without counting them
+    twice, and the MIG planner (``scaler.mig_planning``) chooses the layouts.
+    """
     x = np.nan_to_num(np.asarray(value, dtype=float), nan=0.0)
     replicas = np.ceil(np.maximum(x, 0.0) / workload.units_per_replica - 1e-9)
     replicas = np.maximum(replicas, workload.min_replicas)
+    if workload.mig_profile is not None:
+        profile = resolve_profile(workload.gpu_model, workload.mig_profile, workload.memory_gb)
+        return replicas * gpu_fraction(workload.gpu_model, profile)
     return replicas * workload.gpus_per_replica
 
 
@@ -47,15 +70,20 @@ def on_grid(series: pd.Series, grid: pd.DatetimeIndex) -> np.ndarray:
     step = grid[1] - grid[0] if len(grid) > 1 else pd.Timedelta(minutes=5)
     idx = pd.DatetimeIndex(series.index).as_unit("ns").asi8
     vals = series.to_numpy(dtype=float)
-    out = np.empty(len(grid))
-    for i, t in enumerate(grid):
-        lo = np.searchsorted(idx, t.value, side="left")
-        hi = np.searchsorted(idx, (t + step).value, side="left")
-        if hi > lo:
-            out[i] = np.nanmax(vals[lo:hi])
-        else:
-            out[i] = vals[min(int(lo), len(vals) - 1)]
-    return out
+    out = np.full(len(grid), -np.inf)
+    if len(vals) == 0:
+        return np.zeros(len(grid))
+    start = pd.DatetimeIndex(grid).as_unit("ns").asi8
+    step_ns = int(step.value)
+    bucket = (idx - start[0]) // step_ns
+    inside = (bucket >= 0) & (bucket < len(grid)) & ~np.isnan(vals)
+    np.maximum.at(out, bucket[inside], vals[inside])
+    empty = ~np.isfinite(out)
+    if empty.any():
+        # No sample inside the step (a coarser forecast, or past its end): the next one.
+        lo = np.searchsorted(idx, start[empty], side="left")
+        out[empty] = vals[np.minimum(lo, len(vals) - 1)]
+    return np.nan_to_num(out, nan=0.0)
 
 
 def demand_by_model(
@@ -79,14 +107,53 @@ def demand_by_model(
 
 
 def current_demand_by_model(
-    config: Config, forecasts: dict[str, SeriesForecast]
+    config: Config, forecasts: dict[str, SeriesForecast], headroom_fraction: float = 0.0
 ) -> dict[str, float]:
-    """GPUs needed for the largest demand observed in the last hour, per GPU model."""
+    """The observed floor per GPU model: GPUs for what is running now, with headroom.
+
+    Per workload ``max(gpus(last * (1 + headroom)), gpus(largest value of the last
+    hour))``: the newest demand plus a margin for growth while new nodes boot, and
+    never less than what the last hour actually needed (a dip of one sample does not
+    release capacity).
+    """
     out: dict[str, float] = {}
     for w in config.workloads:
         fc = forecasts.get(w.signal)
         if fc is None:
             continue
         key = gpu_model(w.gpu_model).name
-        out[key] = out.get(key, 0.0) + float(gpus_for(w, max(fc.recent_max, fc.last_value)))
+        level = max(fc.last_value * (1.0 + headroom_fraction), fc.recent_max)
+        out[key] = out.get(key, 0.0) + float(gpus_for(w, level))
+    return out
+
+
+def median_ratio(fc: SeriesForecast, grid: pd.DatetimeIndex) -> np.ndarray:
+    """Forecast median on ``grid`` over the median at the newest observation (1 where undefined)."""
+    median = fc.frame["q0.5"] if "q0.5" in fc.frame.columns else fc.quantile(0.5)
+    if median.empty:
+        return np.ones(len(grid))
+    at_last = median[median.index <= fc.last_timestamp]
+    # A fresh forecast starts one step after the newest observation: use its first value.
+    base = float(at_last.iloc[-1]) if len(at_last) else float(median.iloc[0])
+    if not np.isfinite(base) or base <= 0:
+        return np.ones(len(grid))
+    ratio = on_grid(median, grid) / base
+    return np.where(np.isfinite(ratio) & (ratio > 0), ratio, 1.0)
+
+
+def anchored_demand_by_model(
+    config: Config,
+    forecasts: dict[str, SeriesForecast],
+    grid: pd.DatetimeIndex,
+    headroom_fraction: float = 0.0,
+) -> dict[str, np.ndarray]:
+    """GPUs per GPU model for ``last * (1 + headroom) * median ratio`` on ``grid``."""
+    out: dict[str, np.ndarray] = {}
+    for w in config.workloads:
+        fc = forecasts.get(w.signal)
+        if fc is None:
+            continue
+        values = fc.last_value * (1.0 + headroom_fraction) * median_ratio(fc, grid)
+        key = gpu_model(w.gpu_model).name
+        out[key] = out.get(key, np.zeros(len(grid))) + gpus_for(w, values)
     return out

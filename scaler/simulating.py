@@ -1,0 +1,485 @@
+"""Walk-forward replay: how a scaling policy would have done on a real demand trace.
+
+The replay follows one fixed protocol so that numbers are comparable across
+policies and series (README, "Replay"):
+
+* Demand is GPUs per 5-minute step, ``ceil(signal / units_per_gpu)``; a source
+  with a longer step holds each value over its 5-minute steps. A gap in the
+  source is a gap for the policies (they see no data) and is scored with the
+  last known demand held.
+* Nodes have ``gpus_per_node`` GPUs. ``R(t)`` is the nodes requested at step t,
+  all of them billed (booting ones included). A node is usable once requested
+  continuously for the lead time (L steps): ``U(t) = min(R(t), max(U(t-1),
+  min(R(t-L..t))))``; lowering the request cancels booting nodes first and
+  releases usable ones at once. Every policy starts the test period warm: before
+  its first step it is taken to have requested, and be serving, its first request.
+* The decision at step t uses demand up to t-1 only (walk-forward).
+* The test period is the last 7 days (the last 4 for series of 14 days or less);
+  everything before it is training.
+
+Policies: ``static`` (training peak x 1.1), ``reactive`` (last demand x 1.2, lowered
+after the target has been lower for 30 minutes), ``predictive`` (tiercast's
+planner, :func:`scaler.planning.plan_capacity`, fed the latest forecast and the
+demand observed so far), ``clairvoyant`` (perfect foresight under the lead time:
+the cheapest schedule that serves everything) and ``oracle`` (demand itself, no
+lead time; a lower bound no policy can reach).
+
+The tier replay adds a reserved pool (billed whether used or not) and a spot pool
+whose nodes are each reclaimed at a fixed hourly probability (seeded); a
+reclaimed node's GPUs vanish at once and its replacement boots for the lead time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from forecaster.errors import BadInputError
+from forecaster.forecasting import SeriesForecast, forecast_series
+from forecaster.series import clean_series, infer_step
+from scaler.config import Config, parse_config
+from scaler.planning import Solver, allocate, plan_capacity
+
+STEP = pd.Timedelta(minutes=5)
+STEP_H = STEP / pd.Timedelta(hours=1)
+POLICIES: tuple[str, ...] = ("static", "reactive", "predictive", "clairvoyant", "oracle")
+
+
+@dataclass(frozen=True)
+class ReplaySetup:
+    """The protocol's constants; the defaults are the published protocol."""
+
+    gpus_per_node: int = 8
+    price_per_gpu_hour: float = 4.0
+    """On-demand price, and the price of every node in the single-tier replay."""
+    lead_time_s: int = 600
+    """Seconds a node must be requested before it serves. Default 600 (2 steps)."""
+    static_headroom: float = 0.1
+    """Static fleet: training peak times (1 + this)."""
+    reactive_headroom: float = 0.2
+    """Reactive: last demand times (1 + this)."""
+    reactive_hold_s: int = 1800
+    """Reactive: the target must have been lower this long before it is lowered."""
+    test_days: int = 7
+    """Days replayed; ``short_test_days`` for series of ``short_series_days`` or less."""
+    short_test_days: int = 4
+    short_series_days: int = 14
+    reforecast_s: int = 3600
+    """Predictive: how often (simulated seconds) the forecast is refreshed."""
+    lookback_s: int = 28 * 86400
+    """Predictive: history given to the forecaster each refresh: four weeks, so that
+    weekly patterns have whole seasons to learn from."""
+    forecast_method: str = "auto"
+    quantile: float = 0.9
+    """Predictive: forecast quantile the planner covers."""
+    headroom_fraction: float = 0.1
+    """Predictive: the planner's floor over observed demand (policy.headroom_fraction)."""
+    stabilization_s: int = 0
+    """Predictive: policy.scale_down_stabilization_s. 0: the planner's observed floor
+    already keeps the last hour's peak, which is the replay's stabilization."""
+    horizon_s: int = 3 * 3600
+    """Predictive: planning horizon of each step's plan (only the first step is acted on)."""
+    # Tier replay.
+    reserved_price_per_gpu_hour: float = 2.40
+    spot_price_per_gpu_hour: float = 1.40
+    spot_interruption_rate_per_hour: float = 0.05
+    spot_max_share: float = 0.5
+    """Spot market depth: at most this share of the training peak's nodes can be spot."""
+    seed: int = 0
+
+    @property
+    def lead_steps(self) -> int:
+        return math.ceil(self.lead_time_s / STEP.total_seconds())
+
+    @property
+    def node_price_per_step(self) -> float:
+        return self.gpus_per_node * self.price_per_gpu_hour * STEP_H
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A signal on the 5-minute replay grid and the demand in GPUs it implies."""
+
+    name: str
+    signal: pd.Series
+    """Signal on the 5-minute grid; NaN where the source has a gap."""
+    demand: np.ndarray
+    """GPUs per step, gaps holding the last known value (for scoring)."""
+    units_per_gpu: float
+    test_start: int
+    """Index of the first test step."""
+
+    @property
+    def index(self) -> pd.DatetimeIndex:
+        return pd.DatetimeIndex(self.signal.index)
+
+    @property
+    def test_index(self) -> pd.DatetimeIndex:
+        return self.index[self.test_start :]
+
+
+def prepare_trace(
+    series: pd.Series, units_per_gpu: float, setup: ReplaySetup | None = None
+) -> Trace:
+    """Put ``series`` on the 5-minute grid (holding coarser values) and split off the test period."""
+    setup = setup or ReplaySetup()
+    if not units_per_gpu > 0:
+        raise BadInputError(f"--units-per-gpu must be > 0; got {units_per_gpu!r}")
+    name = str(series.name or "demand")
+    s = clean_series(series, name=name)
+    if s.notna().sum() < 2:
+        raise BadInputError(f"series {name!r} has fewer than 2 observed values; nothing to replay")
+    native = infer_step(s.dropna())
+    if native < STEP or native % STEP != pd.Timedelta(0):
+        raise BadInputError(
+            f"series {name!r} has a step of {native}; the replay needs a multiple of 5 minutes"
+        )
+    s = s.resample(native, origin="epoch").mean()
+    hold = int(native / STEP)
+    grid = pd.date_range(s.index[0], s.index[-1] + native - STEP, freq=STEP, name="timestamp")
+    # Hold each value over its 5-minute steps, but never across a gap of the source.
+    signal = s.reindex(grid).ffill(limit=hold - 1) if hold > 1 else s.reindex(grid)
+    signal = signal.clip(lower=0.0).rename(name)
+    demand = np.ceil(signal.ffill().fillna(0.0).to_numpy() / units_per_gpu - 1e-9)
+    span = grid[-1] - grid[0] + STEP
+    days = (
+        setup.short_test_days
+        if span <= pd.Timedelta(days=setup.short_series_days)
+        else setup.test_days
+    )
+    start = grid[-1] + STEP - pd.Timedelta(days=days)
+    test_start = int(np.searchsorted(grid.asi8, start.value))
+    if test_start < int(pd.Timedelta(days=1) / STEP):
+        raise BadInputError(
+            f"series {name!r} spans {span}; the replay needs at least one day of training "
+            f"before its {days}-day test period"
+        )
+    return Trace(name, signal, np.maximum(demand, 0.0), units_per_gpu, test_start)
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def usable_nodes(requested: Sequence[int] | np.ndarray, lead_steps: int) -> np.ndarray:
+    """Usable nodes per step under the lead-time rule, starting warm at ``requested[0]``."""
+    r = np.asarray(requested, dtype=np.int64)
+    u = np.empty_like(r)
+    if len(r) == 0:
+        return u
+    prev = int(r[0])
+    for t in range(len(r)):
+        lo = max(0, t - lead_steps)
+        # Before the first step the policy had requested its first request all along.
+        window_min = (
+            int(r[lo : t + 1].min()) if t >= lead_steps else min(int(r[0]), int(r[: t + 1].min()))
+        )
+        prev = min(int(r[t]), max(prev, window_min))
+        u[t] = prev
+    return u
+
+
+@dataclass
+class SpotFleet:
+    """Nodes of one spot pool, each with the step it starts serving; reclaims are random.
+
+    Without reclaims it reproduces :func:`usable_nodes` exactly: a raise adds nodes
+    that serve after the lead time, a cut cancels the youngest (booting) nodes first.
+    """
+
+    lead_steps: int
+    rate_per_step: float
+    rng: np.random.Generator
+    ready_at: list[int] = field(default_factory=list)
+    reclaimed: int = 0
+
+    def step(self, t: int, requested: int) -> int:
+        """Apply the request at step t; return the usable nodes at t."""
+        if self.rate_per_step > 0 and self.ready_at:
+            lost = self.rng.random(len(self.ready_at)) < self.rate_per_step
+            if lost.any():
+                self.reclaimed += int(lost.sum())
+                # The provider keeps the requested count: each lost node is replaced
+                # and the replacement boots for the lead time.
+                self.ready_at = [
+                    t + self.lead_steps if gone else r
+                    for r, gone in zip(self.ready_at, lost, strict=True)
+                ]
+        self.ready_at.sort()
+        if requested > len(self.ready_at):
+            self.ready_at += [t + self.lead_steps] * (requested - len(self.ready_at))
+        elif requested < len(self.ready_at):
+            del self.ready_at[requested:]
+        return sum(1 for r in self.ready_at if r <= t)
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def static_requests(trace: Trace, setup: ReplaySetup) -> np.ndarray:
+    peak = float(np.max(trace.demand[: trace.test_start]))
+    n = math.ceil(peak * (1 + setup.static_headroom) / setup.gpus_per_node - 1e-9)
+    return np.full(len(trace.demand) - trace.test_start, n, dtype=np.int64)
+
+
+def reactive_requests(trace: Trace, setup: ReplaySetup) -> np.ndarray:
+    """Target ``ceil(d(t-1) * 1.2 / 8)``; a lower target applies once it has held the window."""
+    d = trace.demand
+    hold = max(1, round(setup.reactive_hold_s / STEP.total_seconds()))
+    start = trace.test_start
+    # target[i] is the target of step start - hold + 1 + i, from demand one step earlier.
+    target = np.ceil(
+        d[start - hold : -1] * (1 + setup.reactive_headroom) / setup.gpus_per_node - 1e-9
+    )
+    # R(t) is the largest target of the last ``hold`` steps: it rises at once and falls
+    # only once every target in the window has been lower.
+    out = np.array([target[i : i + hold].max() for i in range(len(d) - start)])
+    return out.astype(np.int64)
+
+
+def oracle_requests(trace: Trace, setup: ReplaySetup) -> np.ndarray:
+    d = trace.demand[trace.test_start :]
+    return np.ceil(d / setup.gpus_per_node - 1e-9).astype(np.int64)
+
+
+def clairvoyant_requests(trace: Trace, setup: ReplaySetup) -> np.ndarray:
+    d = trace.demand
+    n = len(d)
+    out = []
+    for t in range(trace.test_start, n):
+        window = d[t : min(n, t + setup.lead_steps + 1)]
+        out.append(math.ceil(float(window.max()) / setup.gpus_per_node - 1e-9))
+    return np.array(out, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- tiercast
+
+
+def replay_config(trace: Trace, setup: ReplaySetup, tiers: bool = False) -> Config:
+    """The fleet tiercast plans in the replay: one on-demand pool, or reserved + spot + on-demand."""
+    workload = {
+        "name": trace.name,
+        "signal": "demand",
+        "gpu_model": "H100-80GB",
+        "units_per_replica": trace.units_per_gpu,
+    }
+    base = {
+        "gpu_model": "H100-80GB",
+        "gpus_per_node": setup.gpus_per_node,
+        "lead_time_s": setup.lead_time_s,
+    }
+    pools: list[dict[str, object]] = [
+        {
+            "name": "on-demand",
+            "tier": "on-demand",
+            "price_per_gpu_hour": setup.price_per_gpu_hour,
+            "max_nodes": 100_000,
+            **base,
+        }
+    ]
+    if tiers:
+        reserved, spot_max = tier_sizes(trace, setup)
+        pools += [
+            {
+                "name": "reserved",
+                "tier": "reserved",
+                "price_per_gpu_hour": setup.reserved_price_per_gpu_hour,
+                "min_nodes": reserved,
+                "max_nodes": reserved,
+                **base,
+            },
+            {
+                "name": "spot",
+                "tier": "spot",
+                "price_per_gpu_hour": setup.spot_price_per_gpu_hour,
+                "max_nodes": spot_max,
+                "spot_interruption_rate_per_hour": setup.spot_interruption_rate_per_hour,
+                **base,
+            },
+        ]
+    data = {
+        "signals": [{"name": "demand", "step_s": 300}],
+        "workloads": [workload],
+        "pools": pools,
+        "policy": {
+            "quantile": setup.quantile,
+            "headroom_fraction": setup.headroom_fraction,
+            "scale_down_stabilization_s": setup.stabilization_s,
+            "horizon_s": setup.horizon_s,
+            "cycle_s": int(STEP.total_seconds()),
+        },
+        "forecast": {"method": setup.forecast_method},
+    }
+    return parse_config(data, source="replay fleet")
+
+
+def tier_sizes(trace: Trace, setup: ReplaySetup) -> tuple[int, int]:
+    """Reserved nodes to commit and the spot market's depth, from the training period only.
+
+    Spot depth is ``spot_max_share`` of the training peak in nodes. The reserved
+    commitment is the count that would have minimised the training period's cost
+    with the rest served by spot (up to its depth, at its loss-adjusted price) and
+    then on-demand: a reserved node pays when it displaces enough dearer hours.
+    """
+    need = np.ceil(trace.demand[: trace.test_start] / setup.gpus_per_node - 1e-9)
+    peak = int(need.max()) if need.size else 0
+    spot_max = math.floor(peak * setup.spot_max_share)
+    loss = min(0.5, setup.spot_interruption_rate_per_hour * (setup.lead_time_s / 3600 + STEP_H))
+    spot_price = setup.spot_price_per_gpu_hour / (1 - loss)
+    best, best_cost = 0, math.inf
+    for n in range(peak + 1):
+        rest = np.maximum(0.0, need - n)
+        spot = np.minimum(rest, spot_max)
+        cost = (
+            n * len(need) * setup.reserved_price_per_gpu_hour
+            + spot.sum() * spot_price
+            + (rest - spot).sum() * setup.price_per_gpu_hour
+        )
+        if cost < best_cost - 1e-9:
+            best, best_cost = n, cost
+    return best, spot_max
+
+
+@dataclass
+class FleetRun:
+    """What one policy requested and got, per pool and step of the test period."""
+
+    policy: str
+    requested: dict[str, np.ndarray]
+    usable: dict[str, np.ndarray]
+    price_per_node_step: dict[str, float]
+    reclaimed: int = 0
+    seconds: float = 0.0
+    plans: int = 0
+
+    @property
+    def requested_total(self) -> np.ndarray:
+        return np.sum(list(self.requested.values()), axis=0)
+
+    @property
+    def usable_total(self) -> np.ndarray:
+        return np.sum(list(self.usable.values()), axis=0)
+
+    def cost(self) -> float:
+        return float(
+            sum(self.requested[p].sum() * self.price_per_node_step[p] for p in self.requested)
+        )
+
+    def cost_by_pool(self) -> dict[str, float]:
+        return {
+            p: float(self.requested[p].sum() * self.price_per_node_step[p]) for p in self.requested
+        }
+
+
+def single_pool_run(policy: str, requested: np.ndarray, setup: ReplaySetup) -> FleetRun:
+    lead = 0 if policy == "oracle" else setup.lead_steps
+    return FleetRun(
+        policy,
+        {"on-demand": requested},
+        {"on-demand": usable_nodes(requested, lead)},
+        {"on-demand": setup.node_price_per_step},
+    )
+
+
+def _observed_forecast(
+    fc: SeriesForecast, observed: pd.Series, now: pd.Timestamp
+) -> SeriesForecast:
+    """The latest forecast, with the freshest observations the planner combines it with."""
+    seen = observed.dropna()
+    last_ts = seen.index[-1]
+    recent = seen[seen.index > last_ts - pd.Timedelta(hours=1)]
+    return replace(
+        fc,
+        last_timestamp=last_ts,
+        last_value=float(seen.iloc[-1]),
+        recent_max=float(recent.max()),
+        n_observed=len(seen),
+    )
+
+
+def tiercast_run(
+    trace: Trace,
+    setup: ReplaySetup,
+    config: Config,
+    policy: str = "predictive",
+    solver: Solver = "auto",
+    progress: Callable[[str], None] | None = None,
+) -> FleetRun:
+    """Replay tiercast's planner walk-forward: every step plans from data before it.
+
+    The forecast is refreshed every ``reforecast_s`` of simulated time from the last
+    ``lookback_s`` of history; each 5-minute step re-plans from that forecast and
+    the demand observed up to the step before, against the fleet as it is then.
+    """
+    started = time.perf_counter()
+    rng = np.random.default_rng(setup.seed)
+    signal = trace.signal
+    index = trace.index
+    pools = list(config.pools)
+    fleets = {
+        p.name: SpotFleet(
+            setup.lead_steps,
+            1 - (1 - p.spot_interruption_rate_per_hour) ** STEP_H,
+            rng,
+        )
+        for p in pools
+    }
+    quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
+    horizon = (
+        pd.Timedelta(seconds=setup.reforecast_s + config.policy.horizon_s + setup.lead_time_s)
+        + 2 * STEP
+    )
+    lookback = pd.Timedelta(seconds=setup.lookback_s)
+    limit = pd.Timedelta(seconds=config.policy.staleness_limit_s)
+    n_test = len(index) - trace.test_start
+    requested = {p.name: np.zeros(n_test, dtype=np.int64) for p in pools}
+    usable = {p.name: np.zeros(n_test, dtype=np.int64) for p in pools}
+    d_prev = trace.demand[trace.test_start - 1]
+    start_alloc = allocate(
+        pools, d_prev * (1 + config.policy.headroom_fraction), config.policy.cycle_s
+    )
+    inventory = {p.name: start_alloc[p.name] for p in pools}
+    fc: SeriesForecast | None = None
+    next_refresh = index[trace.test_start]
+    for i in range(n_test):
+        t = trace.test_start + i
+        now = index[t]
+        window = signal.iloc[max(0, t - int(lookback / STEP)) : t]
+        if now >= next_refresh or fc is None:
+            fc = forecast_series(window.rename("demand"), horizon, quantiles, setup.forecast_method)
+            next_refresh = now + pd.Timedelta(seconds=setup.reforecast_s)
+        forecasts = {"demand": _observed_forecast(fc, window, now)}
+        stale = {"demand"} if now - forecasts["demand"].last_timestamp > limit else set()
+        plan = plan_capacity(
+            config,
+            forecasts,
+            inventory,
+            now,
+            stale,
+            solver=solver,
+            with_signals=False,
+        )
+        targets = {a.pool: a.target_nodes for a in plan.actions}
+        for p in pools:
+            fleet = fleets[p.name]
+            if i == 0:
+                # Warm start: the first request was in place and serving before the test.
+                fleet.ready_at = [t - setup.lead_steps] * targets[p.name]
+            requested[p.name][i] = targets[p.name]
+            usable[p.name][i] = fleet.step(t, targets[p.name])
+        inventory = dict(targets)
+        if progress is not None and i % 288 == 287:
+            progress(f"{policy}: day {(i + 1) // 288} of {n_test // 288} replayed")
+    prices = {p.name: p.price_per_node_hour * STEP_H for p in pools}
+    run = FleetRun(policy, requested, usable, prices)
+    run.reclaimed = sum(f.reclaimed for f in fleets.values())
+    run.seconds = time.perf_counter() - started
+    run.plans = n_test
+    return run
