@@ -249,6 +249,12 @@ class PlaceholderPool:
                 "priorityClassName": self.settings.priority_class,
                 "terminationGracePeriodSeconds": 0,
                 "automountServiceAccountToken": False,
+                # Meets the "restricted" Pod Security Standard of tiercast's namespace.
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": 65535,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
                 "affinity": {
                     "nodeAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -263,6 +269,10 @@ class PlaceholderPool:
                     {
                         "name": "pause",
                         "image": self.settings.image,
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
                         "resources": {
                             "requests": {GPU_RESOURCE: gpus},
                             "limits": {GPU_RESOURCE: gpus},

@@ -1,0 +1,235 @@
+"""deploy/: every manifest lints and validates offline; RBAC is exactly the documented list.
+
+The RBAC check has three sides: the rules in ``deploy/base/rbac.yaml``, the
+table in README.md ("Kubernetes actuation"), and the calls the code really makes
+against the fake API server. Rules must equal the table, and every call must be
+allowed by a rule; a rule no call needs (other than the Lease one, used by
+``tiercast serve``'s leader election) fails the test too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from yamllint import linter
+from yamllint.config import YamlLintConfig
+
+from scaler.config import parse_config
+from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
+from scaler.kube.providers import KubeProvider
+from scaler.kube.transport import RetryPolicy, Session, connect
+from tests.conftest import REPO
+from tests.fake_kube import FakeKube, kubeconfig_for, pod, start_fake
+from tests.test_kube_mig import MigManager
+from tests.test_kube_providers import HOLD, Clock, action, make_config, seed
+
+BASE = REPO / "deploy" / "base"
+NODE_AGENT = "node-agent-daemonset.yaml"
+K8S_VERSION = "1.37.0"
+LINT = YamlLintConfig(
+    "extends: default\n"
+    "rules:\n"
+    "  line-length: {max: 120}\n"
+    "  document-start: disable\n"
+    "  truthy: {check-keys: false}\n"
+)
+Grant = tuple[str, str, str, str]
+"""(scope, API group, resource, verb); scope is ``cluster`` or the Role's namespace."""
+
+
+def kustomization() -> dict[str, Any]:
+    return yaml.safe_load((BASE / "kustomization.yaml").read_text())
+
+
+def manifests() -> list[Path]:
+    out = []
+    for name in kustomization()["resources"]:
+        path = BASE / name
+        if name == NODE_AGENT and not path.exists():
+            continue  # written with the node agent; checked here as soon as it lands
+        out.append(path)
+    return out
+
+
+def documents() -> list[dict[str, Any]]:
+    return [d for p in manifests() for d in yaml.safe_load_all(p.read_text()) if d]
+
+
+def test_kustomization_lists_every_manifest_and_nothing_else() -> None:
+    listed = set(kustomization()["resources"])
+    present = {p.name for p in BASE.glob("*.yaml")} - {"kustomization.yaml"}
+    assert present - listed == set()
+    assert listed - present <= {NODE_AGENT}
+    assert kustomization()["namespace"] == "tiercast-system"
+
+
+@pytest.mark.parametrize("path", sorted(BASE.glob("*.yaml")), ids=lambda p: p.name)
+def test_yamllint_is_clean(path: Path) -> None:
+    problems = list(linter.run(path.read_text(), LINT, str(path)))
+    assert problems == [], "\n".join(f"{path.name}:{p.line}: {p.message}" for p in problems)
+
+
+def test_every_manifest_validates_against_the_kubernetes_schemas() -> None:
+    docs = documents()
+    assert {d["kind"] for d in docs} >= {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "CronJob",
+    }
+    for doc in docs:
+        # Raises ValidationError with the failing path on a schema violation.
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_an_invalid_manifest_is_caught() -> None:
+    cronjob = next(d for d in documents() if d["kind"] == "CronJob")
+    cronjob["spec"]["concurrencyPolicy"] = 3
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(cronjob, K8S_VERSION, strict=True)
+
+
+def test_cronjob_runs_the_configured_cycle() -> None:
+    docs = documents()
+    cronjob = next(d for d in docs if d["kind"] == "CronJob")
+    pod_spec = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    container = pod_spec["containers"][0]
+    assert container["args"] == ["run", "--config", "/etc/tiercast/config.yaml"]
+    assert pod_spec["serviceAccountName"] == "tiercast"
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/tiercast")
+    volume = next(v for v in pod_spec["volumes"] if v["name"] == mount["name"])
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"]
+    config = parse_config(yaml.safe_load(configmap["data"]["config.yaml"]), "configmap.yaml")
+    assert {p.provider.kind for p in config.pools} == {"cluster-api", "karpenter", "placeholder"}
+
+
+# ---- RBAC --------------------------------------------------------------------------------
+
+
+def manifest_grants() -> set[Grant]:
+    grants: set[Grant] = set()
+    for doc in documents():
+        if doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        scope = "cluster" if doc["kind"] == "ClusterRole" else doc["metadata"]["namespace"]
+        for rule in doc["rules"]:
+            assert "resourceNames" not in rule or rule["resourceNames"]
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        grants.add((scope, group, resource, verb))
+    return grants
+
+
+def documented_grants() -> set[Grant]:
+    """Rows of the README's RBAC table: | scope | API group | resources | verbs | why |."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Kubernetes actuation") :]
+    table = section[section.index("| scope |") :].split("\n\n")[0].splitlines()[2:]
+    grants: set[Grant] = set()
+    for row in table:
+        cells = [c.strip().strip("`") for c in row.strip("|").split("|")]
+        scope, group, resources, verbs = cells[:4]
+        assert cells[4], f"RBAC row without a reason: {row}"
+        for resource in resources.split(", "):
+            for verb in verbs.split(", "):
+                grants.add((scope, "" if group == "core" else group, resource.strip("`"), verb))
+    return grants
+
+
+def test_rbac_grants_exactly_the_documented_list() -> None:
+    grants = manifest_grants()
+    assert all("*" not in "".join(g) for g in grants)
+    assert not {g for g in grants if g[2] in ("secrets", "configmaps")}
+    assert grants == documented_grants()
+    # Bindings tie the roles to tiercast's service account and nothing else.
+    for doc in documents():
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert doc["subjects"] == [
+                {"kind": "ServiceAccount", "name": "tiercast", "namespace": "tiercast-system"}
+            ]
+
+
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/[^/]+)"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
+)
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def required_grant(method: str, path: str) -> tuple[str | None, str, str, str]:
+    m = _PATH.match(path)
+    assert m, path
+    resource = m["resource"] + (f"/{m['sub']}" if m["sub"] else "")
+    verb = ("get" if m["name"] else "list") if method == "GET" else _VERBS[method]
+    return m["ns"], m["group"] or "", resource, verb
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    f = start_fake()
+    seed(f)
+    yield f
+    f.stop()
+
+
+def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    fake.mutate(
+        "/api/v1/nodes/md-a",
+        lambda o: o["metadata"]["labels"].update(
+            {MIG_CONFIG: "all-disabled", MIG_STATE: "success"}
+        ),
+    )
+    fake.create("/api/v1/namespaces/default/pods", pod("embed-0", "default", "md-a", gpus=1))
+    fake.hooks.append(MigManager("success"))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+    clock = Clock()
+    transport = connect(str(kubeconfig), None, RetryPolicy(1, 0.01, 0.01, sleep=clock.sleep))
+    provider = KubeProvider(make_config(), Session(transport), clock=clock.now, sleep=clock.sleep)
+    provider.inventory()
+    plan = [
+        action("capi", 2, 3),
+        action("static", 1, 2),
+        action("spot", 1, 2),
+        action("hold", 2, 3),
+        action("capi", 3, 3, decision="relayout", kind="mig-layout",
+               details={"node": "md-a", "mig_config": "all-1g.10gb"}),
+    ]  # fmt: skip
+    assert all(provider.apply(a).outcome == "applied" for a in plan)
+    # Template drift (an older tiercast's placeholders): the Deployment is patched.
+    fake.mutate(
+        HOLD, lambda o: o["metadata"]["annotations"].update({"tiercast.io/template-hash": "old"})
+    )
+    assert provider.apply(action("hold", 3, 4)).outcome == "applied"
+
+    grants = manifest_grants()
+    used: set[Grant] = set()
+    for r in fake.requests:
+        ns, group, resource, verb = required_grant(r.method, r.path)
+        namespaced = (ns, group, resource, verb)
+        cluster = ("cluster", group, resource, verb)
+        if cluster in grants:
+            used.add(cluster)
+        elif namespaced in grants:
+            used.add(namespaced)  # type: ignore[arg-type]
+        else:
+            pytest.fail(
+                f"{r.method} {r.path} needs {verb} on {group or 'core'}/{resource}: not granted"
+            )
+    unused = grants - used
+    assert {g[2] for g in unused} == {"leases"}, unused
