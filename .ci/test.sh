@@ -10,6 +10,12 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "installing Debian's chromium (headless browser for the HTML report tests)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
 # The Debian package starts a system service where systemd runs; the tests start their own.
 python -m pip install -q --disable-pip-version-check -e ".[test]"
 

@@ -32,7 +32,12 @@ from scaler.plans import actions_table, iso
 log = logging.getLogger("tiercast")
 
 # Feature modules that add subcommands: module path -> must expose register(subparsers).
-_EXTENSIONS: tuple[str, ...] = ("scaler.backfilling", "scaler.records", "scaler.service")
+_EXTENSIONS: tuple[str, ...] = (
+    "scaler.backfilling",
+    "scaler.records",
+    "scaler.service",
+    "scaler.cli_report",
+)
 
 
 def _config_from_history(history: History, args: argparse.Namespace) -> Config:
@@ -210,6 +215,9 @@ def _format_call(call: dict) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from scaler.cli_report import finance_dry_run, prepare_finance
+
+    finance_options = prepare_finance(args)
     config, history, now, label = load_inputs(args)
     if args.horizon:
         horizon_s = int(parse_duration(args.horizon).total_seconds())
@@ -224,6 +232,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     result = run_cycle(config, history, provider, now, dry_run=True)
     _write(args.plan_out, result.plan.to_json())
     _print_cycle(result, label, args.plan_out)
+    finance_dry_run(finance_options, config, result, now, label)
     return 0
 
 
@@ -370,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--horizon",
         help="planning horizon, e.g. 24h, 7d, 90d (default: the config's policy.horizon_s)",
     )
+    from scaler.cli_report import add_finance_flags
+
+    add_finance_flags(p)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser(

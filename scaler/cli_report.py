@@ -1,0 +1,235 @@
+"""Command line for reports: ``tiercast report`` and the finance part of ``tiercast plan``.
+
+``tiercast report`` runs one dry-run cycle (the same code as ``tiercast run``,
+with a recording provider) and writes the capacity review under ``--out``:
+``report.html`` (self-contained), ``report.md`` with ``charts/*.png``,
+``csv/report-*.csv``, ``report.json`` and the plan as ``plan.json``.
+
+``tiercast plan`` calls :func:`prepare_finance` before planning (so a bad
+``--scenario`` or ``--lang`` fails at once) and :func:`finance_dry_run` after
+it: the projection by tier and month with low/expected/high bands, the
+scenarios side by side and the commitment advice are printed, and with
+``--out`` written as ``finance.html``, ``finance.md``, CSV and JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from forecaster.errors import BadInputError
+from forecaster.series import parse_duration
+from scaler import finance
+from scaler.actuators import RecordingProvider
+from scaler.config import Config
+from scaler.cycle import CycleResult, run_cycle
+from scaler.i18n import DEFAULT_LANG, LANGS, check_lang, t
+from scaler.reporting import FORMATS
+
+
+@dataclass(frozen=True)
+class FinanceOptions:
+    scenarios: tuple[finance.Scenario, ...]
+    lang: str
+    out: str | None
+    formats: tuple[str, ...]
+
+
+def add_finance_flags(p: argparse.ArgumentParser) -> None:
+    """The finance dry-run options of ``tiercast plan``."""
+    g = p.add_argument_group("finance dry-run (see README, 'Reports and the finance dry-run')")
+    g.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        metavar="[NAME:]KEY=VALUE[,...]",
+        help="a what-if compared side by side with the baseline; repeat for more. Keys: "
+        "growth=20%% (by the end of the horizon) or growth=5%%/month, "
+        "workload=MODEL:GPUS[@YYYY-MM-DD], on-demand-price/spot-price/reserved-price=+10%% "
+        "or an absolute price per GPU-hour, spot-interruption=0.1 (per hour)",
+    )
+    _add_lang_flag(g)
+    g.add_argument(
+        "--out",
+        help="folder for the finance report (finance.html, finance.md, CSV, JSON); "
+        "default: print only",
+    )
+    g.add_argument(
+        "--format",
+        default=",".join(FORMATS),
+        help="comma-separated formats to write with --out (default: %(default)s)",
+    )
+
+
+def _add_lang_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    g.add_argument(
+        "--lang",
+        default=DEFAULT_LANG,
+        help=f"language of reports and explanations: {', '.join(LANGS)} (default: %(default)s)",
+    )
+
+
+def _parse_formats(text: str) -> tuple[str, ...]:
+    parts = tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
+    bad = [p for p in parts if p not in FORMATS]
+    if bad or not parts:
+        raise BadInputError(
+            f"--format: {text!r} is not understood; expected a comma-separated subset of "
+            f"{','.join(FORMATS)}"
+        )
+    return parts
+
+
+def prepare_finance(args: argparse.Namespace) -> FinanceOptions:
+    """Validate the finance flags before any forecasting work is done."""
+    lang = check_lang(getattr(args, "lang", DEFAULT_LANG))
+    scenarios = tuple(finance.parse_scenario(s) for s in getattr(args, "scenario", []) or [])
+    if getattr(args, "horizon", None):
+        finance.check_horizon(parse_duration(args.horizon))
+    return FinanceOptions(
+        scenarios=scenarios,
+        lang=lang,
+        out=getattr(args, "out", None),
+        formats=_parse_formats(getattr(args, "format", ",".join(FORMATS))),
+    )
+
+
+def _text_table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  "
+        + "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def finance_dry_run(
+    options: FinanceOptions, config: Config, result: CycleResult, now: pd.Timestamp, label: str
+) -> finance.FinanceProjection:
+    """Project, print the summary in the chosen language, and write the files under ``--out``."""
+    from scaler.reporting import build_finance_report, format_cell, write_report
+
+    lang = options.lang
+    horizon = pd.Timedelta(seconds=config.policy.horizon_s)
+    projection = finance.project(config, result.forecasts, now, horizon, options.scenarios)
+    report = build_finance_report(projection, config, label, lang, charts=options.out is not None)
+    tables = {tb.key: tb for s in report.sections for tb in s.tables}
+    print()
+    print(
+        t(
+            lang,
+            "cli_finance_header",
+            start=projection.start.strftime("%Y-%m-%d %H:%M"),
+            end=projection.end.strftime("%Y-%m-%d %H:%M"),
+            low=f"q{projection.bands.low:g}",
+            high=f"q{projection.bands.high:g}",
+        )
+    )
+    for key, title in (("monthly_by_tier", "cli_monthly"), ("scenarios", "cli_scenarios")):
+        tb = tables[key]
+        print(t(lang, title))
+        cols = [c for c in tb.columns if c.key not in ("hours", "definition")]
+        rows = [[c.label for c in cols]]
+        rows += [[format_cell(r.get(c.key), c, lang) for c in cols] for r in tb.rows]
+        right = {i for i, c in enumerate(cols) if c.digits is not None}
+        print("\n".join(_text_table(rows, right)))
+    print(t(lang, "cli_commitments"))
+    for s in report.sections:
+        if s.key == "commitments":
+            for p in s.paragraphs[1:]:
+                print(f"  {p}")
+        if s.key == "notes":
+            for p in s.paragraphs:
+                print(f"  note: {p}")
+    if options.out:
+        write_report(report, options.out, options.formats)
+        print(t(lang, "cli_written", path=str(Path(options.out) / "finance.html")))
+    return projection
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from scaler.cli import _write, load_inputs
+    from scaler.reporting import build_capacity_report, write_report
+
+    lang = check_lang(args.lang)
+    formats = _parse_formats(args.format)
+    window = parse_duration(args.history_window)
+    if args.backtest_origins < 0:
+        raise BadInputError(
+            f"--backtest-origins: {args.backtest_origins} is negative; expected 0 (off) or more"
+        )
+    config, history, now, label = load_inputs(args)
+    if args.horizon:
+        horizon_s = int(parse_duration(args.horizon).total_seconds())
+        config = config.model_copy(
+            update={"policy": config.policy.model_copy(update={"horizon_s": horizon_s})}
+        )
+    inventory = {
+        p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
+        for p in config.pools
+    }
+    result = run_cycle(config, history, RecordingProvider(inventory), now, dry_run=True)
+    report = build_capacity_report(
+        config,
+        history,
+        result.plan,
+        result.forecasts,
+        label,
+        lang,
+        history_window=window,
+        backtest_origins=args.backtest_origins,
+    )
+    written = write_report(report, args.out, formats)
+    _write(str(Path(args.out) / "plan.json"), result.plan.to_json())
+    for path in written:
+        if path.suffix in (".html", ".md", ".json"):
+            print(t(lang, "cli_report_written", path=str(path)))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``tiercast report``."""
+    from scaler.cli import _add_input_flags
+
+    p = subparsers.add_parser(
+        "report",
+        help="write the capacity review: HTML (offline), Markdown, CSV and JSON",
+        description="Forecast and plan (never acts), then write the capacity review: history "
+        "with forecast bands, backtest accuracy against the baselines, plan against demand, "
+        "actions with reasons, cost by tier per day and month, utilization and waste.",
+    )
+    _add_input_flags(p)
+    p.add_argument(
+        "--horizon",
+        help="planning horizon, e.g. 24h, 7d (default: the config's policy.horizon_s)",
+    )
+    _add_lang_flag(p)
+    p.add_argument(
+        "--out",
+        "-o",
+        default="tiercast-report",
+        help="output folder (default: %(default)s)",
+    )
+    p.add_argument(
+        "--format",
+        default=",".join(FORMATS),
+        help="comma-separated formats (default: %(default)s)",
+    )
+    p.add_argument(
+        "--history-window",
+        default="7d",
+        help="history shown before the forecast in each chart (default: %(default)s)",
+    )
+    p.add_argument(
+        "--backtest-origins",
+        type=int,
+        default=3,
+        help="daily origins of the accuracy backtest; 0 turns it off (default: %(default)s)",
+    )
+    p.set_defaults(func=cmd_report)

@@ -1,0 +1,354 @@
+"""Finance dry-run: projection by tier and month, scenarios, commitment advice, the CLI.
+
+The projection tests use hand-built forecasts with known quantiles on small
+fleets, so every expected number can be worked out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forecaster.errors import BadInputError
+from forecaster.forecasting import SeriesForecast
+from scaler import finance
+from scaler.cli import main
+from scaler.config import Config, parse_config
+from tests.conftest import trace_path
+
+START = pd.Timestamp("2027-01-30T00:00:00")
+
+
+def fake_forecast(levels: dict[float, Any], hours: int = 96, name: str = "rps") -> SeriesForecast:
+    """A forecast at a 30-minute step whose quantile columns are the given levels."""
+    index = pd.date_range(START, periods=hours * 2, freq="30min", name="timestamp")
+    frame = pd.DataFrame(
+        {
+            f"q{q:g}": np.broadcast_to(np.asarray(v, dtype=float), len(index))
+            for q, v in levels.items()
+        },
+        index=index,
+    )
+    return SeriesForecast(
+        name=name,
+        frame=frame,
+        estimator="fake",
+        reason="test",
+        step=pd.Timedelta(minutes=30),
+        last_timestamp=START - pd.Timedelta(minutes=30),
+        last_value=float(next(iter(levels.values())) if np.isscalar(levels[0.5]) else 0.0),
+        recent_max=0.0,
+        n_observed=100,
+    )
+
+
+def fleet(pools: list[dict[str, Any]], units_per_replica: float = 1.0) -> Config:
+    return parse_config(
+        {
+            "signals": [{"name": "rps"}],
+            "workloads": [
+                {
+                    "name": "svc",
+                    "signal": "rps",
+                    "gpu_model": "H100-80GB",
+                    "units_per_replica": units_per_replica,
+                }
+            ],
+            "pools": [
+                {"gpu_model": "H100-80GB", "gpus_per_node": 1, "max_nodes": 1000, **p}
+                for p in pools
+            ],
+        },
+        "test fleet",
+    )
+
+
+ON_DEMAND = {"name": "od", "tier": "on-demand", "price_per_gpu_hour": 2.0}
+LEVELS = {0.1: 2.0, 0.5: 4.0, 0.9: 6.0}
+
+
+def test_constant_demand_costs_gpus_times_price_per_month_and_band() -> None:
+    config = fleet([ON_DEMAND])
+    proj = finance.project(config, {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=72))
+    m = proj.baseline.monthly
+    # 72 hours from Jan 30: 48 in January, 24 in February.
+    assert list(dict.fromkeys(m["period"])) == ["2027-01", "2027-02"]
+    jan = m[(m["period"] == "2027-01") & (m["tier"] == "on-demand")].set_index("band")
+    assert jan.loc["expected", "hours"] == 48
+    assert jan.loc["expected", "gpu_hours"] == 4 * 48
+    assert jan.loc["low", "cost"] == pytest.approx(2 * 48 * 2.0)
+    assert jan.loc["high", "cost"] == pytest.approx(6 * 48 * 2.0)
+    assert proj.baseline.total_cost("expected") == pytest.approx(4 * 72 * 2.0)
+    daily = proj.baseline.daily
+    assert len(set(daily["period"])) == 3
+    demand = proj.baseline.demand.set_index("band")
+    assert demand.loc["expected", "demand_gpu_hours"] == 4 * 72
+    assert demand.loc["expected", "idle_gpu_hours"] == 0
+    assert proj.to_dict()["scenarios"][0]["totals"]["high"]["cost"] == 6 * 72 * 2.0
+
+
+def test_scenarios_change_inputs_not_the_method() -> None:
+    config = fleet([ON_DEMAND])
+    forecasts = {"rps": fake_forecast(LEVELS)}
+    scenarios = [
+        finance.parse_scenario("pricey:on-demand-price=+50%"),
+        finance.parse_scenario("double:growth=100%"),
+        finance.parse_scenario("new:workload=H100:3@2027-02-01"),
+        finance.parse_scenario("fixed:on-demand-price=3"),
+    ]
+    proj = finance.project(config, forecasts, START, pd.Timedelta(hours=72), scenarios)
+    base, pricey, double, new, fixed = (s.total_cost("expected") for s in proj.scenarios)
+    assert pricey == pytest.approx(base * 1.5)
+    assert fixed == pytest.approx(base * 1.5)
+    # Linear growth to 2x at the end: demand ceil(4 * factor) rises through 5..8 GPUs.
+    assert base < double < 2 * base
+    # 3 GPUs from Feb 1 (the last 24 of 72 hours) at 2.0 per GPU-hour.
+    assert new == pytest.approx(base + 3 * 24 * 2.0)
+
+
+def test_spot_interruption_moves_demand_to_on_demand() -> None:
+    spot = {
+        "name": "spot",
+        "tier": "spot",
+        "price_per_gpu_hour": 1.0,
+        "max_nodes": 10,
+        "lead_time_s": 3300,
+        "spot_interruption_rate_per_hour": 0.01,
+    }
+    config = fleet([ON_DEMAND, spot])
+    forecasts = {"rps": fake_forecast(LEVELS)}
+    risky = finance.parse_scenario("risky:spot-interruption=0.6")
+    proj = finance.project(config, forecasts, START, pd.Timedelta(hours=24), [risky])
+    tiers = {
+        s.scenario.name: s.monthly[s.monthly["band"] == "expected"]
+        .groupby("tier")["gpu_hours"]
+        .sum()
+        for s in proj.scenarios
+    }
+    assert tiers["baseline"].get("on-demand", 0) == 0
+    # At 0.6/h over a one-hour exposure a spot GPU counts for half: on-demand is cheaper.
+    assert tiers["risky"].get("spot", 0) == 0
+    assert tiers["risky"]["on-demand"] == 4 * 24
+
+
+def test_commitment_advice_commits_the_base_load_that_pays() -> None:
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.0, "min_nodes": 0}
+    config = fleet([reserved, ON_DEMAND])
+    # 10 GPUs always, 16 in the high band half of the day: commit 10, not 16
+    # (the 6 extra would be busy 50% of hours, exactly break-even at 1.0 / 2.0).
+    hours = 96
+    high = np.where((np.arange(hours * 2) // 24) % 2 == 0, 16.0, 10.0)
+    forecasts = {"rps": fake_forecast({0.1: 10.0, 0.5: 10.0, 0.9: high}, hours=hours)}
+    proj = finance.project(config, forecasts, START, pd.Timedelta(hours=hours))
+    [advice] = proj.commitments
+    assert advice.pool == "res" and advice.current_nodes == 0
+    assert advice.recommended_nodes == 10 and advice.change_nodes == 10
+    assert advice.break_even_utilization == pytest.approx(0.5)
+    assert advice.base_load_gpus == 10
+    assert advice.utilization == pytest.approx(1.0)
+    months = hours / finance.HOURS_PER_MONTH
+    assert advice.monthly_saving == pytest.approx(10 * (2.0 - 1.0) * hours / months)
+
+
+def test_commitment_advice_releases_unused_reserved_capacity() -> None:
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.5, "min_nodes": 8}
+    config = fleet([reserved, ON_DEMAND])
+    proj = finance.project(config, {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=48))
+    [advice] = proj.commitments
+    # Expected demand is 4 GPUs. The high band's 5th and 6th GPUs cost 2.0 on on-demand
+    # when needed, less than 8 committed GPUs at 1.5 always: keep 4.
+    assert advice.recommended_nodes == 4 and advice.change_nodes == -4
+    months = 48 / finance.HOURS_PER_MONTH
+    assert advice.monthly_saving == pytest.approx(4 * 1.5 * 48 / months)
+    assert advice.monthly_saving_high == pytest.approx(
+        (8 * 1.5 - (4 * 1.5 + 2 * 2.0)) * 48 / months
+    )
+
+
+def test_no_reserved_pool_is_a_note_not_advice() -> None:
+    proj = finance.project(
+        fleet([ON_DEMAND]), {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=24)
+    )
+    assert proj.commitments == []
+    assert [n.key for n in proj.notes] == ["no_reserved_pool"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    low=st.floats(0, 50),
+    spread=st.tuples(st.floats(0, 50), st.floats(0, 50)),
+    growth=st.floats(-0.5, 2.0),
+)
+def test_bands_are_ordered_for_any_demand(
+    low: float, spread: tuple[float, float], growth: float
+) -> None:
+    levels = {0.1: low, 0.5: low + spread[0], 0.9: low + spread[0] + spread[1]}
+    config = fleet(
+        [ON_DEMAND, {"name": "sp", "tier": "spot", "price_per_gpu_hour": 1.0, "max_nodes": 5}]
+    )
+    sc = finance.Scenario("g", growth=growth, text=f"growth={growth}")
+    proj = finance.project(
+        config, {"rps": fake_forecast(levels, hours=30)}, START, pd.Timedelta(hours=30), [sc]
+    )
+    for s in proj.scenarios:
+        assert s.total_cost("low") <= s.total_cost("expected") <= s.total_cost("high")
+        assert s.total_gpu_hours("low") <= s.total_gpu_hours("high")
+
+
+@pytest.mark.parametrize(
+    ("text", "check"),
+    [
+        ("growth=20%", lambda s: s.growth == pytest.approx(0.2) and s.name == "growth=20%"),
+        (
+            "g:growth=5%/month",
+            lambda s: s.growth_per_month == pytest.approx(0.05) and s.name == "g",
+        ),
+        (
+            "x:spot-price=-20%,on_demand_price=4.5",
+            lambda s: (
+                s.price_factor == {"spot": pytest.approx(0.8)} and s.price_set == {"on-demand": 4.5}
+            ),
+        ),
+        (
+            "x:spot-interruption=10%",
+            lambda s: s.spot_interruption_rate_per_hour == pytest.approx(0.1),
+        ),
+        (
+            "x:workload=H100:16@2027-03-01,workload=L40S:2",
+            lambda s: (
+                [(a.gpu_model, a.gpus, a.start) for a in s.added]
+                == [("H100-80GB", 16.0, pd.Timestamp("2027-03-01")), ("L40S-48GB", 2.0, None)]
+            ),
+        ),
+    ],
+)
+def test_scenario_syntax(text: str, check: Any) -> None:
+    assert check(finance.parse_scenario(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("speed=2", "known key"),
+        ("growth=20", "needs a percentage"),
+        ("growth=-150%", "above -100%"),
+        ("spot-price=cheap", "not a number"),
+        ("spot-interruption=1.5", "[0, 1)"),
+        ("workload=H100", "MODEL:GPUS"),
+        ("workload=B200:8", "not in the catalog"),
+        ("workload=H100:8@someday", "not a date"),
+        ("", "empty"),
+    ],
+)
+def test_bad_scenarios_are_one_line_errors(text: str, fragment: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        finance.parse_scenario(text)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_scenario_errors_found_against_the_config() -> None:
+    config = fleet([ON_DEMAND])
+    forecasts = {"rps": fake_forecast(LEVELS)}
+    with pytest.raises(BadInputError, match="has no pool"):
+        finance.project(
+            config,
+            forecasts,
+            START,
+            pd.Timedelta(hours=24),
+            [finance.parse_scenario("workload=L40S:2")],
+        )
+    with pytest.raises(BadInputError, match="positive price"):
+        finance.project(
+            config,
+            forecasts,
+            START,
+            pd.Timedelta(hours=24),
+            [finance.parse_scenario("on-demand-price=-100%")],
+        )
+    with pytest.raises(BadInputError, match="unique"):
+        finance.project(
+            config,
+            forecasts,
+            START,
+            pd.Timedelta(hours=24),
+            [finance.parse_scenario("baseline:growth=1%")],
+        )
+    with pytest.raises(BadInputError, match="1h to 366d"):
+        finance.check_horizon(pd.Timedelta(days=400))
+
+
+def test_short_forecast_is_noted() -> None:
+    proj = finance.project(
+        fleet([ON_DEMAND]), {"rps": fake_forecast(LEVELS, hours=10)}, START, pd.Timedelta(hours=24)
+    )
+    assert "short_forecast" in [n.key for n in proj.notes]
+    # Hours past the forecast repeat its last value rather than dropping to zero.
+    assert proj.baseline.total_gpu_hours("expected") == 4 * 24
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_rejects_bad_finance_flags_before_planning(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["plan", "--scenario", "growth=lots"], capsys)
+    assert code == 2 and "growth='lots'" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(["plan", "--lang", "fr"], capsys)
+    assert code == 2 and "expected one of en, ru" in err
+    code, _, err = run(["plan", "--horizon", "400d"], capsys)
+    assert code == 2 and "366d" in err
+    assert not (workdir / "tiercast-plan.json").exists()
+
+
+@pytest.mark.traces
+def test_finance_dry_run_on_a_public_trace(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = trace_path("servegen/m_small_rps_10min.csv")
+    code, out, _ = run(
+        [
+            "plan",
+            "--history",
+            str(trace),
+            "--units-per-gpu",
+            "2",
+            "--horizon",
+            "20d",
+            "--scenario",
+            "g:growth=20%",
+            "--scenario",
+            "cheap:on-demand-price=-25%",
+            "--lang",
+            "ru",
+            "--out",
+            "fin",
+            "--format",
+            "json,csv,md",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert "финансовый прогноз" in out and "сценарии" in out
+    data = json.loads((workdir / "fin" / "finance.json").read_text(encoding="utf-8"))
+    scenarios = {s["name"]: s["totals"] for s in data["data"]["finance"]["scenarios"]}
+    assert set(scenarios) == {"baseline", "g", "cheap"}
+    assert scenarios["cheap"]["expected"]["cost"] == pytest.approx(
+        0.75 * scenarios["baseline"]["expected"]["cost"], rel=1e-6
+    )
+    assert scenarios["g"]["expected"]["gpu_hours"] >= scenarios["baseline"]["expected"]["gpu_hours"]
+    months = {r["period"] for r in data["data"]["finance"]["scenarios"][0]["monthly"]}
+    assert len(months) == 2
+    assert (workdir / "fin" / "csv" / "finance-monthly_by_tier.csv").is_file()
+    md = (workdir / "fin" / "finance.md").read_text(encoding="utf-8")
+    assert md.startswith("# Финансовый прогноз") and "![" in md

@@ -1,0 +1,179 @@
+"""Capacity review reports: files, numbers against the plan, languages, writers.
+
+The browser checks of the HTML are in ``test_report_browser.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import string
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from forecaster.errors import BadInputError
+from scaler.cli import main
+from scaler.i18n import STRINGS, check_lang, fmt_number, month_label, t
+from scaler.reporting import (
+    CHART_SIZE_PX,
+    Column,
+    KeyFigure,
+    Report,
+    Section,
+    Table,
+    render_html,
+    render_markdown,
+    write_report,
+)
+from tests.conftest import trace_path
+
+
+def _fields(text: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+def test_every_string_exists_in_every_language_with_the_same_placeholders() -> None:
+    en = STRINGS["en"]
+    for lang, table in STRINGS.items():
+        assert set(table) == set(en), f"{lang}: {sorted(set(en) ^ set(table))}"
+        for key, text in table.items():
+            assert _fields(text) == _fields(en[key]), f"{lang}.{key}"
+            assert text.strip(), f"{lang}.{key} is empty"
+    # Russian strings are Russian: no English sentence left untranslated.
+    same = [k for k in en if en[k] == STRINGS["ru"][k] and re.search(r"[a-z]{4,} [a-z]{4,}", en[k])]
+    assert same == []
+
+
+def test_numbers_and_months_per_language() -> None:
+    assert fmt_number(1234567.891, "en") == "1,234,567.89"
+    assert fmt_number(1234567.891, "ru") == "1\u00a0234\u00a0567,89"
+    assert fmt_number(-0.001, "en") == "0.00"
+    assert fmt_number(float("nan"), "ru") == "–"
+    assert fmt_number(42, "en", 0) == "42"
+    assert month_label("2027-02", "en") == "Feb 2027"
+    assert month_label("2027-02", "ru") == "фев 2027"
+    assert check_lang(" RU ") == "ru"
+    with pytest.raises(BadInputError, match="expected one of en, ru"):
+        check_lang("de")
+    assert t("ru", "title_report") == "Обзор мощностей GPU"
+
+
+def _tiny_report(lang: str) -> Report:
+    table = Table(
+        "t",
+        "T | pipes",
+        [Column("name", "Name"), Column("x", "X", 1), Column("share", "Share", 0, percent=True)],
+        [{"name": "a|b", "x": 1234.56, "share": 0.25}, {"name": "<script>", "x": None, "share": 1}],
+    )
+    return Report(
+        kind="report",
+        lang=lang,
+        title="Title <&>",
+        subtitle="sub",
+        created_at="2027-01-01T00:00:00Z",
+        figures=[KeyFigure("k", "K", 1234.5, "/h")],
+        sections=[Section("s", "S", ["para"], [table], [])],
+    )
+
+
+def test_writers_escape_and_format() -> None:
+    page = render_html(_tiny_report("ru"))
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert 'data-key="k" data-value="1234.5"' in page
+    assert "1\u00a0234,50 /h" in page and "1\u00a0234,6" in page and "25%" in page
+    assert "default-src 'none'" in page  # nothing may load from outside the file
+    md = render_markdown(_tiny_report("en"))
+    assert "| a\\|b | 1,234.6 | 25% |" in md and "| <script> | – | 100% |" in md
+
+
+def test_write_report_rejects_unknown_formats(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="pdf"):
+        write_report(_tiny_report("en"), tmp_path, ["html", "pdf"])
+
+
+def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--out", "rep", "--backtest-origins", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "rep/report.html" in out
+    rep = workdir / "rep"
+    data = json.loads((rep / "report.json").read_text(encoding="utf-8"))
+    plan = json.loads((rep / "plan.json").read_text())
+    figures = data["key_figures"]
+    assert figures["cost_per_hour_current"] == plan["cost"]["per_hour_current"]
+    assert figures["cost_per_hour_planned"] == plan["cost"]["per_hour_now"]
+    assert figures["expected_unserved_gpu_hours"] == plan["risk"]["expected_unserved_gpu_hours"]
+    assert figures["changes"] == sum(a["decision"] != "no-op" for a in plan["actions"])
+    sections = {s["key"]: s for s in data["sections"]}
+    assert {"signals", "accuracy", "capacity", "actions", "cost", "utilization"} <= set(sections)
+    # One chart per signal and per GPU model, and the cost chart; all the documented size.
+    charts = [c for s in data["sections"] for c in s["charts"]]
+    assert len(charts) == len(plan["signals"]) + len({p["gpu_model"] for p in plan["pools"]}) + 1
+    for c in charts:
+        with Image.open(rep / c["file"]) as img:
+            assert img.size == CHART_SIZE_PX == (c["width"], c["height"])
+    # The daily cost table adds up to the plan's cost over the horizon.
+    daily = next(tb for tb in sections["cost"]["tables"] if tb["key"] == "cost_daily")
+    assert sum(r["total"] for r in daily["rows"]) == pytest.approx(
+        plan["cost"]["horizon_total"], abs=0.05
+    )
+    # Backtest rows compare the estimator in use with a seasonal-naive baseline.
+    acc = sections["accuracy"]["tables"][0]["rows"]
+    assert {r["estimator"] for r in acc} >= {"seasonal_naive_1d"}
+    assert all(r["mase"] is None or r["mase"] >= 0 for r in acc)
+    # Actions: one row per plan action, with its reason.
+    actions = sections["actions"]["tables"][0]["rows"]
+    assert [r["reason"] for r in actions] == [a["reason"] for a in plan["actions"]]
+    # CSV and Markdown carry the same tables.
+    with (rep / "csv" / "report-cost_daily.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["total"]) for r in rows] == pytest.approx([r["total"] for r in daily["rows"]])
+    md = (rep / "report.md").read_text(encoding="utf-8")
+    for c in charts:
+        assert f"({c['file']})" in md
+    assert md.count("\n## ") == len(data["sections"])
+
+
+@pytest.mark.traces
+def test_russian_report_on_a_public_trace(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = trace_path("servegen/m_small_rps_10min.csv")
+    code = main(
+        [
+            "report",
+            "--history",
+            str(trace),
+            "--units-per-gpu",
+            "2",
+            "--lang",
+            "ru",
+            "--out",
+            "rep",
+            "--backtest-origins",
+            "2",
+            "--format",
+            "html,md,json",
+        ]
+    )
+    assert code == 0
+    assert "отчёт записан" in capsys.readouterr().out
+    data = json.loads((workdir / "rep" / "report.json").read_text(encoding="utf-8"))
+    assert data["lang"] == "ru" and data["title"] == STRINGS["ru"]["title_report"]
+    titles = {s["key"]: s["title"] for s in data["sections"]}
+    for key, title in titles.items():
+        assert re.search("[а-яА-Я]", title), (key, title)
+    labels = [c["label"] for s in data["sections"] for tb in s["tables"] for c in tb["columns"]]
+    english = [x for x in labels if x not in ("MASE",) and not re.search("[а-яА-Я]", x)]
+    assert english == []
+    acc = next(s for s in data["sections"] if s["key"] == "accuracy")["tables"][0]["rows"]
+    assert {r["origins"] for r in acc} == {2}
+    # The reasons are rewritten in Russian from the action fields.
+    actions = next(s for s in data["sections"] if s["key"] == "actions")["tables"][0]["rows"]
+    assert all(re.search("[а-яА-Я]", r["reason"]) for r in actions)
+    page = (workdir / "rep" / "report.html").read_text(encoding="utf-8")
+    assert '<html lang="ru">' in page and page.count("data:image/png;base64,") == 3
+    with Image.open(workdir / "rep" / "charts" / "cost-by-tier.png") as img:
+        assert img.size == CHART_SIZE_PX
