@@ -506,10 +506,10 @@ class Service:
 
     def _on_event(self, event: JobEvent) -> None:
         if event.code == EVENT_JOB_MAX_INSTANCES:
-            self.telemetry.skipped.labels(job=event.job_id, reason="overlap").inc()
+            self.telemetry.skipped.labels(task=event.job_id, reason="overlap").inc()
             log.warning("%s: previous run still going; this run is skipped", event.job_id)
         elif event.code == EVENT_JOB_MISSED:
-            self.telemetry.skipped.labels(job=event.job_id, reason="missed").inc()
+            self.telemetry.skipped.labels(task=event.job_id, reason="missed").inc()
             log.warning("%s: run missed its misfire grace; skipped", event.job_id)
         elif isinstance(event, JobExecutionEvent) and event.exception is not None:
             # Job functions catch their own errors; this is a bug, but the service goes on.
@@ -600,10 +600,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = load().config
     svc = config.service
     configure_logging(args.log_format or os.environ.get("TIERCAST_LOG_FORMAT") or svc.log_format)
+    overrides: dict[str, Any] = {}
     if args.metrics_port is not None:
-        config = config.model_copy(
-            update={"service": svc.model_copy(update={"metrics_port": args.metrics_port})}
-        )
+        overrides["metrics_port"] = args.metrics_port
+    if args.leader_election:
+        overrides["leader_election"] = True
+    if overrides:
+        config = config.model_copy(update={"service": svc.model_copy(update=overrides)})
         svc = config.service
     from scaler.leader import default_identity
 
@@ -667,6 +670,11 @@ def register(subparsers: Any) -> None:
         "--metrics-port", type=int, help="override service.metrics_port (0 turns it off)"
     )
     p.add_argument("--log-format", choices=("text", "json"), help="override service.log_format")
+    p.add_argument(
+        "--leader-election",
+        action="store_true",
+        help="campaign for the Lease (service.lease_name); only the leader actuates",
+    )
     p.add_argument(
         "--once", action="store_true", help="run one cycle now, then shut down as on SIGTERM"
     )

@@ -58,7 +58,11 @@ def error_kind(exc: BaseException) -> str:
 
 
 class Telemetry:
-    """The self-metrics of one tiercast process."""
+    """The self-metrics of one tiercast process.
+
+    Scheduled jobs are labelled ``task`` (``cycle``, ``refit``, ``report``), not ``job``:
+    Prometheus sets ``job`` on every scraped series itself.
+    """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
@@ -102,21 +106,21 @@ class Telemetry:
         self.duration = Histogram(
             "tiercast_job_duration_seconds",
             "Wall time of a job run.",
-            ["job"],
+            ["task"],
             buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
             registry=r,
         )
         self.runs = Counter(
             "tiercast_job_runs",
             "Job runs by final status (ok, held, failed, abandoned).",
-            ["job", "status"],
+            ["task", "status"],
             registry=r,
         )
         self.skipped = Counter(
             "tiercast_job_skipped",
             "Scheduled runs not started: overlap (previous run still going) or missed "
             "(later than the misfire grace).",
-            ["job", "reason"],
+            ["task", "reason"],
             registry=r,
         )
         self.errors = Counter(
@@ -129,7 +133,7 @@ class Telemetry:
         self.last_success = Gauge(
             "tiercast_job_last_success_timestamp_seconds",
             "Unix time of the last run that ended ok or held.",
-            ["job"],
+            ["task"],
             registry=r,
         )
         self.leader = Gauge(
@@ -205,10 +209,10 @@ class Telemetry:
                 self.actual.labels(pool=p.name, tier=p.tier).set(inventory[p.name])
 
     def observe_run(self, job: str, status: str, duration_s: float, finished: float) -> None:
-        self.runs.labels(job=job, status=status).inc()
-        self.duration.labels(job=job).observe(duration_s)
+        self.runs.labels(task=job, status=status).inc()
+        self.duration.labels(task=job).observe(duration_s)
         if status in ("ok", "held"):
-            self.last_success.labels(job=job).set(finished)
+            self.last_success.labels(task=job).set(finished)
 
     def exposition(self) -> bytes:
         """The registry in Prometheus text format."""

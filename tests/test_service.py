@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -123,7 +124,7 @@ def test_scheduler_runs_jobs_without_overlap_and_counts_skips(
     assert len(fast_runs) >= 4
     assert most[0] == 1
     text = telemetry.exposition().decode()
-    assert 'tiercast_job_skipped_total{job="slow",reason="overlap"}' in text
+    assert 'tiercast_job_skipped_total{reason="overlap",task="slow"}' in text
     assert service.readyz() == (False, "shutting down")
 
 
@@ -162,7 +163,7 @@ def test_metrics_endpoint_and_probes(workdir: Path) -> None:
         'tiercast_forecast{at="lead",quantile="0.9",signal="chat_rps"}',
         'tiercast_capacity_planned_nodes{pool="h100-spot",tier="spot"}',
         'tiercast_capacity_actual_nodes{pool="h100-spot",tier="spot"}',
-        'tiercast_job_runs_total{job="cycle",status="ok"} 1.0',
+        'tiercast_job_runs_total{status="ok",task="cycle"} 1.0',
         'tiercast_data_staleness_seconds{signal="chat_rps"} 300.0',
         "tiercast_job_duration_seconds_bucket",
         "tiercast_actions_total{",
@@ -385,7 +386,7 @@ def test_serve_runs_scheduled_cycles_against_prometheus_with_a_lease(
     assert runs[0].inputs["gauge"]["last"] >= "2010-01-01T03:19:00Z"
     assert any(r.leader for r in runs)
     text = telemetry.exposition().decode()
-    assert 'tiercast_job_runs_total{job="cycle",status="ok"}' in text
+    assert 'tiercast_job_runs_total{status="ok",task="cycle"}' in text
     # Released on shutdown, so a peer need not wait for it to expire.
     assert not fake_kube.get(f"{LEASES}/tiercast")["spec"].get("holderIdentity")
 
@@ -427,3 +428,88 @@ def test_serve_process_exits_cleanly_on_sigterm(workdir: Path) -> None:
     assert runs and all(r.status in ("ok", "abandoned") for r in runs)
     logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any("SIGTERM received" in x["message"] for x in logs)
+
+
+# -- deploy/: the service overlay, the Dockerfile, the Grafana dashboard ---------------
+
+DEPLOY = REPO / "deploy"
+OVERLAY = DEPLOY / "overlays" / "service"
+
+
+def overlay_documents() -> list[dict[str, Any]]:
+    """The overlay rendered by kustomize (through kubectl), or skip when kubectl is absent."""
+    import shutil
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the kustomize overlay cannot be rendered here")
+    done = subprocess.run(
+        [kubectl, "kustomize", str(OVERLAY)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def test_service_overlay_renders_validates_and_is_consistent() -> None:
+    import kubernetes_validate
+
+    from scaler.cli import build_parser
+
+    docs = overlay_documents()
+    for doc in docs:
+        if doc["kind"] != "DaemonSet" or doc["apiVersion"] == "apps/v1":
+            kubernetes_validate.validate(doc, "1.37.0", strict=True)
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("Deployment", "tiercast-service") in kinds
+    assert not any(k == "CronJob" for k, _ in kinds), "serve and the CronJob would both act"
+    assert {("ServiceAccount", "tiercast"), ("ConfigMap", "tiercast-config")} <= kinds
+    assert all(d["metadata"].get("namespace") in (None, "tiercast-system") for d in docs)
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    base_cron = yaml.safe_load((DEPLOY / "base" / "cronjob.yaml").read_text())
+    base_image = base_cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == base_image["image"]
+    assert pod["serviceAccountName"] == "tiercast" and pod["securityContext"]["runAsNonRoot"]
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "serve" and args.leader_election and args.log_format == "json"
+    assert container["ports"][0]["containerPort"] == ServiceConfig().metrics_port
+    assert pod["terminationGracePeriodSeconds"] > ServiceConfig().shutdown_grace_s
+    assert {e["name"] for e in container["env"]} >= {"POD_NAME"}
+    role = next(d for d in docs if d["kind"] == "Role")
+    lease_rules = [r for r in role["rules"] if "leases" in r["resources"]]
+    assert lease_rules and {"get", "create", "update"} <= set(lease_rules[0]["verbs"])
+    selector = deploy["spec"]["selector"]["matchLabels"]
+    for kind in ("Service", "PodDisruptionBudget"):
+        doc = next(d for d in docs if d["kind"] == kind)
+        sel = doc["spec"]["selector"]
+        assert sel.get("matchLabels", sel) == selector
+
+
+def test_dockerfile_is_multi_stage_non_root_without_build_tools() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    stages = re.split(r"(?m)^FROM ", text)[1:]
+    assert len(stages) >= 2
+    final = stages[-1]
+    user = re.search(r"(?m)^USER (\S+)", final)
+    assert user is not None and user.group(1).split(":")[0] not in ("0", "root")
+    assert "build-essential" not in final and "apt-get install" not in final
+    assert "pip uninstall -y pip" in final
+    assert re.search(r'(?m)^ENTRYPOINT \["tiercast"\]', final)
+    # The final stage installs from the build stage's wheels only, never from an index.
+    assert "--no-index" in final and "COPY --from=build" in final
+
+
+def test_grafana_dashboard_queries_only_metrics_tiercast_exports() -> None:
+    dash = json.loads((DEPLOY / "grafana-dashboard.json").read_text())
+    families = list(Telemetry().registry.collect())
+    exported = {m.name for m in families} | {s.name for m in families for s in m.samples}
+    exported |= {m.name + suffix for m in families for suffix in ("_total", "_bucket")}
+    used = set()
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            used |= set(re.findall(r"\b(tiercast_[a-z_]+)", target["expr"]))
+    assert used and used <= exported, used - exported
+    assert {"tiercast_forecast", "tiercast_capacity_planned_nodes", "tiercast_errors_total"} <= used
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
