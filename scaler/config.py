@@ -164,6 +164,14 @@ class PoolConfig(_Model):
     provider: ProviderConfig = RecordingProviderConfig()
     """How capacity is changed: ``{kind: recording | cluster-api | karpenter | placeholder, ...}``
     (the models above; ``scaler.kube`` acts on the Kubernetes kinds)."""
+    mig_layouts: tuple[str, ...] | None = None
+    """MIG-managed pool: the current layout of each node's GPUs, one entry per node (``whole``,
+    or profile counts such as ``1g.10gb:7`` or ``3g.40gb:1,2g.20gb:2``); nodes past the list
+    are whole. None (default): the MIG planner leaves the pool alone. See ``scaler.mig_planning``."""
+    mig_whole_gpus: int = Field(default=0, ge=0)
+    """GPUs of a MIG-managed pool kept whole (MIG off) for jobs needing a full GPU. Default 0."""
+    mig_change_s: int = Field(default=900, ge=60, le=86400)
+    """Seconds to drain a node and re-partition its GPUs. Default 900."""
 
     @model_validator(mode="after")
     def _bounds(self) -> PoolConfig:
@@ -411,6 +419,8 @@ class Config(_Model):
         signals = {s.name for s in self.signals}
         for i, p in enumerate(self.pools):
             _known_gpu(f"pools[{i}].gpu_model", p.gpu_model)
+            for k, spec in enumerate(p.mig_layouts or ()):
+                _known_mig_layout(f"pools[{i}].mig_layouts[{k}]", p.gpu_model, spec)
         pool_models = {gpu_model(p.gpu_model).name for p in self.pools}
         for i, w in enumerate(self.workloads):
             if w.signal not in signals:
@@ -419,6 +429,8 @@ class Config(_Model):
                     f"(declared: {', '.join(sorted(signals))})"
                 )
             _known_gpu(f"workloads[{i}].gpu_model", w.gpu_model)
+            if w.mig_profile is not None:
+                _known_mig_profile(f"workloads[{i}]", w.gpu_model, w.mig_profile, w.memory_gb)
             if gpu_model(w.gpu_model).name not in pool_models:
                 raise ValueError(f"workloads[{i}].gpu_model: no pool has GPU model {w.gpu_model!r}")
         return self
@@ -446,6 +458,30 @@ def _known_gpu(field: str, name: str) -> None:
         raise ValueError(
             f"{field}: unknown GPU model {name!r}; expected one of {', '.join(GPU_MODELS)}"
         ) from None
+
+
+def _known_mig_profile(field: str, model: str, profile: str, memory_gb: float | None) -> None:
+    # Imported here: scaler.mig is the MIG catalog, needed only when a config uses MIG.
+    from scaler.mig import geometry, profile_for_memory
+
+    if profile == "auto" and memory_gb is None:
+        raise ValueError(f"{field}.mig_profile: 'auto' needs memory_gb to choose a profile")
+    try:
+        if profile == "auto":
+            profile_for_memory(model, memory_gb or 0.0)
+        else:
+            geometry(model).profile(profile)
+    except BadInputError as exc:
+        raise ValueError(f"{field}.mig_profile: {exc}") from None
+
+
+def _known_mig_layout(field: str, model: str, spec: str) -> None:
+    from scaler.mig import parse_layout
+
+    try:
+        parse_layout(model, spec, field)
+    except BadInputError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _format_error(source: str, exc: ValidationError) -> str:

@@ -8,6 +8,7 @@ whose pool changed underneath it is skipped and reported, never forced.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from forecaster.forecasting import SeriesForecast, forecast_history
 from forecaster.series import History
 from scaler.actuators import ActionResult, CapacityProvider
 from scaler.config import Config
+from scaler.mig_planning import mig_pools, plan_mig
 from scaler.planning import plan_capacity
 from scaler.plans import CapacityPlan
 
@@ -88,6 +90,11 @@ def run_cycle(
     stale = stale_signals(config, forecasts, now)
     inventory = provider.inventory()
     plan = plan_capacity(config, forecasts, inventory, now, stale=stale)
+    if mig_pools(config):
+        # MIG layouts are planned on the node counts the tier planner targets now.
+        targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
+        mig = plan_mig(config, forecasts, inventory, now, targets, stale=stale)
+        plan = dataclasses.replace(plan, actions=plan.actions + mig.actions, mig=mig.section)
     results: list[ActionResult] = []
     for action in plan.changes():
         fresh = provider.inventory()

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from forecaster.series import History
-from forecaster.synthetic import DEMO_END, demo_history
+from forecaster.synthetic import DEMO_END, demo_history, seasonal_series
 from scaler.config import Config, parse_config
 
 DEMO_CONFIG: dict[str, Any] = {
@@ -22,6 +22,7 @@ DEMO_CONFIG: dict[str, Any] = {
         {"name": "chat_rps", "unit": "requests/s", "step_s": 300},
         {"name": "code_rps", "unit": "requests/s", "step_s": 300},
         {"name": "image_rps", "unit": "requests/s", "step_s": 300},
+        {"name": "embed_rps", "unit": "requests/s", "step_s": 300},
     ],
     "workloads": [
         {
@@ -47,6 +48,25 @@ DEMO_CONFIG: dict[str, Any] = {
             "units_per_replica": 1.5,
             "gpus_per_replica": 1,
             "min_replicas": 1,
+        },
+        # MIG workloads on the A100 pool: embeddings on 1g slices, a reranker sized by memory.
+        {
+            "name": "embed",
+            "signal": "embed_rps",
+            "gpu_model": "A100-80GB",
+            "units_per_replica": 25.0,
+            "min_replicas": 2,
+            "memory_gb": 8,
+            "mig_profile": "1g.10gb",
+        },
+        {
+            "name": "rerank",
+            "signal": "embed_rps",
+            "gpu_model": "A100-80GB",
+            "units_per_replica": 120.0,
+            "min_replicas": 1,
+            "memory_gb": 30,
+            "mig_profile": "auto",
         },
     ],
     "pools": [
@@ -99,6 +119,21 @@ DEMO_CONFIG: dict[str, Any] = {
             "current_nodes": 4,
             "provider": {"kind": "placeholder"},
         },
+        {
+            # MIG-managed: node 0 is carved into 1g.10gb slices, node 1 is whole today.
+            "name": "a100-mig",
+            "tier": "reserved",
+            "gpu_model": "A100-80GB",
+            "gpus_per_node": 8,
+            "price_per_gpu_hour": 1.80,
+            "lead_time_s": 900,
+            "min_nodes": 2,
+            "max_nodes": 2,
+            "current_nodes": 2,
+            "mig_layouts": ["1g.10gb:7", "whole"],
+            "mig_whole_gpus": 2,
+            "mig_change_s": 900,
+        },
     ],
     "policy": {
         "quantile": 0.9,
@@ -121,4 +156,9 @@ def demo_now() -> pd.Timestamp:
 
 
 def demo_inputs() -> tuple[Config, History, pd.Timestamp]:
-    return demo_config(), demo_history(), demo_now()
+    history = demo_history()
+    # The MIG workloads' signal: an embedding service with an afternoon peak.
+    history["embed_rps"] = seasonal_series(
+        "embed_rps", end=DEMO_END, base=300.0, daily_amplitude=0.6, peak_hour=16.0, seed=41
+    )
+    return demo_config(), history, demo_now()

@@ -34,6 +34,7 @@ def test_demo_dry_run_prints_and_writes_a_valid_plan(
         "h100-on-demand",
         "h100-spot",
         "l40s-on-demand",
+        "a100-mig",
     }
     tiers = {p["tier"] for p in plan["pools"]}
     assert {"on-demand", "spot"} <= tiers

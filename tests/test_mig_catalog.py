@@ -1,0 +1,187 @@
+"""The MIG catalog against NVIDIA's documented profiles, placements and combinations."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forecaster.errors import BadInputError
+from scaler.mig import (
+    GEOMETRIES,
+    Layout,
+    Placed,
+    enumerate_layouts,
+    geometry,
+    is_valid,
+    layouts,
+    mig_parted_entry,
+    parse_layout,
+    parse_mig_parted_entry,
+    place,
+    profile_for_memory,
+)
+
+# Profile names per model, as DESIGN.md lists them from NVIDIA's MIG User Guide.
+DOCUMENTED = {
+    "A100-40GB": "1g.5gb 1g.10gb 2g.10gb 3g.20gb 4g.20gb 7g.40gb",
+    "A100-80GB": "1g.10gb 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+    "H100-80GB": "1g.10gb 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+    "H200-141GB": "1g.18gb 1g.35gb 2g.35gb 3g.71gb 4g.71gb 7g.141gb",
+    "A30-24GB": "1g.6gb 2g.12gb 4g.24gb",
+}
+
+
+@pytest.mark.parametrize("model", sorted(DOCUMENTED))
+def test_profile_names_match_the_guide(model: str) -> None:
+    geo = geometry(model)
+    assert " ".join(p.name for p in geo.base_profiles) == DOCUMENTED[model]
+    assert all(p.name.endswith("+me") and p.max_count == 1 for p in geo.profiles if p.media)
+
+
+@pytest.mark.parametrize("model", ["A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB"])
+def test_seven_slice_placements(model: str) -> None:
+    geo = geometry(model)
+    by_kind = {}
+    for p in geo.base_profiles:
+        by_kind.setdefault((p.compute_slices, p.memory_slices), p)
+    assert by_kind[(1, 1)].placements == tuple((s, 1) for s in range(7))
+    assert by_kind[(1, 2)].placements == ((0, 2), (2, 2), (4, 2), (6, 2))
+    assert by_kind[(2, 2)].placements == ((0, 2), (2, 2), (4, 2))
+    assert by_kind[(3, 4)].placements == ((0, 4), (4, 4))
+    assert by_kind[(4, 4)].placements == ((0, 4),)
+    assert by_kind[(7, 8)].placements == ((0, 8),)
+    assert [p.max_count for p in geo.base_profiles] == [7, 4, 3, 2, 1, 1]
+
+
+def test_a30_placements() -> None:
+    geo = geometry("A30")
+    assert [p.placements for p in geo.base_profiles] == [
+        ((0, 1), (1, 1), (2, 1), (3, 1)),
+        ((0, 2), (2, 2)),
+        ((0, 4),),
+    ]
+
+
+def _full_layouts(model: str, exclude: set[str]) -> list[tuple[Placed, ...]]:
+    """Positional layouts to which no instance of the kept profiles can be added."""
+    geo = geometry(model)
+    cands = [
+        Placed(s, p.name) for p in geo.base_profiles if p.name not in exclude for s in p.starts
+    ]
+    every = [lay for lay in enumerate_layouts(model) if not any(i.profile in exclude for i in lay)]
+    return [
+        lay for lay in every if not any(c not in lay and is_valid(geo, [*lay, c]) for c in cands)
+    ]
+
+
+@pytest.mark.parametrize(("model", "double"), [("A100-40GB", "1g.10gb"), ("H100-80GB", "1g.20gb")])
+def test_documented_combinations(model: str, double: str) -> None:
+    # NVIDIA's combination table (1g/2g/3g/4g/7g, no double-memory 1g): 18 full layouts.
+    full = _full_layouts(model, {double})
+    assert len(full) == 18
+    names = {tuple((i.start, i.profile.split(".")[0]) for i in lay) for lay in full}
+    assert ((0, "7g"),) in names
+    assert ((0, "4g"), (4, "2g"), (6, "1g")) in names
+    assert ((0, "3g"), (4, "3g")) in names
+    assert ((0, "2g"), (2, "2g"), (4, "2g"), (6, "1g")) in names
+    assert tuple((s, "1g") for s in range(7)) in names
+    assert ((0, "1g"), (1, "1g"), (2, "1g"), (3, "1g"), (4, "3g")) in names
+
+
+def test_a30_combinations() -> None:
+    full = _full_layouts("A30-24GB", set())
+    assert len(full) == 5  # 4g; 2g+2g; 2g+1g+1g; 1g+1g+2g; 4 x 1g
+
+
+@pytest.mark.parametrize(
+    "instances",
+    [
+        [Placed(0, "4g.40gb"), Placed(0, "4g.40gb")],  # 4g + 4g
+        [Placed(0, "4g.40gb"), Placed(4, "3g.40gb")],  # not in NVIDIA's table
+        [Placed(0, "7g.80gb"), Placed(0, "1g.10gb")],
+        [Placed(1, "2g.20gb")],  # 2g cannot start at 1
+        [Placed(0, "3g.40gb"), Placed(2, "2g.20gb")],  # overlap
+        [Placed(s, "1g.10gb") for s in range(7)] + [Placed(6, "1g.20gb")],
+        [Placed(0, "1g.10gb+me"), Placed(1, "1g.10gb+me")],  # one +me per GPU
+        [Placed(0, "1g.5gb")],  # not an A100-80GB profile
+    ],
+)
+def test_invalid_layouts_are_refused(instances: list[Placed]) -> None:
+    assert not is_valid(geometry("A100-80GB"), instances)
+
+
+def test_count_layouts_and_placement() -> None:
+    lay = parse_layout("H100", "3g.40gb:1,1g.10gb:4")
+    # First fit would put the 3g at 0 and strand the fourth 1g; placement backtracks.
+    assert place("H100-80GB", lay) == tuple(
+        sorted(
+            [
+                Placed(0, "1g.10gb"),
+                Placed(1, "1g.10gb"),
+                Placed(2, "1g.10gb"),
+                Placed(3, "1g.10gb"),
+                Placed(4, "3g.40gb"),
+            ]
+        )
+    )
+    assert place("H100-80GB", Layout.of({"4g.40gb": 2})) is None
+    assert Layout.of({"3g.40gb": 2}) in layouts("A100-80GB")
+    assert Layout.of({"3g.40gb": 1}) not in layouts("A100-80GB")  # not maximal
+    assert Layout.of({"3g.40gb": 1}) in layouts("A100-80GB", maximal_only=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("4g.40gb:2", "not a valid MIG layout"),
+        ("1g.5gb:7", "does not exist on A100-80GB"),
+        ("1g.10gb:x", "is not PROFILE:COUNT"),
+    ],
+)
+def test_parse_layout_errors_are_one_line(text: str, message: str) -> None:
+    with pytest.raises(BadInputError, match=message) as exc:
+        parse_layout("A100-80GB", text)
+    assert "\n" not in str(exc.value)
+
+
+def test_mig_parted_entries_round_trip() -> None:
+    per_device = [Layout(whole=True)] * 2 + [Layout.of({"1g.10gb": 7})] * 6
+    entry = mig_parted_entry(per_device)
+    assert entry[0] == {"devices": [0, 1], "mig-enabled": False}
+    assert entry[1]["mig-devices"] == {"1g.10gb": 7}
+    parsed = parse_mig_parted_entry("A100-80GB", entry, 8)
+    assert [parsed[i] for i in range(8)] == per_device
+    assert mig_parted_entry([Layout.of({"7g.80gb": 1})] * 4) == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}
+    ]
+    with pytest.raises(BadInputError, match="GPU 9 does not exist"):
+        parse_mig_parted_entry("A100-80GB", [{"devices": [9], "mig-enabled": False}], 8)
+
+
+def test_profile_for_memory() -> None:
+    assert profile_for_memory("A100-80GB", 8) == "1g.10gb"
+    assert profile_for_memory("A100-80GB", 15) == "1g.20gb"
+    assert profile_for_memory("A100-80GB", 30) == "3g.40gb"
+    with pytest.raises(BadInputError, match="does not fit any MIG profile"):
+        profile_for_memory("A30", 40)
+    with pytest.raises(BadInputError, match="does not support MIG"):
+        geometry("L40S")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(sorted(GEOMETRIES)), st.data())
+def test_accepted_layouts_never_overlap_or_overcommit(model: str, data: st.DataObject) -> None:
+    geo = geometry(model)
+    cands = [Placed(s, p.name) for p in geo.profiles for s in p.starts]
+    chosen = data.draw(st.lists(st.sampled_from(cands), max_size=8, unique=True))
+    if is_valid(geo, chosen):
+        slices = [
+            s
+            for i in chosen
+            for s in range(i.start, i.start + geo.profile(i.profile).memory_slices)
+        ]
+        assert len(slices) == len(set(slices))
+        assert sum(geo.profile(i.profile).compute_slices for i in chosen) <= geo.compute_slices
+        lay = Layout.from_placed(chosen)
+        assert place(model, lay) is not None
