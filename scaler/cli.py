@@ -37,6 +37,8 @@ _EXTENSIONS: tuple[str, ...] = (
     "scaler.records",
     "scaler.service",
     "scaler.cli_report",
+    "scaler.agent",
+    "scaler.cli_mig",
 )
 
 
