@@ -370,3 +370,58 @@ def test_sigterm_mid_cycle_finishes_the_action_in_flight_and_sends_no_more(
     assert resumed.status == "ok"
     pools = [c["pool"] for c in provider.calls]
     assert len(pools) == len(set(pools)) == len(outcomes)
+
+
+# -- model store unwritable or corrupt (the refit job), and the report job --------------
+
+
+@pytest.mark.slow
+def test_refit_with_corrupt_or_unwritable_model_store_completes(tmp_path: Path) -> None:
+    from scaler.demo import demo_inputs
+    from scaler.service import ScheduledJob, refit_models, write_capacity_report
+
+    config, history, now = demo_inputs()
+    models = tmp_path / "models"
+    config = config.model_copy(
+        update={"model_store": config.model_store.model_copy(update={"path": str(models)})}
+    )
+    telemetry, store = Telemetry(), RunStore(tmp_path / "runs.sqlite")
+
+    def job() -> ScheduledJob:
+        return ScheduledJob(
+            "refit", lambda: Inputs(config, history, now, "demo"), refit_models, telemetry, store
+        )
+
+    first = job()()
+    assert first.status == "ok", first.record.error
+    files = sorted(models.iterdir())
+    assert files
+    for f in files:  # every artifact corrupted on disk
+        f.write_bytes(b"\x00garbage")
+    second = job()()
+    assert second.status == "ok" and any("chat_rps" in n for n in second.record.notes)
+    # An unwritable volume: the store's folder is a plain file (permissions do not stop root).
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder")
+    config = config.model_copy(
+        update={"model_store": config.model_store.model_copy(update={"path": str(blocked)})}
+    )
+    third = job()()
+    assert third.status == "ok"
+    report = ScheduledJob(
+        "report",
+        lambda: Inputs(config, history, now, "demo"),
+        write_capacity_report(str(tmp_path / "reports")),
+        telemetry,
+        store,
+    )()
+    assert report.status == "ok" and any(n.endswith(".html") for n in report.record.notes)
+    assert [r.job for r in store.recent()] == ["report", "refit", "refit", "refit"]
+    broken = ScheduledJob(
+        "report",
+        lambda: (_ for _ in ()).throw(TemporaryError("Prometheus down")),
+        write_capacity_report(str(tmp_path / "reports")),
+        telemetry,
+        store,
+    )()
+    assert broken.status == "failed" and errors(telemetry)[("temporary", "report")] == 1
