@@ -195,6 +195,11 @@ def test_relabel_is_revalidated_against_the_node(fake: FakeKube, provider: KubeP
     other_pool = provider.apply(relayout(node="spot-a"))
     assert other_pool.outcome == "failed" and "pool spot" in other_pool.message
     assert fake.writes() == []
+    details = {"node": "n9", "layout": "x", "new_node": True}
+    planned = provider.apply(
+        action("capi", 2, 2, decision="relayout", kind="mig-layout", details=details)
+    )
+    assert planned.outcome == "applied" and "not provisioned yet" in planned.message
     incomplete = provider.apply(
         action("capi", 2, 2, decision="relayout", kind="mig-layout", details={"node": "md-a"})
     )

@@ -11,7 +11,8 @@ pool's provider, chosen by ``PoolConfig.provider.kind``:
   replicas fill the planned headroom, so any cluster autoscaler adds nodes early
   and real pods preempt the placeholders.
 
-Actions of kind ``mig-layout`` (``details``: ``node``, ``mig_config``) relabel one
+Actions of kind ``mig-layout`` (``details``: ``node`` and ``mig_config``, or the MIG
+planner's ``layout`` / ``label``; ``new_node`` for a node not provisioned yet) relabel one
 node for the GPU Operator's MIG manager: cordon, evict through the Eviction API
 (PodDisruptionBudgets hold), set ``nvidia.com/mig.config``, wait for
 ``nvidia.com/mig.config.state=success``, uncordon; on ``failed`` or a timeout the
@@ -534,18 +535,26 @@ class KubeProvider:
 
     def _relabel(self, action: Action) -> tuple[bool, str]:
         """Cordon, drain, relabel, wait for the MIG manager, uncordon. Returns (ok, message)."""
-        missing = [k for k in ("node", "mig_config") if not action.details.get(k)]
-        if missing:
-            return (
-                False,
-                f"mig-layout action for pool {action.pool} lacks details {', '.join(missing)}",
-            )
-        name, want = str(action.details["node"]), str(action.details["mig_config"])
+        details = action.details
+        # The MIG planner writes the config name as ``layout`` and the label to set; every
+        # spelling is accepted so the two sides can evolve independently.
+        want = (
+            details.get("mig_config")
+            or (details.get("label") or {}).get(MIG_CONFIG)
+            or details.get("layout")
+        )
+        name = details.get("node")
+        if not name or not want:
+            missing = ", ".join(k for k, v in (("node", name), ("mig_config", want)) if not v)
+            return False, f"mig-layout action for pool {action.pool} lacks details {missing}"
+        name, want = str(name), str(want)
         path = f"{NODES_PATH}/{name}"
         try:
             node = self.session.get(path)
         except KubeApiError as exc:
             if exc.not_found:
+                if details.get("new_node"):
+                    return True, f"node {name} is not provisioned yet; its layout waits for it"
                 return False, f"node {name} not found; nothing changed"
             raise
         info = node_info(node, self.config)
