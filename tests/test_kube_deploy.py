@@ -39,8 +39,8 @@ LINT = YamlLintConfig(
     "  document-start: disable\n"
     "  truthy: {check-keys: false}\n"
 )
-Grant = tuple[str, str, str, str]
-"""(scope, API group, resource, verb); scope is ``cluster`` or the Role's namespace."""
+Grant = tuple[str, str, str, str, str]
+"""(account, scope, API group, resource, verb); scope is ``cluster`` or a namespace."""
 
 
 def kustomization() -> dict[str, Any]:
@@ -119,47 +119,65 @@ def test_cronjob_runs_the_configured_cycle() -> None:
 
 
 def manifest_grants() -> set[Grant]:
+    """Every (account, scope, group, resource, verb) the bindings give a ServiceAccount."""
+    docs = documents()
+    roles = {
+        (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")): d
+        for d in docs
+        if d["kind"] in ("ClusterRole", "Role")
+    }
     grants: set[Grant] = set()
-    for doc in documents():
-        if doc["kind"] not in ("ClusterRole", "Role"):
+    for binding in docs:
+        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
             continue
-        scope = "cluster" if doc["kind"] == "ClusterRole" else doc["metadata"]["namespace"]
-        for rule in doc["rules"]:
-            assert "resourceNames" not in rule or rule["resourceNames"]
-            for group in rule["apiGroups"]:
-                for resource in rule["resources"]:
-                    for verb in rule["verbs"]:
-                        grants.add((scope, group, resource, verb))
+        ref = binding["roleRef"]
+        namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
+        role = roles[(ref["kind"], ref["name"], namespace)]
+        scope = "cluster" if binding["kind"] == "ClusterRoleBinding" else namespace
+        for subject in binding["subjects"]:
+            assert subject["kind"] == "ServiceAccount"
+            assert subject["namespace"] == "tiercast-system"
+            for rule in role["rules"]:
+                assert "resourceNames" not in rule or rule["resourceNames"]
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            grants.add((subject["name"], scope, group, resource, verb))
+    # A role nothing binds would be a grant waiting to be misused.
+    bound = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in docs if "roleRef" in b}
+    assert {(k, n) for k, n, _ in roles} == bound
     return grants
 
 
 def documented_grants() -> set[Grant]:
-    """Rows of the README's RBAC table: | scope | API group | resources | verbs | why |."""
+    """Rows of the README's RBAC table: | account | scope | API group | resources | verbs | why |."""
     text = (REPO / "README.md").read_text()
     section = text[text.index("## Kubernetes actuation") :]
-    table = section[section.index("| scope |") :].split("\n\n")[0].splitlines()[2:]
+    table = section[section.index("| account | scope |") :].split("\n\n")[0].splitlines()[2:]
     grants: set[Grant] = set()
     for row in table:
         cells = [c.strip().strip("`") for c in row.strip("|").split("|")]
-        scope, group, resources, verbs = cells[:4]
-        assert cells[4], f"RBAC row without a reason: {row}"
+        account, scope, group, resources, verbs = cells[:5]
+        assert cells[5], f"RBAC row without a reason: {row}"
         for resource in resources.split(", "):
             for verb in verbs.split(", "):
-                grants.add((scope, "" if group == "core" else group, resource.strip("`"), verb))
+                grants.add((account, scope, "" if group == "core" else group, resource, verb))
     return grants
 
 
 def test_rbac_grants_exactly_the_documented_list() -> None:
     grants = manifest_grants()
     assert all("*" not in "".join(g) for g in grants)
-    assert not {g for g in grants if g[2] in ("secrets", "configmaps")}
+    assert not {g for g in grants if g[3] in ("secrets", "configmaps")}
     assert grants == documented_grants()
-    # Bindings tie the roles to tiercast's service account and nothing else.
+    accounts = {d["metadata"]["name"] for d in documents() if d["kind"] == "ServiceAccount"}
+    assert {g[0] for g in grants} <= accounts
+    # Every workload runs as an account defined here.
     for doc in documents():
-        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
-            assert doc["subjects"] == [
-                {"kind": "ServiceAccount", "name": "tiercast", "namespace": "tiercast-system"}
-            ]
+        spec = doc.get("spec", {})
+        template = spec.get("jobTemplate", {}).get("spec", spec).get("template")
+        if template is not None:
+            assert template["spec"]["serviceAccountName"] in accounts
 
 
 _PATH = re.compile(
@@ -217,19 +235,19 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
     )
     assert provider.apply(action("hold", 3, 4)).outcome == "applied"
 
-    grants = manifest_grants()
+    grants = {g for g in manifest_grants() if g[0] == "tiercast"}
     used: set[Grant] = set()
     for r in fake.requests:
         ns, group, resource, verb = required_grant(r.method, r.path)
-        namespaced = (ns, group, resource, verb)
-        cluster = ("cluster", group, resource, verb)
+        cluster = ("tiercast", "cluster", group, resource, verb)
+        namespaced = ("tiercast", ns or "", group, resource, verb)
         if cluster in grants:
             used.add(cluster)
         elif namespaced in grants:
-            used.add(namespaced)  # type: ignore[arg-type]
+            used.add(namespaced)
         else:
             pytest.fail(
                 f"{r.method} {r.path} needs {verb} on {group or 'core'}/{resource}: not granted"
             )
     unused = grants - used
-    assert {g[2] for g in unused} == {"leases"}, unused
+    assert {g[3] for g in unused} == {"leases"}, unused
