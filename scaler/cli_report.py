@@ -146,7 +146,7 @@ def finance_dry_run(
                 print(f"  {p}")
         if s.key == "notes":
             for p in s.paragraphs:
-                print(f"  note: {p}")
+                print(f"  {t(lang, 'cli_note')}: {p}")
     if options.out:
         write_report(report, options.out, options.formats)
         print(t(lang, "cli_written", path=str(Path(options.out) / "finance.html")))

@@ -37,6 +37,7 @@ from forecaster.errors import BadInputError, TemporaryError, TiercastError
 from forecaster.estimators import quantile_column, registered
 from forecaster.forecasting import SeriesForecast
 from forecaster.series import History, infer_step
+from scaler.catalog import gpu_model
 from scaler.config import TIER_ORDER, Config
 from scaler.finance import BANDS, FinanceProjection
 from scaler.i18n import fmt_number, month_label, render_note, t
@@ -174,6 +175,16 @@ def _render(fig: MplFigure, key: str, title: str, alt: str) -> Chart:
     return Chart(key=key, title=title, png=buf.getvalue(), width=w, height=h, alt=alt)
 
 
+def _value_axis(ax: Axes, lang: str) -> None:
+    """Tick labels with the language's thousands and decimal separators."""
+    from matplotlib.ticker import FuncFormatter
+
+    def label(x: float, _pos: int) -> str:
+        return fmt_number(x, lang, 0 if abs(x) >= 100 or float(x).is_integer() else 1)
+
+    ax.yaxis.set_major_formatter(FuncFormatter(label))
+
+
 def _time_axis(ax: Axes, lang: str) -> None:
     import matplotlib.dates as mdates
 
@@ -237,6 +248,7 @@ def signal_chart(
     ax.axvline(float(mdates.date2num(forecast.last_timestamp)), color="#777777", lw=0.8, ls=":")
     ax.set_ylabel(f"{name}, {unit}")
     ax.set_ylim(bottom=0)
+    _value_axis(ax, lang)
     _time_axis(ax, lang)
     ax.legend(loc="upper left", fontsize=8, ncols=4)
     title = t(lang, "chart_signal", name=name)
@@ -283,11 +295,52 @@ def capacity_chart(
     )
     ax.set_ylabel(t(lang, "axis_gpus"))
     ax.set_ylim(bottom=0)
+    _value_axis(ax, lang)
     _time_axis(ax, lang)
     ax.legend(loc="upper left", fontsize=8, ncols=3)
     title = t(lang, "chart_capacity", model=model)
     ax.set_title(title, fontsize=11)
     return _render(fig, f"capacity-{model}", title, t(lang, "chart_capacity_alt", model=model))
+
+
+def mig_chart(
+    model: str,
+    grid: pd.DatetimeIndex,
+    demand: Mapping[str, np.ndarray],
+    capacity: Mapping[str, float],
+    lang: str,
+) -> Chart:
+    """MIG instances needed per profile over the timeline, with the planned layouts' capacity."""
+    fig, ax = _new_figure()
+    colors = ["#1b6ca8", "#e07b39", "#5aa55a", "#8e44ad", "#c0392b", "#7f8c8d"]
+    for i, (profile, values) in enumerate(sorted(demand.items())):
+        color = colors[i % len(colors)]
+        ax.step(
+            grid,
+            values,
+            where="post",
+            color=color,
+            lw=1.2,
+            label=t(lang, "legend_mig_demand", profile=profile),
+        )
+        if profile in capacity:
+            ax.axhline(
+                float(capacity[profile]),
+                color=color,
+                lw=1.0,
+                ls="--",
+                label=t(lang, "legend_mig_capacity", profile=profile),
+            )
+    ax.set_ylabel(t(lang, "axis_instances"))
+    top = max([float(np.max(v)) for v in demand.values()] + [float(c) for c in capacity.values()])
+    # Room above the lines for the legend.
+    ax.set_ylim(0, max(1.0, top) * 1.3)
+    _value_axis(ax, lang)
+    _time_axis(ax, lang)
+    ax.legend(loc="upper left", fontsize=8, ncols=4)
+    title = t(lang, "chart_mig", model=model)
+    ax.set_title(title, fontsize=11)
+    return _render(fig, f"mig-{model}", title, title)
 
 
 def tier_cost_chart(grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], lang: str) -> Chart:
@@ -304,6 +357,7 @@ def tier_cost_chart(grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], l
     )
     ax.set_ylabel(t(lang, "axis_cost_per_hour"))
     ax.set_ylim(bottom=0)
+    _value_axis(ax, lang)
     _time_axis(ax, lang)
     ax.legend(loc="upper left", fontsize=8, ncols=3)
     title = t(lang, "chart_cost_tier")
@@ -352,6 +406,7 @@ def monthly_tier_chart(monthly: pd.DataFrame, lang: str) -> Chart:
     ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
     ax.set_xlabel(t(lang, "axis_month"))
     ax.set_ylabel(t(lang, "axis_cost"))
+    _value_axis(ax, lang)
     ax.legend(loc="upper left", fontsize=8, ncols=4)
     title = t(lang, "chart_monthly_tier")
     ax.set_title(title, fontsize=11)
@@ -398,6 +453,7 @@ def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
     ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
     ax.set_xlabel(t(lang, "axis_month"))
     ax.set_ylabel(t(lang, "axis_cost"))
+    _value_axis(ax, lang)
     ax.legend(loc="upper left", fontsize=8, ncols=min(n, 4))
     title = t(lang, "chart_scenarios")
     ax.set_title(title, fontsize=11)
@@ -412,6 +468,7 @@ def accuracy_rows(
     forecasts: Mapping[str, SeriesForecast],
     quantiles: Sequence[float],
     origins: int,
+    method: str = "auto",
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rolling-origin scores of each signal's estimator against the seasonal-naive baselines.
 
@@ -436,7 +493,10 @@ def accuracy_rows(
         step = infer_step(y)
         span = y.index[-1] - y.index[0]
         horizon = max(1, int(min(pd.Timedelta(days=1), span / 4) / step))
-        candidates = [fc.estimator] if fc.estimator in factories else []
+        # The estimator in use, refitted as the pipeline would; a selector's pick (an
+        # ensemble label, say) is not in the registry, so the selector itself is scored.
+        in_use = fc.estimator if fc.estimator in factories else method
+        candidates = [in_use] if in_use in factories else []
         candidates += [b for b in ("seasonal_naive_1d", "seasonal_naive_7d") if b in factories]
         points = daily_origins(y, origins, horizon)
         if not points:
@@ -452,8 +512,12 @@ def accuracy_rows(
             rows.append(
                 {
                     "signal": name,
-                    "estimator": label,
-                    "chosen": label == fc.estimator,
+                    "estimator": label
+                    if label == fc.estimator
+                    else f"{label} ({fc.estimator})"
+                    if label == in_use
+                    else label,
+                    "chosen": label == in_use,
                     "origins": len(points),
                     "horizon_h": horizon * step / pd.Timedelta(hours=1),
                     "mase": s["mase"],
@@ -600,7 +664,9 @@ def build_capacity_report(
     sections.append(sig)
 
     # Accuracy against the baselines.
-    acc_rows, skipped = accuracy_rows(history, forecasts, quantiles, backtest_origins)
+    acc_rows, skipped = accuracy_rows(
+        history, forecasts, quantiles, backtest_origins, config.forecast.method
+    )
     acc = Section(
         "accuracy",
         t(lang, "sec_accuracy"),
@@ -718,19 +784,9 @@ def build_capacity_report(
             pool_rows,
         )
     )
-    mig_rows = _mig_rows(plan.mig)
-    if mig_rows:
-        cap.tables.append(
-            Table(
-                "mig",
-                t(lang, "tbl_mig"),
-                [
-                    Column("item", t(lang, "col_item")),
-                    Column("value", t(lang, "col_value")),
-                ],
-                mig_rows,
-            )
-        )
+    if plan.mig.get("models"):
+        cap.paragraphs.append(t(lang, "mig_intro"))
+        _add_mig(cap, config, plan, grid, lang)
     sections.append(cap)
 
     # Actions with reasons.
@@ -898,27 +954,96 @@ def build_capacity_report(
     )
 
 
-def _mig_rows(mig: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The plan's MIG section flattened to item/value rows (its shape belongs to MIG planning)."""
-    rows: list[dict[str, Any]] = []
+def mig_share(model: str, profile: str) -> float:
+    """Share of a GPU's compute one instance of ``profile`` takes (``3g.40gb`` on A100: 3/7)."""
+    if profile == "whole":
+        return 1.0
+    slices = gpu_model(model).mig_compute_slices
+    head = profile.split(".", 1)[0].removesuffix("g")
+    try:
+        return min(1.0, int(head) / slices) if slices else 1.0
+    except ValueError:
+        return 1.0
 
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, Mapping) and value:
-            for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-            for i, v in enumerate(value):
-                walk(f"{prefix}[{i}]", v)
-        else:
-            rows.append(
+
+def _add_mig(
+    cap: Section, config: Config, plan: CapacityPlan, grid: pd.DatetimeIndex, lang: str
+) -> None:
+    """Per MIG profile: demand against capacity in instances, and what an instance-hour costs.
+
+    Reads the plan's ``mig`` section as MIG planning writes it (``models`` with
+    ``demand_instances`` on the timeline, ``capacity_instances``, ``shortfall_instances``
+    and ``nodes``); an instance is costed at its compute share of the pool's GPU price.
+    """
+    prices = {p.name: p.price_per_gpu_hour for p in config.pools}
+    profile_rows: list[dict[str, Any]] = []
+    node_rows: list[dict[str, Any]] = []
+    for model, m in sorted(plan.mig.get("models", {}).items()):
+        pools = [p for p in m.get("pools", []) if p in prices]
+        price = min((prices[p] for p in pools), default=float("nan"))
+        peak = m.get("demand_peak_instances", {}) or {}
+        capacity = m.get("capacity_instances", {}) or {}
+        short = m.get("shortfall_instances", {}) or {}
+        for profile in sorted(set(peak) | set(capacity)):
+            share = mig_share(model, profile)
+            profile_rows.append(
                 {
-                    "item": prefix,
-                    "value": json.dumps(value) if not isinstance(value, str) else value,
+                    "gpu_model": model,
+                    "profile": profile,
+                    "peak_demand": peak.get(profile, 0),
+                    "capacity": capacity.get(profile, 0),
+                    "shortfall": short.get(profile, 0),
+                    "gpu_share": share,
+                    "cost_instance_hour": price * share,
                 }
             )
-
-    walk("", dict(mig))
-    return rows[:400]
+        for n in m.get("nodes", []) or []:
+            node_rows.append(
+                {
+                    "node": n.get("node", ""),
+                    "pool": n.get("pool", ""),
+                    "current": n.get("current", ""),
+                    "target": n.get("target", ""),
+                    "gpus_changed": n.get("gpus_changed", 0),
+                }
+            )
+        series = {
+            k: np.asarray(v, dtype=float)
+            for k, v in (m.get("demand_instances", {}) or {}).items()
+            if len(v) == len(grid)
+        }
+        if series:
+            cap.charts.append(mig_chart(model, grid, series, capacity, lang))
+    cap.tables.append(
+        Table(
+            "mig_profiles",
+            t(lang, "tbl_mig_profiles"),
+            [
+                Column("gpu_model", t(lang, "col_gpu_model")),
+                Column("profile", t(lang, "col_profile")),
+                Column("peak_demand", t(lang, "col_peak_instances"), 0),
+                Column("capacity", t(lang, "col_capacity_instances"), 0),
+                Column("shortfall", t(lang, "col_shortfall_instances"), 0),
+                Column("gpu_share", t(lang, "col_gpu_share"), 0, percent=True),
+                Column("cost_instance_hour", t(lang, "col_cost_instance_hour"), 3),
+            ],
+            profile_rows,
+        )
+    )
+    cap.tables.append(
+        Table(
+            "mig_nodes",
+            t(lang, "tbl_mig_nodes"),
+            [
+                Column("node", t(lang, "col_node")),
+                Column("pool", t(lang, "col_pool")),
+                Column("current", t(lang, "col_current_layout")),
+                Column("target", t(lang, "col_target_layout")),
+                Column("gpus_changed", t(lang, "col_gpus_changed"), 0),
+            ],
+            node_rows,
+        )
+    )
 
 
 # ---------------------------------------------------------------- finance

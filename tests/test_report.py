@@ -110,7 +110,10 @@ def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixt
     assert {"signals", "accuracy", "capacity", "actions", "cost", "utilization"} <= set(sections)
     # One chart per signal and per GPU model, and the cost chart; all the documented size.
     charts = [c for s in data["sections"] for c in s["charts"]]
-    assert len(charts) == len(plan["signals"]) + len({p["gpu_model"] for p in plan["pools"]}) + 1
+    mig_models = plan["mig"].get("models", {})
+    assert len(charts) == (
+        len(plan["signals"]) + len({p["gpu_model"] for p in plan["pools"]}) + 1 + len(mig_models)
+    )
     for c in charts:
         with Image.open(rep / c["file"]) as img:
             assert img.size == CHART_SIZE_PX == (c["width"], c["height"])
@@ -123,6 +126,16 @@ def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixt
     acc = sections["accuracy"]["tables"][0]["rows"]
     assert {r["estimator"] for r in acc} >= {"seasonal_naive_1d"}
     assert all(r["mase"] is None or r["mase"] >= 0 for r in acc)
+    # MIG: one row per profile with demand, capacity and the instance-hour cost.
+    cap_tables = {tb["key"]: tb for tb in sections["capacity"]["tables"]}
+    for model, m in mig_models.items():
+        rows = [r for r in cap_tables["mig_profiles"]["rows"] if r["gpu_model"] == model]
+        assert {r["profile"]: r["capacity"] for r in rows} == m["capacity_instances"]
+        for r in rows:
+            assert r["cost_instance_hour"] == pytest.approx(
+                r["gpu_share"]
+                * min(p["price_per_gpu_hour"] for p in plan["pools"] if p["pool"] in m["pools"])
+            )
     # Actions: one row per plan action, with its reason.
     actions = sections["actions"]["tables"][0]["rows"]
     assert [r["reason"] for r in actions] == [a["reason"] for a in plan["actions"]]

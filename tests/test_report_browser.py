@@ -200,7 +200,7 @@ def test_russian_finance_report_renders_in_chromium(
         [
             "plan",
             "--horizon",
-            "45d",
+            "30d",
             "--scenario",
             "рост:growth=20%",
             "--lang",
