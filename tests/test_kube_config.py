@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from scaler.config import (
     ConfigError,
@@ -97,3 +99,20 @@ def test_pool_selectors_and_label_selector_semantics() -> None:
     assert equality_terms("a=1, b==2") == {"a": "1", "b": "2"}
     with pytest.raises(ValueError, match="key=value"):
         equality_terms("a in (1)")
+
+
+def test_bad_kubeconfig_or_context_is_one_line_of_bad_input(tmp_path: Path) -> None:
+    from forecaster.errors import BadInputError
+    from scaler.kube.transport import connect
+    from tests.fake_kube import kubeconfig_for
+
+    with pytest.raises(BadInputError) as info:
+        connect(str(tmp_path / "missing"))
+    assert "missing" in str(info.value) and "\n" not in str(info.value)
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_for("http://127.0.0.1:9")))
+    with pytest.raises(BadInputError) as info:
+        connect(str(path), context="nope")
+    assert "--context nope" in str(info.value)
+    transport = connect(str(path), context="fake")
+    assert transport.api_client.configuration.host == "http://127.0.0.1:9"
