@@ -11,13 +11,25 @@ Contract (checked by ``tests/test_estimator_contract.py`` over the registry):
   named by :func:`quantile_column`, monotone non-decreasing across quantiles,
   and non-negative when the history was.
 
-New estimators register themselves with :func:`register`.
+New estimators register themselves with :func:`register`. The heavier ones live in
+their own modules (:mod:`forecaster.prophet_model`, :mod:`forecaster.boosting`,
+:mod:`forecaster.ensemble`, :mod:`forecaster.selection`) and are imported the first
+time the registry is read, so importing this module stays cheap.
+
+An estimator that cannot use the history it is given (too short for its lags, a
+failed solver) falls back to the daily seasonal naive model and records why in
+``fallback_``; ``update(history)`` moves a fitted estimator onto newer data as
+cheaply as it can (a refit for the naive models, new lag values for boosting, a
+shifted forecast origin for Prophet), which is what the model store relies on.
 """
 
 from __future__ import annotations
 
+import copy
+import importlib
 import inspect
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -103,18 +115,27 @@ class BaseEstimator:
                 f"This {type(self).__name__} instance is not fitted yet; call 'fit' first."
             )
 
+    def update(self, history: pd.Series) -> BaseEstimator:
+        """Move a fitted estimator onto ``history`` (newer data); the default refits."""
+        return self.fit(history)
+
     def _prepare(self, history: pd.Series) -> pd.Series:
         if not isinstance(history, pd.Series):
             raise DataError(
                 f"{type(self).__name__}.fit expects a pandas Series, got {type(history).__name__}"
             )
-        y = regularize(history)
+        regular = is_regular(history)
+        y = history if regular else regularize(history)
         if y.notna().sum() < 2:
             raise DataError(f"series {history.name!r} has fewer than 2 observed values")
-        self.step_ = infer_step(y) if len(y) > 1 else pd.Timedelta(minutes=5)
+        if regular:
+            self.step_ = y.index[1] - y.index[0]
+        else:
+            self.step_ = infer_step(y) if len(y) > 1 else pd.Timedelta(minutes=5)
         self.last_timestamp_ = y.index[-1]
-        observed = y.dropna()
-        self.nonnegative_ = bool((observed >= 0).all())
+        values = y.to_numpy(dtype=float)
+        self.nonnegative_ = bool(np.nanmin(values) >= 0)
+        self.fallback_: str | None = None
         return y
 
     def _future_index(self, horizon: int) -> pd.DatetimeIndex:
@@ -130,6 +151,33 @@ class BaseEstimator:
         return pd.DataFrame(
             arr, index=self._future_index(horizon), columns=[quantile_column(q) for q in quantiles]
         )
+
+
+def clone(estimator: BaseEstimator) -> BaseEstimator:
+    """An unfitted copy with the same hyper-parameters (scikit-learn's ``clone``)."""
+    return type(estimator)(**copy.deepcopy(estimator.get_params()))
+
+
+def is_regular(y: pd.Series) -> bool:
+    """True when ``y`` already sits on a sorted grid with one constant step (no resampling needed)."""
+    if len(y) < 3 or not isinstance(y.index, pd.DatetimeIndex) or y.index.tz is not None:
+        return False
+    if y.dtype != np.float64:
+        return False
+    stamps = y.index.as_unit("ns").asi8
+    deltas = np.diff(stamps)
+    if deltas[0] <= 0 or not (deltas == deltas[0]).all():
+        return False
+    # regularize() anchors buckets at the epoch; a grid off that anchor is resampled.
+    if stamps[0] % deltas[0] != 0:
+        return False
+    return not bool(np.isinf(y.to_numpy()).any())
+
+
+def season_matrix(values: np.ndarray, m: int, k: int) -> np.ndarray:
+    """The last ``k`` whole seasons of ``m`` steps as rows (oldest first), aligned to the end."""
+    k = max(1, min(k, len(values) // m))
+    return values[len(values) - k * m :].reshape(k, m)
 
 
 class SeasonalNaive(BaseEstimator):
@@ -189,7 +237,301 @@ class SeasonalNaive(BaseEstimator):
         return self._frame(out, qs, horizon)
 
 
+def _honest_residuals(
+    values: np.ndarray, m: int, k: int, rounds: int, point: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Out-of-sample errors of ``point`` over the last ``rounds`` seasons.
+
+    ``point(past)`` forecasts the next ``m`` steps from ``past``; each of the last
+    seasons is forecast from the data before it, so the spread is what the model
+    really misses by, not its in-sample fit.
+    """
+    errors = []
+    n = len(values)
+    for r in range(1, rounds + 1):
+        origin = n - r * m
+        if origin < m:
+            break
+        err = values[origin : origin + m] - point(values[:origin])
+        errors.append(err[~np.isnan(err)])
+    out = np.concatenate(errors) if errors else np.array([])
+    return out if out.size else np.array([0.0])
+
+
+class SeasonalProfile(BaseEstimator):
+    """A robust seasonal profile: the median of the last ``seasons`` seasons, phase by phase.
+
+    Repeating one season (seasonal naive) carries that season's noise and bursts
+    into the forecast; the median over several seasons keeps the shape and drops
+    one-off spikes. With ``level=True`` the profile is shifted by the median gap
+    between the most recent ``level_window`` of data and the profile, so a level
+    shift is followed within hours instead of ``seasons`` seasons. Quantiles come
+    from the profile's out-of-sample errors over the last few seasons.
+    """
+
+    name = "seasonal_profile"
+
+    def __init__(
+        self, season: str = "1d", seasons: int = 7, level: bool = True, level_window: str = "6h"
+    ) -> None:
+        self.season = season
+        self.seasons = seasons
+        self.level = level
+        self.level_window = level_window
+
+    def label(self) -> str:
+        return f"seasonal_{'profile' if self.level else 'median'}_{self.season}"
+
+    def _point(self, values: np.ndarray, m: int, horizon: int) -> np.ndarray:
+        if len(values) < m:
+            tail = values[~np.isnan(values)]
+            return np.full(horizon, tail[-1] if tail.size else 0.0)
+        profile = median_rows(season_matrix(values, m, self.seasons))
+        if np.isnan(profile).any():
+            profile = np.where(np.isnan(profile), np.nanmedian(values), profile)
+        if self.level:
+            w = min(m, steps_per(parse_duration(self.level_window), self.step_))
+            gap = values[-w:] - profile[-w:]
+            gap = gap[~np.isnan(gap)]
+            if gap.size:
+                profile = profile + float(np.median(gap))
+        return np.resize(profile, horizon)
+
+    def fit(self, history: pd.Series) -> SeasonalProfile:
+        y = self._prepare(history)
+        values = y.to_numpy(dtype=float)
+        m = steps_per(parse_duration(self.season), self.step_)
+        if len(values) < 2 * m:
+            self.fallback_ = (
+                f"{len(values)} steps is under two {self.season} seasons; last-value model used"
+            )
+            m = max(1, min(m, len(values) // 2))
+        self.season_steps_ = m
+        self.values_ = values[-max(self.seasons, 1) * m :].copy()
+        self.residuals_ = _honest_residuals(
+            values, m, self.seasons, 3, lambda past: self._point(past, m, m)
+        )
+        return self
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        self._check_fitted()
+        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
+        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        m = self.season_steps_
+        point = self._point(self.values_, m, horizon)
+        scale = np.sqrt(np.floor(np.arange(horizon) / m) + 1)
+        offsets = np.quantile(self.residuals_, qs)
+        return self._frame(point[:, None] + scale[:, None] * offsets[None, :], qs, horizon)
+
+
+def median_rows(block: np.ndarray) -> np.ndarray:
+    """Column medians ignoring NaN; the plain median when there is none (much faster)."""
+    if not np.isnan(block).any():
+        return np.median(block, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column stays NaN
+        return np.nanmedian(block, axis=0)
+
+
+def rolling_profile(values: np.ndarray, m: int, k: int) -> np.ndarray:
+    """Honest seasonal profile at every step: the median of the ``k`` seasons before it.
+
+    Position t gets the median of ``values[t - m], values[t - 2m], ... values[t - k m]``
+    (NaN where none exists), so deviations from it are out-of-sample.
+    """
+    n = len(values)
+    rows = -(-n // m)
+    padded = np.full(rows * m, np.nan)
+    padded[rows * m - n :] = values
+    block = padded.reshape(rows, m)
+    out = np.full((rows, m), np.nan)
+    for j in range(1, rows):
+        out[j] = median_rows(block[max(0, j - k) : j])
+    return out.reshape(-1)[rows * m - n :]
+
+
+class ProfileRegression(BaseEstimator):
+    """Seasonal median profile plus a learned, horizon-dependent pull towards the recent level.
+
+    The deviation of the series from its (honest, rolling) profile is smoothed over
+    ``smooth`` and, for every step ahead h, regressed linearly on the current
+    smoothed deviation: ``d[t+h] = a_h + b_h * s[t]`` with ``b_h`` clipped to
+    [0, 1]. A series whose departures from the usual shape persist (level shifts,
+    a new client) learns ``b_h`` near 1 and follows the recent level; one whose
+    departures are short bursts learns ``b_h`` near 0 and keeps the profile. The
+    intercept absorbs a slow trend the lagging median would miss. Quantiles come
+    from the regression's residuals per horizon bucket. Only the last ``window``
+    of history trains the regression, so old regimes fade out.
+    """
+
+    name = "profile_regression"
+
+    def __init__(
+        self,
+        season: str = "1d",
+        seasons: int = 7,
+        smooth: str = "1h",
+        window: str = "28d",
+        max_horizon: str = "1d",
+    ) -> None:
+        self.season = season
+        self.seasons = seasons
+        self.smooth = smooth
+        self.window = window
+        self.max_horizon = max_horizon
+
+    def label(self) -> str:
+        return f"profile_regression_{self.season}"
+
+    def fit(self, history: pd.Series) -> ProfileRegression:
+        y = self._prepare(history)
+        values = y.to_numpy(dtype=float)
+        m = steps_per(parse_duration(self.season), self.step_)
+        if len(values) < 2 * m:
+            self.fallback_ = f"{len(values)} steps is under two {self.season} seasons"
+            m = max(1, len(values) // 2)
+        self.season_steps_ = m
+        keep = max(steps_per(parse_duration(self.window), self.step_), 3 * m)
+        values = values[-(keep + self.seasons * m) :]
+        profile = rolling_profile(values, m, self.seasons)
+        dev = values - profile
+        w = min(steps_per(parse_duration(self.smooth), self.step_), m)
+        self.smooth_steps_ = w
+        smoothed = pd.Series(dev).rolling(w, min_periods=1).mean().to_numpy()
+        self.values_ = values[-self.seasons * m :].copy()
+        self.current_ = self._current(values, m, w)
+        # Coefficients per step up to max_horizon; further steps reuse the last one.
+        reach = max(1, min(steps_per(parse_duration(self.max_horizon), self.step_), len(dev) - 3))
+        self.reach_ = reach
+        # The coefficients change smoothly with h: fit them at up to 24 anchor steps
+        # (denser near the origin) and interpolate, which keeps fine steps cheap.
+        anchors = np.unique(np.round(np.geomspace(1, reach, min(reach, 24))).astype(int))
+        a = np.zeros(len(anchors))
+        b = np.zeros(len(anchors))
+        resid: list[np.ndarray] = [np.array([]) for _ in range(reach)]
+        recent = 7 * m  # residuals of the last week only: the spread of the current regime
+        for i, h in enumerate(anchors):
+            x, z = smoothed[:-h], dev[h:]
+            ok = ~(np.isnan(x) | np.isnan(z))
+            if ok.sum() < 3:
+                continue
+            x, z = x[ok], z[ok]
+            xc = x - x.mean()
+            var = float(xc @ xc)
+            slope = float(xc @ (z - z.mean()) / var) if var > 0 else 0.0
+            b[i] = min(1.0, max(0.0, slope))
+            a[i] = float(z.mean() - b[i] * x.mean())
+            resid[h - 1] = (z - a[i] - b[i] * x)[-recent:]
+        every = np.arange(1, reach + 1)
+        self.intercepts_ = np.interp(every, anchors, a)
+        self.slopes_ = np.interp(every, anchors, b)
+        self.residual_buckets_ = _bucket_residuals(resid, 4)
+        return self
+
+    def _current(self, values: np.ndarray, m: int, w: int) -> float:
+        """The smoothed deviation of the last ``w`` steps from the profile of the seasons before."""
+        block = season_matrix(values, m, self.seasons + 1)
+        if len(block) < 2:
+            return 0.0
+        base = median_rows(block[:-1])
+        gap = block[-1, -w:] - base[-w:]
+        gap = gap[~np.isnan(gap)]
+        return float(gap.mean()) if gap.size else 0.0
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        self._check_fitted()
+        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
+        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        m = self.season_steps_
+        profile = median_rows(season_matrix(self.values_, m, self.seasons))
+        profile = np.where(np.isnan(profile), np.nanmedian(self.values_), profile)
+        reach = self.reach_
+        steps = np.minimum(np.arange(horizon), reach - 1)
+        correction = self.intercepts_[steps] + self.slopes_[steps] * self.current_
+        point = np.resize(profile, horizon) + correction
+        buckets = self.residual_buckets_
+        idx = np.minimum(np.arange(horizon) * len(buckets) // reach, len(buckets) - 1)
+        table = np.array([np.quantile(r, qs) for r in buckets])
+        grow = np.sqrt(np.maximum(1.0, (np.arange(horizon) + 1) / reach))
+        return self._frame(point[:, None] + grow[:, None] * table[idx], qs, horizon)
+
+
+def _bucket_residuals(per_step: list[np.ndarray], buckets: int) -> list[np.ndarray]:
+    """Pool per-step residual arrays into ``buckets`` contiguous horizon buckets."""
+    buckets = max(1, min(buckets, len(per_step)))
+    edges = np.linspace(0, len(per_step), buckets + 1).astype(int)
+    out: list[np.ndarray] = []
+    for i in range(buckets):
+        chunk = [r for r in per_step[edges[i] : edges[i + 1]] if r.size]
+        if not chunk:  # no anchor in this bucket: borrow the nearest earlier one
+            chunk = [out[-1]] if out else [r for r in per_step if r.size][:1]
+        out.append(np.concatenate(chunk) if chunk else np.array([0.0]))
+    return out
+
+
+def _median_or_nan(values: np.ndarray) -> float:
+    observed = values[~np.isnan(values)]
+    return float(np.median(observed)) if observed.size else float("nan")
+
+
+class RecentLevel(BaseEstimator):
+    """A flat forecast at the median of the last ``window``: the model for series without a cycle.
+
+    The negative control for the seasonal models: when a series has no usable daily
+    or weekly pattern, repeating yesterday doubles the noise, while a robust recent
+    level does not. Quantiles come from how far the series moved over one
+    ``window`` ahead of each past origin, widened with the square root of the
+    horizon in windows.
+    """
+
+    name = "recent_level"
+
+    def __init__(self, window: str = "6h") -> None:
+        self.window = window
+
+    def label(self) -> str:
+        return f"recent_level_{self.window}"
+
+    def fit(self, history: pd.Series) -> RecentLevel:
+        y = self._prepare(history)
+        values = y.to_numpy(dtype=float)
+        w = min(steps_per(parse_duration(self.window), self.step_), max(1, len(values) // 2))
+        self.window_steps_ = w
+        tail = values[-w:]
+        tail = tail[~np.isnan(tail)]
+        self.level_ = float(np.median(tail)) if tail.size else float(np.nanmedian(values))
+        self.residuals_ = _honest_residuals(
+            values, w, 1, 24, lambda past: np.full(w, _median_or_nan(past[-w:]))
+        )
+        return self
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        self._check_fitted()
+        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
+        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        scale = np.sqrt(np.floor(np.arange(horizon) / self.window_steps_) + 1)
+        offsets = np.quantile(self.residuals_, qs)
+        out = self.level_ + scale[:, None] * offsets[None, :]
+        return self._frame(out, qs, horizon)
+
+
 _REGISTRY: dict[str, Callable[[], BaseEstimator]] = {}
+# Modules that register more estimators when imported (kept lazy: Prophet is slow to import).
+_PLUGINS = (
+    "forecaster.prophet_model",
+    "forecaster.boosting",
+    "forecaster.ensemble",
+    "forecaster.selection",
+)
+_plugins_loaded = False
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        for module in _PLUGINS:
+            importlib.import_module(module)
 
 
 def register(name: str, factory: Callable[[], BaseEstimator]) -> None:
@@ -199,10 +541,14 @@ def register(name: str, factory: Callable[[], BaseEstimator]) -> None:
 
 def registered() -> dict[str, Callable[[], BaseEstimator]]:
     """Name -> factory for every registered estimator."""
+    _load_plugins()
     return dict(_REGISTRY)
 
 
 def make(name: str) -> BaseEstimator:
+    """A new, unfitted estimator registered under ``name``."""
+    if name not in _REGISTRY:
+        _load_plugins()
     try:
         return _REGISTRY[name]()
     except KeyError:
@@ -213,3 +559,10 @@ def make(name: str) -> BaseEstimator:
 
 register("seasonal_naive_1d", lambda: SeasonalNaive(season="1d"))
 register("seasonal_naive_7d", lambda: SeasonalNaive(season="7d"))
+register("seasonal_profile_1d", lambda: SeasonalProfile(season="1d", seasons=7))
+register("seasonal_profile_7d", lambda: SeasonalProfile(season="7d", seasons=4))
+register("seasonal_median_1d", lambda: SeasonalProfile(season="1d", seasons=7, level=False))
+register("seasonal_median_7d", lambda: SeasonalProfile(season="7d", seasons=4, level=False))
+register("profile_regression_1d", lambda: ProfileRegression(season="1d", seasons=7))
+register("profile_regression_7d", lambda: ProfileRegression(season="7d", seasons=4))
+register("recent_level", lambda: RecentLevel(window="6h"))

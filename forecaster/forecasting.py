@@ -3,8 +3,14 @@
 One call, :func:`forecast_history`, takes a history and returns a
 :class:`SeriesForecast` per series: the quantile frame plus the facts the planner
 needs to trust it (which estimator, why, how fresh the data is). Estimator choice
-per series is delegated to :func:`choose_estimator`; a failing fit falls back to
-the one-day seasonal naive model for that series only, and says so.
+per series is delegated to :func:`choose_estimator`: ``method='auto'`` is
+:class:`forecaster.selection.AutoSelector` (backtest-selected, calibrated
+quantiles), any other name is that registered estimator. Fitted models go through
+a :class:`forecaster.store.ModelStore`, so a series forecast again (the next
+cycle, the next step of a replay) reuses its selection instead of re-running the
+backtests; without an explicit store an in-memory one is shared by the process.
+A failing fit falls back to the one-day seasonal naive model for that series
+only, and says so.
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ import pandas as pd
 from forecaster.errors import DataError, TiercastError
 from forecaster.estimators import BaseEstimator, SeasonalNaive, check_quantiles, make
 from forecaster.series import History, infer_step, regularize
+from forecaster.store import ModelStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.1, 0.5, 0.9)
+
+_PROCESS_STORE = ModelStore(path=None)
+"""Used when no store is passed: selections survive between calls in one process."""
 
 
 @dataclass
@@ -60,15 +70,10 @@ class SeriesForecast:
 
 
 def choose_estimator(y: pd.Series, method: str) -> tuple[BaseEstimator, str]:
-    """Pick an estimator for ``y``; ``method='auto'`` uses the history's length."""
-    if method != "auto":
-        return make(method), f"estimator {method!r} requested"
-    span = y.index[-1] - y.index[0]
-    if span >= pd.Timedelta(days=14):
-        return SeasonalNaive(season="7d"), f"auto: {span.days} d of history, weekly seasonal naive"
-    if span >= pd.Timedelta(days=2):
-        return SeasonalNaive(season="1d"), f"auto: {span.days} d of history, daily seasonal naive"
-    return SeasonalNaive(season="1h"), f"auto: only {span} of history, hourly naive"
+    """An unfitted estimator for ``method`` and why: ``auto`` selects per series by backtest."""
+    if method == "auto":
+        return make("auto"), "auto: selected by rolling-origin backtest"
+    return make(method), f"estimator {method!r} requested"
 
 
 def forecast_series(
@@ -76,8 +81,13 @@ def forecast_series(
     horizon: pd.Timedelta,
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     method: str = "auto",
+    store: ModelStore | None = None,
 ) -> SeriesForecast:
-    """Forecast one series ``horizon`` ahead at its own step."""
+    """Forecast one series ``horizon`` ahead at its own step.
+
+    ``store`` keeps fitted models between calls (default: one in-memory store per
+    process); pass a :class:`ModelStore` with a path to keep them between runs.
+    """
     name = str(y.name)
     qs = check_quantiles(quantiles, "forecast")
     y = regularize(y)
@@ -87,10 +97,20 @@ def forecast_series(
     step = infer_step(y)
     steps = max(1, math.ceil(horizon / step))
     notes: list[str] = []
+    store = store if store is not None else _PROCESS_STORE
     estimator, reason = choose_estimator(y, method)
     try:
-        frame = estimator.fit(y).predict(steps, qs)
-        used = estimator.label()
+        outcome = store.get_or_fit(y, method, lambda: estimator)
+        model = outcome.model
+        frame = model.predict(steps, qs)
+        used = model.label()
+        reason = getattr(model, "reason_", reason)
+        if outcome.reused:
+            reason = f"{outcome.note}; {reason}"
+        elif outcome.note.startswith("refitted"):
+            notes.append(outcome.note)
+        if getattr(model, "fallback_", None):
+            notes.append(f"{used}: {model.fallback_}")
     except (TiercastError, ValueError, FloatingPointError) as exc:
         fallback = SeasonalNaive(season="1d")
         frame = fallback.fit(y).predict(steps, qs)
@@ -118,9 +138,10 @@ def forecast_history(
     horizon: pd.Timedelta,
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     method: str = "auto",
+    store: ModelStore | None = None,
 ) -> dict[str, SeriesForecast]:
-    """Forecast every series in ``history``."""
+    """Forecast every series in ``history`` (sharing ``store``)."""
     return {
-        name: forecast_series(y.rename(name), horizon, quantiles, method)
+        name: forecast_series(y.rename(name), horizon, quantiles, method, store)
         for name, y in history.items()
     }

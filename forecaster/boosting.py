@@ -1,0 +1,165 @@
+"""Quantile gradient boosting on lag and calendar features.
+
+One scikit-learn ``HistGradientBoostingRegressor(loss="quantile")`` per quantile,
+trained on features known a day ahead: the value 1 day, 2 days and 1 week before
+the target, the time of day and the day of week. Because every lag is at least a
+day, one model forecasts every step of the next day directly (no recursion and no
+error feedback); beyond a day the model's own median fills the one-day lag.
+Histories too short for the 1-day and 2-day lags fall back to the daily seasonal
+naive model, recorded in ``fallback_``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.ensemble import HistGradientBoostingRegressor
+from threadpoolctl import threadpool_limits
+
+from forecaster.estimators import (
+    BaseEstimator,
+    SeasonalNaive,
+    check_horizon,
+    check_quantiles,
+    register,
+)
+from forecaster.series import steps_per
+
+DAY = pd.Timedelta(days=1)
+WEEK = pd.Timedelta(days=7)
+
+
+class QuantileBoosting(BaseEstimator):
+    """Direct multi-horizon quantile GBM with 1-day, 2-day and 1-week lags.
+
+    ``quantiles`` is the set of quantile models trained at fit time; a quantile
+    asked for at predict time that was not trained is interpolated between the
+    trained ones (and clamped at the ends), so the output stays monotone.
+    """
+
+    name = "gbm"
+
+    def __init__(
+        self,
+        quantiles: tuple[float, ...] = (0.1, 0.5, 0.9),
+        max_iter: int = 100,
+        learning_rate: float = 0.1,
+        max_leaf_nodes: int = 15,
+        min_samples_leaf: int = 20,
+        min_days: float = 3.0,
+    ) -> None:
+        self.quantiles = quantiles
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
+        self.min_days = min_days
+
+    def _features(
+        self, values: np.ndarray, index: pd.DatetimeIndex, target: np.ndarray
+    ) -> np.ndarray:
+        """Feature rows for target positions ``target`` (positions in ``values``)."""
+        cols = []
+        for lag in self.lags_:
+            pos = target - lag
+            col = np.full(len(target), np.nan)
+            ok = (pos >= 0) & (pos < len(values))
+            col[ok] = values[pos[ok]]
+            cols.append(col)
+        seconds = index.hour * 3600 + index.minute * 60 + index.second
+        cols.append(np.asarray(seconds, dtype=float) / 86400.0)
+        cols.append(np.asarray(index.day_of_week, dtype=float))
+        return np.column_stack(cols)
+
+    def fit(self, history: pd.Series) -> QuantileBoosting:
+        y = self._prepare(history)
+        values = y.to_numpy(dtype=float)
+        m_day = steps_per(DAY, self.step_)
+        self.lags_ = (m_day, 2 * m_day, steps_per(WEEK, self.step_))
+        self.trained_quantiles_ = check_quantiles(self.quantiles, "QuantileBoosting")
+        rows = np.arange(2 * m_day, len(values))
+        rows = rows[~np.isnan(values[rows])] if rows.size else rows
+        if len(values) < self.min_days * m_day or rows.size < 2 * self.min_samples_leaf:
+            self.delegate_: BaseEstimator | None = SeasonalNaive(season="1d").fit(y)
+            self.fallback_ = (
+                f"{len(values)} steps is under {self.min_days:g} days for the lag features; "
+                "daily seasonal naive used"
+            )
+            self.models_: list[HistGradientBoostingRegressor] = []
+            return self
+        self.delegate_ = None
+        X = self._features(values, pd.DatetimeIndex(y.index[rows]), rows)
+        target = values[rows]
+        self.models_ = []
+        # One thread: these fits are small, and OpenMP threads spinning against other
+        # processes on a shared machine cost far more than they save.
+        with threadpool_limits(limits=1, user_api="openmp"):
+            self._train(X, target)
+        self.recent_ = values[-self.lags_[-1] :].copy()
+        return self
+
+    def _train(self, X: np.ndarray, target: np.ndarray) -> None:
+        for q in self.trained_quantiles_:
+            model = HistGradientBoostingRegressor(
+                loss="quantile",
+                quantile=q,
+                max_iter=self.max_iter,
+                learning_rate=self.learning_rate,
+                max_leaf_nodes=self.max_leaf_nodes,
+                min_samples_leaf=self.min_samples_leaf,
+                early_stopping=False,
+                random_state=0,
+            )
+            self.models_.append(model.fit(X, target))
+
+    def update(self, history: pd.Series) -> QuantileBoosting:
+        """New lag values without retraining: the fitted trees stay, the inputs move."""
+        if not hasattr(self, "models_") or self.delegate_ is not None:
+            return self.fit(history)
+        y = self._prepare(history)
+        values = y.to_numpy(dtype=float)
+        if len(values) < self.lags_[-1]:
+            return self.fit(history)
+        self.recent_ = values[-self.lags_[-1] :].copy()
+        return self
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        self._check_fitted()
+        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
+        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        if self.delegate_ is not None:
+            return self.delegate_.predict(horizon, qs)
+        index = self._future_index(horizon)
+        m_day = self.lags_[0]
+        values = np.concatenate([self.recent_, np.full(horizon, np.nan)])
+        base = len(self.recent_)
+        trained = np.empty((horizon, len(self.trained_quantiles_)))
+        # One day at a time: each block's one-day lag is the block before (observed or forecast).
+        median_col = int(np.argmin([abs(q - 0.5) for q in self.trained_quantiles_]))
+        for start in range(0, horizon, m_day):
+            stop = min(horizon, start + m_day)
+            target = np.arange(base + start, base + stop)
+            X = self._features(values, index[start:stop], target)
+            with threadpool_limits(limits=1, user_api="openmp"):
+                for j, model in enumerate(self.models_):
+                    trained[start:stop, j] = model.predict(X)
+            values[base + start : base + stop] = trained[start:stop, median_col]
+        trained = np.sort(trained, axis=1)
+        out = np.column_stack([_interpolate(self.trained_quantiles_, trained, q) for q in qs])
+        return self._frame(out, qs, horizon)
+
+
+def _interpolate(levels: list[float], columns: np.ndarray, q: float) -> np.ndarray:
+    """Column for quantile ``q`` by linear interpolation between trained levels (clamped)."""
+    if q <= levels[0]:
+        return columns[:, 0]
+    if q >= levels[-1]:
+        return columns[:, -1]
+    j = int(np.searchsorted(levels, q)) - 1
+    w = (q - levels[j]) / (levels[j + 1] - levels[j])
+    return (1 - w) * columns[:, j] + w * columns[:, j + 1]
+
+
+register("gbm", QuantileBoosting)

@@ -1,0 +1,96 @@
+"""An ensemble that averages its members' quantiles, weighted by skill.
+
+Members are registry names, so an ensemble is described by plain parameters and
+can be stored, cloned and rebuilt. The combination averages each quantile across
+members (quantile averaging, which keeps the result monotone when every member
+is), with ``weights`` in the members' order; model selection sets the weights from
+backtest skill (inverse squared MASE). A member that fails to fit is dropped and
+recorded in ``fallback_``; if every member fails the daily seasonal naive model
+stands in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from forecaster.errors import BadInputError, TiercastError
+from forecaster.estimators import (
+    BaseEstimator,
+    SeasonalNaive,
+    check_horizon,
+    check_quantiles,
+    make,
+    register,
+)
+
+
+class Ensemble(BaseEstimator):
+    """Weighted quantile average of registered estimators."""
+
+    name = "ensemble"
+
+    def __init__(
+        self,
+        members: tuple[str, ...] = ("seasonal_naive_1d", "seasonal_profile_1d", "recent_level"),
+        weights: tuple[float, ...] | None = None,
+    ) -> None:
+        self.members = members
+        self.weights = weights
+
+    def label(self) -> str:
+        return "ensemble(" + "+".join(self.members) + ")"
+
+    def _weights(self) -> np.ndarray:
+        if self.weights is None:
+            return np.full(len(self.members), 1.0 / max(len(self.members), 1))
+        w = np.asarray(self.weights, dtype=float)
+        if len(w) != len(self.members) or (w < 0).any() or w.sum() <= 0:
+            raise BadInputError(
+                f"The 'weights' parameter of Ensemble must be {len(self.members)} non-negative "
+                f"numbers with a positive sum. Got {self.weights!r} instead."
+            )
+        return w / w.sum()
+
+    def fit(self, history: pd.Series) -> Ensemble:
+        y = self._prepare(history)
+        weights = self._weights()
+        if not self.members:
+            raise BadInputError("The 'members' parameter of Ensemble must be non-empty. Got ().")
+        fitted: list[tuple[BaseEstimator, float]] = []
+        failed: list[str] = []
+        for name, w in zip(self.members, weights, strict=True):
+            try:
+                fitted.append((make(name).fit(y), float(w)))
+            except (TiercastError, ValueError, FloatingPointError) as exc:
+                failed.append(f"{name} ({exc})")
+        if not fitted:
+            fitted = [(SeasonalNaive(season="1d").fit(y), 1.0)]
+        notes = [f"{est.label()}: {est.fallback_}" for est, _ in fitted if est.fallback_]
+        if failed:
+            notes.insert(0, "dropped member(s) that failed to fit: " + "; ".join(failed))
+        self.fallback_ = "; ".join(notes) or None
+        self.fitted_ = fitted
+        return self
+
+    def update(self, history: pd.Series) -> Ensemble:
+        if not hasattr(self, "fitted_"):
+            return self.fit(history)
+        y = self._prepare(history)
+        self.fitted_ = [(est.update(y), w) for est, w in self.fitted_]
+        return self
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        self._check_fitted()
+        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
+        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        total = sum(w for _, w in self.fitted_)
+        out = np.zeros((horizon, len(qs)))
+        for est, w in self.fitted_:
+            out += (w / total) * est.predict(horizon, qs).to_numpy()
+        return self._frame(out, qs, horizon)
+
+
+register("ensemble", Ensemble)

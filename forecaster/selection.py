@@ -1,0 +1,376 @@
+"""Per-series model selection by rolling-origin backtest, with calibrated quantiles.
+
+:class:`AutoSelector` is the estimator behind ``method='auto'``. On ``fit`` it
+
+1. backtests the cheap candidates (seasonal naive 1 d and 7 d, robust daily and
+   weekly profiles, a recent level for series without a cycle) at up to
+   ``max_origins`` origins one day apart, aligned with the end of the history so
+   every backtest forecast starts at the same time of day as the real one;
+2. ranks them by MASE on the origins they all share, and tries skill-weighted
+   ensembles of the best few;
+3. tries the slow candidates (gradient boosting, Prophet) only when the best cheap
+   model is no better than the in-sample naive error (MASE >= ``slow_above_mase``):
+   on a series where repeating the daily pattern already works they cannot pay
+   for their fitting time, and the planner re-forecasts every few minutes;
+4. refits the winner on the whole history and keeps its backtest residuals, per
+   horizon bucket, as the calibration of its quantiles (split-conformal style):
+   the forecast at quantile q is the point forecast plus the q-quantile of the
+   residuals at that distance ahead, either in the series' units or relative to
+   the forecast level, whichever predicts held-out origins better.
+
+Every decision is recorded in ``reason_`` and ``scores_``. Histories too short to
+backtest fall back to the daily seasonal naive model and say so in ``fallback_``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from forecaster.backtesting import naive_scale, pinball
+from forecaster.errors import TiercastError
+from forecaster.estimators import (
+    BaseEstimator,
+    SeasonalNaive,
+    check_horizon,
+    check_quantiles,
+    make,
+    register,
+)
+from forecaster.series import parse_duration, steps_per
+
+DAY = pd.Timedelta(days=1)
+
+CHEAP_CANDIDATES: tuple[str, ...] = (
+    "seasonal_naive_1d",
+    "seasonal_naive_7d",
+    "seasonal_profile_1d",
+    "seasonal_profile_7d",
+    "profile_regression_1d",
+    "profile_regression_7d",
+    "recent_level",
+)
+SLOW_CANDIDATES: tuple[str, ...] = ("gbm", "prophet")
+
+MIN_HISTORY_DAYS: dict[str, float] = {
+    "seasonal_naive_1d": 1.0,
+    "seasonal_profile_1d": 2.0,
+    "seasonal_naive_7d": 7.0,
+    "seasonal_median_1d": 2.0,
+    "seasonal_profile_7d": 7.0,
+    "seasonal_median_7d": 14.0,
+    "profile_regression_1d": 3.0,
+    "profile_regression_7d": 9.0,
+    "recent_level": 0.5,
+    "gbm": 3.0,
+    "prophet": 2.0,
+}
+"""History each candidate needs before a backtest origin to be itself (not its fallback)."""
+
+_FIT_ERRORS = (TiercastError, ValueError, FloatingPointError, np.linalg.LinAlgError)
+
+
+def autocorrelation(values: np.ndarray, lag: int) -> float:
+    """Pearson correlation of the series with itself ``lag`` steps back (NaN pairs dropped)."""
+    if lag <= 0 or len(values) <= lag + 2:
+        return float("nan")
+    a, b = values[lag:], values[:-lag]
+    ok = ~(np.isnan(a) | np.isnan(b))
+    if ok.sum() < 3 or np.std(a[ok]) == 0 or np.std(b[ok]) == 0:
+        return float("nan")
+    return float(np.corrcoef(a[ok], b[ok])[0, 1])
+
+
+class AutoSelector(BaseEstimator):
+    """Backtest-selected, conformally calibrated forecaster; see the module docstring."""
+
+    name = "auto"
+
+    def __init__(
+        self,
+        candidates: tuple[str, ...] = CHEAP_CANDIDATES,
+        slow_candidates: tuple[str, ...] = SLOW_CANDIDATES,
+        slow_above_mase: float = 1.0,
+        max_origins: int = 14,
+        min_origins: int = 2,
+        slow_origins: int = 3,
+        ensemble_size: int = 3,
+        weight_power: float = 2.0,
+        backtest_horizon: str = "1d",
+        buckets: int = 4,
+    ) -> None:
+        self.candidates = candidates
+        self.slow_candidates = slow_candidates
+        self.slow_above_mase = slow_above_mase
+        self.max_origins = max_origins
+        self.min_origins = min_origins
+        self.slow_origins = slow_origins
+        self.ensemble_size = ensemble_size
+        self.weight_power = weight_power
+        self.backtest_horizon = backtest_horizon
+        self.buckets = buckets
+
+    def label(self) -> str:
+        return getattr(self, "chosen_", "auto")
+
+    # -- fitting -------------------------------------------------------------------
+
+    def _backtest(
+        self, name: str, y: pd.Series, origins: list[int], horizon: int
+    ) -> np.ndarray | None:
+        """Median forecasts (origins, horizon) of ``name`` refitted at each origin; None on failure."""
+        out = np.empty((len(origins), horizon))
+        try:
+            for i, o in enumerate(origins):
+                est = make(name).fit(y.iloc[:o])
+                out[i] = est.predict(horizon, [0.5]).to_numpy()[:, 0]
+        except _FIT_ERRORS:
+            return None
+        return out
+
+    def fit(self, history: pd.Series) -> AutoSelector:
+        y = self._prepare(history)
+        values = y.to_numpy(dtype=float)
+        n = len(values)
+        m_day = steps_per(DAY, self.step_)
+        horizon = steps_per(parse_duration(self.backtest_horizon), self.step_)
+        self.scale_ = naive_scale(values, m_day)
+        self.level_ = float(np.nanmean(np.abs(values)))
+        self.seasonality_ = {
+            "daily_acf": autocorrelation(values, m_day),
+            "weekly_acf": autocorrelation(values, 7 * m_day),
+        }
+        origins = [n - horizon - k * m_day for k in range(self.max_origins)]
+        origins = [o for o in origins if o >= max(2, m_day // 2)]
+        actual = np.array([values[o : o + horizon] for o in origins]).reshape(len(origins), horizon)
+
+        points: dict[str, np.ndarray] = {}
+        skipped: list[str] = []
+        for name in self.candidates:
+            need = math.ceil(MIN_HISTORY_DAYS.get(name, 1.0) * m_day)
+            usable = [o for o in origins if o >= need]
+            if len(usable) < self.min_origins:
+                skipped.append(name)
+                continue
+            result = self._backtest(name, y, usable, horizon)
+            if result is not None:
+                points[name] = result
+        if not points:
+            return self._fall_back(
+                y, f"{(y.index[-1] - y.index[0])} of history is too short to backtest"
+            )
+
+        # Every candidate is scored on its own origins relative to the reference model
+        # (the one with the most origins) on those same origins, so a model that needs
+        # more history is neither excluded nor judged on a different set of days.
+        reference = max(points, key=lambda k: len(points[k]))
+        ref_points = points[reference]
+        ref_mase = self._mase(actual[: len(ref_points)], ref_points)
+
+        def relative(candidate: np.ndarray) -> float:
+            k = len(candidate)
+            ref = self._mase(actual[:k], ref_points[:k])
+            mine = self._mase(actual[:k], candidate)
+            return mine / ref * ref_mase if ref > 0 else mine
+
+        scores = {name: relative(p) for name, p in points.items() if np.isfinite(p).all()}
+        ranking = sorted(scores, key=lambda k: scores[k])
+        chosen, chosen_points, weights = ranking[0], points[ranking[0]], {ranking[0]: 1.0}
+
+        # Skill-weighted ensembles of the best few, on the origins their members share.
+        for size in range(2, min(self.ensemble_size, len(ranking)) + 1):
+            top = ranking[:size]
+            k = min(len(points[name]) for name in top)
+            w = np.array([1.0 / max(scores[name], 1e-9) ** self.weight_power for name in top])
+            w = w / w.sum()
+            blend = sum(wi * points[name][:k] for wi, name in zip(w, top, strict=True))
+            label = "ensemble(" + "+".join(top) + ")"
+            scores[label] = relative(blend)
+            if scores[label] < scores[chosen]:
+                chosen, chosen_points = label, blend
+                weights = dict(zip(top, w.tolist(), strict=True))
+
+        tried_slow: list[str] = []
+        if scores[chosen] >= self.slow_above_mase:
+            for name in self.slow_candidates:
+                need = math.ceil(MIN_HISTORY_DAYS.get(name, 1.0) * m_day)
+                usable = [o for o in origins[: self.slow_origins] if o >= need]
+                if len(usable) < self.min_origins:
+                    continue
+                result = self._backtest(name, y, usable, horizon)
+                tried_slow.append(name)
+                if result is None:
+                    continue
+                scores[name] = relative(result)
+                if scores[name] < scores[chosen]:
+                    chosen, chosen_points, weights = name, result, {name: 1.0}
+
+        common = len(ref_points)
+        self.chosen_ = chosen
+        self.weights_ = weights
+        self.scores_ = {k: round(float(v), 4) for k, v in scores.items()}
+        self.backtest_mase_ = float(scores[chosen])
+        self.origins_ = len(chosen_points)
+        self._calibrate(actual[: len(chosen_points)], chosen_points)
+        self.model_ = self._build(y)
+        self.reason_ = self._explain(ranking, skipped, tried_slow, common)
+        return self
+
+    def _mase(self, actual: np.ndarray, point: np.ndarray) -> float:
+        err = np.abs(actual - point)
+        return float(np.nanmean(err) / self.scale_) if np.isfinite(err).any() else float("inf")
+
+    def _build(self, y: pd.Series) -> BaseEstimator:
+        if len(self.weights_) == 1:
+            return make(next(iter(self.weights_))).fit(y)
+        from forecaster.ensemble import Ensemble
+
+        names = tuple(self.weights_)
+        return Ensemble(members=names, weights=tuple(self.weights_[k] for k in names)).fit(y)
+
+    def _fall_back(self, y: pd.Series, why: str) -> AutoSelector:
+        self.fallback_ = f"{why}; daily seasonal naive used"
+        self.chosen_ = "seasonal_naive_1d"
+        self.weights_ = {"seasonal_naive_1d": 1.0}
+        self.scores_ = {}
+        self.backtest_mase_ = float("nan")
+        self.origins_ = 0
+        self.residuals_ = np.empty((0, 0))
+        self.calibration_ = "model"
+        self.model_ = SeasonalNaive(season="1d").fit(y)
+        self.reason_ = f"auto: {self.fallback_}"
+        return self
+
+    def _denominator(self, point: np.ndarray) -> np.ndarray:
+        """Scale of a relative residual: the forecast level, floored at a tenth of the mean level."""
+        return np.maximum(point, 0.0) + 0.1 * self.level_ + 1e-12
+
+    def _calibrate(self, actual: np.ndarray, point: np.ndarray) -> None:
+        """Keep backtest residuals; pick absolute or relative by 2-fold held-out pinball loss."""
+        absolute = actual - point
+        relative = absolute / self._denominator(point)
+        self.calibration_ = "absolute"
+        if self.nonnegative_ and len(actual) >= 2:
+            losses = {}
+            for mode, res in (("absolute", absolute), ("relative", relative)):
+                total = 0.0
+                for held in (0, 1):
+                    train, test = res[held::2], slice(1 - held, None, 2)
+                    for q in (0.1, 0.5, 0.9):
+                        off = self._offsets(train, [q])[:, :, 0]
+                        fc = point[test] + (
+                            off if mode == "absolute" else off * self._denominator(point[test])
+                        )
+                        total += float(np.nanmean(pinball(actual[test], fc, q)))
+                losses[mode] = total
+            if losses["relative"] < losses["absolute"]:
+                self.calibration_ = "relative"
+        self.residuals_ = relative if self.calibration_ == "relative" else absolute
+
+    def _offsets(self, residuals: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+        """Residual quantiles per horizon bucket, broadcast to shape (1, horizon, len(qs))."""
+        horizon = residuals.shape[1]
+        buckets = max(1, min(self.buckets, horizon))
+        edges = np.linspace(0, horizon, buckets + 1).astype(int)
+        out = np.zeros((horizon, len(qs)))
+        everything = residuals[np.isfinite(residuals)]
+        for b in range(buckets):
+            block = residuals[:, edges[b] : edges[b + 1]]
+            block = block[np.isfinite(block)]
+            if block.size < 10:
+                block = everything
+            if block.size:
+                out[edges[b] : edges[b + 1]] = np.quantile(block, qs)
+        return out[None, :, :]
+
+    def _explain(self, ranking: list[str], skipped: list[str], slow: list[str], common: int) -> str:
+        shown = ", ".join(f"{k} {self.scores_[k]:.2f}" for k in ranking[:4] if k != self.chosen_)
+        acf = self.seasonality_["daily_acf"]
+        cycle = (
+            f"daily autocorrelation {acf:.2f}"
+            if np.isfinite(acf) and acf >= 0.3
+            else "no usable daily cycle detected"
+        )
+        parts = [
+            f"auto: lowest backtest MASE over up to {common} daily origins: {self.chosen_} "
+            f"{self.backtest_mase_:.2f} (others: {shown or 'none'})",
+            cycle,
+            f"quantiles calibrated on {np.isfinite(self.residuals_).sum()} {self.calibration_} residuals",
+        ]
+        if slow:
+            parts.append("also tried " + ", ".join(slow))
+        if skipped:
+            parts.append("too little history for " + ", ".join(skipped))
+        return "; ".join(parts)
+
+    # -- reuse ----------------------------------------------------------------------
+
+    def update(self, history: pd.Series) -> AutoSelector:
+        """Keep the selection and calibration; move the chosen model onto ``history``."""
+        if not hasattr(self, "model_"):
+            return self.fit(history)
+        y = self._prepare(history)
+        self.model_ = self.model_.update(y)
+        return self
+
+    def live_error(self, history: pd.Series) -> tuple[float, int]:
+        """MASE of the stored forecast against what arrived after the training end, and how many points.
+
+        Compared with ``backtest_mase_`` by the model store to decide whether the
+        series drifted away from what the model learned.
+        """
+        self._check_fitted()
+        newer = history[history.index > self.last_timestamp_]
+        steps = min(len(newer), max(self.residuals_.shape[1], 1))
+        if steps == 0:
+            return float("nan"), 0
+        frame = self.model_.predict(steps, [0.5])
+        actual = history.reindex(frame.index).to_numpy(dtype=float)
+        err = np.abs(actual - frame.to_numpy()[:, 0])
+        count = int(np.isfinite(err).sum())
+        if count == 0:
+            return float("nan"), 0
+        return float(np.nanmean(err) / self.scale_), count
+
+    # -- forecasting ------------------------------------------------------------------
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        self._check_fitted()
+        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
+        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        if self.calibration_ == "model" or not np.isfinite(self.residuals_).any():
+            return self.model_.predict(horizon, qs)
+        point = self.model_.predict(horizon, [0.5]).to_numpy()[:, 0]
+        base = self._offsets(self.residuals_, qs)[0]
+        width = base.shape[0]
+        steps = np.arange(horizon)
+        offsets = base[np.minimum(steps, width - 1)]
+        # Past the backtested horizon the spread keeps growing like a random walk's.
+        grow = np.sqrt(np.maximum(1.0, (steps + 1) / width))
+        offsets = offsets * grow[:, None]
+        if self.calibration_ == "relative":
+            offsets = offsets * self._denominator(point)[:, None]
+        return self._frame(point[:, None] + offsets, qs, horizon)
+
+    def describe(self) -> dict[str, Any]:
+        """Metadata for the model store and the backtest report."""
+        return {
+            "chosen": self.chosen_,
+            "weights": self.weights_,
+            "scores": self.scores_,
+            "backtest_mase": self.backtest_mase_,
+            "origins": self.origins_,
+            "calibration": self.calibration_,
+            "seasonality": {k: round(v, 3) for k, v in self.seasonality_.items()}
+            if hasattr(self, "seasonality_")
+            else {},
+            "reason": self.reason_,
+            "fallback": self.fallback_,
+        }
+
+
+register("auto", AutoSelector)

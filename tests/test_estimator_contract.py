@@ -1,0 +1,135 @@
+"""The estimator contract, run over every registered estimator.
+
+fit returns self; refitting is idempotent; predict before fit raises
+NotFittedError; output columns and index are right and monotone in the quantile;
+NaN gaps and short histories are handled (a fallback is recorded, never a crash);
+non-negative signals give non-negative forecasts; get_params round-trips.
+Series are small (hourly, 10 days) so the Prophet fits stay quick.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.errors import BadInputError, NotFittedError
+from forecaster.estimators import BaseEstimator, clone, make, quantile_column, registered
+
+NAMES = sorted(registered())
+QS = [0.1, 0.5, 0.9]
+
+
+def hourly(days: int = 10, seed: int = 0, name: str = "demand") -> pd.Series:
+    rng = np.random.default_rng(seed)
+    index = pd.date_range("2026-03-02", periods=days * 24, freq="1h", name="timestamp")
+    hours = index.hour.to_numpy()
+    values = 50 + 30 * np.sin(2 * np.pi * hours / 24) + rng.normal(0, 4, len(index))
+    return pd.Series(np.clip(values, 0, None), index=index, name=name)
+
+
+def test_the_registry_holds_every_family() -> None:
+    expected = {
+        "seasonal_naive_1d",
+        "seasonal_naive_7d",
+        "seasonal_profile_1d",
+        "profile_regression_1d",
+        "recent_level",
+        "prophet",
+        "prophet_default",
+        "gbm",
+        "ensemble",
+        "auto",
+    }
+    assert expected <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fit_returns_self_and_predicts_the_right_frame(name: str) -> None:
+    y = hourly()
+    est = make(name)
+    assert est.fit(y) is est
+    frame = est.predict(30, QS)
+    assert list(frame.columns) == [quantile_column(q) for q in QS]
+    expected = pd.date_range(y.index[-1] + pd.Timedelta("1h"), periods=30, freq="1h")
+    assert (frame.index == expected).all()
+    values = frame.to_numpy()
+    assert np.isfinite(values).all()
+    assert (np.diff(values, axis=1) >= 0).all(), "quantiles must be monotone"
+    assert (values >= 0).all(), "a non-negative signal needs non-negative forecasts"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_refit_is_idempotent(name: str) -> None:
+    y = hourly(seed=1)
+    est = make(name)
+    first = est.fit(y).predict(12, QS)
+    second = est.fit(y).predict(12, QS)
+    pd.testing.assert_frame_equal(first, second)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_predict_before_fit_raises(name: str) -> None:
+    with pytest.raises(NotFittedError, match="not fitted"):
+        make(name).predict(4, QS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_nan_gaps_are_handled(name: str) -> None:
+    y = hourly(seed=2)
+    y.iloc[40:70] = np.nan  # a 30-hour outage
+    y.iloc[-3] = np.nan
+    frame = make(name).fit(y).predict(24, QS)
+    assert np.isfinite(frame.to_numpy()).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_short_history_falls_back_and_records_it(name: str) -> None:
+    y = hourly(days=10).iloc[-12:]  # half a day: too short for every lag and season
+    est = make(name).fit(y)
+    frame = est.predict(6, QS)
+    assert np.isfinite(frame.to_numpy()).all()
+    assert (frame.to_numpy() >= 0).all()
+    if name not in ("recent_level", "seasonal_naive_1d", "seasonal_naive_7d"):
+        assert est.fallback_, f"{name} must record why it fell back"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_params_round_trip_through_clone(name: str) -> None:
+    est = make(name)
+    copy = clone(est)
+    assert copy is not est and copy.get_params() == est.get_params()
+    assert not hasattr(copy, "last_timestamp_")
+
+
+def test_bad_predict_arguments_are_one_line() -> None:
+    est = make("seasonal_profile_1d").fit(hourly())
+    with pytest.raises(BadInputError, match="'horizon' parameter"):
+        est.predict(0, QS)
+    with pytest.raises(BadInputError, match=r"must be in \(0, 1\)"):
+        est.predict(3, [0.5, 1.5])
+
+
+def test_a_level_shift_moves_the_profile_regression() -> None:
+    y = hourly(days=14, seed=3)
+    shifted = y.copy()
+    shifted.iloc[-30:] += 40  # a new client since yesterday
+    plain = make("profile_regression_1d").fit(y).predict(6, [0.5]).to_numpy()
+    moved = make("profile_regression_1d").fit(shifted).predict(6, [0.5]).to_numpy()
+    assert (moved - plain).mean() > 20
+
+
+def test_recent_level_ignores_a_missing_cycle() -> None:
+    rng = np.random.default_rng(4)
+    index = pd.date_range("2026-01-01", periods=240, freq="1h")
+    y = pd.Series(100 + rng.normal(0, 5, 240), index=index, name="flat")
+    frame = make("recent_level").fit(y).predict(24, QS)
+    assert abs(frame["q0.5"].mean() - 100) < 5
+    assert frame["q0.5"].std() < 0.5  # flat: no invented cycle
+
+
+def test_upper_quantile_of_a_baseline_is_sane() -> None:
+    y = hourly(days=14, seed=5)
+    est: BaseEstimator = make("seasonal_naive_1d").fit(y)
+    frame = est.predict(24, QS)
+    assert (frame["q0.9"] > frame["q0.1"]).all()
