@@ -483,3 +483,193 @@ def tiercast_run(
     run.seconds = time.perf_counter() - started
     run.plans = n_test
     return run
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True)
+class Score:
+    """The protocol's metrics for one policy on one series."""
+
+    policy: str
+    cost: float
+    cost_vs_oracle: float
+    cost_vs_clairvoyant: float
+    unserved_gpu_hours: float
+    unserved_share: float
+    steps_short_share: float
+
+
+def score(
+    run: FleetRun, demand: np.ndarray, gpus_per_node: int, oracle: float, clairvoyant: float
+) -> Score:
+    short = np.maximum(0.0, demand - run.usable_total * gpus_per_node)
+    total = float(demand.sum())
+    cost = run.cost()
+    return Score(
+        policy=run.policy,
+        cost=cost,
+        cost_vs_oracle=cost / oracle if oracle > 0 else math.nan,
+        cost_vs_clairvoyant=cost / clairvoyant if clairvoyant > 0 else math.nan,
+        unserved_gpu_hours=float(short.sum()) * STEP_H,
+        unserved_share=float(short.sum()) / total if total > 0 else 0.0,
+        steps_short_share=float((short > 1e-9).mean()) if len(short) else 0.0,
+    )
+
+
+@dataclass
+class Replay:
+    """Every policy's run and score on one trace."""
+
+    trace: Trace
+    setup: ReplaySetup
+    runs: dict[str, FleetRun]
+    scores: dict[str, Score]
+
+
+def run_replay(
+    trace: Trace,
+    setup: ReplaySetup,
+    policies: Sequence[str] = POLICIES,
+    tiers: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Replay:
+    """Run ``policies`` (and, with ``tiers``, tiercast on reserved + spot + on-demand)."""
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise BadInputError(
+            f"--policies: unknown policy {unknown[0]!r}; expected some of {', '.join(POLICIES)}"
+        )
+    baselines = {
+        "static": static_requests,
+        "reactive": reactive_requests,
+        "clairvoyant": clairvoyant_requests,
+        "oracle": oracle_requests,
+    }
+    runs: dict[str, FleetRun] = {}
+    for name in (*policies, "clairvoyant", "oracle"):
+        if name in runs:
+            continue
+        if name == "predictive":
+            runs[name] = tiercast_run(
+                trace, setup, replay_config(trace, setup), name, progress=progress
+            )
+        else:
+            runs[name] = single_pool_run(name, baselines[name](trace, setup), setup)
+    if tiers:
+        config = replay_config(trace, setup, tiers=True)
+        runs["predictive-tiers"] = tiercast_run(
+            trace, setup, config, "predictive-tiers", progress=progress
+        )
+    demand = trace.demand[trace.test_start :]
+    oracle = runs["oracle"].cost()
+    clair = runs["clairvoyant"].cost()
+    # The clairvoyant and the oracle are always reported: every cost is measured against them.
+    order = [p for p in POLICIES if p in runs] + [p for p in runs if p not in POLICIES]
+    scores = {p: score(runs[p], demand, setup.gpus_per_node, oracle, clair) for p in order}
+    return Replay(trace, setup, runs, scores)
+
+
+def format_table(replay: Replay) -> str:
+    """The replay table: one row per policy."""
+    header = (
+        "policy",
+        "cost $",
+        "x oracle",
+        "x clairvoyant",
+        "unserved GPU-h",
+        "unserved %",
+        "steps short %",
+    )
+    rows = [header]
+    for s in replay.scores.values():
+        rows.append(
+            (
+                s.policy,
+                f"{s.cost:,.0f}",
+                f"{s.cost_vs_oracle:.3f}",
+                f"{s.cost_vs_clairvoyant:.3f}",
+                f"{s.unserved_gpu_hours:.2f}",
+                f"{100 * s.unserved_share:.3f}",
+                f"{100 * s.steps_short_share:.2f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+def format_tiers(replay: Replay) -> str:
+    """Tiercast on tiers against tiercast on on-demand only, with the tier split."""
+    single = replay.scores.get("predictive")
+    tiered = replay.scores.get("predictive-tiers")
+    if single is None or tiered is None:
+        return ""
+    run = replay.runs["predictive-tiers"]
+    by_pool = run.cost_by_pool()
+    gpu_h = {
+        p: float(n.sum()) * replay.setup.gpus_per_node * STEP_H for p, n in run.requested.items()
+    }
+    split = ", ".join(f"{p} {gpu_h[p]:,.0f} GPU-h ${by_pool[p]:,.0f}" for p in sorted(by_pool))
+    saving = 1 - tiered.cost / single.cost if single.cost > 0 else math.nan
+    verdict = "no more" if tiered.unserved_gpu_hours <= single.unserved_gpu_hours + 1e-9 else "MORE"
+    return (
+        f"tiers: ${tiered.cost:,.0f} vs on-demand only ${single.cost:,.0f}: {100 * saving:.1f}% cheaper; "
+        f"unserved {tiered.unserved_gpu_hours:.2f} vs {single.unserved_gpu_hours:.2f} GPU-h ({verdict} unserved); "
+        f"{split}; spot nodes reclaimed: {run.reclaimed}"
+    )
+
+
+def timeline_frame(replay: Replay) -> pd.DataFrame:
+    """Long form: ``timestamp,policy,demand_gpus,requested_nodes,usable_nodes`` per step and policy."""
+    idx = replay.trace.test_index
+    demand = replay.trace.demand[replay.trace.test_start :]
+    frames = []
+    for name, run in replay.runs.items():
+        frames.append(
+            pd.DataFrame(
+                {
+                    "timestamp": [t.strftime("%Y-%m-%dT%H:%M:%S") for t in idx],
+                    "policy": name,
+                    "demand_gpus": demand.astype(int),
+                    "requested_nodes": run.requested_total.astype(int),
+                    "usable_nodes": run.usable_total.astype(int),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_chart(replay: Replay, path: str) -> None:
+    """Demand against each policy's usable GPUs over the test period (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    idx = replay.trace.test_index
+    demand = replay.trace.demand[replay.trace.test_start :]
+    fig, ax = plt.subplots(figsize=(14, 5), dpi=100)
+    ax.fill_between(idx, demand, step="post", color="0.8", label="demand (GPUs)")
+    for name, run in replay.runs.items():
+        if name == "oracle":
+            continue
+        ax.step(
+            idx,
+            run.usable_total * replay.setup.gpus_per_node,
+            where="post",
+            lw=0.9,
+            label=f"{name} usable GPUs",
+        )
+    ax.set_title(f"tiercast simulate: {replay.trace.name} (test period)")
+    ax.set_ylabel("GPUs")
+    ax.legend(loc="upper left", fontsize=8, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
