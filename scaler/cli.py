@@ -39,6 +39,7 @@ _EXTENSIONS: tuple[str, ...] = (
     "scaler.cli_report",
     "scaler.agent",
     "scaler.cli_mig",
+    "scaler.cli_simulate",
 )
 
 
