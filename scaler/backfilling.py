@@ -304,8 +304,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         labels_text = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
         print(f"  {metric}{{{labels_text}}}: {len(s.values)} samples")
     print(
-        "serve it with: prometheus --storage.tsdb.path "
-        f"{result.tsdb} --storage.tsdb.retention.time 100y (older blocks are deleted at start-up)"
+        f"serve it with: prometheus --storage.tsdb.path={result.tsdb} "
+        "--storage.tsdb.retention.time=100y (blocks older than the retention are deleted at start-up)"
     )
     return 0
 

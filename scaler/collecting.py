@@ -123,7 +123,8 @@ def collect(
         signal=signal_name, query=signal.query, start=start, end=end, series=_empty(signal_name)
     )
     for item in results:
-        report = clean(item.values, step, now=end, policy=policy, name=f"{signal_name}{item.key}")
+        label = signal_name if not item.labels else f"{signal_name}{item.key}"
+        report = clean(item.values, step, now=end, policy=policy, name=label)
         collection.reports.append(report)
         collection.by_labels[item.key] = report.series
         level = logging.WARNING if (report.long_gaps or report.stale) else logging.INFO

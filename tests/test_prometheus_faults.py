@@ -22,6 +22,7 @@ from forecaster.prometheus import (
     redact_url,
 )
 from scaler.cli import main
+from scaler.config import ConfigError, PrometheusConfig, parse_config
 from tests.prometheus_server import (
     StubReply,
     StubServer,
@@ -167,8 +168,8 @@ def test_tls_is_verified_by_default_and_a_ca_bundle_makes_it_pass(tmp_path: Path
 # -- the whole command: `tiercast run` against a failing Prometheus -----------------
 
 
-def write_config(path: Path, url: str, **prometheus: object) -> Path:
-    config = {
+def config_dict(url: str, **prometheus: object) -> dict:
+    return {
         "signals": [{"name": "rps", "query": "sum(rate(http_requests_total[5m]))", "step_s": 60}],
         "workloads": [
             {"name": "chat", "signal": "rps", "gpu_model": "H100", "units_per_replica": 10}
@@ -191,7 +192,10 @@ def write_config(path: Path, url: str, **prometheus: object) -> Path:
             **prometheus,
         },
     }
-    path.write_text(yaml.safe_dump(config))
+
+
+def write_config(path: Path, url: str, **prometheus: object) -> Path:
+    path.write_text(yaml.safe_dump(config_dict(url, **prometheus)))
     return path
 
 
@@ -225,3 +229,16 @@ def test_run_exits_1_with_one_line_and_no_new_plan(
     assert expected in lines[0]
     assert "DECISION" not in out and "scale-down" not in out
     assert previous.read_text() == '{"last": "good plan"}'
+
+
+def test_prometheus_config_defaults_are_pinned_and_auth_is_one_kind() -> None:
+    p = PrometheusConfig(url="http://prometheus:9090")
+    assert (p.verify_tls, p.timeout_s, p.retries, p.retry_backoff_s) == (True, 30.0, 3, 1.0)
+    assert (p.lookback_s, p.max_fill_gap_s) == (14 * 86400, 900)
+    data = config_dict("http://x")
+    data["prometheus"] = {"url": "http://x", "bearer_token_file": "/t", "username": "u"}
+    with pytest.raises(ConfigError, match="either bearer_token_file or username, not both"):
+        parse_config(data, "cfg.yaml")
+    data["prometheus"] = {"url": "prometheus:9090"}
+    with pytest.raises(ConfigError, match=r"cfg.yaml: prometheus.url: .*'prometheus:9090'"):
+        parse_config(data, "cfg.yaml")
