@@ -155,3 +155,18 @@ def test_stale_prometheus_signal_holds_the_pool(
     assert stale["actions"][0]["decision"] == "no-op"
     assert stale["actions"][0]["target_nodes"] == 30
     assert any("stale" in n for n in stale["notes"]) and "STALE" in out
+
+
+def test_query_with_no_data_holds_the_pool_and_says_why(
+    prometheus: PrometheusServer,  # noqa: F811
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = yaml.safe_load(write_config(workdir / "cfg.yaml", prometheus, 30).read_text())
+    config["signals"][0]["query"] = 'sum(no_such_metric{job="gone"})'
+    (workdir / "cfg.yaml").write_text(yaml.safe_dump(config))
+    plan = run_plan(workdir, workdir / "cfg.yaml", "2000-01-15T00:00:00", exit_code=1)
+    err = capsys.readouterr().err
+    assert plan["actions"][0]["decision"] == "no-op" and plan["actions"][0]["target_nodes"] == 30
+    assert any("no data for signal 'm_small_rps'" in n for n in plan["notes"])
+    assert "cycle held" in err
