@@ -135,9 +135,12 @@ def median_ratio(fc: SeriesForecast, grid: pd.DatetimeIndex) -> np.ndarray:
     at_last = median[median.index <= fc.last_timestamp]
     # A fresh forecast starts one step after the newest observation: use its first value.
     base = float(at_last.iloc[-1]) if len(at_last) else float(median.iloc[0])
-    if not np.isfinite(base) or base <= 0:
+    values = on_grid(median, grid)
+    # A median at (or within rounding of) zero carries no scale to anchor on.
+    if not np.isfinite(base) or base <= 1e-6 * max(1.0, float(np.nanmax(np.abs(values)))):
         return np.ones(len(grid))
-    ratio = on_grid(median, grid) / base
+    with np.errstate(over="ignore", invalid="ignore"):
+        ratio = values / base
     return np.where(np.isfinite(ratio) & (ratio > 0), ratio, 1.0)
 
 

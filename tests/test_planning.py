@@ -1,0 +1,274 @@
+"""Planner invariants as properties (hypothesis), and the plan's explanations."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jsonschema
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forecaster.forecasting import SeriesForecast
+from scaler.actuators import RecordingProvider
+from scaler.config import Config, parse_config
+from scaler.planning import effective_gpus, lead_steps, plan_capacity
+from scaler.plans import CapacityPlan
+from tests.conftest import REPO
+
+SCHEMA = json.loads((REPO / "scaler" / "plan.schema.json").read_text())
+NOW = pd.Timestamp("2026-03-02T00:00:00")
+STEP = pd.Timedelta(minutes=5)
+PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def forecast(level: np.ndarray, spread: float, last: float, recent_max: float) -> SeriesForecast:
+    idx = pd.date_range(NOW, periods=len(level), freq=STEP, name="timestamp")
+    frame = pd.DataFrame(
+        {
+            "q0.1": np.maximum(0, level * (1 - spread)),
+            "q0.5": level,
+            "q0.9": level * (1 + spread),
+        },
+        index=idx,
+    )
+    return SeriesForecast(
+        name="rps",
+        frame=frame,
+        estimator="fake",
+        reason="hand-made",
+        step=STEP,
+        last_timestamp=NOW - STEP,
+        last_value=last,
+        recent_max=max(last, recent_max),
+        n_observed=1000,
+    )
+
+
+POOL_KINDS = {
+    "reserved": {"tier": "reserved", "price_per_gpu_hour": 2.4},
+    "on-demand": {"tier": "on-demand", "price_per_gpu_hour": 4.0},
+    "spot": {"tier": "spot", "price_per_gpu_hour": 1.4, "spot_interruption_rate_per_hour": 0.05},
+}
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[Config, dict[str, SeriesForecast], dict[str, int]]:
+    kinds = draw(st.sets(st.sampled_from(sorted(POOL_KINDS)), min_size=1, max_size=3))
+    pools = []
+    for kind in sorted(kinds):
+        lo = draw(st.integers(0, 3))
+        hi = draw(st.integers(lo, lo + 12))
+        pools.append(
+            {
+                "name": kind,
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "lead_time_s": draw(st.sampled_from([0, 300, 600, 900])),
+                "min_nodes": lo,
+                "max_nodes": hi,
+                **POOL_KINDS[kind],
+            }
+        )
+    budget = draw(st.one_of(st.none(), st.floats(50, 800)))
+    policy = {
+        "horizon_s": 7200,
+        "max_step_nodes": draw(st.integers(1, 6)),
+        "quantile": 0.9,
+    }
+    if budget is not None:
+        policy["budget_per_hour"] = budget
+    config = parse_config(
+        {
+            "signals": [{"name": "rps"}],
+            "workloads": [
+                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
+            ],
+            "pools": pools,
+            "policy": policy,
+        }
+    )
+    n = 30
+    base = draw(st.floats(0, 120))
+    slope = draw(st.floats(-2, 2))
+    level = np.maximum(0, base + slope * np.arange(n))
+    last = draw(st.floats(0, 120))
+    fc = forecast(level, draw(st.floats(0, 0.5)), last, draw(st.floats(0, 120)))
+    inventory = {p["name"]: draw(st.integers(0, 14)) for p in pools}
+    return config, {"rps": fc}, inventory
+
+
+def usable_gpus(config: Config, plan: CapacityPlan, inventory: dict[str, int]) -> np.ndarray:
+    """Capacity per timeline step under the lead-time rule, from the plan's targets."""
+    total = np.zeros(len(plan.timeline))
+    for pp in plan.pools:
+        pool = next(p for p in config.pools if p.name == pp.pool)
+        targets = np.array(pp.target_nodes)
+        lead = lead_steps(pool, config.policy.cycle_s)
+        for k in range(len(targets)):
+            usable = int(targets[max(0, k - lead) : k + 1].min())
+            if k < lead:
+                usable = min(usable, max(pool.min_nodes, min(pool.max_nodes, inventory[pool.name])))
+            total[k] += effective_gpus(pool, usable, config.policy.cycle_s)
+    return total
+
+
+@given(cases())
+@PROPS
+def test_capacity_covers_the_planned_quantile_unless_a_bound_binds_and_says_so(case) -> None:
+    config, forecasts, inventory = case
+    plan = plan_capacity(config, forecasts, inventory, NOW)
+    need = np.array(plan.demand_gpus["H100-80GB"])
+    have = usable_gpus(config, plan, inventory)
+    first = min(lead_steps(p, config.policy.cycle_s) for p in config.pools)
+    short = have[first:] < need[first:] - 1e-6
+    if short.any():
+        assert plan.risk["shortfall"], "an uncovered step must be reported"
+        causes = set(plan.risk["shortfall"][0]["because"])
+        assert causes <= {"max_nodes", "budget", "max_step"} and causes
+        assert any("cannot be covered" in n for n in plan.notes)
+    else:
+        assert not plan.risk["shortfall"]
+
+
+@given(cases())
+@PROPS
+def test_never_above_max_nodes_or_budget(case) -> None:
+    config, forecasts, inventory = case
+    for solver in ("milp", "greedy"):
+        plan = plan_capacity(config, forecasts, inventory, NOW, solver=solver)
+        pools = {p.name: p for p in config.pools}
+        for pp in plan.pools:
+            assert all(
+                pools[pp.pool].min_nodes <= n <= pools[pp.pool].max_nodes for n in pp.target_nodes
+            )
+        budget = config.policy.budget_per_hour
+        if budget is not None:
+            # The cap stops growth; it never forces nodes out that the max step keeps.
+            current = sum(
+                max(p.min_nodes, min(p.max_nodes, inventory[p.name])) * p.price_per_node_hour
+                for p in config.pools
+            )
+            spend = plan.cost["per_hour_now"]
+            assert spend <= max(budget, current) + 1e-6
+
+
+@given(cases())
+@PROPS
+def test_no_scale_down_on_stale_or_missing_data(case) -> None:
+    config, forecasts, inventory = case
+    for plan in (
+        plan_capacity(config, forecasts, inventory, NOW, stale={"rps"}),
+        plan_capacity(config, {}, inventory, NOW),
+    ):
+        for a in plan.actions:
+            pool = next(p for p in config.pools if p.name == a.pool)
+            assert a.decision != "scale-down" or inventory[a.pool] > pool.max_nodes
+        assert plan.risk["held_models"]
+
+
+@given(cases())
+@PROPS
+def test_same_inputs_same_plan_and_actions_are_idempotent(case) -> None:
+    config, forecasts, inventory = case
+    a = plan_capacity(config, forecasts, inventory, NOW)
+    b = plan_capacity(config, forecasts, dict(inventory), NOW)
+    assert a.to_json() == b.to_json()
+    jsonschema.validate(a.to_dict(), SCHEMA)
+    # Actions carry absolute targets: applying the same plan twice changes nothing the
+    # second time.
+    provider = RecordingProvider(dict(inventory))
+    for x in a.changes():
+        provider.apply(x)
+    after = provider.inventory()
+    second = [provider.apply(x) for x in a.changes()]
+    assert provider.inventory() == after
+    assert all(not r.calls for r in second)
+    # Re-planning from the applied targets keeps them, unless the max step held the
+    # first plan short of its goal (then it continues towards it).
+    again = plan_capacity(config, forecasts, after, NOW)
+    if not any("max_step" in pp.binding for pp in a.pools):
+        assert {x.pool: x.target_nodes for x in again.actions} == after
+
+
+def test_every_action_names_quantile_time_lead_time_and_cost() -> None:
+    config, forecasts, inventory = _fleet()
+    plan = plan_capacity(config, forecasts, inventory, NOW)
+    for a in plan.actions:
+        assert "q0.9" in a.reason and "lead time" in a.reason and "/h" in a.reason
+        assert a.needed_at > a.at or a.needed_at == a.at
+    assert plan.cost["horizon_total"] > 0
+    assert plan.risk["expected_unserved_gpu_hours"] >= 0
+    assert plan.risk["solver"] == "milp"
+
+
+def _fleet() -> tuple[Config, dict[str, SeriesForecast], dict[str, int]]:
+    config = parse_config(
+        {
+            "signals": [{"name": "rps"}],
+            "workloads": [
+                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
+            ],
+            "pools": [
+                {
+                    "name": "reserved",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "min_nodes": 4,
+                    "max_nodes": 4,
+                    **POOL_KINDS["reserved"],
+                },
+                {
+                    "name": "spot",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "max_nodes": 3,
+                    **POOL_KINDS["spot"],
+                },
+                {
+                    "name": "on-demand",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "max_nodes": 20,
+                    **POOL_KINDS["on-demand"],
+                },
+            ],
+            "policy": {"horizon_s": 7200},
+        }
+    )
+    level = np.linspace(40, 120, 30)
+    return config, {"rps": forecast(level, 0.1, 40, 40)}, {"reserved": 4, "spot": 0, "on-demand": 1}
+
+
+def test_reserved_first_spot_for_the_burst_on_demand_when_spot_is_short() -> None:
+    config, forecasts, inventory = _fleet()
+    plan = plan_capacity(config, forecasts, inventory, NOW)
+    last = {p.pool: p.target_nodes[-1] for p in plan.pools}
+    need = plan.demand_gpus["H100-80GB"][-1]
+    assert last["reserved"] == 4 and last["spot"] == 3  # spot at its market depth
+    assert last["on-demand"] >= 1  # on-demand takes what spot cannot
+    cap = 32 + effective_gpus(config.pools[1], 3, 300) + 8 * last["on-demand"]
+    assert cap >= need and cap - 8 < need  # and no more than the cheapest cover
+
+
+def test_a_wrong_low_forecast_degrades_to_the_observed_floor() -> None:
+    config, _, inventory = _fleet()
+    # The forecast says 5 GPUs; 100 are in use right now.
+    fc = forecast(np.full(30, 5.0), 0.1, 100.0, 100.0)
+    plan = plan_capacity(config, {"rps": fc}, inventory, NOW)
+    need = plan.demand_gpus["H100-80GB"]
+    assert need[0] >= 110 - 1e-9  # last observed * (1 + headroom 0.1)
+    assert sum(a.target_nodes for a in plan.actions) * 8 >= 110
+
+
+def test_greedy_fallback_when_the_optimizer_fails(monkeypatch) -> None:
+    import scaler.planning as planning
+
+    monkeypatch.setattr(planning, "_solve_milp", lambda prob: None)
+    config, forecasts, inventory = _fleet()
+    plan = plan_capacity(config, forecasts, inventory, NOW)
+    assert plan.risk["solver"] == "greedy"
+    assert any("greedy fallback" in n for n in plan.notes)
+    assert math.isfinite(plan.cost["horizon_total"])
