@@ -6,9 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forecaster.errors import BadInputError
 from forecaster.hygiene import HygienePolicy, clean, counter_problem
 from forecaster.sources import LabelledSeries, MetricSource, StaticSource
 from scaler.backfilling import TraceSeries, openmetrics_lines, read_trace_csv
+from scaler.collecting import collect
+from scaler.config import Config, parse_config
 
 T0 = pd.Timestamp("2024-03-01T00:00:00")
 MIN = pd.Timedelta(minutes=1)
@@ -120,3 +123,43 @@ def test_openmetrics_text_follows_promtools_rules(tmp_path) -> None:
         f'm:x{{a="q\\"uote"}} 5.5 {t0 + 120:.3f}\n',  # the duplicate: last row wins
         "# EOF\n",
     ]
+
+
+def _config(prometheus: dict | None) -> Config:
+    data: dict = {
+        "signals": [{"name": "rps", "query": "sum by (pod) (rate(req_total[5m]))", "step_s": 60}],
+        "workloads": [{"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}],
+        "pools": [
+            {
+                "name": "p",
+                "tier": "on-demand",
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "price_per_gpu_hour": 1.0,
+            }
+        ],
+    }
+    if prometheus is not None:
+        data["prometheus"] = prometheus
+    return parse_config(data)
+
+
+def test_label_sets_are_summed_where_any_has_a_value_and_kept_apart() -> None:
+    query = "sum by (pod) (rate(req_total[5m]))"
+    # pod a: minutes 0-1 and 20-21; pod b: minutes 0-1 only. Minutes 2-19 have no data
+    # (a long gap in both), so the sum has a gap there too rather than zero demand.
+    a = LabelledSeries({"pod": "a"}, series([(0, 1.0), (1, 2.0), (20, 5.0), (21, 6.0)]))
+    b = LabelledSeries({"pod": "b"}, series([(0, 10.0), (1, 20.0)]))
+    src = StaticSource({query: [a, b]})
+    config = _config({"url": "http://unused:9090", "lookback_s": 3600})
+    got = collect(config, "rps", now=T0 + 22 * MIN, source=src)
+    assert got.series[T0] == 11.0 and got.series[T0 + MIN] == 22.0
+    assert np.isnan(got.series[T0 + 10 * MIN]) and got.series[T0 + 20 * MIN] == 5.0
+    assert sorted(got.history()) == ["rps", 'rps{pod="a"}', 'rps{pod="b"}']
+    [(q, start, end, step)] = src.calls
+    assert (q, end - start, step) == (query, pd.Timedelta(hours=1), MIN)
+
+
+def test_a_query_signal_needs_a_prometheus_section() -> None:
+    with pytest.raises(BadInputError, match="need a 'prometheus' section"):
+        collect(_config(None), "rps", now=T0)
