@@ -8,14 +8,22 @@ projection the plan reports.
 
 Need, per grid step j (GPUs of one model):
 
-* the policy quantile of forecast demand in step j (:mod:`scaler.translating`);
-* for the steps a change made now cannot reach yet (``j <= lead``), at least the
-  *observed floor*: the newest demand times ``1 + headroom_fraction`` and the
-  largest demand seen in the last hour. The plan never goes below what is running
-  now, so a forecast that is wrong low degrades to reactive scaling, not to an outage;
-* for the same steps, at least the *keep level*: the largest quantile demand over
-  ``[now, now + lead + scale_down_stabilization)``. Capacity that will be needed
-  again within that window is not released, since it could not come back in time.
+* beyond the reach of this cycle's action (``j > lead``): the policy quantile of
+  forecast demand in step j (:mod:`scaler.translating`); this is the projection;
+* within reach (``j <= lead``), the forecast conditioned on what is observed now
+  replaces it: the *anchored* demand ``last * (1 + headroom_fraction) *
+  median(t_j) / median(t_last)`` (the forecast's predicted change applied to the
+  newest observation), and never less than the *observed floor*, the newest
+  demand times ``1 + headroom_fraction`` and the largest demand of the last hour.
+  A forecast that is wrong about the level therefore degrades to reactive
+  scaling, not to an outage, and a forecast ramp (a morning rise, a half-hourly
+  step) is provisioned a lead time before it arrives;
+* within reach, at least the *keep level*: the largest anchored demand (without
+  headroom) over ``[now, now + lead + scale_down_stabilization)``. Capacity that
+  will be needed again within that window is not released, since it could not
+  come back in time.
+
+``CapacityPlan.demand_gpus`` reports this need, so the plan shows what it covers.
 
 Usable capacity obeys the lead time: a node requested at step k serves from
 ``k + lead`` if it stays requested, and a released node stops serving at once.
