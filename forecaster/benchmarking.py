@@ -150,7 +150,13 @@ class SpeedResult:
     def lines(self) -> list[str]:
         ratio = self.auto_seconds / max(self.naive_seconds, 1e-9)
         verdict = "met" if self.auto_seconds < TARGET_SPEED_S else "NOT met"
-        picks = ", ".join(f"{k} x{v}" for k, v in sorted(self.chosen.items(), key=lambda i: -i[1]))
+        # Group by the leading member: ensembles differ only in their tails.
+        families: dict[str, int] = {}
+        for label, n in self.chosen.items():
+            lead = label.removeprefix("ensemble(").split("+")[0].rstrip(")")
+            key = f"{lead}{' (+ensemble)' if label.startswith('ensemble(') else ''}"
+            families[key] = families.get(key, 0) + n
+        picks = ", ".join(f"{k} x{v}" for k, v in sorted(families.items(), key=lambda i: -i[1]))
         return [
             f"{self.count} series x 14 d at 15 min, fit + 24 h forecast: auto {self.auto_seconds:.1f} s, "
             f"seasonal naive 1 d {self.naive_seconds:.2f} s (ratio {ratio:.0f}x); "

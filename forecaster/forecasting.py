@@ -105,9 +105,10 @@ def forecast_series(
         frame = model.predict(steps, qs)
         used = model.label()
         reason = getattr(model, "reason_", reason)
-        if outcome.reused:
-            reason = f"{outcome.note}; {reason}"
-        elif outcome.note.startswith("refitted"):
+        # Reuse is logged, not put in the reason: a plan must not change because its
+        # model came from the store; a refit forced by a problem is worth a note.
+        log.info("series %s: %s", name, outcome.note)
+        if outcome.note.startswith("refitted"):
             notes.append(outcome.note)
         if getattr(model, "fallback_", None):
             notes.append(f"{used}: {model.fallback_}")

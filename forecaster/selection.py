@@ -85,6 +85,21 @@ def autocorrelation(values: np.ndarray, lag: int) -> float:
     return float(np.corrcoef(a[ok], b[ok])[0, 1])
 
 
+def detrended(values: np.ndarray, period: int) -> np.ndarray:
+    """Values minus their centred rolling mean over one ``period``.
+
+    A wandering level (a random walk, a trend) correlates with itself at any lag;
+    removing it first leaves only what repeats within the period.
+    """
+    trend = (
+        pd.Series(values)
+        .rolling(period, center=True, min_periods=max(1, period // 2))
+        .mean()
+        .to_numpy()
+    )
+    return values - trend
+
+
 class AutoSelector(BaseEstimator):
     """Backtest-selected, conformally calibrated forecaster; see the module docstring."""
 
@@ -141,8 +156,8 @@ class AutoSelector(BaseEstimator):
         self.scale_ = naive_scale(values, m_day)
         self.level_ = float(np.nanmean(np.abs(values)))
         self.seasonality_ = {
-            "daily_acf": autocorrelation(values, m_day),
-            "weekly_acf": autocorrelation(values, 7 * m_day),
+            "daily_acf": autocorrelation(detrended(values, m_day), m_day),
+            "weekly_acf": autocorrelation(detrended(values, 7 * m_day), 7 * m_day),
         }
         origins = [n - horizon - k * m_day for k in range(self.max_origins)]
         origins = [o for o in origins if o >= max(2, m_day // 2)]

@@ -23,6 +23,7 @@ from forecaster.errors import BadInputError, TiercastError
 from forecaster.estimators import check_quantiles, quantile_column
 from forecaster.forecasting import forecast_series
 from forecaster.series import History, parse_duration, read_history_csv
+from forecaster.store import ModelStore
 from scaler.actuators import RecordingProvider
 from scaler.config import Config, load_config, parse_config
 from scaler.cycle import CycleResult, bind_history, run_cycle
@@ -40,6 +41,7 @@ _EXTENSIONS: tuple[str, ...] = (
     "scaler.agent",
     "scaler.cli_mig",
     "scaler.cli_simulate",
+    "scaler.cli_forecasting",
 )
 
 
@@ -266,9 +268,11 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         history = {args.series: history[args.series]}
     quantiles = _parse_quantiles(args.quantiles)
     horizon = parse_duration(args.horizon)
+    # A store path makes repeated forecasts of the same series reuse the selected model.
+    store = ModelStore(args.model_store) if getattr(args, "model_store", None) else None
     frames = []
     for name, y in history.items():
-        fc = forecast_series(y.rename(name), horizon, [q for q, _ in quantiles], args.method)
+        fc = forecast_series(y.rename(name), horizon, [q for q, _ in quantiles], args.method, store)
         frame = fc.frame.rename(columns={quantile_column(q): f"q{text}" for q, text in quantiles})
         frame = frame[[f"q{text}" for _, text in quantiles]]
         frame.index = [iso(t).rstrip("Z") for t in frame.index]
@@ -406,6 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--method", default="auto", help="estimator name or 'auto' (default: %(default)s)"
     )
     p.add_argument("--out", "-o", help="output CSV path; default: standard output")
+    p.add_argument(
+        "--model-store",
+        help="folder of stored models to reuse and update (e.g. models); default: none",
+    )
     p.set_defaults(func=cmd_forecast)
 
     for module in _EXTENSIONS:

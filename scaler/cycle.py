@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast, forecast_history
 from forecaster.series import History
+from forecaster.store import ModelStore
 from scaler.actuators import ActionResult, CapacityProvider
 from scaler.config import Config
 from scaler.mig_planning import mig_pools, plan_mig
@@ -59,6 +61,22 @@ def stale_signals(
     return {name for name, fc in forecasts.items() if now - fc.last_timestamp > limit}
 
 
+_STORES: dict[tuple[str, int], ModelStore] = {}
+
+
+def model_store_for(config: Config) -> ModelStore:
+    """The config's model store; one object per path and age limit in a process.
+
+    Kept between cycles so a long-running service or a replay reads each stored
+    model from disk once, not every cycle.
+    """
+    path = Path(config.model_store.path).resolve()  # a relative path means the working dir
+    key = (str(path), config.model_store.max_age_s)
+    if key not in _STORES:
+        _STORES[key] = ModelStore(path, max_age_s=config.model_store.max_age_s)
+    return _STORES[key]
+
+
 def forecast_for_plan(
     config: Config, history: History, now: pd.Timestamp
 ) -> dict[str, SeriesForecast]:
@@ -72,9 +90,12 @@ def forecast_for_plan(
         log.warning("signal %s has no usable history before %s", name, now)
     # Forecast from the newest sample to now + horizon: a stale series needs more steps.
     out = {}
+    store = model_store_for(config)
     for name, y in usable.items():
         gap = max(pd.Timedelta(0), now - y.dropna().index[-1])
-        out.update(forecast_history({name: y}, horizon + gap, quantiles, config.forecast.method))
+        out.update(
+            forecast_history({name: y}, horizon + gap, quantiles, config.forecast.method, store)
+        )
     return out
 
 

@@ -1,0 +1,141 @@
+"""Rolling-origin backtests: the protocol's origins, the scores, and the CLI table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.backtesting import (
+    Backtest,
+    backtest,
+    daily_origins,
+    naive_scale,
+    protocol_origins,
+)
+from forecaster.estimators import BaseEstimator, SeasonalNaive
+from scaler.cli import main
+
+
+def daily_cycle(days: int, step: str = "15min", noise: float = 0.0, seed: int = 0) -> pd.Series:
+    periods = int(days * 86400 / pd.Timedelta(step).total_seconds())
+    index = pd.date_range("2026-01-05", periods=periods, freq=step, name="timestamp")
+    hours = index.hour.to_numpy() + index.minute.to_numpy() / 60
+    rng = np.random.default_rng(seed)
+    values = 100 + 40 * np.sin(2 * np.pi * hours / 24) + rng.normal(0, noise, len(index))
+    return pd.Series(values, index=index, name="cycle")
+
+
+def test_protocol_uses_the_last_7_days_or_4_for_short_series() -> None:
+    long = daily_cycle(30)
+    origins = protocol_origins(long)
+    assert len(origins) == 7
+    assert all(o == o.normalize() for o in origins)
+    assert origins[-1] == long.index[-1].normalize()
+    short = daily_cycle(14)
+    assert len(protocol_origins(short)) == 4
+
+
+def test_daily_origins_keep_the_phase_of_the_end() -> None:
+    y = daily_cycle(10)
+    origins = daily_origins(y, 3, 96)
+    end = y.index[-1] + pd.Timedelta("15min")
+    assert origins == [end - pd.Timedelta(days=k + 1) for k in range(3)]
+
+
+def test_a_perfect_forecast_scores_zero_and_full_coverage() -> None:
+    y = daily_cycle(10)
+    bt = backtest(lambda: SeasonalNaive("1d"), y, protocol_origins(y), 96, [0.1, 0.5, 0.9])
+    assert bt.mase() == pytest.approx(0.0, abs=1e-9)
+    assert bt.coverage(0.9) == 1.0
+    assert bt.forecasts.shape == (4, 96, 3)
+
+
+def test_scores_are_scaled_by_the_in_sample_daily_naive_error() -> None:
+    actual = np.array([[1.0, 2.0, np.nan]])
+    forecast = np.stack([actual - 1, actual, actual + 1], axis=-1)
+    forecast[0, :, 1] = [2.0, 2.0, 2.0]  # median off by 1 and 0
+    bt = Backtest(
+        label="x",
+        origins=[pd.Timestamp("2026-01-01")],
+        quantiles=[0.1, 0.5, 0.9],
+        forecasts=forecast,
+        actuals=actual,
+        scales=np.array([2.0]),
+        fit_seconds=0.0,
+    )
+    assert bt.mase() == pytest.approx(0.25)  # mean(|1-2|, |2-2|) / 2, NaN ignored
+    assert bt.coverage(0.9) == 1.0 and bt.coverage(0.1) == 0.0
+    assert bt.scaled_pinball(0.9) == pytest.approx(0.1 * 1 / 2)
+    assert naive_scale(np.array([1.0, 2.0, 1.0, 2.0]), 1) == pytest.approx(1.0)
+
+
+class Late(BaseEstimator):
+    """A fake that lags reality by a constant: the backtest must see exactly that error."""
+
+    name = "late"
+
+    def __init__(self, offset: float = 5.0) -> None:
+        self.offset = offset
+
+    def fit(self, history: pd.Series) -> Late:
+        self._inner = SeasonalNaive("1d").fit(history)
+        self.last_timestamp_ = self._inner.last_timestamp_
+        self.step_ = self._inner.step_
+        self.nonnegative_ = True
+        return self
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        return self._inner.predict(horizon, quantiles) + self.offset
+
+
+def test_backtest_measures_a_known_error() -> None:
+    y = daily_cycle(10)
+    scale = naive_scale(y.to_numpy(), 96)  # zero for a pure cycle: floored
+    bt = backtest(lambda: Late(5.0), y, protocol_origins(y), 96, [0.5])
+    assert np.allclose(np.abs(bt.actuals - bt.point()), 5.0)
+    assert bt.coverage(0.5) == 1.0
+    assert scale > 0
+
+
+def test_backtest_cli_prints_a_table_and_writes_json(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    y = daily_cycle(9, step="1h", noise=3.0)
+    frame = pd.DataFrame({"timestamp": y.index.strftime("%Y-%m-%dT%H:%M:%S"), "value": y.values})
+    frame.to_csv(workdir / "h.csv", index=False)
+    code = main(
+        [
+            "backtest",
+            "--history",
+            "h.csv",
+            "--methods",
+            "seasonal_naive_1d,seasonal_profile_1d",
+            "--json",
+            "bt.json",
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert "MASE" in out and "seasonal_profile_1d" in out
+    data = json.loads((workdir / "bt.json").read_text())
+    assert {d["method"] for d in data} == {"seasonal_naive_1d", "seasonal_profile_1d"}
+    assert all(len(d["origins"]) == 4 for d in data)
+    assert data[1]["scores"]["mase"] < data[0]["scores"]["mase"]  # the median beats one noisy day
+
+
+def test_backtest_cli_rejects_an_unknown_method(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    y = daily_cycle(5, step="1h")
+    pd.DataFrame({"timestamp": y.index.astype(str), "value": y.values}).to_csv(
+        workdir / "h.csv", index=False
+    )
+    code = main(["backtest", "--history", "h.csv", "--methods", "nonsense"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "unknown estimator 'nonsense'" in err
+    assert len(err.strip().splitlines()) == 1

@@ -1,0 +1,127 @@
+"""Per-series selection: evidence-based choice, recorded reasons, calibrated quantiles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster import estimators
+from forecaster.backtesting import backtest, daily_origins
+from forecaster.estimators import BaseEstimator, SeasonalNaive
+from forecaster.forecasting import forecast_series
+from forecaster.selection import AutoSelector, autocorrelation
+from forecaster.store import ModelStore
+
+
+def series(
+    days: int, *, daily: float = 40.0, weekend: float = 1.0, noise: float = 3.0, seed: int = 0
+) -> pd.Series:
+    index = pd.date_range("2026-02-02", periods=days * 24, freq="1h", name="timestamp")
+    rng = np.random.default_rng(seed)
+    hours = index.hour.to_numpy()
+    level = 100 + daily * np.sin(2 * np.pi * hours / 24)
+    level = level * np.where(index.day_of_week.to_numpy() >= 5, weekend, 1.0)
+    return pd.Series(level + rng.normal(0, noise, len(index)), index=index, name="s")
+
+
+def test_no_cycle_is_detected_and_a_level_model_wins() -> None:
+    rng = np.random.default_rng(1)
+    index = pd.date_range("2026-02-02", periods=20 * 24, freq="1h", name="timestamp")
+    y = pd.Series(50 + np.cumsum(rng.normal(0, 1, len(index))), index=index, name="walk")
+    est = AutoSelector(slow_candidates=()).fit(y)
+    assert "no usable daily cycle" in est.reason_
+    assert "seasonal_naive" not in est.chosen_.split("+")[0]
+    assert est.scores_[est.chosen_] <= est.scores_["seasonal_naive_1d"]
+
+
+def test_weekly_pattern_selects_a_weekly_model() -> None:
+    y = series(28, weekend=0.4, noise=2.0)
+    est = AutoSelector(slow_candidates=()).fit(y)
+    assert "7d" in est.chosen_, est.reason_
+    assert est.scores_[est.chosen_] < est.scores_["seasonal_naive_1d"]
+    assert "lowest backtest MASE" in est.reason_
+
+
+def test_ensemble_weights_are_normalised() -> None:
+    est = AutoSelector(slow_candidates=()).fit(series(21, noise=8.0, seed=2))
+    assert sum(est.weights_.values()) == pytest.approx(1.0)
+    assert set(est.weights_) <= set(AutoSelector().candidates)
+
+
+def test_q09_covers_about_90_percent_of_future_actuals() -> None:
+    y = series(30, noise=6.0, seed=3)
+    origins = daily_origins(y, 5, 24)
+    bt = backtest(
+        lambda: AutoSelector(slow_candidates=(), max_origins=10), y, origins, 24, [0.1, 0.5, 0.9]
+    )
+    assert 0.8 <= bt.coverage(0.9) <= 0.97
+    assert 0.03 <= bt.coverage(0.1) <= 0.2
+
+
+def test_short_history_falls_back_with_a_reason() -> None:
+    y = series(1)
+    est = AutoSelector().fit(y)
+    assert est.chosen_ == "seasonal_naive_1d"
+    assert "too short to backtest" in (est.fallback_ or "")
+    assert np.isfinite(est.predict(12, [0.5, 0.9]).to_numpy()).all()
+
+
+class CountingFake(BaseEstimator):
+    """A slow-model stand-in that counts its fits (shared across instances)."""
+
+    name = "counting_fake"
+    fits = 0
+
+    def fit(self, history: pd.Series) -> CountingFake:
+        type(self).fits += 1
+        self._inner = SeasonalNaive("1d").fit(history)
+        self.last_timestamp_ = self._inner.last_timestamp_
+        self.step_ = self._inner.step_
+        self.nonnegative_ = self._inner.nonnegative_
+        return self
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        return self._inner.predict(horizon, quantiles)
+
+
+def test_slow_candidates_are_tried_only_where_cheap_models_struggle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(estimators._REGISTRY, "counting_fake", CountingFake)
+    monkeypatch.setitem(
+        __import__("forecaster.selection").selection.MIN_HISTORY_DAYS, "counting_fake", 1.0
+    )
+    y = series(14, noise=1.0)
+    CountingFake.fits = 0
+    AutoSelector(slow_candidates=("counting_fake",)).fit(y)
+    assert CountingFake.fits == 0  # the profile already beats in-sample naive error
+    est = AutoSelector(slow_candidates=("counting_fake",), slow_above_mase=0.0).fit(y)
+    assert CountingFake.fits == 3
+    assert "counting_fake" in est.scores_ and "also tried counting_fake" in est.reason_
+
+
+def test_update_keeps_the_selection_and_moves_the_origin() -> None:
+    y = series(21, noise=4.0, seed=5)
+    est = AutoSelector(slow_candidates=()).fit(y.iloc[:-24])
+    chosen = est.chosen_
+    est.update(y)
+    frame = est.predict(3, [0.5])
+    assert est.chosen_ == chosen
+    assert frame.index[0] == y.index[-1] + pd.Timedelta("1h")
+
+
+def test_forecast_series_auto_reports_the_choice() -> None:
+    y = series(15, noise=4.0, seed=6).rename("selection_report")
+    fc = forecast_series(y, pd.Timedelta("6h"), [0.1, 0.5, 0.9], "auto", ModelStore(None))
+    assert fc.reason.startswith("auto: lowest backtest MASE")
+    assert fc.estimator != "auto"
+    assert list(fc.frame.columns) == ["q0.1", "q0.5", "q0.9"] and len(fc.frame) == 6
+
+
+def test_autocorrelation_sees_a_cycle() -> None:
+    values = series(7, noise=1.0).to_numpy()
+    assert autocorrelation(values, 24) > 0.9
+    assert np.isnan(autocorrelation(values[:10], 24))
