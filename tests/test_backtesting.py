@@ -139,3 +139,14 @@ def test_backtest_cli_rejects_an_unknown_method(
     _, err = capsys.readouterr()
     assert code == 2 and "unknown estimator 'nonsense'" in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.traces
+def test_auto_beats_the_daily_naive_on_a_negative_control() -> None:
+    from forecaster.benchmarking import accuracy_rows, load_bench_series
+    from tests.conftest import trace_path
+
+    y = load_bench_series(trace_path("nab/aws_elb_request_count_5min.csv"))
+    rows = {r.method: r for r in accuracy_rows(y, ["auto", "seasonal_naive_1d"])}
+    assert rows["tiercast auto"].mase < rows["seasonal_naive_1d"].mase
+    assert 0.8 <= rows["tiercast auto"].coverage_q09 <= 0.97
