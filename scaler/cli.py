@@ -42,6 +42,7 @@ _EXTENSIONS: tuple[str, ...] = (
     "scaler.cli_mig",
     "scaler.cli_simulate",
     "scaler.cli_forecasting",
+    "scaler.cli_scale",
 )
 
 
