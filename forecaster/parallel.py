@@ -43,7 +43,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 import pandas as pd
 
-from forecaster.errors import BadInputError, TemporaryError, TiercastError
+from forecaster.errors import BadInputError, DataError, TemporaryError, TiercastError
 from forecaster.forecasting import DEFAULT_QUANTILES, SeriesForecast, forecast_series
 from forecaster.store import ModelStore
 
@@ -481,3 +481,32 @@ def forecast_all(
     for line in report.problems():
         log.warning("forecast %s", line)
     return report
+
+
+def forecast_history_parallel(
+    history: Iterable[pd.Series] | dict[str, pd.Series],
+    spec: ForecastSpec,
+    backend: str = "joblib",
+    jobs: int = 1,
+    scheduler: str | None = None,
+    batch_size: int = 8,
+) -> dict[str, SeriesForecast]:
+    """Like :func:`forecaster.forecasting.forecast_history`, on a backend named by configuration.
+
+    The backend lives for this call only (joblib keeps its process pool between
+    calls anyway). A series that fell back is logged; one that could not be
+    forecast at all fails the call, as it would in one process.
+    """
+    series = (
+        (y.rename(name) for name, y in history.items()) if isinstance(history, dict) else history
+    )
+    runner = make_backend(backend, jobs, scheduler)
+    try:
+        report = forecast_all(series, spec, runner, batch_size)
+    finally:
+        runner.close()
+    failed = [o for o in report.outcomes.values() if o.status == "failed"]
+    if failed:
+        first = failed[0]
+        raise DataError(f"cannot forecast {len(failed)} series, e.g. {first.name!r}: {first.error}")
+    return report.forecasts

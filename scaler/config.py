@@ -212,6 +212,24 @@ class ForecastConfig(_Model):
     """Estimator name from the registry, or ``auto`` (chosen per series by backtest)."""
     quantiles: tuple[float, ...] = (0.1, 0.5, 0.9)
     """Quantiles computed and reported; the policy quantile is added if missing."""
+    jobs: int = Field(default=1, ge=-1)
+    """Worker processes forecasting series in parallel (``-1``: every core; ``dask``: LocalCluster
+    workers). Default 1: in the cycle's own process. See ``forecaster/parallel.py``."""
+    backend: Literal["joblib", "dask"] = "joblib"
+    """``joblib`` (processes on this machine) or ``dask`` (``pip install 'tiercast[distributed]'``).
+    Default joblib."""
+    scheduler: str | None = None
+    """Dask scheduler address (``tcp://host:8786``); unset with ``dask``: a LocalCluster per cycle."""
+    batch_size: int = Field(default=8, ge=1)
+    """Series sent to a worker at a time; about ``2 * jobs`` batches are in flight. Default 8."""
+
+    @model_validator(mode="after")
+    def _parallel(self) -> ForecastConfig:
+        if self.jobs == 0:
+            raise ValueError("forecast.jobs must be >= 1 or -1 (every core); got 0")
+        if self.scheduler is not None and self.backend != "dask":
+            raise ValueError("forecast.scheduler needs forecast.backend: dask")
+        return self
 
 
 class PrometheusConfig(_Model):

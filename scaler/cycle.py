@@ -17,6 +17,7 @@ import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast, forecast_history
+from forecaster.parallel import ForecastSpec, forecast_history_parallel
 from forecaster.series import History
 from forecaster.store import ModelStore
 from scaler.actuators import ActionResult, CapacityProvider
@@ -91,6 +92,20 @@ def forecast_for_plan(
     # Forecast from the newest sample to now + horizon: a stale series needs more steps.
     out = {}
     store = model_store_for(config)
+    settings = config.forecast
+    if settings.jobs != 1 or settings.backend == "dask":
+        # Many signals: worker processes or a Dask cluster share the on-disk store.
+        spec = ForecastSpec(
+            horizon,
+            tuple(quantiles),
+            settings.method,
+            str(store.path) if store.path is not None else None,
+            store.max_age_s,
+            now,
+        )
+        return forecast_history_parallel(
+            usable, spec, settings.backend, settings.jobs, settings.scheduler, settings.batch_size
+        )
     for name, y in usable.items():
         gap = max(pd.Timedelta(0), now - y.dropna().index[-1])
         out.update(

@@ -340,3 +340,62 @@ def test_benchmark_needs_the_traces(tmp_path: Path) -> None:
 
     with pytest.raises(DataError, match="no trace shapes found"):
         load_shapes(tmp_path)
+
+
+# -- configuration and the cycle -------------------------------------------------------------
+
+
+def test_forecast_config_parallel_defaults_and_errors() -> None:
+    from scaler.config import ConfigError, ForecastConfig, parse_config
+    from scaler.demo import demo_inputs
+
+    defaults = ForecastConfig()
+    assert (defaults.jobs, defaults.backend, defaults.scheduler, defaults.batch_size) == (
+        1,
+        "joblib",
+        None,
+        8,
+    )
+    config, _, _ = demo_inputs()
+    data = config.model_dump(mode="json")
+    data["forecast"] = {"jobs": 0}
+    with pytest.raises(ConfigError, match=r"forecast\.jobs must be >= 1 or -1"):
+        parse_config(data)
+    data["forecast"] = {"scheduler": "tcp://10.0.0.1:8786"}
+    with pytest.raises(ConfigError, match=r"forecast\.scheduler needs forecast\.backend: dask"):
+        parse_config(data)
+    data["forecast"] = {"backend": "ray"}
+    with pytest.raises(ConfigError, match="backend"):
+        parse_config(data)
+
+
+def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
+    from scaler.cycle import forecast_for_plan
+    from scaler.demo import demo_inputs
+
+    config, history, now = demo_inputs()
+    # Four days of history keep the automatic selection quick; the last signal goes stale.
+    history = {n: y[y.index >= now - pd.Timedelta(days=4)] for n, y in history.items()}
+    history["embed_rps"] = history["embed_rps"][
+        history["embed_rps"].index < now - pd.Timedelta(hours=1)
+    ]
+
+    def with_forecast(store: str, **forecast: object):
+        return config.model_copy(
+            update={
+                "forecast": config.forecast.model_copy(update=forecast),
+                "model_store": config.model_store.model_copy(update={"path": store}),
+            }
+        )
+
+    serial = forecast_for_plan(with_forecast(str(tmp_path / "a")), history, now)
+    parallel = forecast_for_plan(with_forecast(str(tmp_path / "b"), jobs=2), history, now)
+    assert sorted(serial) == sorted(parallel) == sorted(history)
+    for name, fc in serial.items():
+        assert parallel[name].estimator == fc.estimator
+        pd.testing.assert_frame_equal(parallel[name].frame, fc.frame, check_exact=True)
+    assert len(list((tmp_path / "b").glob("*.joblib"))) == len(history)
+    # The stale signal's forecast still reaches now + horizon.
+    assert parallel["embed_rps"].frame.index[-1] >= now + pd.Timedelta(
+        seconds=config.policy.horizon_s
+    )
