@@ -399,3 +399,28 @@ def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
     assert parallel["embed_rps"].frame.index[-1] >= now + pd.Timedelta(
         seconds=config.policy.horizon_s
     )
+
+
+@pytest.mark.slow
+def test_bench_scale_prints_the_table_and_verdicts(
+    traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scaler.cli import main
+
+    sizes = ["--count", "6", "--fit-count", "3", "--prophet-count", "0", "--batch-size", "2"]
+    code = main(["bench-scale", *sizes, "--backends", "joblib"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("| model | cycle | backend | series |")
+    assert "| calibration: pure-Python loop | CPU only | joblib 2 processes |" in out
+    assert "| auto (default) | warm: predict only | joblib 2 processes | 6 |" in out
+    assert "- warm predict-only cycle of 6 series in" in out
+    warm = [line for line in out.splitlines() if "warm: predict only" in line]
+    assert all(line.split("|")[9].strip() == "6" for line in warm)  # every model reused
+
+
+def test_bench_scale_refuses_unknown_backends(capsys: pytest.CaptureFixture[str]) -> None:
+    from scaler.cli import main
+
+    assert main(["bench-scale", "--backends", "ray"]) == 2
+    assert "--backends must list joblib and/or dask; got ray" in capsys.readouterr().err
