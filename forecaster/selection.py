@@ -71,6 +71,28 @@ MIN_HISTORY_DAYS: dict[str, float] = {
 }
 """History each candidate needs before a backtest origin to be itself (not its fallback)."""
 
+TAIL_SCALES: tuple[float, ...] = (1.0, 0.8, 0.65, 0.5, 0.4, 0.3, 0.2, 0.1)
+"""Factors on the tail mass beyond a quantile (1 - q above the median, q below) tried in
+calibration; the nominal 1.0 comes first so that it wins ties."""
+
+CALIBRATION_QUANTILES = (0.1, 0.9)
+"""The lower and upper quantiles whose walk-forward pinball loss sets the tail scales."""
+
+
+def adjusted_level(q: float, lower_scale: float, upper_scale: float) -> float:
+    """The residual quantile level used for forecast quantile ``q``.
+
+    The tail mass beyond ``q`` is multiplied by the scale of its side (below 1
+    widens the band), and the level never crosses the median, so the mapping stays
+    monotone in ``q``.
+    """
+    if q > 0.5:
+        return float(min(1.0, max(0.5, 1.0 - (1.0 - q) * upper_scale)))
+    if q < 0.5:
+        return float(max(0.0, min(0.5, q * lower_scale)))
+    return q
+
+
 _FIT_ERRORS = (TiercastError, ValueError, FloatingPointError, np.linalg.LinAlgError)
 
 
@@ -256,6 +278,7 @@ class AutoSelector(BaseEstimator):
         self.origins_ = 0
         self.residuals_ = np.empty((0, 0))
         self.calibration_ = "model"
+        self.tail_scales_ = (1.0, 1.0)
         self.model_ = SeasonalNaive(season="1d").fit(y)
         self.reason_ = f"auto: {self.fallback_}"
         return self
@@ -265,26 +288,54 @@ class AutoSelector(BaseEstimator):
         return np.maximum(point, 0.0) + 0.1 * self.level_ + 1e-12
 
     def _calibrate(self, actual: np.ndarray, point: np.ndarray) -> None:
-        """Keep backtest residuals; pick absolute or relative by 2-fold held-out pinball loss."""
+        """Keep backtest residuals, absolute or relative, and the tail scales of their quantiles.
+
+        Both choices are made walking forward over the backtest origins (rows newest
+        first): each origin is forecast with the residuals of the origins before it
+        only, as the live forecast will be. Residuals pooled from a few days
+        understate the spread of a new day when the series drifts (a growing
+        series sits above every day it was calibrated on) or shifts level; the
+        walk-forward pinball loss sees exactly that and picks a wider tail, while a
+        stable series keeps the nominal one.
+        """
         absolute = actual - point
-        relative = absolute / self._denominator(point)
+        modes = {"absolute": absolute}
+        if self.nonnegative_:
+            modes["relative"] = absolute / self._denominator(point)
         self.calibration_ = "absolute"
-        if self.nonnegative_ and len(actual) >= 2:
-            losses = {}
-            for mode, res in (("absolute", absolute), ("relative", relative)):
-                total = 0.0
-                for held in (0, 1):
-                    train, test = res[held::2], slice(1 - held, None, 2)
-                    for q in (0.1, 0.5, 0.9):
-                        off = self._offsets(train, [q])[:, :, 0]
-                        fc = point[test] + (
-                            off if mode == "absolute" else off * self._denominator(point[test])
-                        )
-                        total += float(np.nanmean(pinball(actual[test], fc, q)))
-                losses[mode] = total
-            if losses["relative"] < losses["absolute"]:
-                self.calibration_ = "relative"
-        self.residuals_ = relative if self.calibration_ == "relative" else absolute
+        self.tail_scales_ = (1.0, 1.0)
+        if len(actual) >= 3:
+            best = math.inf
+            for mode, res in modes.items():
+                loss, scales = self._walk_forward(actual, point, res, mode == "relative")
+                if loss < best:
+                    best, self.calibration_, self.tail_scales_ = loss, mode, scales
+        self.residuals_ = modes[self.calibration_]
+
+    def _walk_forward(
+        self, actual: np.ndarray, point: np.ndarray, res: np.ndarray, relative: bool
+    ) -> tuple[float, tuple[float, float]]:
+        """Walk-forward pinball loss of one residual kind and its best (lower, upper) tail scales."""
+        q_lo, q_hi = CALIBRATION_QUANTILES
+        levels = [adjusted_level(q_lo, a, 1.0) for a in TAIL_SCALES]
+        levels += [0.5] + [adjusted_level(q_hi, 1.0, a) for a in TAIL_SCALES]
+        n = len(TAIL_SCALES)
+        losses = np.zeros(len(levels))
+        targets = np.array([q_lo] * n + [0.5] + [q_hi] * n)
+        # Oldest first; the first two origins only train.
+        rows = list(range(len(actual)))[::-1]
+        for i in range(2, len(rows)):
+            test, train = rows[i], rows[:i]
+            if not np.isfinite(actual[test]).any():
+                continue
+            off = self._offsets(res[train], levels)[0]
+            if relative:
+                off = off * self._denominator(point[test])[:, None]
+            fc = point[test][:, None] + off
+            losses += np.nan_to_num(np.nanmean(pinball(actual[test][:, None], fc, targets), axis=0))
+        lo, hi = int(np.argmin(losses[:n])), int(np.argmin(losses[n + 1 :]))
+        total = float(losses[lo] + losses[n] + losses[n + 1 + hi])
+        return total, (float(TAIL_SCALES[lo]), float(TAIL_SCALES[hi]))
 
     def _offsets(self, residuals: np.ndarray, qs: Sequence[float]) -> np.ndarray:
         """Residual quantiles per horizon bucket, broadcast to shape (1, horizon, len(qs))."""
@@ -314,7 +365,8 @@ class AutoSelector(BaseEstimator):
             f"auto: lowest backtest MASE over up to {common} daily origins: {self.chosen_} "
             f"{self.backtest_mase_:.2f} (others: {shown or 'none'})",
             cycle,
-            f"quantiles calibrated on {np.isfinite(self.residuals_).sum()} {self.calibration_} residuals",
+            f"quantiles calibrated on {np.isfinite(self.residuals_).sum()} {self.calibration_} "
+            f"residuals, tail scales {self.tail_scales_[0]:g}/{self.tail_scales_[1]:g} walking forward",
         ]
         if slow:
             parts.append("also tried " + ", ".join(slow))
@@ -360,7 +412,9 @@ class AutoSelector(BaseEstimator):
         if self.calibration_ == "model" or not np.isfinite(self.residuals_).any():
             return self.model_.predict(horizon, qs)
         point = self.model_.predict(horizon, [0.5]).to_numpy()[:, 0]
-        base = self._offsets(self.residuals_, qs)[0]
+        lower, upper = self.tail_scales_
+        levels = [adjusted_level(q, lower, upper) for q in qs]
+        base = self._offsets(self.residuals_, levels)[0]
         width = base.shape[0]
         steps = np.arange(horizon)
         offsets = base[np.minimum(steps, width - 1)]
@@ -380,6 +434,7 @@ class AutoSelector(BaseEstimator):
             "backtest_mase": self.backtest_mase_,
             "origins": self.origins_,
             "calibration": self.calibration_,
+            "tail_scales": list(self.tail_scales_),
             "seasonality": {k: round(v, 3) for k, v in self.seasonality_.items()}
             if hasattr(self, "seasonality_")
             else {},

@@ -45,7 +45,7 @@ from forecaster.estimators import BaseEstimator
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 """Bumped when the artifact layout changes; older artifacts are refitted, not read."""
 
 TAIL = pd.Timedelta(days=1)
