@@ -48,8 +48,11 @@ def naive_scale(values: np.ndarray, season_steps: int) -> float:
     return float(max(level * 1e-3, 1e-9))
 
 
-def pinball(actual: np.ndarray, forecast: np.ndarray, q: float) -> np.ndarray:
-    """Pinball (quantile) loss per point; NaN where the actual is missing."""
+def pinball(actual: np.ndarray, forecast: np.ndarray, q: float | np.ndarray) -> np.ndarray:
+    """Pinball (quantile) loss per point; NaN where the actual is missing.
+
+    ``q`` may be an array broadcast against the forecast (one level per column).
+    """
     diff = actual - forecast
     return np.maximum(q * diff, (q - 1.0) * diff)
 

@@ -20,8 +20,6 @@ from threadpoolctl import threadpool_limits
 
 from forecaster.estimators import (
     BaseEstimator,
-    SeasonalNaive,
-    check_horizon,
     check_quantiles,
     register,
 )
@@ -82,10 +80,8 @@ class QuantileBoosting(BaseEstimator):
         rows = np.arange(2 * m_day, len(values))
         rows = rows[~np.isnan(values[rows])] if rows.size else rows
         if len(values) < self.min_days * m_day or rows.size < 2 * self.min_samples_leaf:
-            self.delegate_: BaseEstimator | None = SeasonalNaive(season="1d").fit(y)
-            self.fallback_ = (
-                f"{len(values)} steps is under {self.min_days:g} days for the lag features; "
-                "daily seasonal naive used"
+            self._fall_back_to_naive(
+                y, f"{len(values)} steps is under {self.min_days:g} days for the lag features"
             )
             self.models_: list[HistGradientBoostingRegressor] = []
             return self
@@ -126,9 +122,7 @@ class QuantileBoosting(BaseEstimator):
         return self
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        self._check_fitted()
-        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
-        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        horizon, qs = self._predict_args(horizon, quantiles)
         if self.delegate_ is not None:
             return self.delegate_.predict(horizon, qs)
         index = self._future_index(horizon)

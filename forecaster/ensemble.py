@@ -20,8 +20,6 @@ from forecaster.errors import BadInputError, TiercastError
 from forecaster.estimators import (
     BaseEstimator,
     SeasonalNaive,
-    check_horizon,
-    check_quantiles,
     make,
     register,
 )
@@ -83,9 +81,7 @@ class Ensemble(BaseEstimator):
         return self
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        self._check_fitted()
-        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
-        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        horizon, qs = self._predict_args(horizon, quantiles)
         total = sum(w for _, w in self.fitted_)
         out = np.zeros((horizon, len(qs)))
         for est, w in self.fitted_:

@@ -82,6 +82,10 @@ class BaseEstimator:
     """Shared plumbing: parameters, fitted checks, output frame shape."""
 
     name: ClassVar[str] = "base"
+    fallback_: str | None
+    """Why a simpler model stands in, or None; set by every fit."""
+    delegate_: BaseEstimator | None
+    """The stand-in model of estimators that can fall back to one."""
 
     def fit(self, history: pd.Series) -> BaseEstimator:
         raise NotImplementedError
@@ -109,6 +113,17 @@ class BaseEstimator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    def _predict_args(self, horizon: int, quantiles: Sequence[float]) -> tuple[int, list[float]]:
+        """The fitted check and the validated ``predict`` arguments every estimator starts with."""
+        self._check_fitted()
+        owner = f"{type(self).__name__}.predict"
+        return check_horizon(horizon, owner), check_quantiles(quantiles, owner)
+
+    def _fall_back_to_naive(self, y: pd.Series, why: str) -> None:
+        """Let the daily seasonal naive model stand in (``delegate_``), saying why in ``fallback_``."""
+        self.delegate_ = SeasonalNaive(season="1d").fit(y)
+        self.fallback_ = f"{why}; daily seasonal naive used"
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "last_timestamp_"):
             raise NotFittedError(
@@ -135,7 +150,7 @@ class BaseEstimator:
         self.last_timestamp_ = y.index[-1]
         values = y.to_numpy(dtype=float)
         self.nonnegative_ = bool(np.nanmin(values) >= 0)
-        self.fallback_: str | None = None
+        self.fallback_ = None
         return y
 
     def _future_index(self, horizon: int) -> pd.DatetimeIndex:
@@ -222,9 +237,7 @@ class SeasonalNaive(BaseEstimator):
         return self
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        self._check_fitted()
-        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
-        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        horizon, qs = self._predict_args(horizon, quantiles)
         m = self.season_steps_
         point = np.resize(self.pattern_, horizon) if m > 1 else np.full(horizon, self.pattern_[-1])
         # Beyond one season the forecast repeats itself; widen by sqrt(seasons ahead).
@@ -232,9 +245,14 @@ class SeasonalNaive(BaseEstimator):
             np.floor(np.arange(horizon) / m) + 1 if m > 1 else np.sqrt(np.arange(1, horizon + 1))
         )
         scale = np.sqrt(seasons_ahead) if m > 1 else seasons_ahead
-        offsets = np.quantile(self.residuals_, qs)
-        out = point[:, None] + scale[:, None] * offsets[None, :]
-        return self._frame(out, qs, horizon)
+        return self._frame(residual_spread(point, scale, self.residuals_, qs), qs, horizon)
+
+
+def residual_spread(
+    point: np.ndarray, scale: np.ndarray, residuals: np.ndarray, qs: Sequence[float]
+) -> np.ndarray:
+    """Point forecast plus the empirical residual quantiles, widened step by step by ``scale``."""
+    return point[:, None] + scale[:, None] * np.quantile(residuals, qs)[None, :]
 
 
 def _honest_residuals(
@@ -314,14 +332,11 @@ class SeasonalProfile(BaseEstimator):
         return self
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        self._check_fitted()
-        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
-        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        horizon, qs = self._predict_args(horizon, quantiles)
         m = self.season_steps_
         point = self._point(self.values_, m, horizon)
         scale = np.sqrt(np.floor(np.arange(horizon) / m) + 1)
-        offsets = np.quantile(self.residuals_, qs)
-        return self._frame(point[:, None] + scale[:, None] * offsets[None, :], qs, horizon)
+        return self._frame(residual_spread(point, scale, self.residuals_, qs), qs, horizon)
 
 
 def median_rows(block: np.ndarray) -> np.ndarray:
@@ -439,9 +454,7 @@ class ProfileRegression(BaseEstimator):
         return float(gap.mean()) if gap.size else 0.0
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        self._check_fitted()
-        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
-        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        horizon, qs = self._predict_args(horizon, quantiles)
         m = self.season_steps_
         profile = median_rows(season_matrix(self.values_, m, self.seasons))
         profile = np.where(np.isnan(profile), np.nanmedian(self.values_), profile)
@@ -506,13 +519,10 @@ class RecentLevel(BaseEstimator):
         return self
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        self._check_fitted()
-        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
-        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        horizon, qs = self._predict_args(horizon, quantiles)
         scale = np.sqrt(np.floor(np.arange(horizon) / self.window_steps_) + 1)
-        offsets = np.quantile(self.residuals_, qs)
-        out = self.level_ + scale[:, None] * offsets[None, :]
-        return self._frame(out, qs, horizon)
+        point = np.full(horizon, self.level_)
+        return self._frame(residual_spread(point, scale, self.residuals_, qs), qs, horizon)
 
 
 _REGISTRY: dict[str, Callable[[], BaseEstimator]] = {}

@@ -31,9 +31,6 @@ import pandas as pd
 from forecaster.errors import DataError
 from forecaster.estimators import (
     BaseEstimator,
-    SeasonalNaive,
-    check_horizon,
-    check_quantiles,
     register,
 )
 
@@ -127,12 +124,11 @@ class ProphetEstimator(BaseEstimator):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self._fall_back(y, f"Prophet fit failed: {first}")
             return self
-        self.delegate_: BaseEstimator | None = None
+        self.delegate_ = None
         return self
 
     def _fall_back(self, y: pd.Series, why: str) -> None:
-        self.delegate_ = SeasonalNaive(season="1d").fit(y)
-        self.fallback_ = f"{why}; daily seasonal naive used"
+        self._fall_back_to_naive(y, why)
         self.model_ = None
 
     def update(self, history: pd.Series) -> ProphetEstimator:
@@ -144,9 +140,7 @@ class ProphetEstimator(BaseEstimator):
         return self
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        self._check_fitted()
-        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
-        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        horizon, qs = self._predict_args(horizon, quantiles)
         if self.delegate_ is not None:
             return self.delegate_.predict(horizon, qs)
         future = pd.DataFrame({"ds": self._future_index(horizon)})

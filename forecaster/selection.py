@@ -36,8 +36,6 @@ from forecaster.errors import TiercastError
 from forecaster.estimators import (
     BaseEstimator,
     SeasonalNaive,
-    check_horizon,
-    check_quantiles,
     make,
     register,
 )
@@ -406,9 +404,7 @@ class AutoSelector(BaseEstimator):
     # -- forecasting ------------------------------------------------------------------
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        self._check_fitted()
-        horizon = check_horizon(horizon, f"{type(self).__name__}.predict")
-        qs = check_quantiles(quantiles, f"{type(self).__name__}.predict")
+        horizon, qs = self._predict_args(horizon, quantiles)
         if self.calibration_ == "model" or not np.isfinite(self.residuals_).any():
             return self.model_.predict(horizon, qs)
         point = self.model_.predict(horizon, [0.5]).to_numpy()[:, 0]
