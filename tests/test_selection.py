@@ -12,7 +12,7 @@ from forecaster import estimators
 from forecaster.backtesting import backtest, daily_origins
 from forecaster.estimators import BaseEstimator, SeasonalNaive
 from forecaster.forecasting import forecast_series
-from forecaster.selection import AutoSelector, autocorrelation
+from forecaster.selection import AutoSelector, adjusted_level, autocorrelation
 from forecaster.store import ModelStore
 
 
@@ -59,6 +59,49 @@ def test_q09_covers_about_90_percent_of_future_actuals() -> None:
     )
     assert 0.8 <= bt.coverage(0.9) <= 0.97
     assert 0.03 <= bt.coverage(0.1) <= 0.2
+
+
+class NominalTails(AutoSelector):
+    """The selector with its walk-forward tail scales switched off: the residual quantiles as pooled."""
+
+    def _calibrate(self, actual: np.ndarray, point: np.ndarray) -> None:
+        super()._calibrate(actual, point)
+        self.tail_scales_ = (1.0, 1.0)
+
+
+def drifting(days: int, seed: int) -> pd.Series:
+    """A daily cycle on a level that takes a random step every day (a drifting, shifting series)."""
+    index = pd.date_range("2026-02-02", periods=days * 24, freq="1h", name="timestamp")
+    rng = np.random.default_rng(seed)
+    level = np.repeat(100 + np.cumsum(rng.normal(0, 10, days)), 24)
+    cycle = 30 * np.sin(2 * np.pi * index.hour.to_numpy() / 24)
+    return pd.Series(level + cycle + rng.normal(0, 3, len(index)), index=index, name="d")
+
+
+def test_walk_forward_tails_keep_coverage_when_the_level_drifts() -> None:
+    miss = {"walk-forward": 0.0, "nominal": 0.0}
+    for seed in (1, 2, 3):
+        y = drifting(24, seed)
+        origins = daily_origins(y, 5, 24)
+        for label, kind in (("walk-forward", AutoSelector), ("nominal", NominalTails)):
+            bt = backtest(
+                lambda kind=kind: kind(slow_candidates=()), y, origins, 24, [0.1, 0.5, 0.9]
+            )
+            miss[label] += abs(bt.coverage(0.9) - 0.9) + abs(bt.coverage(0.1) - 0.1)
+    # Pooled residuals of a few days understate a new day's level step; walking forward
+    # over the origins measures that and widens the tails.
+    assert miss["walk-forward"] < 0.8 * miss["nominal"], miss
+
+
+def test_adjusted_levels_are_monotone_and_never_cross_the_median() -> None:
+    qs = np.linspace(0.01, 0.99, 99)
+    assert [adjusted_level(q, 1.0, 1.0) for q in qs] == pytest.approx(qs)
+    for lower, upper in ((0.3, 0.5), (1.0, 0.1), (0.1, 1.0)):
+        levels = [adjusted_level(q, lower, upper) for q in qs]
+        assert levels == sorted(levels)
+        assert all(lv <= 0.5 for q, lv in zip(qs, levels, strict=True) if q < 0.5)
+        assert all(lv >= 0.5 for q, lv in zip(qs, levels, strict=True) if q > 0.5)
+        assert adjusted_level(0.9, lower, upper) == pytest.approx(1 - 0.1 * upper)
 
 
 def test_short_history_falls_back_with_a_reason() -> None:
