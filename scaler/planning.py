@@ -18,6 +18,11 @@ Need, per grid step j (GPUs of one model):
   A forecast that is wrong about the level therefore degrades to reactive
   scaling, not to an outage, and a forecast ramp (a morning rise, a half-hourly
   step) is provisioned a lead time before it arrives;
+* within reach, at least the *burst guard* (:func:`scaler.translating.burst_demand_by_model`):
+  the newest observation times the policy quantile of the rises the signal made
+  over as many steps in the last day, when the caller passes the recent history
+  (``observed``). A series that jumps within a lead time keeps the margin its
+  jumps needed; a calm one pays nothing for it;
 * within reach, at least the *keep level*: the largest anchored demand (without
   headroom) over ``[now, now + lead + scale_down_stabilization)``. Capacity that
   will be needed again within that window is not released, since it could not
@@ -27,9 +32,13 @@ Need, per grid step j (GPUs of one model):
 
 Usable capacity obeys the lead time: a node requested at step k serves from
 ``k + lead`` if it stays requested, and a released node stops serving at once.
-Spot nodes count for ``1 - min(0.5, rate * (lead + cycle) / 1h)`` of their GPUs
-(the expected share lost to reclamation while a replacement boots), so the
-planner buys a spare spot node where it pays, and on-demand where spot is capped.
+A spot pool that holds any node covers the need with *spare* nodes on top
+(:func:`spare_nodes`): the policy quantile of a binomial over its nodes, each
+reclaimed with probability ``rate * (lead + cycle) / 1h`` (seen at the next cycle
+at the latest, then a replacement boots for the lead time), and at least one
+(N+1), so the reclaims of a replacement window leave the need covered. Where
+spot is capped or a spare does not pay, on-demand takes the need. The expected cost and risk use the expected loss
+(``spot_loss_fraction``).
 
 The problem is a small mixed-integer program solved with :func:`scipy.optimize.milp`
 (HiGHS): integer nodes per pool and step, continuous usable nodes, and a
@@ -54,6 +63,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.stats import binom
 
 from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
@@ -62,6 +72,7 @@ from scaler.config import Config, PoolConfig
 from scaler.plans import Action, CapacityPlan, Decision, PoolPlan, SignalSummary, iso
 from scaler.translating import (
     anchored_demand_by_model,
+    burst_demand_by_model,
     current_demand_by_model,
     demand_by_model,
     planning_grid,
@@ -84,14 +95,52 @@ def spot_loss_fraction(pool: PoolConfig, cycle_s: int) -> float:
 
 
 def effective_gpus(pool: PoolConfig, nodes: int | float, cycle_s: int) -> float:
-    """GPUs ``nodes`` of ``pool`` are counted for (spot discounted by its expected loss)."""
+    """Expected GPUs of ``nodes`` of ``pool`` (spot discounted by its expected loss)."""
     return float(nodes) * pool.gpus_per_node * (1.0 - spot_loss_fraction(pool, cycle_s))
 
 
-def allocate(pools: list[PoolConfig], gpus: float, cycle_s: int) -> dict[str, int]:
-    """Cheapest node counts per pool covering ``gpus`` GPUs (within each pool's min/max)."""
+def spare_nodes(pool: PoolConfig, nodes: int, quantile: float, cycle_s: int) -> int:
+    """Spare nodes a spot pool of ``nodes`` holds against reclaims (N+1 at least).
+
+    Each node is lost with probability ``spot_loss_fraction`` over one replacement
+    window (lead time plus a cycle), so the count lost at once is binomial. The pool
+    holds its policy ``quantile``, and at least one: a single reclaim, the common
+    case, then never uncovers the need while the replacement boots (at small pools
+    the quantile alone is 0, which is what left reclaims unserved). 0 for other tiers.
+    """
+    loss = spot_loss_fraction(pool, cycle_s)
+    if loss <= 0 or nodes <= 0:
+        return 0
+    return max(1, min(nodes, int(binom.ppf(quantile, nodes, loss))))
+
+
+def covered_gpus(pool: PoolConfig, nodes: int | float, spare: int) -> float:
+    """GPUs ``nodes`` of ``pool`` count for towards the need: spares held back on spot."""
+    if nodes <= 0:
+        return 0.0
+    return max(0.0, float(nodes) - spare) * pool.gpus_per_node
+
+
+def allocate(
+    pools: list[PoolConfig],
+    gpus: float,
+    cycle_s: int,
+    spares: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """Cheapest node counts per pool covering ``gpus`` GPUs (within each pool's min/max).
+
+    ``spares``: nodes a spot pool holds beyond what it counts for, once it holds any
+    (the planner's rule). Without it, spot counts for its expected GPUs
+    (:func:`effective_gpus`), which is what a cost projection wants.
+    """
     alloc = {p.name: p.min_nodes for p in pools}
-    remaining = max(0.0, gpus) - sum(effective_gpus(p, p.min_nodes, cycle_s) for p in pools)
+
+    def counted(p: PoolConfig, n: int) -> float:
+        if spares is None:
+            return effective_gpus(p, n, cycle_s)
+        return covered_gpus(p, n, spares.get(p.name, 0))
+
+    remaining = max(0.0, gpus) - sum(counted(p, p.min_nodes) for p in pools)
 
     def eff_price(p: PoolConfig) -> float:
         return p.price_per_gpu_hour / max(1e-9, 1.0 - spot_loss_fraction(p, cycle_s))
@@ -99,11 +148,16 @@ def allocate(pools: list[PoolConfig], gpus: float, cycle_s: int) -> dict[str, in
     for p in sorted(pools, key=lambda p: (eff_price(p), p.name)):
         if remaining <= 1e-9:
             break
-        per_node = effective_gpus(p, 1, cycle_s)
-        extra = min(p.max_nodes - alloc[p.name], math.ceil(remaining / per_node - 1e-9))
-        if extra > 0:
-            alloc[p.name] += extra
-            remaining -= extra * per_node
+        have = counted(p, alloc[p.name])
+        if spares is None:
+            want = alloc[p.name] + math.ceil(remaining / effective_gpus(p, 1, cycle_s) - 1e-9)
+        else:
+            # Nodes counting towards the need, plus the spares once the pool holds any.
+            want = math.ceil((remaining + have) / p.gpus_per_node - 1e-9) + spares.get(p.name, 0)
+        n = min(p.max_nodes, max(alloc[p.name], want))
+        if n > alloc[p.name]:
+            remaining -= counted(p, n) - have
+            alloc[p.name] = n
     return alloc
 
 
@@ -126,6 +180,8 @@ class ModelProblem:
     budget: float | None
     """Spend per hour available to these pools (None: no cap)."""
     cycle_s: int
+    spares: dict[str, int] = field(default_factory=dict)
+    """Spare nodes per spot pool, held on top of what it counts for once it holds any."""
 
 
 @dataclass
@@ -142,7 +198,10 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
     """The least-cost schedule as a MILP; None when the solver gives no solution."""
     pools, k_steps = prob.pools, len(prob.need)
     n_pools = len(pools)
-    n_vars = 2 * n_pools * k_steps + k_steps
+    # A binary per spot pool with spares and step says whether the pool holds nodes
+    # then: a spot pool that holds any carries its spares, an empty one none.
+    spared = [i for i, p in enumerate(pools) if prob.spares.get(p.name, 0) > 0]
+    n_vars = 2 * n_pools * k_steps + k_steps + len(spared) * k_steps
     step_h = prob.cycle_s / 3600.0
 
     def nv(p: int, k: int) -> int:
@@ -153,6 +212,9 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
 
     def sv(k: int) -> int:
         return 2 * n_pools * k_steps + k
+
+    def yv(s: int, k: int) -> int:
+        return 2 * n_pools * k_steps + k_steps + s * k_steps + k
 
     dearest = max(p.price_per_gpu_hour for p in pools)
     cost = np.zeros(n_vars)
@@ -172,6 +234,9 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
             upper[uv(i, k)] = cur if k < leads else p.max_nodes
     for k in range(k_steps):
         cost[sv(k)] = SHORTFALL_PRICE_FACTOR * dearest * step_h
+        for s in range(len(spared)):
+            upper[yv(s, k)] = 1
+            integrality[yv(s, k)] = 1
     rows: list[int] = []
     cols: list[int] = []
     vals: list[float] = []
@@ -190,13 +255,20 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
         r += 1
 
     for k in range(k_steps):
-        # Coverage: usable effective GPUs plus shortfall reach the need.
+        # Coverage: usable GPUs less the spot spares, plus shortfall, reach the need.
         add(
-            [(uv(i, k), effective_gpus(p, 1, prob.cycle_s)) for i, p in enumerate(pools)]
+            [(uv(i, k), float(p.gpus_per_node)) for i, p in enumerate(pools)]
+            + [
+                (yv(s, k), -float(pools[i].gpus_per_node * prob.spares[pools[i].name]))
+                for s, i in enumerate(spared)
+            ]
             + [(sv(k), 1.0)],
             float(prob.need[k]),
             np.inf,
         )
+        for s, i in enumerate(spared):
+            # A spot pool serving with nodes at k carries its spares.
+            add([(uv(i, k), 1.0), (yv(s, k), -float(pools[i].max_nodes))], -np.inf, 0.0)
         if prob.budget is not None:
             add(
                 [(nv(i, k), p.price_per_node_hour) for i, p in enumerate(pools)],
@@ -248,7 +320,7 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
     for k in range(k_steps):
         # What is requested at k must cover the need until it could be replaced.
         level = float(np.max(prob.need[k : k + lead + 1]))
-        alloc = allocate(pools, level, prob.cycle_s)
+        alloc = allocate(pools, level, prob.cycle_s, prob.spares)
         for p in pools:
             n = alloc[p.name]
             if prob.held:
@@ -276,7 +348,7 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
             usable = int(window.min())
             if k < leads:
                 usable = min(usable, prob.current[p.name])
-            cap += effective_gpus(p, usable, prob.cycle_s)
+            cap += covered_gpus(p, usable, prob.spares.get(p.name, 0))
         shortfall[k] = max(0.0, float(prob.need[k]) - cap)
     shortfall[shortfall < 1e-6] = 0.0
     return ModelSolution(nodes, shortfall, "greedy")
@@ -349,9 +421,12 @@ def plan_capacity(
     *,
     solver: Solver = "auto",
     with_signals: bool = True,
+    history: Mapping[str, pd.Series] | None = None,
 ) -> CapacityPlan:
     """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals.
 
+    ``history``: recent observations per signal, for the burst guard (module
+    docstring); without it the near-term need rests on the headroom alone.
     ``solver``: ``auto`` (MILP, greedy fallback), ``milp`` or ``greedy``.
     ``with_signals=False`` skips the per-signal summaries (the replay plans every
     5 minutes and does not read them).
@@ -402,6 +477,18 @@ def plan_capacity(
     solvers: set[str] = set()
     models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
     stab = pd.Timedelta(seconds=policy.scale_down_stabilization_s)
+    spare_by_pool: dict[str, int] = {}
+    reach = int(
+        np.sum(
+            grid
+            < now
+            + pd.Timedelta(seconds=max((p.lead_time_s for p in config.pools), default=0))
+            + cycle
+        )
+    )
+    burst = burst_demand_by_model(
+        config, dict(forecasts), dict(history or {}), grid, q, reach, policy.headroom_fraction
+    )
     for model in models:
         pools = config.pools_for(model)
         d = demand.get(model, np.zeros(len(grid)))
@@ -415,7 +502,21 @@ def plan_capacity(
         # Within reach of this cycle's action, the forecast conditioned on the newest
         # observation replaces the unconditioned quantile (module docstring).
         need[near] = np.maximum(anchored.get(model, np.zeros(len(grid)))[near], max(floor, keep))
+        need[near] = np.maximum(need[near], burst.get(model, np.zeros(len(grid)))[near])
         need_by_model[model] = need
+        top = float(need.max()) if len(need) else 0.0
+        spares = {
+            p.name: spare_nodes(
+                p,
+                # The nodes the pool would hold if it took the whole need: what the
+                # reclaims are drawn from when spot is used to the full.
+                min(p.max_nodes, max(current[p.name], math.ceil(top / p.gpus_per_node))),
+                q,
+                policy.cycle_s,
+            )
+            for p in pools
+        }
+        spare_by_pool.update({k: v for k, v in spares.items() if v})
         prob = ModelProblem(
             pools=pools,
             need=need,
@@ -424,6 +525,7 @@ def plan_capacity(
             max_step=policy.max_step_nodes,
             budget=_pool_budget(config, pools, current),
             cycle_s=policy.cycle_s,
+            spares=spares,
         )
         if prob.budget is not None:
             # Never force a scale-down for money: the cap stops growth, it does not evict.
@@ -456,7 +558,10 @@ def plan_capacity(
             n0 = timelines[p.name][0]
             if prob.held and n0 == current[p.name]:
                 binding[p.name].append("stale-data")
-            if n0 < current[p.name] and n0 > allocate(pools, need_up, policy.cycle_s)[p.name]:
+            if (
+                n0 < current[p.name]
+                and n0 > allocate(pools, need_up, policy.cycle_s, spares)[p.name]
+            ):
                 # Kept above what the forecast alone asks: either it serves while a
                 # cheaper pool's new nodes boot, or it is needed again soon.
                 growing = any(
@@ -600,6 +705,7 @@ def plan_capacity(
         "held_models": held_models,
         "shortfall": shortfalls,
         "solver": "+".join(sorted(solvers)),
+        "spot_spare_nodes": spare_by_pool,
     }
     signals = []
     for s in config.signals if with_signals else ():

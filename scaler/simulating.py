@@ -44,6 +44,7 @@ from forecaster.forecasting import SeriesForecast, forecast_series
 from forecaster.series import clean_series, infer_step
 from scaler.config import Config, parse_config
 from scaler.planning import Solver, allocate, plan_capacity
+from scaler.translating import BURST_WINDOW
 
 STEP = pd.Timedelta(minutes=5)
 STEP_H = STEP / pd.Timedelta(hours=1)
@@ -447,6 +448,7 @@ def tiercast_run(
     )
     inventory = {p.name: start_alloc[p.name] for p in pools}
     fc: SeriesForecast | None = None
+    burst_steps = int(BURST_WINDOW / STEP) + 1
     next_refresh = index[trace.test_start]
     for i in range(n_test):
         t = trace.test_start + i
@@ -465,6 +467,8 @@ def tiercast_run(
             stale,
             solver=solver,
             with_signals=False,
+            # What the planner's burst guard learns from: the last day observed.
+            history={"demand": window.iloc[-burst_steps:]},
         )
         targets = {a.pool: a.target_nodes for a in plan.actions}
         for p in pools:
