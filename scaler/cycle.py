@@ -125,7 +125,8 @@ def run_cycle(
     forecasts = forecast_for_plan(config, history, now)
     stale = stale_signals(config, forecasts, now)
     inventory = provider.inventory()
-    plan = plan_capacity(config, forecasts, inventory, now, stale=stale)
+    # The recent history feeds the planner's burst guard (scaler.planning).
+    plan = plan_capacity(config, forecasts, inventory, now, stale=stale, history=history)
     if mig_pools(config):
         # MIG layouts are planned on the node counts the tier planner targets now.
         targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
