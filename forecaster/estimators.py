@@ -31,7 +31,7 @@ import inspect
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -124,6 +124,18 @@ class BaseEstimator:
         self.delegate_ = SeasonalNaive(season="1d").fit(y)
         self.fallback_ = f"{why}; daily seasonal naive used"
 
+    def _prepare_values(self, values: np.ndarray, step: pd.Timedelta) -> None:
+        """What :meth:`_prepare` sets from a regular series, given only its values and step.
+
+        The fast backtest path refits on prefixes of one regular series; building a
+        pandas series per origin cost more than many of the fits themselves.
+        """
+        if np.count_nonzero(~np.isnan(values)) < 2:
+            raise DataError(f"{len(values)} steps of history have fewer than 2 observed values")
+        self.step_ = step
+        self.nonnegative_ = bool(np.nanmin(values) >= 0)
+        self.fallback_ = None
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "last_timestamp_"):
             raise NotFittedError(
@@ -157,15 +169,67 @@ class BaseEstimator:
         start = self.last_timestamp_ + self.step_
         return pd.date_range(start, periods=horizon, freq=self.step_, name="timestamp")
 
-    def _frame(self, values: np.ndarray, quantiles: list[float], horizon: int) -> pd.DataFrame:
-        """Shape a (horizon, n_quantiles) array into the output frame, enforcing order and sign."""
+    def _finish(self, values: np.ndarray, quantiles: Sequence[float], horizon: int) -> np.ndarray:
+        """A (horizon, n_quantiles) array made monotone in the quantile and, if needed, non-negative."""
         arr = np.asarray(values, dtype=float).reshape(horizon, len(quantiles))
         arr = np.maximum.accumulate(arr, axis=1)  # monotone in the quantile
         if self.nonnegative_:
             arr = np.clip(arr, 0.0, None)
+        return arr
+
+    def _frame(self, values: np.ndarray, quantiles: list[float], horizon: int) -> pd.DataFrame:
+        """Shape a (horizon, n_quantiles) array into the output frame, enforcing order and sign."""
         return pd.DataFrame(
-            arr, index=self._future_index(horizon), columns=[quantile_column(q) for q in quantiles]
+            self._finish(values, quantiles, horizon),
+            index=self._future_index(horizon),
+            columns=[quantile_column(q) for q in quantiles],
         )
+
+
+class ArrayEstimator(BaseEstimator):
+    """An estimator whose fit and forecast are functions of the history's values and step alone.
+
+    Subclasses implement ``_fit_values`` and ``_predict_values``; ``fit`` and
+    ``predict`` wrap them in the pandas contract. Backtests call the array methods
+    on prefixes of one series without building a pandas object per origin, and a
+    subclass may override :meth:`backtest_medians` to share work across origins.
+    """
+
+    def fit(self, history: pd.Series) -> Self:
+        y = self._prepare(history)
+        self._fit_values(y.to_numpy(dtype=float))
+        return self
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        horizon, qs = self._predict_args(horizon, quantiles)
+        return self._frame(self._predict_values(horizon, qs), qs, horizon)
+
+    def _fit_values(self, values: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
+        raise NotImplementedError
+
+    def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
+        """Median forecasts, shape (origins, horizon), refitted on ``y[:o]`` at each origin ``o``.
+
+        ``y`` is a regular series; the numbers are those of ``fit(y.iloc[:o])`` and
+        ``predict(horizon, [0.5])``, without a pandas object per origin.
+        """
+        out = np.empty((len(origins), horizon))
+        if len(y) < 3 or min(origins, default=3) < 3:
+            # Prefixes this short are not "regular" to _prepare; keep its exact path.
+            for i, o in enumerate(origins):
+                out[i] = clone(self).fit(y.iloc[:o]).predict(horizon, [0.5]).to_numpy()[:, 0]
+            return out
+        values = y.to_numpy(dtype=float)
+        step = y.index[1] - y.index[0]
+        for i, o in enumerate(origins):
+            train = values[:o]
+            self._prepare_values(train, step)
+            self._fit_values(train)
+            out[i] = self._finish(self._predict_values(horizon, [0.5]), [0.5], horizon)[:, 0]
+        return out
 
 
 def clone(estimator: BaseEstimator) -> BaseEstimator:
@@ -195,7 +259,7 @@ def season_matrix(values: np.ndarray, m: int, k: int) -> np.ndarray:
     return values[len(values) - k * m :].reshape(k, m)
 
 
-class SeasonalNaive(BaseEstimator):
+class SeasonalNaive(ArrayEstimator):
     """Repeat the last season; quantiles from the empirical seasonal-lag residuals.
 
     ``season`` is a period (``"1d"`` or ``"7d"``). Point forecast for step h is the
@@ -213,15 +277,13 @@ class SeasonalNaive(BaseEstimator):
     def label(self) -> str:
         return f"seasonal_naive_{self.season}"
 
-    def fit(self, history: pd.Series) -> SeasonalNaive:
-        y = self._prepare(history)
+    def _fit_values(self, values: np.ndarray) -> None:
         period = parse_duration(self.season)
         m = steps_per(period, self.step_)
-        if len(y) < m:
+        if len(values) < m:
             # Too short for one full season: fall back to a flat last-value model.
             m = 1
         self.season_steps_ = m
-        values = y.to_numpy(dtype=float)
         # Pattern of the last season, filled from older seasons where missing.
         pattern = values[-m:].copy()
         k = 2
@@ -234,10 +296,8 @@ class SeasonalNaive(BaseEstimator):
         resid = values[m:] - values[:-m] if len(values) > m else np.array([0.0])
         resid = resid[~np.isnan(resid)]
         self.residuals_ = resid if resid.size else np.array([0.0])
-        return self
 
-    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        horizon, qs = self._predict_args(horizon, quantiles)
+    def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
         m = self.season_steps_
         point = np.resize(self.pattern_, horizon) if m > 1 else np.full(horizon, self.pattern_[-1])
         # Beyond one season the forecast repeats itself; widen by sqrt(seasons ahead).
@@ -245,7 +305,7 @@ class SeasonalNaive(BaseEstimator):
             np.floor(np.arange(horizon) / m) + 1 if m > 1 else np.sqrt(np.arange(1, horizon + 1))
         )
         scale = np.sqrt(seasons_ahead) if m > 1 else seasons_ahead
-        return self._frame(residual_spread(point, scale, self.residuals_, qs), qs, horizon)
+        return residual_spread(point, scale, self.residuals_, qs)
 
 
 def residual_spread(
@@ -276,7 +336,7 @@ def _honest_residuals(
     return out if out.size else np.array([0.0])
 
 
-class SeasonalProfile(BaseEstimator):
+class SeasonalProfile(ArrayEstimator):
     """A robust seasonal profile: the median of the last ``seasons`` seasons, phase by phase.
 
     Repeating one season (seasonal naive) carries that season's noise and bursts
@@ -315,9 +375,7 @@ class SeasonalProfile(BaseEstimator):
                 profile = profile + float(np.median(gap))
         return np.resize(profile, horizon)
 
-    def fit(self, history: pd.Series) -> SeasonalProfile:
-        y = self._prepare(history)
-        values = y.to_numpy(dtype=float)
+    def _fit_values(self, values: np.ndarray) -> None:
         m = steps_per(parse_duration(self.season), self.step_)
         if len(values) < 2 * m:
             self.fallback_ = (
@@ -329,14 +387,12 @@ class SeasonalProfile(BaseEstimator):
         self.residuals_ = _honest_residuals(
             values, m, self.seasons, 3, lambda past: self._point(past, m, m)
         )
-        return self
 
-    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        horizon, qs = self._predict_args(horizon, quantiles)
+    def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
         m = self.season_steps_
         point = self._point(self.values_, m, horizon)
         scale = np.sqrt(np.floor(np.arange(horizon) / m) + 1)
-        return self._frame(residual_spread(point, scale, self.residuals_, qs), qs, horizon)
+        return residual_spread(point, scale, self.residuals_, qs)
 
 
 def median_rows(block: np.ndarray) -> np.ndarray:
@@ -365,7 +421,7 @@ def rolling_profile(values: np.ndarray, m: int, k: int) -> np.ndarray:
     return out.reshape(-1)[rows * m - n :]
 
 
-class ProfileRegression(BaseEstimator):
+class ProfileRegression(ArrayEstimator):
     """Seasonal median profile plus a learned, horizon-dependent pull towards the recent level.
 
     The deviation of the series from its (honest, rolling) profile is smoothed over
@@ -398,21 +454,33 @@ class ProfileRegression(BaseEstimator):
     def label(self) -> str:
         return f"profile_regression_{self.season}"
 
-    def fit(self, history: pd.Series) -> ProfileRegression:
-        y = self._prepare(history)
-        values = y.to_numpy(dtype=float)
+    def _span(self, m: int) -> int:
+        """Steps of history the fit uses: the regression window plus the profile's seasons."""
+        return max(steps_per(parse_duration(self.window), self.step_), 3 * m) + self.seasons * m
+
+    def _smoothed(self, dev: np.ndarray, m: int) -> np.ndarray:
+        w = min(steps_per(parse_duration(self.smooth), self.step_), m)
+        return np.asarray(pd.Series(dev).rolling(w, min_periods=1).mean().to_numpy())
+
+    def _fit_values(
+        self,
+        values: np.ndarray,
+        dev: np.ndarray | None = None,
+        smoothed: np.ndarray | None = None,
+    ) -> None:
+        """Fit on ``values``; ``dev`` and ``smoothed``, when given, are the deviations from the
+        rolling profile and their rolling mean, already computed over exactly these values."""
         m = steps_per(parse_duration(self.season), self.step_)
         if len(values) < 2 * m:
             self.fallback_ = f"{len(values)} steps is under two {self.season} seasons"
             m = max(1, len(values) // 2)
         self.season_steps_ = m
-        keep = max(steps_per(parse_duration(self.window), self.step_), 3 * m)
-        values = values[-(keep + self.seasons * m) :]
-        profile = rolling_profile(values, m, self.seasons)
-        dev = values - profile
+        values = values[-self._span(m) :]
+        if dev is None or smoothed is None:
+            dev = values - rolling_profile(values, m, self.seasons)
+            smoothed = self._smoothed(dev, m)
         w = min(steps_per(parse_duration(self.smooth), self.step_), m)
         self.smooth_steps_ = w
-        smoothed = pd.Series(dev).rolling(w, min_periods=1).mean().to_numpy()
         self.values_ = values[-self.seasons * m :].copy()
         self.current_ = self._current(values, m, w)
         # Coefficients per step up to max_horizon; further steps reuse the last one.
@@ -425,23 +493,29 @@ class ProfileRegression(BaseEstimator):
         b = np.zeros(len(anchors))
         resid: list[np.ndarray] = [np.array([]) for _ in range(reach)]
         recent = 7 * m  # residuals of the last week only: the spread of the current regime
+        # Without gaps no pair needs dropping, and selecting every element only copies.
+        gaps = bool(np.isnan(smoothed).any() or np.isnan(dev).any())
         for i, h in enumerate(anchors):
             x, z = smoothed[:-h], dev[h:]
-            ok = ~(np.isnan(x) | np.isnan(z))
-            if ok.sum() < 3:
-                continue
-            x, z = x[ok], z[ok]
-            xc = x - x.mean()
+            if gaps:
+                ok = ~(np.isnan(x) | np.isnan(z))
+                if ok.sum() < 3:
+                    continue
+                x, z = x[ok], z[ok]
+            # np.mean is this sum over the count; calling the reduction directly is cheaper.
+            x_mean = np.add.reduce(x) / x.size
+            z_mean = np.add.reduce(z) / z.size
+            xc = x - x_mean
             var = float(xc @ xc)
-            slope = float(xc @ (z - z.mean()) / var) if var > 0 else 0.0
+            slope = float(xc @ (z - z_mean) / var) if var > 0 else 0.0
             b[i] = min(1.0, max(0.0, slope))
-            a[i] = float(z.mean() - b[i] * x.mean())
-            resid[h - 1] = (z - a[i] - b[i] * x)[-recent:]
+            a[i] = float(z_mean - b[i] * x_mean)
+            # Element-wise, so only the kept tail need be computed.
+            resid[h - 1] = z[-recent:] - a[i] - b[i] * x[-recent:]
         every = np.arange(1, reach + 1)
         self.intercepts_ = np.interp(every, anchors, a)
         self.slopes_ = np.interp(every, anchors, b)
         self.residual_buckets_ = _bucket_residuals(resid, 4)
-        return self
 
     def _current(self, values: np.ndarray, m: int, w: int) -> float:
         """The smoothed deviation of the last ``w`` steps from the profile of the seasons before."""
@@ -453,8 +527,7 @@ class ProfileRegression(BaseEstimator):
         gap = gap[~np.isnan(gap)]
         return float(gap.mean()) if gap.size else 0.0
 
-    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        horizon, qs = self._predict_args(horizon, quantiles)
+    def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
         m = self.season_steps_
         profile = median_rows(season_matrix(self.values_, m, self.seasons))
         profile = np.where(np.isnan(profile), np.nanmedian(self.values_), profile)
@@ -466,7 +539,37 @@ class ProfileRegression(BaseEstimator):
         idx = np.minimum(np.arange(horizon) * len(buckets) // reach, len(buckets) - 1)
         table = np.array([np.quantile(r, qs) for r in buckets])
         grow = np.sqrt(np.maximum(1.0, (np.arange(horizon) + 1) / reach))
-        return self._frame(point[:, None] + grow[:, None] * table[idx], qs, horizon)
+        return point[:, None] + grow[:, None] * table[idx]
+
+    def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
+        """As the base method, with the rolling profile and smoothed deviations computed once.
+
+        The profile at step t is the median of the same phase in the seasons before t,
+        and the rolling mean runs from the first step, so over a prefix both equal
+        the prefix of the whole series' values: shared by every origin whose fit uses
+        its whole prefix (no fallback season, shorter than the regression window).
+        """
+        if len(y) < 3 or min(origins, default=3) < 3:
+            return super().backtest_medians(y, origins, horizon)
+        values = y.to_numpy(dtype=float)
+        self.step_ = step = y.index[1] - y.index[0]
+        m = steps_per(parse_duration(self.season), step)
+        shared = [o for o in origins if 2 * m <= o <= self._span(m)]
+        if not shared:
+            return super().backtest_medians(y, origins, horizon)
+        end = max(shared)
+        dev = values[:end] - rolling_profile(values[:end], m, self.seasons)
+        smoothed = self._smoothed(dev, m)
+        out = np.empty((len(origins), horizon))
+        for i, o in enumerate(origins):
+            train = values[:o]
+            self._prepare_values(train, step)
+            if o in shared:
+                self._fit_values(train, dev[:o], smoothed[:o])
+            else:
+                self._fit_values(train)
+            out[i] = self._finish(self._predict_values(horizon, [0.5]), [0.5], horizon)[:, 0]
+        return out
 
 
 def _bucket_residuals(per_step: list[np.ndarray], buckets: int) -> list[np.ndarray]:
@@ -487,7 +590,7 @@ def _median_or_nan(values: np.ndarray) -> float:
     return float(np.median(observed)) if observed.size else float("nan")
 
 
-class RecentLevel(BaseEstimator):
+class RecentLevel(ArrayEstimator):
     """A flat forecast at the median of the last ``window``: the model for series without a cycle.
 
     The negative control for the seasonal models: when a series has no usable daily
@@ -505,9 +608,7 @@ class RecentLevel(BaseEstimator):
     def label(self) -> str:
         return f"recent_level_{self.window}"
 
-    def fit(self, history: pd.Series) -> RecentLevel:
-        y = self._prepare(history)
-        values = y.to_numpy(dtype=float)
+    def _fit_values(self, values: np.ndarray) -> None:
         w = min(steps_per(parse_duration(self.window), self.step_), max(1, len(values) // 2))
         self.window_steps_ = w
         tail = values[-w:]
@@ -516,13 +617,11 @@ class RecentLevel(BaseEstimator):
         self.residuals_ = _honest_residuals(
             values, w, 1, 24, lambda past: np.full(w, _median_or_nan(past[-w:]))
         )
-        return self
 
-    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        horizon, qs = self._predict_args(horizon, quantiles)
+    def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
         scale = np.sqrt(np.floor(np.arange(horizon) / self.window_steps_) + 1)
         point = np.full(horizon, self.level_)
-        return self._frame(residual_spread(point, scale, self.residuals_, qs), qs, horizon)
+        return residual_spread(point, scale, self.residuals_, qs)
 
 
 _REGISTRY: dict[str, Callable[[], BaseEstimator]] = {}

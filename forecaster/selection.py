@@ -34,6 +34,7 @@ import pandas as pd
 from forecaster.backtesting import naive_scale, pinball
 from forecaster.errors import TiercastError
 from forecaster.estimators import (
+    ArrayEstimator,
     BaseEstimator,
     SeasonalNaive,
     make,
@@ -158,8 +159,11 @@ class AutoSelector(BaseEstimator):
         self, name: str, y: pd.Series, origins: list[int], horizon: int
     ) -> np.ndarray | None:
         """Median forecasts (origins, horizon) of ``name`` refitted at each origin; None on failure."""
-        out = np.empty((len(origins), horizon))
         try:
+            est = make(name)
+            if isinstance(est, ArrayEstimator):
+                return est.backtest_medians(y, origins, horizon)
+            out = np.empty((len(origins), horizon))
             for i, o in enumerate(origins):
                 est = make(name).fit(y.iloc[:o])
                 out[i] = est.predict(horizon, [0.5]).to_numpy()[:, 0]
