@@ -204,6 +204,9 @@ class ArrayEstimator(BaseEstimator):
         horizon, qs = self._predict_args(horizon, quantiles)
         return self._frame(self._predict_values(horizon, qs), qs, horizon)
 
+    _memo: dict[tuple[int, int], np.ndarray] | None = None
+    """Intermediate results by position, valid only while one series is being backtested."""
+
     def _fit_values(self, values: np.ndarray) -> None:
         raise NotImplementedError
 
@@ -224,11 +227,15 @@ class ArrayEstimator(BaseEstimator):
             return out
         values = y.to_numpy(dtype=float)
         step = y.index[1] - y.index[0]
-        for i, o in enumerate(origins):
-            train = values[:o]
-            self._prepare_values(train, step)
-            self._fit_values(train)
-            out[i] = self._finish(self._predict_values(horizon, [0.5]), [0.5], horizon)[:, 0]
+        self._memo = {}
+        try:
+            for i, o in enumerate(origins):
+                train = values[:o]
+                self._prepare_values(train, step)
+                self._fit_values(train)
+                out[i] = self._finish(self._predict_values(horizon, [0.5]), [0.5], horizon)[:, 0]
+        finally:
+            del self._memo  # back to the class default: a fitted model carries no memo
         return out
 
 
@@ -291,8 +298,9 @@ class SeasonalNaive(ArrayEstimator):
             older = values[len(values) - k * m : len(values) - (k - 1) * m]
             pattern = np.where(np.isnan(pattern), older, pattern)
             k += 1
-        median = float(np.nanmedian(values))
-        self.pattern_ = np.where(np.isnan(pattern), median, pattern)
+        if np.isnan(pattern).any():  # the median is only needed to fill what is still missing
+            pattern = np.where(np.isnan(pattern), float(np.nanmedian(values)), pattern)
+        self.pattern_ = pattern
         resid = values[m:] - values[:-m] if len(values) > m else np.array([0.0])
         resid = resid[~np.isnan(resid)]
         self.residuals_ = resid if resid.size else np.array([0.0])
@@ -316,13 +324,20 @@ def residual_spread(
 
 
 def _honest_residuals(
-    values: np.ndarray, m: int, k: int, rounds: int, point: Callable[[np.ndarray], np.ndarray]
+    values: np.ndarray,
+    m: int,
+    k: int,
+    rounds: int,
+    point: Callable[[np.ndarray], np.ndarray],
+    memo: dict[tuple[int, int], np.ndarray] | None = None,
 ) -> np.ndarray:
     """Out-of-sample errors of ``point`` over the last ``rounds`` seasons.
 
     ``point(past)`` forecasts the next ``m`` steps from ``past``; each of the last
     seasons is forecast from the data before it, so the spread is what the model
-    really misses by, not its in-sample fit.
+    really misses by, not its in-sample fit. ``memo`` keeps the errors by (m, origin)
+    while ``values`` are prefixes of one series: backtest origins a season apart
+    share most of their rounds.
     """
     errors = []
     n = len(values)
@@ -330,8 +345,13 @@ def _honest_residuals(
         origin = n - r * m
         if origin < m:
             break
-        err = values[origin : origin + m] - point(values[:origin])
-        errors.append(err[~np.isnan(err)])
+        kept = memo.get((m, origin)) if memo is not None else None
+        if kept is None:
+            err = values[origin : origin + m] - point(values[:origin])
+            kept = err[~np.isnan(err)]
+            if memo is not None:
+                memo[(m, origin)] = kept
+        errors.append(kept)
     out = np.concatenate(errors) if errors else np.array([])
     return out if out.size else np.array([0.0])
 
@@ -385,7 +405,7 @@ class SeasonalProfile(ArrayEstimator):
         self.season_steps_ = m
         self.values_ = values[-max(self.seasons, 1) * m :].copy()
         self.residuals_ = _honest_residuals(
-            values, m, self.seasons, 3, lambda past: self._point(past, m, m)
+            values, m, self.seasons, 3, lambda past: self._point(past, m, m), self._memo
         )
 
     def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
@@ -615,7 +635,7 @@ class RecentLevel(ArrayEstimator):
         tail = tail[~np.isnan(tail)]
         self.level_ = float(np.median(tail)) if tail.size else float(np.nanmedian(values))
         self.residuals_ = _honest_residuals(
-            values, w, 1, 24, lambda past: np.full(w, _median_or_nan(past[-w:]))
+            values, w, 1, 24, lambda past: np.full(w, _median_or_nan(past[-w:])), self._memo
         )
 
     def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:

@@ -171,3 +171,42 @@ def test_autocorrelation_sees_a_cycle() -> None:
     values = series(7, noise=1.0).to_numpy()
     assert autocorrelation(values, 24) > 0.9
     assert np.isnan(autocorrelation(values[:10], 24))
+
+
+def _reference_medians(name: str, y: pd.Series, origins: list[int], horizon: int) -> np.ndarray:
+    """The straightforward backtest: a new estimator fitted on a pandas slice at each origin."""
+    return np.array(
+        [
+            estimators.make(name).fit(y.iloc[:o]).predict(horizon, [0.5]).to_numpy()[:, 0]
+            for o in origins
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "seasonal_naive_1d",
+        "seasonal_naive_7d",
+        "seasonal_profile_1d",
+        "seasonal_profile_7d",
+        "profile_regression_1d",
+        "profile_regression_7d",
+        "recent_level",
+    ],
+)
+def test_fast_backtest_equals_refitting_on_each_slice(name: str) -> None:
+    # 40 days at 1 h: past profile regression's 35-day span, so both its shared-profile
+    # and its per-origin paths run; gaps and a level shift exercise the NaN branches.
+    y = series(40, weekend=0.6, noise=6.0, seed=11)
+    y.iloc[200:230] = np.nan
+    y.iloc[700:703] = np.nan
+    y.iloc[800:] += 35.0
+    horizon = 24
+    origins = [len(y) - horizon - 24 * k for k in range(36)] + [30, 5]
+    fast = estimators.make(name)
+    assert isinstance(fast, estimators.ArrayEstimator)
+    got = fast.backtest_medians(y, origins, horizon)
+    want = _reference_medians(name, y, origins, horizon)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    assert not hasattr(fast, "_memo") or fast._memo is None  # no backtest state is left behind
