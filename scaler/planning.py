@@ -108,7 +108,12 @@ def spare_nodes(pool: PoolConfig, nodes: int, quantile: float, cycle_s: int) -> 
     case, then never uncovers the need while the replacement boots (at small pools
     the quantile alone is 0, which is what left reclaims unserved). 0 for other tiers.
     """
-    loss = spot_loss_fraction(pool, cycle_s)
+    return reclaim_spares(nodes, spot_loss_fraction(pool, cycle_s), quantile)
+
+
+def reclaim_spares(nodes: int, loss: float, quantile: float) -> int:
+    """Spares for ``nodes`` each lost with probability ``loss``: the binomial's
+    ``quantile``, at least 1 (N+1); 0 when nothing can be lost."""
     if loss <= 0 or nodes <= 0:
         return 0
     return max(1, min(nodes, int(binom.ppf(quantile, nodes, loss))))

@@ -43,7 +43,7 @@ from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast, forecast_series
 from forecaster.series import clean_series, infer_step
 from scaler.config import Config, parse_config
-from scaler.planning import Solver, allocate, plan_capacity
+from scaler.planning import Solver, allocate, plan_capacity, reclaim_spares
 from scaler.translating import BURST_WINDOW
 
 STEP = pd.Timedelta(minutes=5)
@@ -326,21 +326,23 @@ def tier_sizes(trace: Trace, setup: ReplaySetup) -> tuple[int, int]:
 
     Spot depth is ``spot_max_share`` of the training peak in nodes. The reserved
     commitment is the count that would have minimised the training period's cost
-    with the rest served by spot (up to its depth, at its loss-adjusted price) and
-    then on-demand: a reserved node pays when it displaces enough dearer hours.
+    with the rest served by spot and then on-demand, spot counted the way the
+    planner counts it (its spares against reclaims held on top, N+1): a reserved
+    node pays when it displaces enough dearer hours.
     """
     need = np.ceil(trace.demand[: trace.test_start] / setup.gpus_per_node - 1e-9)
     peak = int(need.max()) if need.size else 0
     spot_max = math.floor(peak * setup.spot_max_share)
     loss = min(0.5, setup.spot_interruption_rate_per_hour * (setup.lead_time_s / 3600 + STEP_H))
-    spot_price = setup.spot_price_per_gpu_hour / (1 - loss)
+    spare = reclaim_spares(spot_max, loss, setup.quantile)
     best, best_cost = 0, math.inf
     for n in range(peak + 1):
         rest = np.maximum(0.0, need - n)
-        spot = np.minimum(rest, spot_max)
+        spot = np.minimum(rest, max(0, spot_max - spare))
+        held = np.where(spot > 0, spot + spare, 0.0)
         cost = (
             n * len(need) * setup.reserved_price_per_gpu_hour
-            + spot.sum() * spot_price
+            + held.sum() * setup.spot_price_per_gpu_hour
             + (rest - spot).sum() * setup.price_per_gpu_hour
         )
         if cost < best_cost - 1e-9:
