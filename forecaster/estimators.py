@@ -26,6 +26,7 @@ shifted forecast origin for Prophet), which is what the model store relies on.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import inspect
 import math
@@ -37,10 +38,18 @@ import numpy as np
 import pandas as pd
 
 from forecaster.errors import BadInputError, DataError, NotFittedError
-from forecaster.series import infer_step, parse_duration, regularize, steps_per
+from forecaster.series import infer_step, regularize, steps_per
+from forecaster.series import parse_duration as _parse_duration
 
 DAY = pd.Timedelta(days=1)
 WEEK = pd.Timedelta(days=7)
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def parse_duration(text: str | int | float) -> pd.Timedelta:
+    """:func:`forecaster.series.parse_duration`, memoised: a backtest parses the same few
+    hyper-parameters at every origin."""
+    return _parse_duration(text)
 
 
 def quantile_column(q: float) -> str:
