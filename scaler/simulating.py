@@ -79,7 +79,9 @@ class ReplaySetup:
     quantile: float = 0.9
     """Predictive: forecast quantile the planner covers."""
     headroom_fraction: float = 0.1
-    """Predictive: the planner's floor over observed demand (policy.headroom_fraction)."""
+    """Predictive: the planner's floor over observed demand (policy.headroom_fraction).
+    The product's default, not reactive's 20%: the planner's burst guard adds margin
+    from each series' own recent rises where it needs more."""
     stabilization_s: int = 0
     """Predictive: policy.scale_down_stabilization_s. 0: the planner's observed floor
     already keeps the last hour's peak, which is the replay's stabilization."""
