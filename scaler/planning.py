@@ -21,7 +21,7 @@ Need, per grid step j (GPUs of one model):
 * within reach, at least the *burst guard* (:func:`scaler.translating.burst_demand_by_model`):
   the newest observation times the policy quantile of the rises the signal made
   over as many steps in the last day, when the caller passes the recent history
-  (``observed``). A series that jumps within a lead time keeps the margin its
+  (``history``). A series that jumps within a lead time keeps the margin its
   jumps needed; a calm one pays nothing for it;
 * within reach, at least the *keep level*: the largest anchored demand (without
   headroom) over ``[now, now + lead + scale_down_stabilization)``. Capacity that
@@ -37,8 +37,8 @@ A spot pool that holds any node covers the need with *spare* nodes on top
 reclaimed with probability ``rate * (lead + cycle) / 1h`` (seen at the next cycle
 at the latest, then a replacement boots for the lead time), and at least one
 (N+1), so the reclaims of a replacement window leave the need covered. Where
-spot is capped or a spare does not pay, on-demand takes the need. The expected cost and risk use the expected loss
-(``spot_loss_fraction``).
+spot is capped or a spare does not pay, on-demand takes the need. The plan's
+expected cost and risk use the expected loss (``spot_loss_fraction``).
 
 The problem is a small mixed-integer program solved with :func:`scipy.optimize.milp`
 (HiGHS): integer nodes per pool and step, continuous usable nodes, and a
