@@ -61,13 +61,20 @@ def cluster() -> Iterator[str]:
     distributed = pytest.importorskip("distributed")
     import logging
 
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    ) as local:
+    import dask
+
+    # Worker processes import pandas, scipy and scikit-learn before they report in:
+    # on a loaded 2-core machine that can exceed the default connect timeout.
+    with (
+        dask.config.set({"distributed.comm.timeouts.connect": "90s"}),
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as local,
+    ):
         yield local.scheduler_address
 
 
