@@ -220,12 +220,16 @@ def _format_call(call: dict) -> str:
     return text
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    from scaler.cli_report import finance_dry_run, prepare_finance
+def plan_without_acting(
+    args: argparse.Namespace,
+) -> tuple[Config, History, pd.Timestamp, str, CycleResult]:
+    """Load the inputs, apply ``--horizon``, and plan against the configured inventory.
 
-    finance_options = prepare_finance(args)
+    ``plan`` and ``report`` share this: both forecast and plan exactly as ``run`` does,
+    with a recording provider, so they can never change the cluster.
+    """
     config, history, now, label = load_inputs(args)
-    if args.horizon:
+    if getattr(args, "horizon", None):
         horizon_s = int(parse_duration(args.horizon).total_seconds())
         config = config.model_copy(
             update={"policy": config.policy.model_copy(update={"horizon_s": horizon_s})}
@@ -234,8 +238,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
         for p in config.pools
     }
-    provider = RecordingProvider(inventory)
-    result = run_cycle(config, history, provider, now, dry_run=True)
+    result = run_cycle(config, history, RecordingProvider(inventory), now, dry_run=True)
+    return config, history, now, label, result
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from scaler.cli_report import finance_dry_run, prepare_finance
+
+    finance_options = prepare_finance(args)
+    config, _, now, label, result = plan_without_acting(args)
     _write(args.plan_out, result.plan.to_json())
     _print_cycle(result, label, args.plan_out)
     finance_dry_run(finance_options, config, result, now, label)

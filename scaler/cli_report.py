@@ -23,9 +23,8 @@ import pandas as pd
 from forecaster.errors import BadInputError
 from forecaster.series import parse_duration
 from scaler import finance
-from scaler.actuators import RecordingProvider
 from scaler.config import Config
-from scaler.cycle import CycleResult, run_cycle
+from scaler.cycle import CycleResult
 from scaler.i18n import DEFAULT_LANG, LANGS, check_lang, t
 from scaler.reporting import FORMATS
 
@@ -154,7 +153,7 @@ def finance_dry_run(
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from scaler.cli import _write, load_inputs
+    from scaler.cli import _write, plan_without_acting
     from scaler.reporting import build_capacity_report, write_report
 
     lang = check_lang(args.lang)
@@ -164,17 +163,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise BadInputError(
             f"--backtest-origins: {args.backtest_origins} is negative; expected 0 (off) or more"
         )
-    config, history, now, label = load_inputs(args)
-    if args.horizon:
-        horizon_s = int(parse_duration(args.horizon).total_seconds())
-        config = config.model_copy(
-            update={"policy": config.policy.model_copy(update={"horizon_s": horizon_s})}
-        )
-    inventory = {
-        p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
-        for p in config.pools
-    }
-    result = run_cycle(config, history, RecordingProvider(inventory), now, dry_run=True)
+    config, history, _, label, result = plan_without_acting(args)
     report = build_capacity_report(
         config,
         history,
