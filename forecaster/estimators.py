@@ -517,7 +517,7 @@ class ProfileRegression(ArrayEstimator):
         self.reach_ = reach
         # The coefficients change smoothly with h: fit them at up to 24 anchor steps
         # (denser near the origin) and interpolate, which keeps fine steps cheap.
-        anchors = np.unique(np.round(np.geomspace(1, reach, min(reach, 24))).astype(int))
+        anchors = _anchor_steps(reach)
         a = np.zeros(len(anchors))
         b = np.zeros(len(anchors))
         resid: list[np.ndarray] = [np.array([]) for _ in range(reach)]
@@ -566,7 +566,7 @@ class ProfileRegression(ArrayEstimator):
         point = np.resize(profile, horizon) + correction
         buckets = self.residual_buckets_
         idx = np.minimum(np.arange(horizon) * len(buckets) // reach, len(buckets) - 1)
-        table = np.array([np.quantile(r, qs) for r in buckets])
+        table = np.array([_linear_quantiles(r, qs) for r in buckets])
         grow = np.sqrt(np.maximum(1.0, (np.arange(horizon) + 1) / reach))
         return point[:, None] + grow[:, None] * table[idx]
 
@@ -599,6 +599,46 @@ class ProfileRegression(ArrayEstimator):
                 self._fit_values(train)
             out[i] = self._finish(self._predict_values(horizon, [0.5]), [0.5], horizon)[:, 0]
         return out
+
+
+@functools.lru_cache(maxsize=64)
+def _anchor_steps(reach: int) -> np.ndarray:
+    """Up to 24 horizon steps in 1..reach, denser near the origin (read-only: it is shared)."""
+    anchors = np.unique(np.round(np.geomspace(1, reach, min(reach, 24))).astype(int))
+    anchors.setflags(write=False)
+    return anchors
+
+
+def _linear_quantiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """``np.quantile(values, qs)`` (linear method) for a 1-D float array, bit for bit.
+
+    The profile regression looks up a few quantiles of four small residual buckets
+    at every backtest origin; numpy's general quantile spends most of that time on
+    argument handling. This follows its arithmetic step by step (virtual index,
+    neighbours, gamma, the two-sided lerp) so results do not change; arrays with
+    NaN, or anything not a plain 1-D float array, go to numpy itself.
+    """
+    n = values.size
+    if values.ndim != 1 or n == 0 or values.dtype != np.float64 or np.isnan(values).any():
+        return np.asarray(np.quantile(values, qs))
+    q = np.asarray(qs, dtype=float)
+    virtual = (n - 1) * q
+    previous = np.floor(virtual).astype(np.intp)
+    following = previous + 1
+    above = virtual >= n - 1
+    previous[above] = n - 1
+    following[above] = n - 1
+    below = virtual < 0
+    previous[below] = 0
+    following[below] = 0
+    gamma = virtual - np.floor(virtual)
+    part = np.partition(values, np.unique(np.concatenate(([0, n - 1], previous, following))))
+    a, b = part[previous], part[following]
+    diff = b - a
+    out = a + diff * gamma
+    upper = gamma >= 0.5
+    out[upper] = (b - diff * (1 - gamma))[upper]
+    return out
 
 
 def _bucket_residuals(per_step: list[np.ndarray], buckets: int) -> list[np.ndarray]:
