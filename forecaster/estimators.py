@@ -329,7 +329,7 @@ def residual_spread(
     point: np.ndarray, scale: np.ndarray, residuals: np.ndarray, qs: Sequence[float]
 ) -> np.ndarray:
     """Point forecast plus the empirical residual quantiles, widened step by step by ``scale``."""
-    return point[:, None] + scale[:, None] * np.quantile(residuals, qs)[None, :]
+    return point[:, None] + scale[:, None] * linear_quantiles(residuals, qs)[None, :]
 
 
 def _honest_residuals(
@@ -566,7 +566,7 @@ class ProfileRegression(ArrayEstimator):
         point = np.resize(profile, horizon) + correction
         buckets = self.residual_buckets_
         idx = np.minimum(np.arange(horizon) * len(buckets) // reach, len(buckets) - 1)
-        table = np.array([_linear_quantiles(r, qs) for r in buckets])
+        table = np.array([linear_quantiles(r, qs) for r in buckets])
         grow = np.sqrt(np.maximum(1.0, (np.arange(horizon) + 1) / reach))
         return point[:, None] + grow[:, None] * table[idx]
 
@@ -609,7 +609,7 @@ def _anchor_steps(reach: int) -> np.ndarray:
     return anchors
 
 
-def _linear_quantiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+def linear_quantiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     """``np.quantile(values, qs)`` (linear method) for a 1-D float array, bit for bit.
 
     The profile regression looks up a few quantiles of four small residual buckets

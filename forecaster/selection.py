@@ -37,6 +37,7 @@ from forecaster.estimators import (
     ArrayEstimator,
     BaseEstimator,
     SeasonalNaive,
+    linear_quantiles,
     make,
     register,
 )
@@ -352,7 +353,7 @@ class AutoSelector(BaseEstimator):
             if block.size < 10:
                 block = everything
             if block.size:
-                out[edges[b] : edges[b + 1]] = np.quantile(block, qs)
+                out[edges[b] : edges[b + 1]] = linear_quantiles(block, qs)
         return out[None, :, :]
 
     def _explain(self, ranking: list[str], skipped: list[str], slow: list[str], common: int) -> str:
