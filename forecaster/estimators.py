@@ -525,9 +525,12 @@ class ProfileRegression(ArrayEstimator):
         recent = 7 * m  # residuals of the last week only: the spread of the current regime
         # Without gaps no pair needs dropping, and selecting every element only copies.
         gaps = bool(np.isnan(smoothed).any() or np.isnan(dev).any())
-        if not gaps:
-            self._fit_anchors(anchors, smoothed, dev, recent, a, b, resid)
-        for i, h in enumerate(anchors if gaps else ()):
+        # NaN only before the first profile (the usual case: the first season has none)
+        # lets every anchor be fitted at once; what that cannot fit exactly stays in the loop.
+        todo = self._fit_anchors(anchors, smoothed, dev, recent, a, b, resid)
+        for i, h in enumerate(anchors):
+            if not todo[i]:
+                continue
             x, z = smoothed[:-h], dev[h:]
             if gaps:
                 ok = ~(np.isnan(x) | np.isnan(z))
@@ -558,39 +561,72 @@ class ProfileRegression(ArrayEstimator):
         a: np.ndarray,
         b: np.ndarray,
         resid: list[np.ndarray],
-    ) -> None:
-        """The per-anchor regressions of :meth:`_fit_values` at once, for data without gaps.
+    ) -> np.ndarray:
+        """The per-anchor regressions of :meth:`_fit_values` at once; True where left undone.
 
-        Every anchor h regresses ``dev[h:]`` on ``smoothed[:-h]``; the sums come from
-        running totals and one dot product per anchor, and the kept residuals of all
-        anchors from one strided view (``dev``'s last ``recent`` values are the same
-        for every h), instead of a dozen array operations per anchor. Sums are only
-        reordered: the coefficients agree with the loop to rounding.
+        Anchor h regresses ``dev[t + h]`` on ``smoothed[t]`` over the t where both are
+        observed. When the only NaN are a leading run in each (the rolling profile
+        has none for the first season), those t are one contiguous range per anchor,
+        so the sums come from running totals and one dot product per anchor, and the
+        kept residuals of all anchors from one strided view (the last ``recent``
+        values of ``dev`` are the same for every h), instead of a dozen array
+        operations per anchor. Sums are only reordered; anchors whose variance is too
+        small for running totals to resolve it (a near-constant series) are returned
+        for the exact loop, as is everything when NaN fall elsewhere.
         """
         n = len(dev)
-        count = (n - anchors).astype(float)
-        run_x = np.concatenate(([0.0], np.cumsum(smoothed)))
-        run_xx = np.concatenate(([0.0], np.cumsum(smoothed * smoothed)))
-        run_z = np.concatenate(([0.0], np.cumsum(dev)))
-        x_mean = run_x[n - anchors] / count
-        z_mean = (run_z[n] - run_z[anchors]) / count
-        var = run_xx[n - anchors] - count * x_mean * x_mean
-        cross = np.array([smoothed[: n - h] @ dev[h:] for h in anchors])
-        cov = cross - count * x_mean * z_mean
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slope = np.where(var > 0, cov / np.where(var > 0, var, 1.0), 0.0)
-        b[:] = np.clip(slope, 0.0, 1.0)
-        a[:] = z_mean - b * x_mean
-        if n - anchors[-1] >= recent:
-            # Row h of the window view is smoothed[n - h - recent : n - h].
+        todo = np.ones(len(anchors), dtype=bool)
+        x_nan, z_nan = np.isnan(smoothed), np.isnan(dev)
+        if x_nan.all() or z_nan.all():
+            return todo
+        x_first, z_first = int(np.argmin(x_nan)), int(np.argmin(z_nan))
+        if x_nan[x_first:].any() or z_nan[z_first:].any():
+            return todo
+        x = np.where(x_nan, 0.0, smoothed)
+        z = np.where(z_nan, 0.0, dev)
+        begin = np.maximum(x_first, z_first - anchors).clip(min=0)  # first t per anchor
+        stop = n - anchors  # t < stop
+        count = stop - begin
+        usable = count >= 3  # as the loop: fewer observed pairs leave the anchor at zero
+        todo[~usable] = False
+        if not usable.any():
+            return todo
+        h, begin, stop, count = anchors[usable], begin[usable], stop[usable], count[usable]
+        size = count.astype(float)
+        run_x = np.concatenate(([0.0], np.cumsum(x)))
+        run_xx = np.concatenate(([0.0], np.cumsum(x * x)))
+        run_z = np.concatenate(([0.0], np.cumsum(z)))
+        sum_xx = run_xx[stop] - run_xx[begin]
+        x_mean = (run_x[stop] - run_x[begin]) / size
+        z_mean = (run_z[n] - run_z[begin + h]) / size
+        var = sum_xx - size * x_mean * x_mean
+        # Running totals lose about n * eps of sum_xx; below a safe multiple of that the
+        # centred sum of the loop is needed to tell a tiny variance from none.
+        resolved = var > 1e-8 * sum_xx
+        cross = np.array([x[i:j] @ z[i + k : n] for i, j, k in zip(begin, stop, h, strict=True)])
+        cov = cross - size * x_mean * z_mean
+        slope = cov / np.where(resolved, var, 1.0)
+        fit_b = np.clip(slope, 0.0, 1.0)
+        fit_a = z_mean - fit_b * x_mean
+        rows = np.flatnonzero(usable)[resolved]
+        a[rows] = fit_a[resolved]
+        b[rows] = fit_b[resolved]
+        todo[rows] = False
+        h, count, fit_a, fit_b = h[resolved], count[resolved], fit_a[resolved], fit_b[resolved]
+        if len(h) and count.min() >= recent:
+            # Row r of the window view is smoothed[r : r + recent].
             windows = np.lib.stride_tricks.sliding_window_view(smoothed, recent)
-            x_tails = windows[n - anchors - recent]
-            kept = (dev[-recent:][None, :] - a[:, None]) - b[:, None] * x_tails
-            for i, h in enumerate(anchors):
-                resid[h - 1] = kept[i]
-        else:  # shorter than the kept week at some anchor: tails of different lengths
-            for i, h in enumerate(anchors):
-                resid[h - 1] = dev[h:][-recent:] - a[i] - b[i] * smoothed[: n - h][-recent:]
+            x_tails = windows[n - h - recent]
+            kept = (dev[-recent:][None, :] - fit_a[:, None]) - fit_b[:, None] * x_tails
+            for i, step in enumerate(h):
+                resid[step - 1] = kept[i]
+        else:  # fewer pairs than the kept week at some anchor: tails of different lengths
+            for i, step in enumerate(h):
+                tail = min(recent, int(count[i]))
+                z_tail = dev[n - tail :]
+                x_tail = smoothed[n - step - tail : n - step]
+                resid[step - 1] = z_tail - fit_a[i] - fit_b[i] * x_tail
+        return todo
 
     def _current(self, values: np.ndarray, m: int, w: int) -> float:
         """The smoothed deviation of the last ``w`` steps from the profile of the seasons before."""
