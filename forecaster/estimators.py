@@ -641,7 +641,8 @@ class ProfileRegression(ArrayEstimator):
     def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
         m = self.season_steps_
         profile = median_rows(season_matrix(self.values_, m, self.seasons))
-        profile = np.where(np.isnan(profile), np.nanmedian(self.values_), profile)
+        if np.isnan(profile).any():  # the fill median is only needed where a phase has none
+            profile = np.where(np.isnan(profile), np.nanmedian(self.values_), profile)
         reach = self.reach_
         steps = np.minimum(np.arange(horizon), reach - 1)
         correction = self.intercepts_[steps] + self.slopes_[steps] * self.current_
@@ -701,7 +702,7 @@ def linear_quantiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     NaN, or anything not a plain 1-D float array, go to numpy itself.
     """
     n = values.size
-    if values.ndim != 1 or n == 0 or values.dtype != np.float64 or np.isnan(values).any():
+    if values.ndim != 1 or n == 0 or values.dtype != np.float64:
         return np.asarray(np.quantile(values, qs))
     q = np.asarray(qs, dtype=float)
     virtual = (n - 1) * q
@@ -714,7 +715,10 @@ def linear_quantiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     previous[below] = 0
     following[below] = 0
     gamma = virtual - np.floor(virtual)
-    part = np.partition(values, np.unique(np.concatenate(([0, n - 1], previous, following))))
+    # The last position too: partitioning sorts NaN there, so one look finds any.
+    part = np.partition(values, sorted({n - 1, *previous.tolist(), *following.tolist()}))
+    if np.isnan(part[-1]):
+        return np.asarray(np.quantile(values, qs))
     a, b = part[previous], part[following]
     diff = b - a
     out = a + diff * gamma
