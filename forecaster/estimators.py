@@ -401,7 +401,7 @@ class SeasonalProfile(ArrayEstimator):
             gap = values[-w:] - profile[-w:]
             gap = gap[~np.isnan(gap)]
             if gap.size:
-                profile = profile + float(np.median(gap))
+                profile = profile + _median(gap)
         return np.resize(profile, horizon)
 
     def _fit_values(self, values: np.ndarray) -> None:
@@ -749,9 +749,14 @@ def _bucket_residuals(per_step: list[np.ndarray], buckets: int) -> list[np.ndarr
     return out
 
 
+def _median(values: np.ndarray) -> float:
+    """``float(np.median(values))`` of a non-empty 1-D array without NaN, via :func:`median_rows`."""
+    return float(median_rows(values.reshape(-1, 1))[0])
+
+
 def _median_or_nan(values: np.ndarray) -> float:
     observed = values[~np.isnan(values)]
-    return float(np.median(observed)) if observed.size else float("nan")
+    return _median(observed) if observed.size else float("nan")
 
 
 class RecentLevel(ArrayEstimator):
@@ -777,7 +782,7 @@ class RecentLevel(ArrayEstimator):
         self.window_steps_ = w
         tail = values[-w:]
         tail = tail[~np.isnan(tail)]
-        self.level_ = float(np.median(tail)) if tail.size else float(np.nanmedian(values))
+        self.level_ = _median(tail) if tail.size else float(np.nanmedian(values))
         self.residuals_ = _honest_residuals(
             values, w, 1, 24, lambda past: np.full(w, _median_or_nan(past[-w:])), self._memo
         )
