@@ -143,13 +143,10 @@ def _history_from_config(config: Config, base: Path, now: pd.Timestamp | None = 
 
 
 def _collect_prometheus(config: Config, signal: str, now: pd.Timestamp | None = None) -> History:
-    try:
-        collecting = importlib.import_module("scaler.collecting")
-    except ImportError:
-        raise BadInputError(
-            f"signal {signal!r} uses a PromQL query, but Prometheus collection is not available"
-        ) from None
-    return dict(collecting.collect_signal(config, signal, now=now))
+    # Imported here: the Prometheus client is only needed by configs that query it.
+    from scaler.collecting import collect_signal
+
+    return dict(collect_signal(config, signal, now=now))
 
 
 def _write(path: str, text: str) -> None:
@@ -253,7 +250,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_quantiles(text: str) -> list[tuple[float, str]]:
+def select_series(history: History, name: str | None) -> pd.Series:
+    """The ``--series`` named ``name``, or the file's only series when ``name`` is None."""
+    if name is not None:
+        if name not in history:
+            raise BadInputError(
+                f"--series: {name!r} is not in the file; it has {', '.join(sorted(history))}"
+            )
+        return history[name]
+    if len(history) == 1:
+        return next(iter(history.values()))
+    raise BadInputError(
+        f"--history has {len(history)} series ({', '.join(sorted(history))}); pick one with --series"
+    )
+
+
+def parse_quantiles(text: str) -> list[tuple[float, str]]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     out = []
     for p in parts:
@@ -273,12 +285,8 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     else:
         history = read_history_csv(args.history)
     if args.series:
-        if args.series not in history:
-            raise BadInputError(
-                f"--series: {args.series!r} is not in the file; it has {', '.join(sorted(history))}"
-            )
-        history = {args.series: history[args.series]}
-    quantiles = _parse_quantiles(args.quantiles)
+        history = {args.series: select_series(history, args.series)}
+    quantiles = parse_quantiles(args.quantiles)
     horizon = parse_duration(args.horizon)
     # A store path makes repeated forecasts of the same series reuse the selected model.
     store = ModelStore(args.model_store) if getattr(args, "model_store", None) else None

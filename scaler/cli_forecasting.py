@@ -30,17 +30,9 @@ from forecaster.benchmarking import (
 from forecaster.errors import BadInputError
 from forecaster.estimators import make, quantile_column
 from forecaster.series import infer_step, parse_duration, read_history_csv, regularize
+from scaler.cli import parse_quantiles, select_series
 
 DEFAULT_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
-
-
-def _quantiles(text: str) -> list[float]:
-    try:
-        return [float(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise BadInputError(
-            f"--quantiles: {text!r} is not a comma-separated list of numbers; expected e.g. 0.1,0.5,0.9"
-        ) from None
 
 
 def _clean(value: Any) -> Any:
@@ -52,15 +44,11 @@ def _clean(value: Any) -> Any:
 def cmd_backtest(args: argparse.Namespace) -> int:
     history = read_history_csv(args.history)
     if args.series:
-        if args.series not in history:
-            raise BadInputError(
-                f"--series: {args.series!r} is not in the file; it has {', '.join(sorted(history))}"
-            )
-        history = {args.series: history[args.series]}
+        history = {args.series: select_series(history, args.series)}
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for method in methods:
         make(method)  # unknown names fail here, in one line, before any work
-    quantiles = _quantiles(args.quantiles)
+    quantiles = [q for q, _ in parse_quantiles(args.quantiles)]
     horizon = parse_duration(args.horizon)
     results: list[dict[str, Any]] = []
     header = f"{'series':<28} {'method':<22} {'MASE':>7}"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from forecaster.errors import BadInputError, DataError
 from forecaster.series import parse_duration, read_history_csv
+from scaler.cli import select_series
 from scaler.simulating import (
     POLICIES,
     ReplaySetup,
@@ -31,18 +32,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         history = read_history_csv(args.history)
     except DataError as exc:
         raise BadInputError(f"--history: {exc}") from exc
-    if args.series is not None:
-        if args.series not in history:
-            raise BadInputError(
-                f"--series: {args.series!r} is not in the file; it has {', '.join(sorted(history))}"
-            )
-        series = history[args.series]
-    elif len(history) == 1:
-        series = next(iter(history.values()))
-    else:
-        raise BadInputError(
-            f"--history has {len(history)} series ({', '.join(sorted(history))}); pick one with --series"
-        )
+    series = select_series(history, args.series)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     try:
         reforecast = parse_duration(args.reforecast)
