@@ -6,7 +6,8 @@ the target, the time of day and the day of week. Because every lag is at least a
 day, one model forecasts every step of the next day directly (no recursion and no
 error feedback); beyond a day the model's own median fills the one-day lag.
 Histories too short for the 1-day and 2-day lags fall back to the daily seasonal
-naive model, recorded in ``fallback_``.
+naive model, recorded in ``fallback_``; the weekly lag is left out until enough of
+the training targets have a value a week before them.
 """
 
 from __future__ import annotations
@@ -75,10 +76,16 @@ class QuantileBoosting(BaseEstimator):
         y = self._prepare(history)
         values = y.to_numpy(dtype=float)
         m_day = steps_per(DAY, self.step_)
-        self.lags_ = (m_day, 2 * m_day, steps_per(WEEK, self.step_))
+        week = steps_per(WEEK, self.step_)
         self.trained_quantiles_ = check_quantiles(self.quantiles, "QuantileBoosting")
         rows = np.arange(2 * m_day, len(values))
         rows = rows[~np.isnan(values[rows])] if rows.size else rows
+        # The weekly lag only where enough targets have one: a feature that is never
+        # observed cannot be binned (and says nothing).
+        with_week = rows[rows >= week]
+        observed_week = int((~np.isnan(values[with_week - week])).sum()) if with_week.size else 0
+        has_week = observed_week >= self.min_samples_leaf
+        self.lags_ = (m_day, 2 * m_day, week) if has_week else (m_day, 2 * m_day)
         if len(values) < self.min_days * m_day or rows.size < 2 * self.min_samples_leaf:
             self._fall_back_to_naive(
                 y, f"{len(values)} steps is under {self.min_days:g} days for the lag features"
@@ -93,7 +100,7 @@ class QuantileBoosting(BaseEstimator):
         # processes on a shared machine cost far more than they save.
         with threadpool_limits(limits=1, user_api="openmp"):
             self._train(X, target)
-        self.recent_ = values[-self.lags_[-1] :].copy()
+        self.recent_ = values[-max(self.lags_) :].copy()
         return self
 
     def _train(self, X: np.ndarray, target: np.ndarray) -> None:
@@ -116,9 +123,9 @@ class QuantileBoosting(BaseEstimator):
             return self.fit(history)
         y = self._prepare(history)
         values = y.to_numpy(dtype=float)
-        if len(values) < self.lags_[-1]:
+        if len(values) < max(self.lags_):
             return self.fit(history)
-        self.recent_ = values[-self.lags_[-1] :].copy()
+        self.recent_ = values[-max(self.lags_) :].copy()
         return self
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:

@@ -133,3 +133,16 @@ def test_upper_quantile_of_a_baseline_is_sane() -> None:
     est: BaseEstimator = make("seasonal_naive_1d").fit(y)
     frame = est.predict(24, QS)
     assert (frame["q0.9"] > frame["q0.1"]).all()
+
+
+def test_boosting_leaves_out_a_weekly_lag_it_never_saw() -> None:
+    # Six days of history: every target two days in has a 1- and 2-day lag, none a
+    # weekly one; an all-missing feature used to make the binning raise.
+    y = hourly(days=6, seed=6)
+    est = make("gbm").fit(y)
+    assert not getattr(est, "fallback_", None)
+    assert len(est.lags_) == 2  # type: ignore[attr-defined]
+    frame = est.predict(24, QS)
+    assert frame.notna().all().all()
+    longer = make("gbm").fit(hourly(days=12, seed=6))
+    assert len(longer.lags_) == 3  # type: ignore[attr-defined]
