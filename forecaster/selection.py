@@ -16,7 +16,9 @@
    horizon bucket, as the calibration of its quantiles (split-conformal style):
    the forecast at quantile q is the point forecast plus the q-quantile of the
    residuals at that distance ahead, either in the series' units or relative to
-   the forecast level, whichever predicts held-out origins better.
+   the forecast level, whichever predicts held-out origins better. The median is
+   the point forecast itself: a median residual from a few backtest days is too
+   noisy to correct the model's bias with.
 
 Every decision is recorded in ``reason_`` and ``scores_``. Histories too short to
 backtest fall back to the daily seasonal naive model and say so in ``fallback_``.
@@ -332,6 +334,7 @@ class AutoSelector(BaseEstimator):
             if not np.isfinite(actual[test]).any():
                 continue
             off = self._offsets(res[train], levels)[0]
+            off[:, n] = 0.0  # the median is the point forecast, as in predict
             if relative:
                 off = off * self._denominator(point[test])[:, None]
             fc = point[test][:, None] + off
@@ -416,6 +419,10 @@ class AutoSelector(BaseEstimator):
         lower, upper = self.tail_scales_
         levels = [adjusted_level(q, lower, upper) for q in qs]
         base = self._offsets(self.residuals_, levels)[0]
+        # The median is the model's own point forecast: the median residual of a
+        # couple of weeks of backtest days is too noisy a bias correction (it cost
+        # accuracy on the benchmark and on held-out windows; see the README).
+        base[:, [i for i, q in enumerate(qs) if q == 0.5]] = 0.0
         width = base.shape[0]
         steps = np.arange(horizon)
         offsets = base[np.minimum(steps, width - 1)]

@@ -210,3 +210,15 @@ def test_fast_backtest_equals_refitting_on_each_slice(name: str) -> None:
     want = _reference_medians(name, y, origins, horizon)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
     assert not hasattr(fast, "_memo") or fast._memo is None  # no backtest state is left behind
+
+
+def test_the_median_is_the_chosen_models_point_forecast() -> None:
+    # A biased backtest must not shift the median: only the other quantiles are
+    # residual quantiles around the point forecast.
+    y = series(21, noise=5.0, seed=9)
+    y.iloc[-24 * 3 :] += 25.0  # three days above every earlier one
+    est = AutoSelector(slow_candidates=()).fit(y)
+    frame = est.predict(30, [0.1, 0.5, 0.9])
+    point = est.model_.predict(30, [0.5])["q0.5"]
+    np.testing.assert_allclose(frame["q0.5"].to_numpy(), point.to_numpy())
+    assert (frame["q0.9"] >= frame["q0.5"]).all() and (frame["q0.1"] <= frame["q0.5"]).all()
