@@ -7,7 +7,7 @@
    ``max_origins`` origins one day apart, aligned with the end of the history so
    every backtest forecast starts at the same time of day as the real one;
 2. ranks them by MASE on the origins they all share, and tries skill-weighted
-   ensembles of the best few;
+   ensembles of the best two to five;
 3. tries the slow candidates (gradient boosting, Prophet) only when the best cheap
    model is no better than the in-sample naive error (MASE >= ``slow_above_mase``):
    on a series where repeating the daily pattern already works they cannot pay
@@ -137,7 +137,7 @@ class AutoSelector(BaseEstimator):
         max_origins: int = 14,
         min_origins: int = 2,
         slow_origins: int = 3,
-        ensemble_size: int = 3,
+        ensemble_size: int = 5,
         weight_power: float = 2.0,
         backtest_horizon: str = "1d",
         buckets: int = 4,
