@@ -10,6 +10,13 @@ Methods: tiercast's automatic selection (``auto``), seasonal naive 1 day, season
 naive 7 days (only where every origin has 14 days of training), and Prophet with
 default settings.
 
+Held-out windows (``windows``): the same protocol on earlier weeks of the same
+traces, each series cut short by a fixed schedule of days (wider for longer
+traces), plus one more trace of the folder. The benchmark's own test periods are
+4 to 7 days of five series, where one unusual day moves a ratio by hundredths;
+the windows show whether a change helps beyond them. They are not used to fit
+anything: a change is kept when it helps both.
+
 Speed: ``count`` synthetic series of 14 days at a 15-minute step, each fitted and
 forecast 24 h ahead with ``auto`` from scratch (no model store), against the
 same loop with the one-day seasonal naive model measured in the same run.
@@ -45,6 +52,9 @@ BENCH_SERIES: tuple[str, ...] = (
 )
 """Paths relative to the public traces folder (``../shared/data/traces``)."""
 
+WINDOW_EXTRA: tuple[str, ...] = ("nab/aws_ec2_cpu_util_5f5533_5min.csv",)
+"""Traces used only in the held-out windows (the benchmark leaves them out)."""
+
 TARGET_MEAN_RATIO = 0.85
 COVERAGE_RANGE = (0.85, 0.95)
 TARGET_SPEED_S = 60.0
@@ -57,6 +67,32 @@ def load_bench_series(path: Path) -> pd.Series:
         raise DataError(f"benchmark series {str(path)!r} must hold one series, has {len(history)}")
     y = next(iter(history.values()))
     return regularize(y, STEP).rename(path.stem)
+
+
+def window_cuts(y: pd.Series) -> tuple[int, ...]:
+    """Days cut from the end of ``y`` for its held-out windows, by the length of the trace."""
+    span = (y.index[-1] - y.index[0]) / pd.Timedelta(days=1)
+    if span <= 16:
+        return (2, 4)
+    if span < 40:
+        return (7, 10, 14)
+    if span < 100:
+        return (7, 14, 21, 30, 40)
+    return tuple(range(7, 180, 14))
+
+
+def holdout_windows(y: pd.Series, extra: bool = False) -> list[pd.Series]:
+    """The series cut short by each of :func:`window_cuts` days, named ``<name>-<days>d``.
+
+    A trace outside the benchmark (``extra``) contributes its whole length too, and
+    is cut by the shortest schedule so every trace adds a similar number of windows.
+    """
+    cuts = (4,) if extra else window_cuts(y)
+    out = [y] if extra else []
+    for days in cuts:
+        cut = y[: y.index[-1] - pd.Timedelta(days=days)]
+        out.append(cut.rename(f"{y.name}-{days}d"))
+    return out
 
 
 @dataclass
@@ -124,6 +160,16 @@ def summarize(rows: Sequence[BenchRow]) -> Summary:
             ratios[series] = mine[0].mase / min(r.mase for r in base)
             coverage[series] = mine[0].coverage_q09
     return Summary(ratios, coverage)
+
+
+def family_ratios(summary: Summary) -> dict[str, float]:
+    """Mean ratio over each trace's windows (names ``<trace>-<days>d`` and ``<trace>``)."""
+    families: dict[str, list[float]] = {}
+    for name, ratio in summary.ratios.items():
+        stem, _, tail = name.rpartition("-")
+        trace = stem if stem and tail.endswith("d") and tail[:-1].isdigit() else name
+        families.setdefault(trace, []).append(ratio)
+    return {k: float(np.mean(v)) for k, v in families.items()}
 
 
 def format_table(rows: Sequence[BenchRow]) -> str:

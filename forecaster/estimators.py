@@ -800,6 +800,7 @@ _PLUGINS = (
     "forecaster.boosting",
     "forecaster.ensemble",
     "forecaster.selection",
+    "forecaster.profile_mix",
 )
 _plugins_loaded = False
 

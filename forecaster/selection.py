@@ -2,8 +2,9 @@
 
 :class:`AutoSelector` is the estimator behind ``method='auto'``. On ``fit`` it
 
-1. backtests the cheap candidates (seasonal naive 1 d and 7 d, robust daily and
-   weekly profiles, a recent level for series without a cycle) at up to
+1. backtests the cheap candidates (seasonal naive 7 d, robust daily and weekly
+   profiles, the profile regressions, the learned profile mix, a recent level for
+   series without a cycle) at up to
    ``max_origins`` origins one day apart, aligned with the end of the history so
    every backtest forecast starts at the same time of day as the real one;
 2. ranks them by MASE on the origins they all share, and tries skill-weighted
@@ -48,12 +49,12 @@ from forecaster.series import parse_duration, steps_per
 DAY = pd.Timedelta(days=1)
 
 CHEAP_CANDIDATES: tuple[str, ...] = (
-    "seasonal_naive_1d",
     "seasonal_naive_7d",
     "seasonal_profile_1d",
     "seasonal_profile_7d",
     "profile_regression_1d",
     "profile_regression_7d",
+    "profile_mix",
     "recent_level",
 )
 SLOW_CANDIDATES: tuple[str, ...] = ("gbm", "prophet")
@@ -67,6 +68,7 @@ MIN_HISTORY_DAYS: dict[str, float] = {
     "seasonal_median_7d": 14.0,
     "profile_regression_1d": 3.0,
     "profile_regression_7d": 9.0,
+    "profile_mix": 3.0,
     "recent_level": 0.5,
     "gbm": 3.0,
     "prophet": 2.0,

@@ -18,11 +18,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from forecaster.backtesting import backtest, daily_origins, protocol_origins
 from forecaster.benchmarking import (
     BENCH_SERIES,
+    WINDOW_EXTRA,
     accuracy_rows,
+    family_ratios,
     format_table,
+    holdout_windows,
     load_bench_series,
     speed,
     summarize,
@@ -125,6 +130,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         report["accuracy"] = [vars(r) for r in rows]
         report["ratios"] = summary.ratios
+    if args.windows:
+        _bench_windows(traces, args.skip_prophet, report)
     if args.speed_count > 0:
         result = speed(args.speed_count)
         print()
@@ -134,6 +141,45 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
     return 0
+
+
+def _bench_windows(traces: Path, skip_prophet: bool, report: dict[str, Any]) -> None:
+    """The held-out windows: the protocol on earlier weeks of the traces (see benchmarking)."""
+    methods = ["auto", "seasonal_naive_1d", "seasonal_naive_7d"]
+    if not skip_prophet:
+        methods.append("prophet_default")
+    rows = []
+    sources = [(rel, False) for rel in BENCH_SERIES] + [(rel, True) for rel in WINDOW_EXTRA]
+    for rel, extra in sources:
+        if not (traces / rel).is_file():
+            print(f"  {rel}: not in {traces}, skipped", file=sys.stderr, flush=True)
+            continue
+        for y in holdout_windows(load_bench_series(traces / rel), extra=extra):
+            rows.extend(accuracy_rows(y, methods))
+        print(f"  {rel} windows: done", file=sys.stderr, flush=True)
+    summary = summarize(rows)
+    families = family_ratios(summary)
+    print()
+    print(
+        "Held-out windows (earlier test periods of the same traces; MASE ratio to the best baseline):"
+    )
+    print()
+    print("| window | ratio | q0.9 coverage |")
+    print("| --- | ---: | ---: |")
+    for name, ratio in summary.ratios.items():
+        print(f"| {name} | {ratio:.3f} | {summary.coverage[name]:.3f} |")
+    print()
+    print(
+        f"- {len(summary.ratios)} windows of {len(families)} traces; mean ratio per trace: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in families.items())
+    )
+    worse = sum(r > 1.0 for r in summary.ratios.values())
+    print(
+        f"- mean over traces {np.mean(list(families.values())):.3f}; "
+        f"windows worse than their best baseline: {worse} of {len(summary.ratios)}"
+    )
+    report["windows"] = {"ratios": summary.ratios, "coverage": summary.coverage}
+    report["window_families"] = families
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -189,6 +235,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--skip-prophet", action="store_true", help="leave out the (slow) Prophet baseline"
+    )
+    p.add_argument(
+        "--windows",
+        action="store_true",
+        help="also run the held-out windows: the protocol on earlier weeks of the traces "
+        "(several minutes with the Prophet baseline)",
     )
     p.add_argument(
         "--speed-count",

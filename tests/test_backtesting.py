@@ -150,3 +150,26 @@ def test_auto_beats_the_daily_naive_on_a_negative_control() -> None:
     rows = {r.method: r for r in accuracy_rows(y, ["auto", "seasonal_naive_1d"])}
     assert rows["tiercast auto"].mase < rows["seasonal_naive_1d"].mase
     assert 0.8 <= rows["tiercast auto"].coverage_q09 <= 0.97
+
+
+def test_holdout_windows_cut_by_the_schedule_and_group_by_trace() -> None:
+    from forecaster.benchmarking import (
+        Summary,
+        family_ratios,
+        holdout_windows,
+        window_cuts,
+    )
+
+    index = pd.date_range("2026-01-01", periods=30 * 96, freq="15min", name="timestamp")
+    y = pd.Series(np.arange(len(index), dtype=float), index=index, name="trace_5min")
+    assert window_cuts(y) == (7, 10, 14)
+    windows = holdout_windows(y)
+    assert [w.name for w in windows] == ["trace_5min-7d", "trace_5min-10d", "trace_5min-14d"]
+    assert windows[0].index[-1] == y.index[-1] - pd.Timedelta(days=7)
+    extra = holdout_windows(y[: 14 * 96], extra=True)
+    assert [w.name for w in extra] == ["trace_5min", "trace_5min-4d"]
+    summary = Summary(
+        ratios={"a-b_5min-7d": 0.8, "a-b_5min-14d": 1.0, "c": 0.5, "c-4d": 0.7},
+        coverage={},
+    )
+    assert family_ratios(summary) == pytest.approx({"a-b_5min": 0.9, "c": 0.6})

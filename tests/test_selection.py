@@ -13,7 +13,7 @@ from forecaster import estimators
 from forecaster.backtesting import backtest, daily_origins
 from forecaster.estimators import BaseEstimator, SeasonalNaive
 from forecaster.forecasting import forecast_series
-from forecaster.selection import AutoSelector, adjusted_level, autocorrelation
+from forecaster.selection import CHEAP_CANDIDATES, AutoSelector, adjusted_level, autocorrelation
 from forecaster.store import ModelStore
 
 
@@ -28,11 +28,15 @@ def series(
     return pd.Series(level + rng.normal(0, noise, len(index)), index=index, name="s")
 
 
+WITH_NAIVE = (*CHEAP_CANDIDATES, "seasonal_naive_1d")
+"""The default candidates plus the daily naive baseline, to check they beat it head to head."""
+
+
 def test_no_cycle_is_detected_and_a_level_model_wins() -> None:
     rng = np.random.default_rng(1)
     index = pd.date_range("2026-02-02", periods=20 * 24, freq="1h", name="timestamp")
     y = pd.Series(50 + np.cumsum(rng.normal(0, 1, len(index))), index=index, name="walk")
-    est = AutoSelector(slow_candidates=()).fit(y)
+    est = AutoSelector(candidates=WITH_NAIVE, slow_candidates=()).fit(y)
     assert "no usable daily cycle" in est.reason_
     assert "seasonal_naive" not in est.chosen_.split("+")[0]
     assert est.scores_[est.chosen_] <= est.scores_["seasonal_naive_1d"]
@@ -40,7 +44,7 @@ def test_no_cycle_is_detected_and_a_level_model_wins() -> None:
 
 def test_weekly_pattern_selects_a_weekly_model() -> None:
     y = series(28, weekend=0.4, noise=2.0)
-    est = AutoSelector(slow_candidates=()).fit(y)
+    est = AutoSelector(candidates=WITH_NAIVE, slow_candidates=()).fit(y)
     assert "7d" in est.chosen_, est.reason_
     assert est.scores_[est.chosen_] < est.scores_["seasonal_naive_1d"]
     assert "lowest backtest MASE" in est.reason_
