@@ -450,13 +450,21 @@ def rolling_profile(values: np.ndarray, m: int, k: int) -> np.ndarray:
     """
     n = len(values)
     rows = -(-n // m)
+    pad = rows * m - n
     padded = np.full(rows * m, np.nan)
-    padded[rows * m - n :] = values
+    padded[pad:] = values
     block = padded.reshape(rows, m)
     out = np.full((rows, m), np.nan)
     for j in range(1, rows):
-        out[j] = median_rows(block[max(0, j - k) : j])
-    return out.reshape(-1)[rows * m - n :]
+        if j > k or pad == 0:
+            out[j] = median_rows(block[max(0, j - k) : j])
+            continue
+        # The first row is padding up to ``pad``: take those phases from the rows
+        # after it, so a series without gaps keeps median_rows' fast (NaN-free) path.
+        out[j, pad:] = median_rows(block[0:j, pad:])
+        if j > 1:
+            out[j, :pad] = median_rows(block[1:j, :pad])
+    return out.reshape(-1)[pad:]
 
 
 class ProfileRegression(ArrayEstimator):

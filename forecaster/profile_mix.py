@@ -97,6 +97,18 @@ def lad_simplex(X: np.ndarray, y: np.ndarray, iterations: int = 30) -> np.ndarra
     return w
 
 
+def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Mean of the observed values among the last ``window`` at each position (NaN if none)."""
+    ok = ~np.isnan(values)
+    sums = np.concatenate(([0.0], np.cumsum(np.where(ok, values, 0.0))))
+    counts = np.concatenate(([0], np.cumsum(ok)))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(0, ends - window)
+    n = counts[ends] - counts[starts]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (sums[ends] - sums[starts]) / np.maximum(n, 1), np.nan)
+
+
 def _shifted(values: np.ndarray, lag: int) -> np.ndarray:
     out = np.full(len(values), np.nan)
     if lag < len(values):
@@ -116,7 +128,7 @@ class ProfileMix(ProfileRegression):
         weeks: int = 4,
         level_days: int = 7,
         fit_days: int = 14,
-        lad_iterations: int = 4,
+        lad_iterations: int = 3,
         smooth: str = "1h",
         window: str = "28d",
         max_horizon: str = "1d",
@@ -172,7 +184,12 @@ class ProfileMix(ProfileRegression):
     def _mix(self, bases: dict[str, np.ndarray], values: np.ndarray, m: int) -> np.ndarray:
         """Fit the weights on the last ``fit_days`` of ``values``; the mixed profile over all of it."""
         names = list(bases)
-        tail = slice(max(0, len(values) - self.fit_days * m), len(values))
+        # At most 96 points a day (every k-th step, counted back from the newest): the
+        # weights are five numbers, and finer steps only repeat the same days.
+        every = max(1, -(-m // 96))
+        tail = slice(len(values) - 1, max(0, len(values) - self.fit_days * m) - 1, -every)
+        if tail.stop < 0:
+            tail = slice(len(values) - 1, None, -every)
         X = np.column_stack([bases[k][tail] for k in names])
         w = lad_simplex(X, values[tail], self.lad_iterations)
         self.mix_weights_ = {k: float(v) for k, v in zip(names, w, strict=True) if v > 1e-6}
@@ -205,7 +222,8 @@ class ProfileMix(ProfileRegression):
         span = self._span(m)
         dev = values - mix
         tail_dev = dev[-span:]
-        super()._fit_values(values[-span:], tail_dev, self._smoothed(tail_dev, m))
+        w = min(steps_per(parse_duration(self.smooth), self.step_), m)
+        super()._fit_values(values[-span:], tail_dev, trailing_mean(tail_dev, w))
         self.history_ = values[-self._reach(m) :].copy()
         recent = tail_dev[-self.smooth_steps_ :]
         recent = recent[~np.isnan(recent)]

@@ -85,3 +85,15 @@ def test_fast_backtest_equals_refitting_on_each_prefix(days: int) -> None:
         [make("profile_mix").fit(y.iloc[:o]).predict(m, [0.5]).to_numpy()[:, 0] for o in origins]
     )
     np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-9)
+
+
+def test_trailing_mean_matches_pandas_rolling_mean_with_gaps() -> None:
+    from forecaster.profile_mix import trailing_mean
+
+    rng = np.random.default_rng(1)
+    values = rng.normal(100, 20, 500)
+    values[rng.choice(500, 60, replace=False)] = np.nan
+    values[:5] = np.nan
+    for window in (1, 4, 12):
+        want = pd.Series(values).rolling(window, min_periods=1).mean().to_numpy()
+        np.testing.assert_allclose(trailing_mean(values, window), want, rtol=1e-12)
