@@ -196,6 +196,7 @@ def _reference_medians(name: str, y: pd.Series, origins: list[int], horizon: int
         "seasonal_profile_7d",
         "profile_regression_1d",
         "profile_regression_7d",
+        "profile_mix",
         "recent_level",
     ],
 )
