@@ -2,13 +2,13 @@
 
 :class:`AutoSelector` is the estimator behind ``method='auto'``. On ``fit`` it
 
-1. backtests the cheap candidates (seasonal naive 7 d, robust daily and weekly
-   profiles, the profile regressions, the learned profile mix, a recent level for
-   series without a cycle) at up to
+1. backtests the cheap candidates (seasonal naive 1 d and 7 d, robust daily and
+   weekly profiles, the profile regressions, a recent level for series without a
+   cycle) at up to
    ``max_origins`` origins one day apart, aligned with the end of the history so
    every backtest forecast starts at the same time of day as the real one;
 2. ranks them by MASE on the origins they all share, and tries skill-weighted
-   ensembles of the best two to five;
+   ensembles of the best two and three;
 3. tries the slow candidates (gradient boosting, Prophet) only when the best cheap
    model is no better than the in-sample naive error (MASE >= ``slow_above_mase``):
    on a series where repeating the daily pattern already works they cannot pay
@@ -49,12 +49,12 @@ from forecaster.series import parse_duration, steps_per
 DAY = pd.Timedelta(days=1)
 
 CHEAP_CANDIDATES: tuple[str, ...] = (
+    "seasonal_naive_1d",
     "seasonal_naive_7d",
     "seasonal_profile_1d",
     "seasonal_profile_7d",
     "profile_regression_1d",
     "profile_regression_7d",
-    "profile_mix",
     "recent_level",
 )
 SLOW_CANDIDATES: tuple[str, ...] = ("gbm", "prophet")
@@ -139,7 +139,7 @@ class AutoSelector(BaseEstimator):
         max_origins: int = 14,
         min_origins: int = 2,
         slow_origins: int = 3,
-        ensemble_size: int = 5,
+        ensemble_size: int = 3,
         weight_power: float = 2.0,
         backtest_horizon: str = "1d",
         buckets: int = 4,
