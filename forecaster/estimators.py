@@ -655,15 +655,19 @@ class ProfileRegression(ArrayEstimator):
         gap = gap[~np.isnan(gap)]
         return float(gap.mean()) if gap.size else 0.0
 
-    def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
+    def _profile_ahead(self, horizon: int) -> np.ndarray:
+        """The seasonal profile over the next ``horizon`` steps (the regression corrects it)."""
         m = self.season_steps_
         profile = median_rows(season_matrix(self.values_, m, self.seasons))
         if np.isnan(profile).any():  # the fill median is only needed where a phase has none
             profile = np.where(np.isnan(profile), np.nanmedian(self.values_), profile)
+        return np.resize(profile, horizon)
+
+    def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
         reach = self.reach_
         steps = np.minimum(np.arange(horizon), reach - 1)
         correction = self.intercepts_[steps] + self.slopes_[steps] * self.current_
-        point = np.resize(profile, horizon) + correction
+        point = self._profile_ahead(horizon) + correction
         buckets = self.residual_buckets_
         idx = np.minimum(np.arange(horizon) * len(buckets) // reach, len(buckets) - 1)
         table = np.array([linear_quantiles(r, qs) for r in buckets])

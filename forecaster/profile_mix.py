@@ -38,7 +38,6 @@ from scipy.optimize import nnls
 from forecaster.estimators import (
     ArrayEstimator,
     ProfileRegression,
-    linear_quantiles,
     median_rows,
     parse_duration,
     register,
@@ -231,7 +230,7 @@ class ProfileMix(ProfileRegression):
 
     # -- forecasting -------------------------------------------------------------------
 
-    def _forward(self, horizon: int) -> np.ndarray:
+    def _profile_ahead(self, horizon: int) -> np.ndarray:
         """The mixed profile over the next ``horizon`` steps."""
         m = self.season_steps_
         history = self.history_
@@ -256,17 +255,6 @@ class ProfileMix(ProfileRegression):
                 ahead = np.full(horizon, float(np.median(recent)) if recent.size else np.nan)
             out += w * np.where(np.isnan(ahead), base, ahead)
         return out
-
-    def _predict_values(self, horizon: int, qs: Sequence[float]) -> np.ndarray:
-        reach = self.reach_
-        steps = np.minimum(np.arange(horizon), reach - 1)
-        correction = self.intercepts_[steps] + self.slopes_[steps] * self.current_
-        point = self._forward(horizon) + correction
-        buckets = self.residual_buckets_
-        idx = np.minimum(np.arange(horizon) * len(buckets) // reach, len(buckets) - 1)
-        table = np.array([linear_quantiles(r, qs) for r in buckets])
-        grow = np.sqrt(np.maximum(1.0, (np.arange(horizon) + 1) / reach))
-        return point[:, None] + grow[:, None] * table[idx]
 
     def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
         """As refitting at each origin, with the bases computed once for the whole series.
