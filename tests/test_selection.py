@@ -227,3 +227,19 @@ def test_the_median_is_the_chosen_models_point_forecast() -> None:
     point = est.model_.predict(30, [0.5])["q0.5"]
     np.testing.assert_allclose(frame["q0.5"].to_numpy(), point.to_numpy())
     assert (frame["q0.9"] >= frame["q0.5"]).all() and (frame["q0.1"] <= frame["q0.5"]).all()
+
+
+def test_auto_mix_selects_among_the_profile_mix_candidates() -> None:
+    from forecaster.selection import MIX_CANDIDATES
+
+    assert "profile_mix" in MIX_CANDIDATES and "seasonal_naive_1d" not in MIX_CANDIDATES
+    y = series(21, weekend=0.5, noise=4.0, seed=12)
+    est = estimators.make("auto_mix")
+    assert isinstance(est, AutoSelector)
+    est.fit(y)
+    assert set(est.weights_) <= set(MIX_CANDIDATES)
+    assert "profile_mix" in est.scores_
+    frame = est.predict(24, [0.1, 0.5, 0.9])
+    assert (frame["q0.9"] >= frame["q0.1"]).all()
+    forecast = forecast_series(y, pd.Timedelta("12h"), [0.5, 0.9], method="auto_mix")
+    assert len(forecast.frame) == 12 and "lowest backtest MASE" in forecast.reason
