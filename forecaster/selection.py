@@ -336,7 +336,6 @@ class AutoSelector(BaseEstimator):
             if not np.isfinite(actual[test]).any():
                 continue
             off = self._offsets(res[train], levels)[0]
-            off[:, n] = 0.0  # the median is the point forecast, as in predict
             if relative:
                 off = off * self._denominator(point[test])[:, None]
             fc = point[test][:, None] + off
@@ -346,7 +345,13 @@ class AutoSelector(BaseEstimator):
         return total, (float(TAIL_SCALES[lo]), float(TAIL_SCALES[hi]))
 
     def _offsets(self, residuals: np.ndarray, qs: Sequence[float]) -> np.ndarray:
-        """Residual quantiles per horizon bucket, broadcast to shape (1, horizon, len(qs))."""
+        """Residual quantiles per horizon bucket, broadcast to shape (1, horizon, len(qs)).
+
+        The median's offset is zero: the median is the model's own point forecast, since
+        the median residual of a couple of weeks of backtest days is too noisy a bias
+        correction (it cost accuracy on the benchmark and on held-out windows; see the
+        README). Only ``q == 0.5`` maps to the median level (see :func:`adjusted_level`).
+        """
         horizon = residuals.shape[1]
         buckets = max(1, min(self.buckets, horizon))
         edges = np.linspace(0, horizon, buckets + 1).astype(int)
@@ -359,6 +364,7 @@ class AutoSelector(BaseEstimator):
                 block = everything
             if block.size:
                 out[edges[b] : edges[b + 1]] = linear_quantiles(block, qs)
+        out[:, [i for i, q in enumerate(qs) if q == 0.5]] = 0.0
         return out[None, :, :]
 
     def _explain(self, ranking: list[str], skipped: list[str], slow: list[str], common: int) -> str:
@@ -421,10 +427,6 @@ class AutoSelector(BaseEstimator):
         lower, upper = self.tail_scales_
         levels = [adjusted_level(q, lower, upper) for q in qs]
         base = self._offsets(self.residuals_, levels)[0]
-        # The median is the model's own point forecast: the median residual of a
-        # couple of weeks of backtest days is too noisy a bias correction (it cost
-        # accuracy on the benchmark and on held-out windows; see the README).
-        base[:, [i for i, q in enumerate(qs) if q == 0.5]] = 0.0
         width = base.shape[0]
         steps = np.arange(horizon)
         offsets = base[np.minimum(steps, width - 1)]

@@ -13,15 +13,18 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from forecaster.backtesting import backtest, daily_origins, protocol_origins
 from forecaster.benchmarking import (
+    BASELINES,
     BENCH_SERIES,
     WINDOW_EXTRA,
     accuracy_rows,
@@ -99,8 +102,21 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_methods(skip_prophet: bool) -> list[str]:
+    """``auto`` and the baselines the benchmark compares it with."""
+    return ["auto", *(b for b in BASELINES if not (skip_prophet and b == "prophet_default"))]
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     traces = Path(args.traces)
+    loaded: dict[str, pd.Series] = {}
+
+    def load(rel: str) -> pd.Series:
+        """Each trace read once, whether the accuracy table, the windows or both need it."""
+        if rel not in loaded:
+            loaded[rel] = load_bench_series(traces / rel)
+        return loaded[rel]
+
     missing = [rel for rel in BENCH_SERIES if not (traces / rel).is_file()]
     if args.accuracy and missing:
         raise BadInputError(
@@ -110,13 +126,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"tiercast forecasting benchmark, measured {today}")
     report: dict[str, Any] = {"date": today}
     if args.accuracy:
-        methods = ["auto", "seasonal_naive_1d", "seasonal_naive_7d"]
-        if not args.skip_prophet:
-            methods.append("prophet_default")
+        methods = _bench_methods(args.skip_prophet)
         rows = []
         for rel in BENCH_SERIES:
-            y = load_bench_series(traces / rel)
-            rows.extend(accuracy_rows(y, methods))
+            rows.extend(accuracy_rows(load(rel), methods))
             print(f"  {rel}: done", file=sys.stderr, flush=True)
         print()
         print(format_table(rows))
@@ -131,7 +144,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report["accuracy"] = [vars(r) for r in rows]
         report["ratios"] = summary.ratios
     if args.windows:
-        _bench_windows(traces, args.skip_prophet, report)
+        _bench_windows(traces, load, _bench_methods(args.skip_prophet), report)
     if args.speed_count > 0:
         result = speed(args.speed_count)
         print()
@@ -143,18 +156,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_windows(traces: Path, skip_prophet: bool, report: dict[str, Any]) -> None:
+def _bench_windows(
+    traces: Path,
+    load: Callable[[str], pd.Series],
+    methods: list[str],
+    report: dict[str, Any],
+) -> None:
     """The held-out windows: the protocol on earlier weeks of the traces (see benchmarking)."""
-    methods = ["auto", "seasonal_naive_1d", "seasonal_naive_7d"]
-    if not skip_prophet:
-        methods.append("prophet_default")
     rows = []
     sources = [(rel, False) for rel in BENCH_SERIES] + [(rel, True) for rel in WINDOW_EXTRA]
     for rel, extra in sources:
         if not (traces / rel).is_file():
             print(f"  {rel}: not in {traces}, skipped", file=sys.stderr, flush=True)
             continue
-        for y in holdout_windows(load_bench_series(traces / rel), extra=extra):
+        for y in holdout_windows(load(rel), extra=extra):
             rows.extend(accuracy_rows(y, methods))
         print(f"  {rel} windows: done", file=sys.stderr, flush=True)
     summary = summarize(rows)
