@@ -46,8 +46,6 @@ from forecaster.estimators import (
 )
 from forecaster.series import steps_per
 
-BASES: tuple[str, ...] = ("daily", "weekly", "yesterday", "last_week", "level")
-
 
 def lad_simplex(X: np.ndarray, y: np.ndarray, iterations: int = 30) -> np.ndarray:
     """Weights ``w >= 0`` with ``sum(w) == 1`` minimising ``sum |y - X w|`` (approximately).
