@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -103,11 +103,24 @@ class BenchRow:
     pinball_q09: float
     coverage_q09: float
     fit_seconds: float
+    day_errors: list[float] = field(default_factory=list)
+    """Per origin (test day): the sum of scaled absolute errors over its observed steps."""
+    day_counts: list[int] = field(default_factory=list)
+    """Per origin: the number of observed steps (MASE is sum(day_errors) / sum(day_counts))."""
 
     @classmethod
     def of(cls, series: str, method: str, bt: Backtest) -> BenchRow:
+        scaled = np.abs(bt.actuals - bt.point()) / bt.scales[:, None]
+        finite = np.isfinite(scaled)
         return cls(
-            series, method, bt.mase(), bt.scaled_pinball(0.9), bt.coverage(0.9), bt.fit_seconds
+            series,
+            method,
+            bt.mase(),
+            bt.scaled_pinball(0.9),
+            bt.coverage(0.9),
+            bt.fit_seconds,
+            day_errors=np.where(finite, scaled, 0.0).sum(axis=1).tolist(),
+            day_counts=finite.sum(axis=1).tolist(),
         )
 
 
@@ -160,6 +173,76 @@ def summarize(rows: Sequence[BenchRow]) -> Summary:
             ratios[series] = mine[0].mase / min(r.mase for r in base)
             coverage[series] = mine[0].coverage_q09
     return Summary(ratios, coverage)
+
+
+@dataclass
+class Uncertainty:
+    """How far the mean ratio could move with other test days of the same series."""
+
+    standard_error: float
+    low: float
+    """5th percentile of the resampled mean ratios."""
+    high: float
+    """95th percentile."""
+    share_within_target: float
+    """Share of the resampled mean ratios at or below the target."""
+    draws: int
+
+    def line(self) -> str:
+        return (
+            f"uncertainty of the mean ratio (bootstrap over each series' test days, "
+            f"{self.draws} draws): standard error {self.standard_error:.3f}, "
+            f"90% interval {self.low:.3f} to {self.high:.3f}; "
+            f"{self.share_within_target:.0%} of the draws at or below {TARGET_MEAN_RATIO}"
+        )
+
+
+def bootstrap_mean_ratio(
+    rows: Sequence[BenchRow], draws: int = 2000, seed: int = 0
+) -> Uncertainty | None:
+    """Resample each series' test days with replacement and recompute the mean ratio.
+
+    Each draw picks, per series, as many test days as it has (the same days for
+    every method, so a day that is hard for all stays paired), recomputes every
+    method's MASE from the picked days, takes tiercast's ratio to the best
+    baseline of that draw and averages over the series. The spread of the draws
+    is what a different week of the same series could have given: a change to
+    the forecaster smaller than the standard error is not measurable here.
+    None when the rows carry no per-day errors.
+    """
+    rng = np.random.default_rng(seed)
+    per_series: list[tuple[np.ndarray, np.ndarray]] = []
+    for series in dict.fromkeys(r.series for r in rows):
+        mine = [r for r in rows if r.series == series and r.method == "tiercast auto"]
+        base = [r for r in rows if r.series == series and r.method in BASELINES]
+        if not mine or not base or not mine[0].day_errors:
+            continue
+        group = [mine[0], *base]
+        if len({len(r.day_errors) for r in group}) != 1:
+            continue
+        errors = np.array([r.day_errors for r in group])  # (methods, days)
+        counts = np.array([r.day_counts for r in group], dtype=float)
+        per_series.append((errors, counts))
+    if not per_series:
+        return None
+    means = np.zeros(draws)
+    for errors, counts in per_series:
+        days = errors.shape[1]
+        pick = rng.integers(0, days, size=(draws, days))
+        err = errors[:, pick].sum(axis=2)  # (methods, draws)
+        cnt = counts[:, pick].sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mase = err / cnt
+        means += mase[0] / np.nanmin(mase[1:], axis=0)
+    means /= len(per_series)
+    means = means[np.isfinite(means)]
+    return Uncertainty(
+        standard_error=float(np.std(means, ddof=1)),
+        low=float(np.percentile(means, 5)),
+        high=float(np.percentile(means, 95)),
+        share_within_target=float(np.mean(means <= TARGET_MEAN_RATIO)),
+        draws=len(means),
+    )
 
 
 def family_ratios(summary: Summary) -> dict[str, float]:

@@ -155,6 +155,17 @@ class BaseEstimator:
         """Move a fitted estimator onto ``history`` (newer data); the default refits."""
         return self.fit(history)
 
+    def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
+        """Median forecasts, shape (origins, horizon), of a copy refitted on ``y[:o]`` at each origin.
+
+        Selection only needs the median; an estimator that can produce it for less
+        than a full fit overrides this.
+        """
+        out = np.empty((len(origins), horizon))
+        for i, o in enumerate(origins):
+            out[i] = clone(self).fit(y.iloc[:o]).predict(horizon, [0.5]).to_numpy()[:, 0]
+        return out
+
     def _prepare(self, history: pd.Series) -> pd.Series:
         if not isinstance(history, pd.Series):
             raise DataError(

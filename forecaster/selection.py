@@ -37,7 +37,6 @@ import pandas as pd
 from forecaster.backtesting import naive_scale, pinball
 from forecaster.errors import TiercastError
 from forecaster.estimators import (
-    ArrayEstimator,
     BaseEstimator,
     SeasonalNaive,
     linear_quantiles,
@@ -165,16 +164,9 @@ class AutoSelector(BaseEstimator):
     ) -> np.ndarray | None:
         """Median forecasts (origins, horizon) of ``name`` refitted at each origin; None on failure."""
         try:
-            est = make(name)
-            if isinstance(est, ArrayEstimator):
-                return est.backtest_medians(y, origins, horizon)
-            out = np.empty((len(origins), horizon))
-            for i, o in enumerate(origins):
-                est = make(name).fit(y.iloc[:o])
-                out[i] = est.predict(horizon, [0.5]).to_numpy()[:, 0]
+            return make(name).backtest_medians(y, origins, horizon)
         except _FIT_ERRORS:
             return None
-        return out
 
     def fit(self, history: pd.Series) -> AutoSelector:
         y = self._prepare(history)

@@ -28,6 +28,7 @@ from forecaster.benchmarking import (
     BENCH_SERIES,
     WINDOW_EXTRA,
     accuracy_rows,
+    bootstrap_mean_ratio,
     family_ratios,
     format_table,
     holdout_windows,
@@ -141,6 +142,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "- MASE ratio per series: "
             + ", ".join(f"{k} {v:.3f}" for k, v in summary.ratios.items())
         )
+        spread = bootstrap_mean_ratio(rows)
+        if spread is not None:
+            print(f"- {spread.line()}")
+            report["mean_ratio_uncertainty"] = vars(spread)
         report["accuracy"] = [vars(r) for r in rows]
         report["ratios"] = summary.ratios
     if args.windows:

@@ -173,3 +173,65 @@ def test_holdout_windows_cut_by_the_schedule_and_group_by_trace() -> None:
         coverage={},
     )
     assert family_ratios(summary) == pytest.approx({"a-b_5min": 0.9, "c": 0.6})
+
+
+def _rows(series: str, mine: list[float], naive: list[float], other: list[float]) -> list:
+    from forecaster.benchmarking import BenchRow
+
+    def row(method: str, errors: list[float]) -> BenchRow:
+        return BenchRow(
+            series,
+            method,
+            sum(errors) / (96 * len(errors)),
+            0.0,
+            0.9,
+            0.0,
+            day_errors=errors,
+            day_counts=[96] * len(errors),
+        )
+
+    return [
+        row("tiercast auto", mine),
+        row("seasonal_naive_1d", naive),
+        row("prophet_default", other),
+    ]
+
+
+def test_bootstrap_of_the_mean_ratio_resamples_test_days_paired_across_methods() -> None:
+    from forecaster.benchmarking import BenchRow, bootstrap_mean_ratio, summarize
+
+    # Every day tiercast makes 0.8 of the best baseline's error: no draw can differ.
+    steady = _rows("a", [8.0, 16.0, 40.0], [10.0, 20.0, 50.0], [30.0, 30.0, 60.0])
+    spread = bootstrap_mean_ratio(steady, draws=500)
+    assert spread is not None and spread.draws == 500
+    assert spread.standard_error == pytest.approx(0.0, abs=1e-12)
+    assert spread.low == pytest.approx(0.8) and spread.high == pytest.approx(0.8)
+    assert spread.share_within_target == 1.0
+
+    # One day where tiercast is far better: the ratio depends on whether it is drawn.
+    lucky = _rows("b", [10.0, 10.0, 2.0, 10.0], [10.0, 10.0, 10.0, 10.0], [20.0] * 4)
+    point = summarize(steady + lucky).mean_ratio
+    spread = bootstrap_mean_ratio(steady + lucky, draws=2000, seed=1)
+    assert spread is not None
+    assert 0.02 < spread.standard_error < 0.2
+    assert spread.low < point < spread.high
+    assert spread == bootstrap_mean_ratio(steady + lucky, draws=2000, seed=1)  # seeded
+
+    # Rows without per-day errors (an older JSON) give no bootstrap.
+    bare = [BenchRow(r.series, r.method, r.mase, 0.0, 0.9, 0.0) for r in steady]
+    assert bootstrap_mean_ratio(bare) is None
+
+
+def test_bench_rows_keep_per_day_errors_that_add_up_to_the_mase() -> None:
+    from forecaster.benchmarking import accuracy_rows
+
+    index = pd.date_range("2026-01-01", periods=12 * 96, freq="15min", name="timestamp")
+    phase = np.arange(len(index)) % 96
+    y = pd.Series(10 + np.sin(phase / 96 * 2 * np.pi), index=index, name="s")
+    y.iloc[-50:-40] = np.nan  # NaN actuals are left out of both sums
+    y = y + np.random.default_rng(0).normal(0, 0.1, len(y))
+    rows = accuracy_rows(y, ["seasonal_naive_1d"])
+    row = rows[0]
+    assert len(row.day_errors) == len(row.day_counts) == 4
+    assert sum(row.day_counts) == 4 * 96 - 10
+    assert sum(row.day_errors) / sum(row.day_counts) == pytest.approx(row.mase)

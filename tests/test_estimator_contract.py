@@ -17,6 +17,7 @@ from forecaster.errors import BadInputError, NotFittedError
 from forecaster.estimators import BaseEstimator, clone, make, quantile_column, registered
 
 NAMES = sorted(registered())
+SLOW = {"prophet", "prophet_default"}
 QS = [0.1, 0.5, 0.9]
 
 
@@ -146,3 +147,32 @@ def test_boosting_leaves_out_a_weekly_lag_it_never_saw() -> None:
     assert frame.notna().all().all()
     longer = make("gbm").fit(hourly(days=12, seed=6))
     assert len(longer.lags_) == 3  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_backtest_medians_are_the_refitted_median_forecasts(name: str) -> None:
+    # What selection backtests must be what the estimator forecasts when refitted
+    # on each prefix; the boosting's median-only shortcut is compared with its
+    # median model, and with the full fit wherever its quantile models do not cross.
+    if name in SLOW or name == "gbm":
+        pytest.skip("Prophet is slow; the boosting's shortcut has its own test below")
+    y = hourly(days=12, seed=3)
+    origins = [len(y) - 24 - 24 * k for k in range(3)]
+    got = make(name).backtest_medians(y, origins, 24)
+    for i, o in enumerate(origins):
+        want = make(name).fit(y.iloc[:o]).predict(24, [0.5]).to_numpy()[:, 0]
+        np.testing.assert_allclose(got[i], want, rtol=1e-9, atol=1e-9)
+
+
+def test_boosting_backtests_its_median_model_alone() -> None:
+    from forecaster.boosting import QuantileBoosting
+
+    y = hourly(days=12, seed=4)
+    origins = [len(y) - 24, len(y) - 48]
+    got = make("gbm").backtest_medians(y, origins, 24)
+    for i, o in enumerate(origins):
+        alone = QuantileBoosting(quantiles=(0.5,)).fit(y.iloc[:o])
+        np.testing.assert_array_equal(got[i], alone.predict(24, [0.5]).to_numpy()[:, 0])
+        # The full fit sorts across its quantile models: equal wherever they do not cross.
+        full = make("gbm").fit(y.iloc[:o]).predict(24, [0.5]).to_numpy()[:, 0]
+        assert np.isclose(got[i], full, rtol=1e-12).mean() > 0.5

@@ -125,6 +125,9 @@ class CountingFake(BaseEstimator):
     name = "counting_fake"
     fits = 0
 
+    def __init__(self) -> None:  # no hyper-parameters (``clone`` reads them from here)
+        pass
+
     def fit(self, history: pd.Series) -> CountingFake:
         type(self).fits += 1
         self._inner = SeasonalNaive("1d").fit(history)
