@@ -56,6 +56,8 @@ WINDOW_EXTRA: tuple[str, ...] = ("nab/aws_ec2_cpu_util_5f5533_5min.csv",)
 """Traces used only in the held-out windows (the benchmark leaves them out)."""
 
 TARGET_MEAN_RATIO = 0.85
+TIERCAST = "tiercast "
+"""Prefix of the rows of the method under test ("tiercast auto"); the others are baselines."""
 COVERAGE_RANGE = (0.85, 0.95)
 TARGET_SPEED_S = 60.0
 
@@ -129,14 +131,19 @@ def _factory(method: str) -> Callable[[], BaseEstimator]:
 
 
 def accuracy_rows(y: pd.Series, methods: Sequence[str] = ("auto", *BASELINES)) -> list[BenchRow]:
-    """Run the protocol on one series for each method that applies to it."""
+    """Run the protocol on one series for each method that applies to it.
+
+    Rows of the baselines carry their names; any other method is the one under test,
+    labelled ``tiercast <name>``.
+    """
     origins = protocol_origins(y)
     rows = []
     for method in methods:
         if method == "seasonal_naive_7d" and origins[0] - y.index[0] < pd.Timedelta(days=14):
             continue  # the protocol only runs the weekly baseline with 14 days of training
         bt = backtest(_factory(method), y, origins, HORIZON_STEPS, QUANTILES, label=method)
-        rows.append(BenchRow.of(str(y.name), "tiercast auto" if method == "auto" else method, bt))
+        label = method if method in BASELINES else TIERCAST + method
+        rows.append(BenchRow.of(str(y.name), label, bt))
     return rows
 
 
@@ -167,7 +174,7 @@ class Summary:
 def summarize(rows: Sequence[BenchRow]) -> Summary:
     ratios, coverage = {}, {}
     for series in dict.fromkeys(r.series for r in rows):
-        mine = [r for r in rows if r.series == series and r.method == "tiercast auto"]
+        mine = [r for r in rows if r.series == series and r.method.startswith(TIERCAST)]
         base = [r for r in rows if r.series == series and r.method in BASELINES]
         if mine and base:
             ratios[series] = mine[0].mase / min(r.mase for r in base)
@@ -213,7 +220,7 @@ def bootstrap_mean_ratio(
     rng = np.random.default_rng(seed)
     per_series: list[tuple[np.ndarray, np.ndarray]] = []
     for series in dict.fromkeys(r.series for r in rows):
-        mine = [r for r in rows if r.series == series and r.method == "tiercast auto"]
+        mine = [r for r in rows if r.series == series and r.method.startswith(TIERCAST)]
         base = [r for r in rows if r.series == series and r.method in BASELINES]
         if not mine or not base or not mine[0].day_errors:
             continue

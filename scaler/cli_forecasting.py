@@ -103,9 +103,9 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_methods(skip_prophet: bool) -> list[str]:
-    """``auto`` and the baselines the benchmark compares it with."""
-    return ["auto", *(b for b in BASELINES if not (skip_prophet and b == "prophet_default"))]
+def _bench_methods(method: str, skip_prophet: bool) -> list[str]:
+    """The method under test and the baselines the benchmark compares it with."""
+    return [method, *(b for b in BASELINES if not (skip_prophet and b == "prophet_default"))]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -118,6 +118,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             loaded[rel] = load_bench_series(traces / rel)
         return loaded[rel]
 
+    if args.method in BASELINES:
+        raise BadInputError(f"--method: {args.method!r} is a baseline; pass the method to test")
+    make(args.method)  # an unknown name fails here, before minutes of backtests
     missing = [rel for rel in BENCH_SERIES if not (traces / rel).is_file()]
     if args.accuracy and missing:
         raise BadInputError(
@@ -127,7 +130,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"tiercast forecasting benchmark, measured {today}")
     report: dict[str, Any] = {"date": today}
     if args.accuracy:
-        methods = _bench_methods(args.skip_prophet)
+        methods = _bench_methods(args.method, args.skip_prophet)
         rows = []
         for rel in BENCH_SERIES:
             rows.extend(accuracy_rows(load(rel), methods))
@@ -149,7 +152,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report["accuracy"] = [vars(r) for r in rows]
         report["ratios"] = summary.ratios
     if args.windows:
-        _bench_windows(traces, load, _bench_methods(args.skip_prophet), report)
+        _bench_windows(traces, load, _bench_methods(args.method, args.skip_prophet), report)
     if args.speed_count > 0:
         result = speed(args.speed_count)
         print()
@@ -255,6 +258,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--skip-prophet", action="store_true", help="leave out the (slow) Prophet baseline"
+    )
+    p.add_argument(
+        "--method",
+        default="auto",
+        help="registered estimator to benchmark against the baselines, e.g. auto_mix "
+        "(default: %(default)s; the speed check always times auto)",
     )
     p.add_argument(
         "--windows",

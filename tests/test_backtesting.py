@@ -235,3 +235,42 @@ def test_bench_rows_keep_per_day_errors_that_add_up_to_the_mase() -> None:
     assert len(row.day_errors) == len(row.day_counts) == 4
     assert sum(row.day_counts) == 4 * 96 - 10
     assert sum(row.day_errors) / sum(row.day_counts) == pytest.approx(row.mase)
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [("nonsense", "unknown estimator 'nonsense'"), ("seasonal_naive_1d", "is a baseline")],
+)
+def test_bench_forecast_rejects_a_method_it_cannot_test(
+    method: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["bench-forecast", "--method", method, "--speed-count", "0"])
+    _, err = capsys.readouterr()
+    assert code == 2 and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.traces
+def test_bench_forecast_tests_another_method_with_its_uncertainty(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "bench-forecast",
+            "--method",
+            "seasonal_profile_7d",
+            "--skip-prophet",
+            "--speed-count",
+            "0",
+            "--json",
+            "b.json",
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert "| tiercast seasonal_profile_7d |" in out
+    assert "uncertainty of the mean ratio" in out
+    data = json.loads((workdir / "b.json").read_text())
+    spread = data["mean_ratio_uncertainty"]
+    mean = float(np.mean(list(data["ratios"].values())))
+    assert spread["low"] <= mean <= spread["high"] and spread["standard_error"] > 0
