@@ -6,9 +6,9 @@ last 4 for series of 14 days or less); origins every 24 h at 00:00 inside it; at
 each origin every method trains on everything before it and forecasts the next
 24 h (96 steps); MASE and pinball loss are scaled by the MAE of the one-day
 seasonal naive forecast on that origin's training data; NaN actuals are ignored.
-Methods: tiercast's automatic selection (``auto``), seasonal naive 1 day, seasonal
-naive 7 days (only where every origin has 14 days of training), and Prophet with
-default settings.
+Methods: tiercast's automatic selection (``auto``, or any registered estimator under
+test), seasonal naive 1 day, seasonal naive 7 days (only where every origin has 14
+days of training), and Prophet with default settings.
 
 Held-out windows (``windows``): the same protocol on earlier weeks of the same
 traces, each series cut short by a fixed schedule of days (wider for longer
@@ -16,6 +16,10 @@ traces), plus one more trace of the folder. The benchmark's own test periods are
 4 to 7 days of five series, where one unusual day moves a ratio by hundredths;
 the windows show whether a change helps beyond them. They are not used to fit
 anything: a change is kept when it helps both.
+
+Uncertainty (``bootstrap_mean_ratio``): the benchmark's mean ratio recomputed over
+resampled test days, the same days for every method; its standard error says how large
+a change must be before these five series can tell it from luck.
 
 Speed: ``count`` synthetic series of 14 days at a 15-minute step, each fitted and
 forecast 24 h ahead with ``auto`` from scratch (no model store), against the

@@ -242,7 +242,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Accuracy protocol on five public traces (15-minute means; origins daily at 00:00 "
             "over the last 7 days, or 4 for 14-day series; 24 h ahead) for tiercast's auto "
-            "selection and the baselines, then fit+forecast time for synthetic series of 14 days."
+            "selection (or --method) and the baselines, with the bootstrap uncertainty of the "
+            "mean ratio, then fit+forecast time for synthetic series of 14 days."
         ),
     )
     p.add_argument(
