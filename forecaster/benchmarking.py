@@ -175,11 +175,19 @@ class Summary:
         ]
 
 
-def summarize(rows: Sequence[BenchRow]) -> Summary:
-    ratios, coverage = {}, {}
+def _by_series(rows: Sequence[BenchRow]) -> list[tuple[str, list[BenchRow], list[BenchRow]]]:
+    """Per series, in order: the rows of the method under test and those of the baselines."""
+    out = []
     for series in dict.fromkeys(r.series for r in rows):
         mine = [r for r in rows if r.series == series and r.method.startswith(TIERCAST)]
         base = [r for r in rows if r.series == series and r.method in BASELINES]
+        out.append((series, mine, base))
+    return out
+
+
+def summarize(rows: Sequence[BenchRow]) -> Summary:
+    ratios, coverage = {}, {}
+    for series, mine, base in _by_series(rows):
         if mine and base:
             ratios[series] = mine[0].mase / min(r.mase for r in base)
             coverage[series] = mine[0].coverage_q09
@@ -223,9 +231,7 @@ def bootstrap_mean_ratio(
     """
     rng = np.random.default_rng(seed)
     per_series: list[tuple[np.ndarray, np.ndarray]] = []
-    for series in dict.fromkeys(r.series for r in rows):
-        mine = [r for r in rows if r.series == series and r.method.startswith(TIERCAST)]
-        base = [r for r in rows if r.series == series and r.method in BASELINES]
+    for _, mine, base in _by_series(rows):
         if not mine or not base or not mine[0].day_errors:
             continue
         group = [mine[0], *base]

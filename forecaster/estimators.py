@@ -239,12 +239,10 @@ class ArrayEstimator(BaseEstimator):
         ``y`` is a regular series; the numbers are those of ``fit(y.iloc[:o])`` and
         ``predict(horizon, [0.5])``, without a pandas object per origin.
         """
-        out = np.empty((len(origins), horizon))
         if len(y) < 3 or min(origins, default=3) < 3:
             # Prefixes this short are not "regular" to _prepare; keep its exact path.
-            for i, o in enumerate(origins):
-                out[i] = clone(self).fit(y.iloc[:o]).predict(horizon, [0.5]).to_numpy()[:, 0]
-            return out
+            return super().backtest_medians(y, origins, horizon)
+        out = np.empty((len(origins), horizon))
         values = y.to_numpy(dtype=float)
         step = y.index[1] - y.index[0]
         self._memo = {}
