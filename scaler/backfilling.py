@@ -30,6 +30,7 @@ import math
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,8 @@ class BackfillResult:
     series: list[TraceSeries] = field(default_factory=list)
     tsdb: Path = Path(".")
     blocks: int = 0
+    warnings: list[str] = field(default_factory=list)
+    """What was asked for and not done (a flag this promtool lacks), one line each."""
 
     @property
     def samples(self) -> int:
@@ -230,8 +233,17 @@ def write_blocks(
         with text_path.open("w", encoding="utf-8") as fh:
             fh.writelines(openmetrics_lines(metric, series))
         cmd = [tool, "tsdb", "create-blocks-from", "openmetrics", str(text_path), str(out_dir)]
-        if max_block_duration and _supports_max_block_duration(tool):
-            cmd.insert(4, f"--max-block-duration={max_block_duration}")
+        warnings: list[str] = []
+        if max_block_duration:
+            if _supports_max_block_duration(tool):
+                cmd.insert(4, f"--max-block-duration={max_block_duration}")
+            else:
+                # Saying nothing would let the user believe the blocks are that size.
+                warnings.append(
+                    f"--block-duration {max_block_duration} ignored: {tool} has no "
+                    "--max-block-duration (promtool 2.24 or newer has it); blocks are "
+                    "promtool's default 2h"
+                )
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
         except subprocess.TimeoutExpired as exc:
@@ -245,7 +257,11 @@ def write_blocks(
         )
     after = {p.name for p in out_dir.iterdir() if p.is_dir()}
     return BackfillResult(
-        metric=metric, series=list(series), tsdb=out_dir, blocks=len(after - before)
+        metric=metric,
+        series=list(series),
+        tsdb=out_dir,
+        blocks=len(after - before),
+        warnings=warnings,
     )
 
 
@@ -303,6 +319,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     for s in result.series:
         labels_text = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
         print(f"  {metric}{{{labels_text}}}: {len(s.values)} samples")
+    for warning in result.warnings:
+        print(f"tiercast: warning: {warning}", file=sys.stderr)
     print(
         f"serve it with: prometheus --storage.tsdb.path={result.tsdb} "
         "--storage.tsdb.retention.time=100y (blocks older than the retention are deleted at start-up)"

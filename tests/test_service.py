@@ -460,11 +460,11 @@ def test_service_overlay_renders_validates_and_is_consistent() -> None:
         if doc["kind"] != "DaemonSet" or doc["apiVersion"] == "apps/v1":
             kubernetes_validate.validate(doc, "1.37.0", strict=True)
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
-    assert ("Deployment", "tiercast-service") in kinds
+    assert ("StatefulSet", "tiercast-service") in kinds
     assert not any(k == "CronJob" for k, _ in kinds), "serve and the CronJob would both act"
     assert {("ServiceAccount", "tiercast"), ("ConfigMap", "tiercast-config")} <= kinds
     assert all(d["metadata"].get("namespace") in (None, "tiercast-system") for d in docs)
-    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    deploy = next(d for d in docs if d["kind"] == "StatefulSet")
     pod = deploy["spec"]["template"]["spec"]
     container = pod["containers"][0]
     base_cron = yaml.safe_load((DEPLOY / "base" / "cronjob.yaml").read_text())

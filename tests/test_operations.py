@@ -1,0 +1,388 @@
+"""Operating tiercast: backfill flag warnings, durable state, alerts and KEDA in deploy/.
+
+The manifests are rendered with ``kubectl kustomize`` (skipped with a message where
+kubectl is absent) and validated against the Kubernetes 1.37 schemas; the alert rules
+are run through the real ``promtool test rules`` from Debian's prometheus package.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from scaler.cli import main
+from scaler.telemetry import Telemetry
+from tests.conftest import REPO
+
+DEPLOY = REPO / "deploy"
+K8S_VERSION = "1.37.0"
+
+
+def _csv(path: Path) -> Path:
+    path.write_text("timestamp,value\n2021-05-01T00:00:00,1\n2021-05-01T00:05:00,2\n")
+    return path
+
+
+# -- tiercast backfill: a flag the installed promtool lacks is said, not dropped ---------
+
+
+def test_backfill_warns_when_promtool_lacks_the_block_duration_flag(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool is not installed (Debian's prometheus package)")
+    help_text = subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if "--max-block-duration" in help_text.stdout + help_text.stderr:
+        pytest.skip("this promtool has --max-block-duration; the fake below covers that case")
+    _csv(workdir / "a.csv")
+    code = main(["backfill", "a.csv", "--tsdb", "tsdb", "--metric", "m", "--block-duration", "24h"])
+    captured = capsys.readouterr()
+    assert code == 0
+    lines = [ln for ln in captured.err.splitlines() if "warning" in ln]
+    assert len(lines) == 1 and "--block-duration 24h ignored" in lines[0], captured.err
+    assert "backfilled 2 samples" in captured.out
+
+
+def _fake_promtool(folder: Path) -> Path:
+    """A promtool that advertises --max-block-duration and records its arguments."""
+    script = folder / "promtool"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$4" = "--help" ]; then echo "  --max-block-duration=2h  longest block"; exit 0; fi\n'
+        f'echo "$@" > {folder}/args\n'
+        'mkdir -p "$6/01FAKEBLOCK" 2>/dev/null || mkdir -p "$5/01FAKEBLOCK"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def test_backfill_passes_the_block_duration_when_promtool_has_the_flag(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tool = _fake_promtool(workdir)
+    _csv(workdir / "a.csv")
+    code = main(
+        [
+            *("backfill", "a.csv", "--tsdb", "tsdb", "--metric", "m"),
+            *("--block-duration", "24h", "--promtool", str(tool)),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "--max-block-duration=24h" in (workdir / "args").read_text()
+    assert "warning" not in captured.err
+
+
+# -- durable state: the model store and run records live on a PersistentVolumeClaim ---------
+
+
+def _render(path: Path) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the kustomize overlays cannot be rendered here")
+    done = subprocess.run(
+        [kubectl, "kustomize", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def _config_in(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    cm = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tiercast-config"
+    )
+    return yaml.safe_load(cm["data"]["config.yaml"])
+
+
+def _state_paths(config: dict[str, Any], working_dir: str) -> list[Path]:
+    """Where the config puts the model store and the run records, as the pod resolves them."""
+    from scaler.config import parse_config
+
+    parsed = parse_config(config, "deploy ConfigMap")
+    paths = [parsed.model_store.path, parsed.service.records_path]
+    return [Path(p) if Path(p).is_absolute() else Path(working_dir) / p for p in paths]
+
+
+def _mount_of(container: dict[str, Any], volume: str) -> str:
+    return next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == volume)
+
+
+def test_cronjob_keeps_models_and_records_on_a_persistent_volume() -> None:
+    docs = _render(DEPLOY / "base")
+    cron = next(d for d in docs if d["kind"] == "CronJob")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    claim = volumes["state"]["persistentVolumeClaim"]["claimName"]
+    pvc = next(d for d in docs if d["kind"] == "PersistentVolumeClaim")
+    kubernetes_validate.validate(pvc, K8S_VERSION, strict=True)
+    assert pvc["metadata"]["name"] == claim
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    # One writer at a time is what makes ReadWriteOnce and SQLite safe here.
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    mount = _mount_of(container, "state")
+    for path in _state_paths(_config_in(docs), container["workingDir"]):
+        assert path.is_relative_to(mount), f"{path} is not on the state volume {mount}"
+    # Nothing else the pod writes is on an emptyDir that would be mistaken for state.
+    assert all("emptyDir" not in v for n, v in volumes.items() if n == "state")
+
+
+def test_service_replicas_each_keep_their_own_state_volume() -> None:
+    docs = _render(DEPLOY / "overlays" / "service")
+    sts = next(d for d in docs if d["kind"] == "StatefulSet")
+    kubernetes_validate.validate(sts, K8S_VERSION, strict=True)
+    assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim"], (
+        "a shared claim would put two SQLite writers on one volume"
+    )
+    (template,) = sts["spec"]["volumeClaimTemplates"]
+    assert template["metadata"]["name"] == "state"
+    assert template["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert template["spec"]["resources"]["requests"]["storage"]
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    mount = _mount_of(container, "state")
+    for path in _state_paths(_config_in(docs), container["workingDir"]):
+        assert path.is_relative_to(mount)
+    governing = next(
+        d
+        for d in docs
+        if d["kind"] == "Service" and d["metadata"]["name"] == sts["spec"]["serviceName"]
+    )
+    assert governing["spec"]["clusterIP"] == "None"
+
+
+# -- alerts: every rule fires on the fault it names and stays quiet otherwise -------------
+
+MONITORING = DEPLOY / "monitoring"
+ALERT_TESTS = """
+rule_files: [rules.yaml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'tiercast_job_runs_total{namespace="a",task="cycle",status="failed"}'
+        values: '0+1x40'
+      - series: 'tiercast_job_runs_total{namespace="b",task="cycle",status="failed"}'
+        values: '0x40'
+      - series: 'tiercast_job_last_success_timestamp_seconds{namespace="a",task="cycle"}'
+        values: '0x40'
+      - series: 'tiercast_job_last_success_timestamp_seconds{namespace="b",task="cycle"}'
+        values: '0+60x40'
+    alert_rule_test:
+      - eval_time: 20m
+        alertname: TiercastCyclesFailing
+        exp_alerts:
+          - exp_labels: {namespace: a, severity: warning}
+      - eval_time: 25m
+        alertname: TiercastNoSuccessfulCycle
+        exp_alerts:
+          - exp_labels: {namespace: a, severity: critical}
+      - eval_time: 12m
+        alertname: TiercastNoSuccessfulCycle
+        exp_alerts: []
+  - interval: 1m
+    input_series:
+      - series: 'tiercast_data_staleness_seconds{namespace="a",signal="chat_rps",pod="p0"}'
+        values: '1200x30'
+      - series: 'tiercast_data_staleness_seconds{namespace="a",signal="code_rps",pod="p0"}'
+        values: '60x30'
+      - series: 'tiercast_expected_unserved_gpu_hours{namespace="a",pod="p0"}'
+        values: '2.5x30'
+      - series: 'tiercast_expected_unserved_gpu_hours{namespace="b",pod="p0"}'
+        values: '0x30'
+      - series: 'tiercast_leader{namespace="a",pod="p0"}'
+        values: '0x30'
+      - series: 'tiercast_leader{namespace="a",pod="p1"}'
+        values: '0x30'
+      - series: 'tiercast_leader{namespace="b",pod="p0"}'
+        values: '1x30'
+      - series: 'tiercast_leader{namespace="b",pod="p1"}'
+        values: '0x30'
+      - series: 'kube_job_status_failed{namespace="tiercast-system",job_name="tiercast-1"}'
+        values: '1x30'
+      - series: 'kube_job_status_failed{namespace="tiercast-system",job_name="tiercast-2"}'
+        values: '1x30'
+      - series: 'kube_job_status_failed{namespace="tiercast-system",job_name="other-1"}'
+        values: '5x30'
+    alert_rule_test:
+      - eval_time: 11m
+        alertname: TiercastSignalStale
+        exp_alerts:
+          - exp_labels: {namespace: a, signal: chat_rps, severity: warning}
+      - eval_time: 5m
+        alertname: TiercastSignalStale
+        exp_alerts: []
+      - eval_time: 16m
+        alertname: TiercastPlanShort
+        exp_alerts:
+          - exp_labels: {namespace: a, severity: warning}
+      - eval_time: 6m
+        alertname: TiercastNoLeader
+        exp_alerts:
+          - exp_labels: {namespace: a, severity: critical}
+      - eval_time: 11m
+        alertname: TiercastCronJobFailing
+        exp_alerts:
+          - exp_labels: {namespace: tiercast-system, severity: warning}
+  - interval: 5m
+    input_series:
+      - series: 'tiercast_signal_last_value{namespace="a",signal="over",pod="p0"}'
+        values: '100x24'
+      - series: 'tiercast_forecast{namespace="a",signal="over",quantile="0.9",at="lead",pod="p0"}'
+        values: '50x24'
+      - series: 'tiercast_signal_last_value{namespace="a",signal="fine",pod="p0"}'
+        values: '100x24'
+      - series: 'tiercast_forecast{namespace="a",signal="fine",quantile="0.9",at="lead",pod="p0"}'
+        values: '120x24'
+      - series: 'tiercast_forecast{namespace="a",signal="over",quantile="0.5",at="lead",pod="p0"}'
+        values: '200x24'
+    alert_rule_test:
+      - eval_time: 60m
+        alertname: TiercastForecastBandMissed
+        exp_alerts:
+          - exp_labels: {namespace: a, signal: over, severity: warning}
+      - eval_time: 30m
+        alertname: TiercastForecastBandMissed
+        exp_alerts: []
+"""
+
+
+def _rules() -> dict[str, Any]:
+    return yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+
+
+def test_alert_rules_pass_promtool_unit_tests(tmp_path: Path) -> None:
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool is not installed (Debian's prometheus package)")
+    groups = _rules()["spec"]["groups"]
+    (tmp_path / "full.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    # promtool checks the expressions and the annotation templates of the real rules ...
+    check = subprocess.run(
+        ["promtool", "check", "rules", "full.yaml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    # ... and the unit tests check when each fires (annotations left to the check above).
+    for group in groups:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    (tmp_path / "tests.yaml").write_text(ALERT_TESTS)
+    done = subprocess.run(
+        ["promtool", "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_alert_has_a_promtool_test_and_names_exported_metrics() -> None:
+    rules = [r for g in _rules()["spec"]["groups"] for r in g["rules"]]
+    tested = set(re.findall(r"alertname: (\w+)", ALERT_TESTS))
+    assert {r["alert"] for r in rules} == tested
+    families = list(Telemetry().registry.collect())
+    exported = {m.name for m in families} | {s.name for m in families for s in m.samples}
+    exported |= {m.name + "_total" for m in families}
+    for rule in rules:
+        used = set(re.findall(r"\b(tiercast_[a-z_]+)", rule["expr"]))
+        assert used <= exported, (rule["alert"], used - exported)
+        assert rule["labels"]["severity"] in ("warning", "critical")
+        assert rule["annotations"]["summary"]
+
+
+def test_servicemonitor_selects_the_service_overlay_metrics_port() -> None:
+    monitor = yaml.safe_load((MONITORING / "servicemonitor.yaml").read_text())
+    docs = _render(DEPLOY / "overlays" / "service")
+    service = next(
+        d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "tiercast-metrics"
+    )
+    labels = service["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    rendered = _render(MONITORING)
+    assert {d["kind"] for d in rendered} == {"ServiceMonitor", "PrometheusRule"}
+
+
+# -- KEDA: a workload's replicas follow tiercast's forecast ------------------------------
+
+KEDA = DEPLOY / "examples" / "keda-scaledobject.yaml"
+
+
+def _check_scaled_object(doc: dict[str, Any]) -> None:
+    """The rules of KEDA 2's ScaledObject CRD (keda.sh/v1alpha1) that this example relies on.
+
+    Written from the CRD's documented schema: ``spec.scaleTargetRef.name`` and
+    ``spec.triggers`` are required, each trigger has a ``type`` and string-valued
+    ``metadata``; replica counts are non-negative integers with min <= max; the
+    fallback needs a positive ``failureThreshold`` and ``replicas``.
+    """
+    assert doc["apiVersion"] == "keda.sh/v1alpha1" and doc["kind"] == "ScaledObject"
+    spec = doc["spec"]
+    assert isinstance(spec["scaleTargetRef"]["name"], str) and spec["scaleTargetRef"]["name"]
+    assert spec["triggers"], "spec.triggers is required"
+    for trigger in spec["triggers"]:
+        assert isinstance(trigger["type"], str)
+        assert all(isinstance(v, str) for v in trigger["metadata"].values()), (
+            "trigger metadata values are strings in the CRD (quote numbers)"
+        )
+    low, high = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+    assert isinstance(low, int) and isinstance(high, int) and 0 <= low <= high
+    fallback = spec.get("fallback")
+    if fallback is not None:
+        assert fallback["failureThreshold"] > 0 and fallback["replicas"] > 0
+
+
+def test_keda_example_scales_from_the_forecast_like_the_plan_does(tmp_path: Path) -> None:
+    doc = yaml.safe_load(KEDA.read_text())
+    _check_scaled_object(doc)
+    (trigger,) = doc["spec"]["triggers"]
+    meta = trigger["metadata"]
+    assert trigger["type"] == "prometheus"
+    assert meta["ignoreNullValues"] == "false", "a lost series must not scale to the minimum"
+    # The query names a series tiercast exports, at the policy quantile, one lead ahead.
+    assert set(re.findall(r"\b(tiercast_[a-z_]+)", meta["query"])) == {"tiercast_forecast"}
+    assert 'at="lead"' in meta["query"]
+    config = _config_in(_render(DEPLOY / "base"))
+    signal = re.search(r'signal="([^"]+)"', meta["query"])
+    assert signal is not None
+    workload = next(w for w in config["workloads"] if w["signal"] == signal.group(1))
+    assert float(meta["threshold"]) == float(workload["units_per_replica"])
+    assert doc["spec"]["minReplicaCount"] == workload["min_replicas"]
+    quantile = re.search(r'quantile="([^"]+)"', meta["query"])
+    assert quantile is not None and float(quantile.group(1)) == config["policy"]["quantile"]
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool is not installed: the query's syntax is not checked")
+    (tmp_path / "q.yaml").write_text(
+        yaml.safe_dump(
+            {"groups": [{"name": "q", "rules": [{"record": "q", "expr": meta["query"]}]}]}
+        )
+    )
+    done = subprocess.run(
+        ["promtool", "check", "rules", "q.yaml"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted([*MONITORING.glob("*.yaml"), KEDA, *(DEPLOY / "overlays" / "service").glob("*.yaml")]),
+    ids=lambda p: p.name,
+)
+def test_operations_manifests_lint_clean(path: Path) -> None:
+    from yamllint import linter
+
+    from tests.test_kube_deploy import LINT
+
+    problems = list(linter.run(path.read_text(), LINT, str(path)))
+    assert problems == [], "\n".join(f"{path.name}:{p.line}: {p.message}" for p in problems)
