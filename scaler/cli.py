@@ -43,6 +43,7 @@ _EXTENSIONS: tuple[str, ...] = (
     "scaler.cli_simulate",
     "scaler.cli_forecasting",
     "scaler.cli_scale",
+    "scaler.cli_completion",
 )
 
 

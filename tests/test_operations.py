@@ -386,3 +386,34 @@ def test_operations_manifests_lint_clean(path: Path) -> None:
 
     problems = list(linter.run(path.read_text(), LINT, str(path)))
     assert problems == [], "\n".join(f"{path.name}:{p.line}: {p.message}" for p in problems)
+
+
+# -- shell completion ----------------------------------------------------------------------
+
+
+def _complete(script: str, line: str) -> list[str]:
+    """What bash completes for ``line`` (ending where the cursor is) with the script loaded."""
+    words = line.split(" ")
+    program = (
+        script
+        + f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+        + '_tiercast; printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
+    return [w for w in done.stdout.splitlines() if w]
+
+
+def test_bash_completion_offers_commands_and_each_commands_flags(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    assert {"run", "plan", "report", "serve", "simulate"} <= set(_complete(script, "tiercast "))
+    assert _complete(script, "tiercast hist") == ["history"]
+    run_flags = _complete(script, "tiercast run --dr")
+    assert run_flags == ["--dry-run"]
+    # Flags of another command are not offered.
+    assert "--horizon" not in _complete(script, "tiercast run --")
+    assert "--horizon" in _complete(script, "tiercast plan --")
