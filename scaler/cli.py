@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,9 @@ from scaler.demo import demo_inputs
 from scaler.plans import actions_table, iso
 
 log = logging.getLogger("tiercast")
+
+IN_CLUSTER_CONFIG = Path("/etc/tiercast/config.yaml")
+"""Where deploy/ mounts the config; used when neither --config nor $TIERCAST_CONFIG is set."""
 
 # Feature modules that add subcommands: module path -> must expose register(subparsers).
 _EXTENSIONS: tuple[str, ...] = (
@@ -82,9 +86,23 @@ def _default_now(history: History) -> pd.Timestamp:
     return pd.Timestamp(last) + (min(steps) if steps else pd.Timedelta(minutes=5))
 
 
+def resolve_config_path(args: argparse.Namespace) -> str | None:
+    """``--config``, else ``$TIERCAST_CONFIG``, else the in-cluster path when it exists.
+
+    The in-cluster default is skipped for ``--history`` runs, which build their config
+    from the flags; with none of the three, commands use the built-in demo.
+    """
+    given = getattr(args, "config", None) or os.environ.get("TIERCAST_CONFIG")
+    if given:
+        return str(given)
+    if getattr(args, "history", None) is None and IN_CLUSTER_CONFIG.is_file():
+        return str(IN_CLUSTER_CONFIG)
+    return None
+
+
 def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp, str]:
     """Config, history and 'now' from the flags; the demo when nothing is given."""
-    config_path = getattr(args, "config", None)
+    config_path = resolve_config_path(args)
     history_path = getattr(args, "history", None)
     if config_path is None and history_path is None:
         config, history, now = demo_inputs()
@@ -318,7 +336,8 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
         "-c",
-        help="YAML config (see data/example-config.yaml); default: the built-in demo",
+        help="YAML config (see data/example-config.yaml); default: $TIERCAST_CONFIG, then "
+        f"{IN_CLUSTER_CONFIG} when present, else the built-in demo",
     )
     p.add_argument(
         "--history",

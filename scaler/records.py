@@ -290,10 +290,13 @@ def cmd_history(args: argparse.Namespace) -> int:
     path = args.records
     keep = 30
     if path is None:
-        if args.config:
+        from scaler.cli import resolve_config_path
+
+        config_path = resolve_config_path(args)
+        if config_path:
             from scaler.config import load_config
 
-            service = load_config(args.config).service
+            service = load_config(config_path).service
             path, keep = service.records_path, service.records_keep_days
         else:
             path = "tiercast-records.sqlite"

@@ -417,3 +417,38 @@ def test_bash_completion_offers_commands_and_each_commands_flags(
     # Flags of another command are not offered.
     assert "--horizon" not in _complete(script, "tiercast run --")
     assert "--horizon" in _complete(script, "tiercast plan --")
+
+
+# -- where the config comes from -----------------------------------------------------------
+
+
+def test_config_from_flag_then_environment_then_in_cluster_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from scaler import cli
+
+    mounted = tmp_path / "mounted.yaml"
+    monkeypatch.setattr(cli, "IN_CLUSTER_CONFIG", mounted)
+    monkeypatch.delenv("TIERCAST_CONFIG", raising=False)
+
+    def resolved(**flags: Any) -> str | None:
+        return cli.resolve_config_path(argparse.Namespace(**flags))
+
+    assert resolved(config=None) is None  # nothing anywhere: the demo
+    mounted.write_text("signals: []\n")
+    assert resolved(config=None) == str(mounted)
+    assert resolved(config=None, history="h.csv") is None, "--history builds its own config"
+    monkeypatch.setenv("TIERCAST_CONFIG", "/from/env.yaml")
+    assert resolved(config=None) == "/from/env.yaml"
+    assert resolved(config="given.yaml") == "given.yaml"
+
+
+def test_a_missing_config_from_the_environment_is_one_line_exit_2(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TIERCAST_CONFIG", str(workdir / "nope.yaml"))
+    assert main(["run", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope.yaml" in err[0]
