@@ -9,6 +9,7 @@ listed in ``_EXTENSIONS``; each exposes ``register(subparsers)``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
@@ -177,7 +178,44 @@ def _write(path: str, text: str) -> None:
     tmp.replace(p)
 
 
-def _print_cycle(result: CycleResult, label: str, out: str | None) -> None:
+OUTPUT_FORMATS = ("table", "json", "yaml")
+
+
+def cycle_document(result: CycleResult) -> dict:
+    """The plan and what became of each action, as ``-o json|yaml`` prints it."""
+    return {
+        "plan": json.loads(result.plan.to_json()),
+        "dry_run": result.dry_run,
+        "results": [
+            {
+                "pool": r.action.pool,
+                "decision": r.action.decision,
+                "target_nodes": r.action.target_nodes,
+                "outcome": r.outcome,
+                "message": r.message,
+                "calls": r.calls,
+            }
+            for r in result.results
+        ],
+    }
+
+
+def print_document(document: object, output: str) -> None:
+    """``document`` on stdout as JSON or YAML (kubectl's ``-o``)."""
+    if output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    else:
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def _print_cycle(result: CycleResult, label: str, out: str | None, output: str = "table") -> None:
+    if output != "table":
+        print_document(cycle_document(result), output)
+        if out:
+            print(f"plan written to {out}", file=sys.stderr)
+        return
     plan = result.plan
     mode = "dry-run" if result.dry_run else "live"
     print(f"tiercast {__version__} | {label} | now {plan.created_at} | {mode}")
@@ -219,7 +257,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         config, history, now, label = load_inputs(args)
         return Inputs(config, history, now, label)
 
-    return run_once(args, load, lambda result, label: _print_cycle(result, label, args.plan_out))
+    return run_once(
+        args, load, lambda result, label: _print_cycle(result, label, args.plan_out, args.output)
+    )
 
 
 def _format_call(call: dict) -> str:
@@ -264,8 +304,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     finance_options = prepare_finance(args)
     config, _, now, label, result = plan_without_acting(args)
     _write(args.plan_out, result.plan.to_json())
-    _print_cycle(result, label, args.plan_out)
-    finance_dry_run(finance_options, config, result, now, label)
+    _print_cycle(result, label, args.plan_out, args.output)
+    if args.output == "table":
+        finance_dry_run(finance_options, config, result, now, label)
+    else:
+        # stdout carries the document alone, so it can be piped to jq or yq.
+        with contextlib.redirect_stdout(sys.stderr):
+            finance_dry_run(finance_options, config, result, now, label)
     return 0
 
 
@@ -377,6 +422,17 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_output_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="what stdout shows: the human table (default), or the plan and action "
+        "outcomes as json or yaml (other messages go to stderr)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tiercast",
@@ -395,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one plan-and-act cycle. With no --config it runs the built-in demo fleet.",
     )
     _add_input_flags(p)
+    _add_output_flag(p)
     p.add_argument(
         "--dry-run", action="store_true", help="record the actions instead of applying them"
     )
@@ -419,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Forecast and plan; never acts. Finance uses it with --horizon for projections.",
     )
     _add_input_flags(p)
+    _add_output_flag(p)
     p.add_argument(
         "--dry-run", action="store_true", help="accepted for symmetry with 'run'; plan never acts"
     )

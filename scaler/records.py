@@ -307,10 +307,13 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise BadInputError(f"--limit: {args.limit} is not a positive number of runs")
     records = store.recent(limit=args.limit, job=args.job)
-    if args.json:
-        print(json.dumps([r.to_dict() for r in records], indent=2))
-    else:
+    output = "json" if args.json else args.output
+    if output == "table":
         print(history_table(records))
+    else:
+        from scaler.cli import print_document
+
+        print_document([r.to_dict() for r in records], output)
     return 0
 
 
@@ -326,6 +329,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--limit", "-n", type=int, default=20, help="runs to show (default 20)")
     p.add_argument("--job", choices=("cycle", "refit", "report"), help="only this job")
-    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="table (default), or the records as json or yaml",
+    )
+    p.add_argument("--json", action="store_true", help="the same as -o json (kept for scripts)")
     p.add_argument("--run", help="print the full plan JSON of this run id")
     p.set_defaults(func=cmd_history)

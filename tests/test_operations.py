@@ -452,3 +452,30 @@ def test_a_missing_config_from_the_environment_is_one_line_exit_2(
     assert main(["run", "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope.yaml" in err[0]
+
+
+# -- -o json|yaml|table on stdout ----------------------------------------------------------
+
+
+def test_run_plan_and_history_print_json_or_yaml_on_stdout_alone(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    assert main(["run", "--dry-run", "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)  # stdout is the document and nothing else
+    plan = json.loads((workdir / "tiercast-plan.json").read_text())
+    assert doc["plan"] == plan and doc["dry_run"] is True
+    acted = {(a["pool"], a["decision"]) for a in plan["actions"] if a["decision"] != "no-op"}
+    assert {(r["pool"], r["decision"]) for r in doc["results"]} == acted and acted
+    assert all(r["outcome"] == "recorded" for r in doc["results"])
+    assert "plan written to" in captured.err
+    assert main(["plan", "-o", "yaml"]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert doc["plan"]["actions"] and "results" in doc
+    assert main(["history", "-o", "yaml", "-n", "1"]) == 0
+    (run,) = yaml.safe_load(capsys.readouterr().out)
+    assert run["status"] == "ok" and run["plan"]["created_at"] == plan["created_at"]
+    assert main(["history", "-o", "json", "-n", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["run_id"] == run["run_id"]
