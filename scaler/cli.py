@@ -15,45 +15,60 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from forecaster import __version__
 from forecaster.errors import BadInputError, TiercastError
-from forecaster.estimators import check_quantiles, quantile_column
-from forecaster.forecasting import forecast_series
-from forecaster.series import History, parse_duration, read_history_csv
-from forecaster.store import ModelStore
-from scaler.actuators import RecordingProvider
-from scaler.config import Config, load_config, parse_config
-from scaler.cycle import CycleResult, bind_history, run_cycle
-from scaler.demo import demo_inputs
-from scaler.plans import actions_table, iso
+
+if TYPE_CHECKING:
+    # Only for annotations: a command imports what it runs, so `tiercast --version`
+    # and `--help` start without pandas, scipy, Prophet or the Kubernetes client.
+    import pandas as pd
+
+    from forecaster.series import History
+    from scaler.config import Config
+    from scaler.cycle import CycleResult
 
 log = logging.getLogger("tiercast")
 
 IN_CLUSTER_CONFIG = Path("/etc/tiercast/config.yaml")
 """Where deploy/ mounts the config; used when neither --config nor $TIERCAST_CONFIG is set."""
 
-# Feature modules that add subcommands: module path -> must expose register(subparsers).
-_EXTENSIONS: tuple[str, ...] = (
-    "scaler.backfilling",
-    "scaler.records",
-    "scaler.service",
-    "scaler.cli_report",
-    "scaler.agent",
-    "scaler.cli_mig",
-    "scaler.cli_simulate",
-    "scaler.cli_forecasting",
-    "scaler.cli_scale",
-    "scaler.cli_completion",
-)
+# Every subcommand: the module that registers it (``register(subparsers)``; this module
+# for the core ones) and its line in `tiercast --help`. Only the module of the command
+# being run is imported, so each command pays for its own imports alone;
+# tests/test_operations.py checks this table against what the modules register.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": (
+        "scaler.cli",
+        "one full cycle: collect, forecast, plan, act (or record with --dry-run)",
+    ),
+    "plan": ("scaler.cli", "forecast and plan without acting; print the plan"),
+    "forecast": ("scaler.cli", "forecast a CSV history with quantiles; write timestamp,q... CSV"),
+    "backfill": ("scaler.backfilling", "load CSV traces into a Prometheus TSDB directory"),
+    "history": (
+        "scaler.records",
+        "list recent runs (status, actions, errors) from the run records",
+    ),
+    "serve": ("scaler.service", "run the cycle, refit and report on schedules, with /metrics"),
+    "report": ("scaler.cli_report", "write the capacity review (HTML, Markdown, CSV, JSON)"),
+    "agent": ("scaler.agent", "the node agent: GPU and MIG state through NVML, apply layouts"),
+    "bench-mig": ("scaler.cli_mig", "benchmark the MIG layout solver against its heuristic"),
+    "simulate": ("scaler.cli_simulate", "replay a demand trace: tiercast against the baselines"),
+    "backtest": ("scaler.cli_forecasting", "rolling-origin backtest of forecasting methods"),
+    "bench-forecast": ("scaler.cli_forecasting", "the forecasting benchmark on the public traces"),
+    "bench-scale": ("scaler.cli_scale", "benchmark batch forecasting of many series"),
+    "completion": ("scaler.cli_completion", "print a shell completion script (bash or zsh)"),
+    "bench-start": ("scaler.cli_startup", "benchmark command start-up time against bare Python"),
+}
 
 
 def _config_from_history(history: History, args: argparse.Namespace) -> Config:
     """A one-pool config for a bare CSV: each series is a workload on an on-demand pool."""
+    from scaler.config import parse_config
+
     signals = [{"name": n, "unit": "1"} for n in history]
     workloads = [
         {
@@ -82,6 +97,8 @@ def _config_from_history(history: History, args: argparse.Namespace) -> Config:
 
 def _default_now(history: History) -> pd.Timestamp:
     """Just after the newest sample, so a plan on an export starts where the data ends."""
+    import pandas as pd
+
     last = max(y.dropna().index[-1] for y in history.values() if y.notna().any())
     steps = [y.index[1] - y.index[0] for y in history.values() if len(y) > 1]
     return pd.Timestamp(last) + (min(steps) if steps else pd.Timedelta(minutes=5))
@@ -103,6 +120,13 @@ def resolve_config_path(args: argparse.Namespace) -> str | None:
 
 def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp, str]:
     """Config, history and 'now' from the flags; the demo when nothing is given."""
+    import pandas as pd
+
+    from forecaster.series import read_history_csv
+    from scaler.config import load_config
+    from scaler.cycle import bind_history
+    from scaler.demo import demo_inputs
+
     config_path = resolve_config_path(args)
     history_path = getattr(args, "history", None)
     if config_path is None and history_path is None:
@@ -133,6 +157,8 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
 
 def _explicit_now(args: argparse.Namespace) -> pd.Timestamp | None:
     """``--now`` as a naive UTC timestamp, or None when not given."""
+    import pandas as pd
+
     if not getattr(args, "now", None):
         return None
     try:
@@ -144,6 +170,8 @@ def _explicit_now(args: argparse.Namespace) -> pd.Timestamp | None:
 
 def _history_from_config(config: Config, base: Path, now: pd.Timestamp | None = None) -> History:
     """Read each signal's ``file``; signals with a PromQL query need a metric source."""
+    from forecaster.series import read_history_csv
+
     history: History = {}
     for s in config.signals:
         if s.file is not None:
@@ -211,6 +239,8 @@ def print_document(document: object, output: str) -> None:
 
 
 def _print_cycle(result: CycleResult, label: str, out: str | None, output: str = "table") -> None:
+    from scaler.plans import actions_table
+
     if output != "table":
         print_document(cycle_document(result), output)
         if out:
@@ -284,6 +314,10 @@ def plan_without_acting(
     ``plan`` and ``report`` share this: both forecast and plan exactly as ``run`` does,
     with a recording provider, so they can never change the cluster.
     """
+    from forecaster.series import parse_duration
+    from scaler.actuators import RecordingProvider
+    from scaler.cycle import run_cycle
+
     config, history, now, label = load_inputs(args)
     if getattr(args, "horizon", None):
         horizon_s = int(parse_duration(args.horizon).total_seconds())
@@ -330,6 +364,8 @@ def select_series(history: History, name: str | None) -> pd.Series:
 
 
 def parse_quantiles(text: str) -> list[tuple[float, str]]:
+    from forecaster.estimators import check_quantiles
+
     parts = [p.strip() for p in text.split(",") if p.strip()]
     out = []
     for p in parts:
@@ -344,6 +380,15 @@ def parse_quantiles(text: str) -> list[tuple[float, str]]:
 
 
 def cmd_forecast(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from forecaster.estimators import quantile_column
+    from forecaster.forecasting import forecast_series
+    from forecaster.series import parse_duration, read_history_csv
+    from forecaster.store import ModelStore
+    from scaler.demo import demo_inputs
+    from scaler.plans import iso
+
     if args.history is None:
         _, history, _ = demo_inputs()
     else:
@@ -433,18 +478,17 @@ def _add_output_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tiercast",
-        description="Predictive capacity planner for GPU clusters: forecast demand, plan node tiers and MIG layouts ahead of time.",
-    )
-    parser.add_argument("--version", action="version", version=f"tiercast {__version__}")
-    parser.add_argument(
-        "--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default) or ERROR"
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
+def register(sub: argparse._SubParsersAction, only: Collection[str] | None = None) -> None:
+    """Add the core commands ``run``, ``plan`` and ``forecast`` (or those of ``only``)."""
+    if only is None or "run" in only:
+        _add_run(sub)
+    if only is None or "plan" in only:
+        _add_plan(sub)
+    if only is None or "forecast" in only:
+        _add_forecast(sub)
 
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="one full cycle: collect, forecast, plan, act (or record with --dry-run)",
@@ -470,6 +514,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
 
+
+def _add_plan(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
         help="forecast and plan without acting; print the plan",
@@ -489,6 +535,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_finance_flags(p)
     p.set_defaults(func=cmd_plan)
 
+
+def _add_forecast(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "forecast",
         help="forecast a CSV history with quantiles; write timestamp,q... CSV",
@@ -514,14 +562,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_forecast)
 
-    for module in _EXTENSIONS:
-        importlib.import_module(module).register(sub)
+
+def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``tiercast`` parser: every command, or real parsers for ``only`` alone.
+
+    With ``only``, the other commands are one-line entries for ``--help`` and for
+    argparse's "invalid choice" message, and their modules are never imported.
+    """
+    parser = argparse.ArgumentParser(
+        prog="tiercast",
+        description="Predictive capacity planner for GPU clusters: forecast demand, plan node tiers and MIG layouts ahead of time.",
+    )
+    parser.add_argument("--version", action="version", version=f"tiercast {__version__}")
+    parser.add_argument(
+        "--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default) or ERROR"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    chosen = [name for name in COMMANDS if only is None or name in only]
+    for module in dict.fromkeys(COMMANDS[name][0] for name in chosen):
+        if module == "scaler.cli":
+            register(sub, chosen)
+        else:
+            importlib.import_module(module).register(sub)
+    for name, (_, summary) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=summary, add_help=False)
+    order = list(COMMANDS)
+    sub._choices_actions.sort(key=lambda a: order.index(a.dest) if a.dest in order else len(order))
     return parser
 
 
+def command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is no flag or flag value)."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--log-level":
+            next(tokens, None)
+        elif not token.startswith("-"):
+            return token
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = command_in(words)
+    parser = build_parser({command} if command in COMMANDS else set())
+    args = parser.parse_args(words)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -479,3 +479,66 @@ def test_run_plan_and_history_print_json_or_yaml_on_stdout_alone(
     assert run["status"] == "ok" and run["plan"]["created_at"] == plan["created_at"]
     assert main(["history", "-o", "json", "-n", "1"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["run_id"] == run["run_id"]
+
+
+# -- fast start: a command imports only what it uses -----------------------------------------
+
+
+def test_command_table_matches_what_each_module_registers() -> None:
+    import argparse
+    import importlib
+
+    from scaler import cli
+
+    by_module: dict[str, set[str]] = {}
+    for name, (module, summary) in cli.COMMANDS.items():
+        by_module.setdefault(module, set()).add(name)
+        assert summary and len(summary) <= 80
+    for module, names in by_module.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        registrar = (
+            cli.register if module == "scaler.cli" else importlib.import_module(module).register
+        )
+        registrar(sub)
+        assert set(sub.choices) == names, module
+    assert set(cli.build_parser()._subparsers._group_actions[0].choices) == set(cli.COMMANDS)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--version"], ["--help"], ["run", "--help"], ["forecast", "--help"]],
+    ids=" ".join,
+)
+def test_version_and_help_import_no_heavy_library(argv: list[str]) -> None:
+    import sys
+
+    from scaler.cli_startup import HEAVY
+
+    probe = (
+        "import sys\nfrom scaler.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout[-500:]
+
+
+def test_flag_values_are_not_taken_for_the_command() -> None:
+    from scaler.cli import command_in
+
+    assert command_in(["--log-level", "DEBUG", "run", "--dry-run"]) == "run"
+    assert command_in(["--log-level=INFO", "history"]) == "history"
+    assert command_in(["--version"]) is None
+
+
+def test_bench_start_prints_ratios_against_bare_python(capsys: pytest.CaptureFixture[str]) -> None:
+    from scaler import cli_startup
+
+    rows = cli_startup.measure(repeats=1)
+    assert rows[0]["ratio"] == 1.0 and len(rows) == len(cli_startup.CASES) + 1
+    text = cli_startup.table(rows)
+    assert text.count("\n") == len(rows) + 1 and "x python -c pass" in text
+    version = next(r for r in rows if r["command"] == "tiercast --version")
+    assert version["heavy"] == ""
