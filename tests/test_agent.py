@@ -184,4 +184,8 @@ def test_daemonset_manifest_is_valid() -> None:
     doc = yaml.safe_load((REPO / "deploy" / "base" / "node-agent-daemonset.yaml").read_text())
     kubernetes_validate.validate(doc, "1.31", strict=True)
     args = doc["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[0] == "agent" and "--from-annotation" in args
+    assert args[0] == "agent" and not any("annotation" in a for a in args)
+    env = {
+        e["name"]: e.get("value") for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
