@@ -567,7 +567,8 @@ def resolve_config_name(
     An entry of ``known`` (the mig-parted config the MIG manager reads, operator entries
     included, ``device-filter`` read for ``model``) that gives exactly these layouts is
     reused by name. Otherwise the name is ``tiercast-`` and a stable name of the layouts,
-    so tiercast's entries never shadow one of the operator's.
+    so tiercast's entries never shadow one of the operator's; MIG off everywhere is
+    ``all-disabled``, which every config the operator ships has.
     """
     for name in sorted(known or {}):
         try:
@@ -577,6 +578,8 @@ def resolve_config_name(
         if [got.get(i) for i in range(len(per_device))] == list(per_device):
             return name, True
     base = config_name(per_device)
+    if base == "all-disabled":
+        return base, False  # in every mig-parted config the operator ships
     name = base if base.startswith("tiercast-") else f"tiercast-{base}"
     if len(name) > 63:
         name = config_name([*per_device, Layout()])  # the hashed form

@@ -105,7 +105,7 @@ def test_current_layout_already_fits_so_nothing_changes() -> None:
     assert section["decision"] == "fits" and section["gpus_changed"] == 0
     assert plan.section["node_labels"] == {
         "mig-0": "tiercast-all-7x1g.10gb",
-        "mig-1": "tiercast-all-disabled",
+        "mig-1": "all-disabled",
     }
 
 
