@@ -367,6 +367,8 @@ _GI_PROFILE_CONSTANTS = [
     for n in dir(pynvml)
     if n.startswith("NVML_GPU_INSTANCE_PROFILE_") and n != "NVML_GPU_INSTANCE_PROFILE_COUNT"
 ]
+_ABSENT = {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT}
+"""What NVML answers for a profile the GPU does not have."""
 _CI_PROFILE_BY_SLICES = {
     1: pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
     2: pynvml.NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE,
@@ -410,8 +412,10 @@ class PynvmlBackend:
             for const in _GI_PROFILE_CONSTANTS:
                 try:
                     info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(h, const)
-                except pynvml.NVMLError:
-                    continue  # profile not on this GPU (NOT_SUPPORTED / INVALID_ARGUMENT)
+                except pynvml.NVMLError as exc:
+                    if exc.value in _ABSENT:
+                        continue  # profile not on this GPU
+                    raise NvmlError(exc.value, f"GPU {index} instance profiles") from exc
                 name = _text(info.name).removeprefix("MIG ").strip()
                 infos[name] = info
             self._profiles[index] = infos
@@ -615,13 +619,17 @@ class PynvmlBackend:
             gpu_instance,
         )
         info = self._call("instance info", pynvml.nvmlGpuInstanceGetInfo, gi)
-        slices = int(
-            next(
-                v.sliceCount
-                for v in self._profile_infos(index).values()
-                if int(v.id) == int(info.profileId)
+        found = [
+            int(v.sliceCount)
+            for v in self._profile_infos(index).values()
+            if int(v.id) == int(info.profileId)
+        ]
+        if not found:
+            raise nvml_error(
+                pynvml.NVML_ERROR_NOT_FOUND,
+                f"GPU {index} instance {gpu_instance}: profile {int(info.profileId)} unknown",
             )
-        )
+        slices = found[0]
         ci_info = self._call(
             f"GPU {index} compute profile ({slices} slices)",
             pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo,
