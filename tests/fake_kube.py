@@ -503,6 +503,8 @@ class FakeKube:
         self.faults: list[Fault] = []
         self.requests: list[Request] = []
         self.hooks: list[Callable[[FakeKube, Request], None]] = []
+        self.without_scale: set[str] = set()
+        """Plurals served without a scale subresource (a NodePool CRD before Karpenter v1.8)."""
         self._server: ThreadingHTTPServer | None = None
         for ns in ("default", "kube-system", "tiercast-system"):
             self.create(
@@ -713,7 +715,7 @@ class FakeKube:
         obj = self._object(p)
         if p.sub is None:
             return obj
-        if p.sub == "scale" and p.res.scale:
+        if p.sub == "scale" and p.res.scale and p.res.plural not in self.without_scale:
             return _scale(obj, p.res)
         if p.sub == "status":
             return obj
@@ -830,7 +832,7 @@ class FakeKube:
     def _put(self, p: _Path, body: Any, query: dict[str, str]) -> dict[str, Any]:
         old = self._object(p)
         if p.sub == "scale":
-            if not p.res.scale:
+            if not p.res.scale or p.res.plural in self.without_scale:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return self._put_scale(p, old, body, query)
         if p.sub is not None:

@@ -313,3 +313,14 @@ def test_a_name_with_other_content_or_no_operator_is_refused(
     result = provider.apply(planned())
     assert result.outcome == "failed" and "GPU Operator installed" in result.message
     assert not fake.writes()
+
+
+def test_a_mixed_layout_is_refused_under_the_single_strategy(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    fake.mutate(CLUSTER_POLICY, lambda o: o["spec"]["mig"].update(strategy="single"))
+    step = planned()
+    step.details["needs_mixed_strategy"] = True
+    result = provider.apply(step)
+    assert result.outcome == "failed" and "mig.strategy=mixed" in result.message
+    assert not fake.writes()

@@ -436,3 +436,12 @@ def test_server_dry_run_needs_a_cluster() -> None:
 
     with pytest.raises(BadInputError, match="--server-dry-run"):
         build_provider(make_config(), dry_run=True, server_dry_run=True)
+
+
+def test_a_node_pool_without_the_scale_subresource_is_refused(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    fake.without_scale.add("nodepools")  # a Karpenter before v1.8: no static NodePools
+    result = provider_for(transport, clock).apply(action("static", 1, 3))
+    assert result.outcome == "failed" and "Karpenter v1.8+" in result.message
+    assert not fake.writes()

@@ -276,7 +276,17 @@ class KarpenterPool:
             "(alpha, off by default)"
         )
         for _ in range(self.kube.conflict_retries + 1):
-            scale = session.get(f"{self.path}/scale")
+            try:
+                scale = session.get(f"{self.path}/scale")
+            except KubeApiError as exc:
+                if not exc.not_found:
+                    raise
+                session.get(self.path)  # the NodePool itself missing stays an API error
+                return Scaled(
+                    f"NodePool {name} has no scale subresource: static NodePools need "
+                    "Karpenter v1.8+; use mode: limits with a placeholder pool for headroom",
+                    "failed",
+                )
             current = int((scale.get("spec") or {}).get("replicas") or 0)
             status = int((scale.get("status") or {}).get("replicas") or 0)
             if _direction_reached(action.decision, current, action.target_nodes):
@@ -748,7 +758,7 @@ class KubeProvider:
             configs = {}
         return mig_node_states(self.nodes(), self.config, configs, strategy), configs
 
-    def _ensure_mig_config(self, want: str, entry: Any) -> str | None:
+    def _ensure_mig_config(self, want: str, entry: Any, needs_mixed: bool = False) -> str | None:
         """Make ``want`` applicable by the MIG manager; returns the ConfigMap path if written.
 
         The entry is added to the mig-parted ConfigMap the ClusterPolicy names, keeping
@@ -759,6 +769,12 @@ class KubeProvider:
         if policy is None:
             raise MigConfigRefused(
                 f"no ClusterPolicy {self.kube.cluster_policy} (is NVIDIA's GPU Operator installed?)"
+            )
+        strategy = ((policy.get("spec") or {}).get("mig") or {}).get("strategy")
+        if needs_mixed and strategy != "mixed":
+            raise MigConfigRefused(
+                f"{want} mixes MIG profiles, which needs the ClusterPolicy's "
+                f"mig.strategy=mixed (it is {strategy or 'unset, i.e. single'})"
             )
         path = self._config_map_path(policy)
         name = path.rsplit("/", 1)[-1]
@@ -831,7 +847,9 @@ class KubeProvider:
                 return True, f"node {name} already at {MIG_CONFIG}={want}; uncordoned"
             return True, f"node {name} already at {MIG_CONFIG}={want}; no change"
         try:
-            wrote = self._ensure_mig_config(want, details.get("mig_parted_entry"))
+            wrote = self._ensure_mig_config(
+                want, details.get("mig_parted_entry"), bool(details.get("needs_mixed_strategy"))
+            )
         except MigConfigRefused as exc:
             if ours:
                 self._uncordon(path)
