@@ -424,6 +424,9 @@ class KubernetesConfig(_Model):
     cluster_policy: str = Field(default="cluster-policy", min_length=1, pattern=_K8S_NAME)
     """The GPU Operator's ClusterPolicy, read for ``migManager.config.name`` (the mig-parted
     ConfigMap tiercast adds its layouts to) and ``mig.strategy``. Default ``cluster-policy``."""
+    events: bool = True
+    """Record a Kubernetes Event (``events.k8s.io/v1``) on every object an action changes,
+    with the action's reason. Default true."""
     mig_config_sync_s: float = Field(default=90.0, ge=0)
     """Wait after adding a layout to the mig-parted ConfigMap before relabelling, so the
     kubelet has refreshed the MIG manager's mounted copy (it syncs about every minute).

@@ -96,6 +96,7 @@ RESOURCES = [
         "karpenter.sh/v1", "nodepools", "NodePool", False, True, False, status_replicas="nodes"
     ),
     Resource("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False, builtin=False),
+    Resource("events.k8s.io/v1", "events", "Event", True),
 ]
 _BY_PATH = {(r.api, r.plural): r for r in RESOURCES}
 
@@ -437,6 +438,36 @@ def _validate_node_pool(obj: dict[str, Any], old: dict[str, Any] | None) -> None
         raise _invalid(name, "spec", "only 'limits.nodes' is supported on static NodePools")
 
 
+_MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def _validate_event(obj: dict[str, Any]) -> None:
+    """events.k8s.io/v1 validation of a new Event, as the API server applies it."""
+    name = obj["metadata"].get("name", "")
+
+    def bad(field: str, why: str) -> ApiError:
+        return ApiError(422, "Invalid", f'Event.events.k8s.io "{name}" is invalid: {field}: {why}')
+
+    if not isinstance(obj.get("eventTime"), str) or not _MICRO_TIME.match(obj["eventTime"]):
+        raise bad("eventTime", "Required value (a MicroTime)")
+    for k, limit in (
+        ("reportingController", 253),
+        ("reportingInstance", 128),
+        ("action", 128),
+        ("reason", 128),
+    ):
+        v = obj.get(k)
+        if not isinstance(v, str) or not v or len(v) > limit:
+            raise bad(k, f"Required value, at most {limit} characters")
+    if obj.get("type") not in ("Normal", "Warning"):
+        raise bad("type", 'Unsupported value: must be "Normal" or "Warning"')
+    if len(obj.get("note") or "") > 1024:
+        raise bad("note", "Too long: may not be more than 1024 bytes")
+    regarding = obj.get("regarding") or {}
+    if not regarding.get("kind") or not regarding.get("name"):
+        raise bad("regarding", "Required value")
+
+
 def _validate(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
     meta = obj.get("metadata") or {}
     name = meta.get("name")
@@ -474,6 +505,8 @@ def _validate(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = N
             )
     if res.kind == "NodePool":
         _validate_node_pool(obj, old)
+    if res.kind == "Event":
+        _validate_event(obj)
     if res.kind == "ConfigMap":
         data = obj.get("data") or {}
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):

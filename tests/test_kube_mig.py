@@ -124,7 +124,12 @@ def test_relabel_reaches_success_then_uncordons(fake: FakeKube, provider: KubePr
         ("POST", "eviction"),  # the workload pod; the DaemonSet pod stays
         ("PATCH", "md-a"),  # relabel, dropping the stale state label
         ("PATCH", "md-a"),  # uncordon
+        ("POST", "events"),  # one Event on the node, with the action's reason
     ]
+    event = next(c for c in result.calls if c["path"].endswith("/events"))["body"]
+    assert event["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": "md-a"}
+    assert (event["reason"], event["action"], event["type"]) == ("MigRelayout", "Relabel", "Normal")
+    assert event["note"].startswith("test -> applied: node md-a")
     relabel = [c for c in result.calls if c["verb"] == "PATCH"][1]
     assert relabel["body"] == {"metadata": {"labels": {MIG_CONFIG: "all-1g.10gb", MIG_STATE: None}}}
     assert fake.exists("/api/v1/namespaces/kube-system/pods/dcgm-x")

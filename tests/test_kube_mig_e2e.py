@@ -173,7 +173,14 @@ def test_forecast_to_a_new_layout_on_the_node_and_back_in_the_inventory(
     # The write order a real MIG manager needs: entry, (wait), cordon, evict, label, uncordon.
     writes = [(c["verb"], c["path"].rsplit("/", 2)[-2:]) for c in done.calls if c["verb"] != "GET"]
     assert writes[0] == ("PATCH", ["configmaps", SEEDED_CONFIG])
-    assert [w[0] for w in writes[1:]] == ["PATCH", "POST", "PATCH", "PATCH"]
+    assert [w[0] for w in writes[1:]] == ["PATCH", "POST", "PATCH", "PATCH", "POST", "POST"]
+    # The two POSTs at the end: an Event on the ConfigMap and one on the node.
+    events = [c["body"] for c in done.calls if c["path"].endswith("/events")]
+    assert {(e["regarding"]["kind"], e["metadata"]["namespace"]) for e in events} == {
+        ("ConfigMap", "gpu-operator"),
+        ("Node", "default"),
+    }
+    assert all(done.action.reason in e["note"] for e in events)
     assert 90 in clock.slept  # the kubelet's refresh of the mounted ConfigMap
     labelled = fake.get(f"/api/v1/nodes/{node}")
     assert labelled["metadata"]["labels"][MIG_CONFIG] == name

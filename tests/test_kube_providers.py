@@ -229,7 +229,8 @@ def test_karpenter_static_replicas_and_gpu_limits(
     static = provider.apply(action("static", 1, 3))
     # Through the scale subresource; with StaticCapacity off nothing follows spec.replicas.
     assert [(c["verb"], c["path"]) for c in static.calls if c["verb"] != "GET"] == [
-        ("PUT", f"{STATIC}/scale")
+        ("PUT", f"{STATIC}/scale"),
+        ("POST", "/apis/events.k8s.io/v1/namespaces/default/events"),  # on the NodePool
     ]
     assert static.outcome == "accepted" and "not in effect" in static.message
     assert "StaticCapacity" in static.message and "status.nodes 1" in static.message
@@ -304,7 +305,10 @@ def test_placeholders_fill_the_headroom_and_follow_the_target(
     )
     down = provider.apply(action("hold", 4, 2))
     assert fake.get(HOLD)["spec"]["replicas"] == 1
-    assert [c["path"] for c in down.calls if c["verb"] != "GET"] == [f"{HOLD}/scale"]
+    assert [c["path"] for c in down.calls if c["verb"] != "GET"] == [
+        f"{HOLD}/scale",
+        "/apis/events.k8s.io/v1/namespaces/tiercast-system/events",
+    ]
 
 
 def test_a_second_run_of_the_same_plan_changes_nothing(
@@ -380,7 +384,11 @@ def test_a_cycle_that_fails_half_way_keeps_a_consistent_record(
     assert results[2].calls == [] and "not attempted" in results[2].message
     assert fake.get(MD)["spec"]["replicas"] == 3  # what landed is what the record says
     assert fake.get(SPOT)["spec"]["limits"] == {"nvidia.com/gpu": "8"}
-    assert [c["path"] for c in provider.session.journal if c["verb"] != "GET"] == [
+    assert [
+        c["path"]
+        for c in provider.session.journal
+        if c["verb"] != "GET" and not c["path"].endswith("/events")
+    ] == [
         f"{MD}/scale",
         f"{STATIC}/scale",
     ]
@@ -445,3 +453,57 @@ def test_a_node_pool_without_the_scale_subresource_is_refused(
     result = provider_for(transport, clock).apply(action("static", 1, 3))
     assert result.outcome == "failed" and "Karpenter v1.8+" in result.message
     assert not fake.writes()
+
+
+def test_every_change_records_an_event_and_a_refused_event_changes_nothing(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock)
+    result = provider.apply(action("capi", 2, 3))
+    (event,) = [c["body"] for c in result.calls if c["path"].endswith("/events")]
+    assert event["regarding"] == {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachineDeployment",
+        "name": "gpu-md",
+        "namespace": "default",
+    }
+    assert (event["reason"], event["type"], event["reportingController"]) == (
+        "ScaleUp",
+        "Normal",
+        "tiercast.io/tiercast",
+    )
+    assert event["note"].startswith("test -> applied: MachineDeployment gpu-md replicas 2 -> 3")
+    stored = [o for k, o in fake.state.objects.items() if k[1] == "events"]
+    assert len(stored) == 1
+    # No change, no event; a refused Event is logged and the action still applied.
+    assert not [c for c in provider.apply(action("capi", 2, 3)).calls if "events" in c["path"]]
+    fake.inject("500", times=10, method="POST", path="/events")
+    assert provider.apply(action("capi", 3, 4)).outcome == "applied"
+    assert fake.get(MD)["spec"]["replicas"] == 4
+    # Switched off: no Event at all.
+    quiet = provider_for(transport, clock, events=False)
+    assert not [c for c in quiet.apply(action("capi", 4, 5)).calls if "events" in c["path"]]
+
+
+def test_the_fake_refuses_events_a_real_server_refuses(fake: FakeKube) -> None:
+    from tests.fake_kube import ApiError
+
+    bad = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "x.1"},
+        "eventTime": "2026-12-01T10:00:00Z",  # not a MicroTime
+        "reportingController": "tiercast.io/tiercast",
+        "reportingInstance": "pod-1",
+        "action": "Scale",
+        "reason": "ScaleUp",
+        "type": "Normal",
+        "regarding": {"kind": "Node", "name": "n1"},
+    }
+    with pytest.raises(ApiError, match="eventTime"):
+        fake.create("/apis/events.k8s.io/v1/namespaces/default/events", bad)
+    with pytest.raises(ApiError, match="type"):
+        fake.create(
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            {**bad, "eventTime": "2026-12-01T10:00:00.000000Z", "type": "Info"},
+        )

@@ -29,11 +29,13 @@ record lists exactly what landed.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import logging
 import math
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -614,6 +616,84 @@ def pool_provider(pool: PoolConfig, kube: KubernetesConfig) -> PoolProvider | No
     return None
 
 
+EVENT_CONTROLLER = "tiercast.io/tiercast"
+_KINDS = {
+    "nodes": "Node",
+    "machinedeployments": "MachineDeployment",
+    "nodepools": "NodePool",
+    "deployments": "Deployment",
+    "priorityclasses": "PriorityClass",
+    "configmaps": "ConfigMap",
+}
+_EVENT_REASONS = {
+    "scale-up": ("ScaleUp", "Scale"),
+    "scale-down": ("ScaleDown", "Scale"),
+    "relayout": ("MigRelayout", "Relabel"),
+    "no-op": ("Reconciled", "Update"),
+}
+
+
+def change_events(
+    action: Action,
+    calls: list[dict[str, Any]],
+    outcome: str,
+    message: str,
+    when: str,
+    instance: str,
+) -> list[tuple[str, dict[str, Any]]]:
+    """One ``events.k8s.io/v1`` Event per object the action's successful writes changed.
+
+    Each carries the action's reason (and the outcome's message) as its note, the
+    decision as its reason, and ``Warning`` when the action failed. Events of
+    cluster-scoped objects go to ``default``, as kubectl's do.
+    """
+    seen: dict[tuple[str, str | None, str], str] = {}
+    for c in calls:
+        if (
+            c["verb"] in ("GET", "WAIT")
+            or c.get("status") != "ok"
+            or c["path"].endswith("/eviction")
+        ):
+            continue
+        parts = [x for x in c["path"].split("/") if x]
+        api = parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        ns = None
+        if rest[:1] == ["namespaces"] and len(rest) >= 4:
+            ns, rest = rest[1], rest[2:]
+        if len(rest) < 2 or rest[0] not in _KINDS:
+            name = ((c.get("body") or {}).get("metadata") or {}).get("name")
+            if not (rest and rest[0] in _KINDS and name):
+                continue
+            rest = [rest[0], name]
+        seen.setdefault((rest[0], ns, rest[1]), api)
+    reason, verb = _EVENT_REASONS.get(action.decision, ("Changed", "Update"))
+    out = []
+    for k, ((plural, ns, name), api) in enumerate(sorted(seen.items())):
+        note = f"{action.reason} -> {outcome}: {message}"
+        digest = hashlib.sha1(f"{when}|{plural}|{name}|{k}".encode()).hexdigest()[:10]
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{digest}", "namespace": ns or "default"},
+            "eventTime": when,
+            "reportingController": EVENT_CONTROLLER,
+            "reportingInstance": instance[:128],
+            "action": verb,
+            "reason": reason,
+            "type": "Warning" if outcome == "failed" else "Normal",
+            "note": note if len(note) <= 1024 else note[:1021] + "...",
+            "regarding": {
+                "apiVersion": api,
+                "kind": _KINDS[plural],
+                "name": name,
+                **({"namespace": ns} if ns else {}),
+            },
+        }
+        out.append((f"/apis/events.k8s.io/v1/namespaces/{ns or 'default'}/events", body))
+    return out
+
+
 class KubeProvider:
     """The cycle's :class:`CapacityProvider` for pools with a Kubernetes provider kind.
 
@@ -631,7 +711,10 @@ class KubeProvider:
         dry_run: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        wall: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
+        self.wall = wall
+        self.instance = os.environ.get("HOSTNAME") or socket.gethostname() or "tiercast"
         self.config = config
         self.kube = config.kubernetes
         self.session = session
@@ -705,7 +788,22 @@ class KubeProvider:
             )
         if self.session.writes():
             self.changes += 1
-        return ActionResult(action, done if ok else "failed", message, list(self.session.calls))
+        outcome = done if ok else "failed"
+        self._events(action, outcome, message)
+        return ActionResult(action, outcome, message, list(self.session.calls))
+
+    def _events(self, action: Action, outcome: str, message: str) -> None:
+        """Record the change on each object it touched; a refused Event never fails the action."""
+        if self.dry_run or not self.kube.events:
+            return
+        when = self.wall().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for path, body in change_events(
+            action, list(self.session.calls), outcome, message, when, self.instance
+        ):
+            try:
+                self.session.request("POST", path, body)
+            except KubeApiError as exc:
+                log.warning("event on %s not recorded: %s", body["regarding"]["name"], exc)
 
     # ---- the GPU Operator's MIG configuration ---------------------------------------------
 
