@@ -1,22 +1,29 @@
 """Capacity providers that act through the Kubernetes API, one small class per mechanism.
 
 :class:`KubeProvider` is the :class:`scaler.actuators.CapacityProvider` the cycle
-talks to. It reads the inventory from node labels and hands each action to its
-pool's provider, chosen by ``PoolConfig.provider.kind``:
+talks to. It reads the inventory from node labels (and Cluster API Machines) and
+hands each action to its pool's provider, chosen by ``PoolConfig.provider.kind``:
 
-* ``cluster-api``: ``MachineDeployment`` replicas through its ``scale`` subresource;
-* ``karpenter``: a ``NodePool``'s ``spec.limits["nvidia.com/gpu"]`` or, for a
-  static NodePool, ``spec.replicas``;
+* ``cluster-api``: ``MachineDeployment`` replicas through its ``scale`` subresource,
+  refused when a managed topology or the cluster autoscaler owns them;
+* ``karpenter``: a static NodePool's replicas through its scale subresource, or a
+  NodePool's ``spec.limits["nvidia.com/gpu"]``; both reported ``accepted`` (not
+  ``applied``) while the cluster cannot be seen to act on them;
 * ``placeholder``: a negative PriorityClass and a Deployment of pause pods whose
   replicas fill the planned headroom, so any cluster autoscaler adds nodes early
   and real pods preempt the placeholders.
 
 Actions of kind ``mig-layout`` (``details``: ``node`` and ``mig_config``, or the MIG
-planner's ``layout`` / ``label``; ``new_node`` for a node not provisioned yet) relabel one
-node for the GPU Operator's MIG manager: cordon, evict through the Eviction API
-(PodDisruptionBudgets hold), set ``nvidia.com/mig.config``, wait for
-``nvidia.com/mig.config.state=success``, uncordon; on ``failed`` or a timeout the
-previous label is restored and the node uncordoned.
+planner's ``layout`` / ``label`` with its ``mig_parted_entry``; ``new_node`` for a node
+not provisioned yet) relabel one node for the GPU Operator's MIG manager: the entry is
+added to the mig-parted ConfigMap the ClusterPolicy names when it is not there, then
+cordon, evict through the Eviction API (PodDisruptionBudgets hold), set
+``nvidia.com/mig.config``, wait for ``nvidia.com/mig.config.state=success``, uncordon;
+on ``failed`` or a timeout the previous label is restored and the node uncordoned.
+:meth:`KubeProvider.mig_inventory` gives the MIG planner the nodes' real layouts.
+
+Every action that changed something leaves an ``events.k8s.io/v1`` Event on each
+object it changed, with the action's reason.
 
 Safety: every write follows a fresh read and is skipped when the object is
 already at (or, in the decision's direction, beyond) the target, so a second run
