@@ -60,7 +60,20 @@ def fake() -> Iterator[FakeKube]:
         },
     )
     for name in ("md-a", "md-b"):
-        f.create("/api/v1/nodes", gpu_node(name, {"cluster.x-k8s.io/deployment-name": "gpu-md"}))
+        # Cluster API labels the Machine; its status.nodeRef names the Node.
+        f.create(
+            "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machines",
+            {
+                "apiVersion": "cluster.x-k8s.io/v1beta1",
+                "kind": "Machine",
+                "metadata": {
+                    "name": f"gpu-md-{name}",
+                    "labels": {"cluster.x-k8s.io/deployment-name": "gpu-md"},
+                },
+                "status": {"nodeRef": {"kind": "Node", "name": name}},
+            },
+        )
+        f.create("/api/v1/nodes", gpu_node(name, {}))
     yield f
     f.stop()
 

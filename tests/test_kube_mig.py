@@ -17,6 +17,7 @@ import yaml
 from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
 from scaler.kube.providers import CORDONED_BY, KubeProvider
 from scaler.kube.transport import ClientTransport, RetryPolicy, Session, connect
+from scaler.mig import Layout
 from scaler.plans import Action
 from tests.fake_kube import FakeKube, Request, gpu_node, kubeconfig_for, pod, start_fake
 from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS, mig_config_map, seed_operator_cluster
@@ -329,3 +330,33 @@ def test_a_mixed_layout_is_refused_under_the_single_strategy(
     result = provider.apply(step)
     assert result.outcome == "failed" and "mig.strategy=mixed" in result.message
     assert not fake.writes()
+
+
+def test_mig_inventory_covers_the_pools_this_provider_acts_on() -> None:
+    from scaler.config import parse_config
+    from scaler.kube.providers import build_provider
+
+    pool = {"tier": "reserved", "gpu_model": "A100-80GB", "gpus_per_node": 2}
+    cfg = parse_config(
+        {
+            "signals": [{"name": "s"}],
+            "workloads": [
+                {"name": "w", "signal": "s", "gpu_model": "A100", "units_per_replica": 1}
+            ],
+            "pools": [
+                {**pool, "name": "rec", "price_per_gpu_hour": 1.0, "current_nodes": 1,
+                 "mig_layouts": ["1g.10gb:7"]},
+                {**pool, "name": "md", "price_per_gpu_hour": 1.0, "current_nodes": 2,
+                 "mig_layouts": ["3g.40gb:2", "whole"],
+                 "provider": {"kind": "cluster-api", "machine_deployment": "md"}},
+            ],
+        }
+    )  # fmt: skip
+    # The offline dry-run seeds a GPU Operator cluster from mig_layouts and reads it back.
+    states, known = build_provider(cfg, dry_run=True).mig_inventory()
+    assert states is not None and known is not None
+    assert set(states) == {"md"}  # the recording pool keeps its configured layouts
+    (a, b) = states["md"]
+    assert (a.name, a.mig_config, a.held) == ("md-0", "tiercast-all-2x3g.40gb", None)
+    assert a.current[0].count("3g.40gb") == 2 and b.current == (Layout(whole=True),) * 2
+    assert b.mig_config == "all-disabled" and a.mig_config in known

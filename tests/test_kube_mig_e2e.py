@@ -202,3 +202,27 @@ def test_forecast_to_a_new_layout_on_the_node_and_back_in_the_inventory(
     assert not [r for r in second.results if r.action.decision == "relayout"]
     assert len(fake.writes()) == before
     assert second.plan.mig["node_labels"][node] == name
+
+
+def test_tiercast_run_reads_the_cluster_for_mig_and_relayouts(
+    fake: FakeKube, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same path through ``tiercast run`` (the service's provider wrapper included)."""
+    from scaler.cli import main
+
+    (workdir / "kubeconfig").write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+    for name, series in history(280.0, 80.0).items():
+        frame = pd.DataFrame({"timestamp": series.index, "value": series.to_numpy()})
+        frame.to_csv(workdir / f"{name}.csv", index=False)
+    data = config(workdir / "models").model_dump(mode="json", exclude_none=True)
+    data["signals"] = [{"name": n, "file": f"{n}.csv"} for n in ("small_rps", "big_rps")]
+    data["kubernetes"] |= {"mig_config_sync_s": 0, "poll_interval_s": 0.01, "events": False}
+    (workdir / "config.yaml").write_text(yaml.safe_dump(data))
+    argv = ["run", "--config", "config.yaml", "--kubeconfig", "kubeconfig"]
+    assert main([*argv, "--now", str(NOW)]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    labels = {n: fake.get(f"/api/v1/nodes/{n}")["metadata"]["labels"] for n in NODES}
+    changed = [n for n in NODES if labels[n][MIG_CONFIG] != "all-disabled"]
+    assert len(changed) == 1 and labels[changed[0]][MIG_STATE] == "success", out
+    assert labels[changed[0]][MIG_CONFIG] in mig_config_map(fake, SEEDED_CONFIG)["mig-configs"]
+    assert f"node {changed[0]}" in out  # the real node name, read from the cluster

@@ -861,7 +861,9 @@ class KubeProvider:
         except (KubeApiError, MigConfigRefused) as exc:
             log.warning("mig-parted config unreadable (%s): MIG nodes are held", exc)
             configs = {}
-        return mig_node_states(self.nodes(), self.config, configs, strategy), configs
+        states = mig_node_states(self.nodes(), self.config, configs, strategy)
+        # Pools this provider does not act on (``recording``) keep their configured layouts.
+        return {k: v for k, v in states.items() if k in self.pools}, configs
 
     def _ensure_mig_config(self, want: str, entry: Any, needs_mixed: bool = False) -> str | None:
         """Make ``want`` applicable by the MIG manager; returns the ConfigMap path if written.
