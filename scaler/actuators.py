@@ -23,7 +23,9 @@ class NotImplementedByProvider(NotImplementedError):
 class ActionResult:
     action: Action
     outcome: str
-    """``applied``, ``recorded`` (dry-run), ``skipped`` (re-validation failed) or ``failed``."""
+    """``applied``, ``accepted`` (the API took the change, the cluster is not seen acting on
+    it yet: Karpenter replicas or limits), ``recorded`` (dry-run), ``skipped``
+    (re-validation failed) or ``failed``."""
     message: str = ""
     calls: list[dict[str, Any]] = field(default_factory=list)
     """The API calls made or, in dry-run, that would be made: verb, path, body."""

@@ -1,15 +1,25 @@
-"""The node agent, ``tiercast agent``: MIG state and metrics of one GPU node, and layout changes.
+"""The node agent, ``tiercast agent``: MIG state and metrics of one GPU node, and manual layout changes.
 
 Runs as a DaemonSet (``deploy/base/node-agent-daemonset.yaml``). Through an
 :class:`~scaler.nvml.NvmlBackend` it reads the node's GPUs, MIG mode, GPU and compute
 instances, utilization, memory and processes, and serves them as Prometheus
-``/metrics`` and a JSON ``/state``. For clusters without NVIDIA's GPU Operator it also
-applies a desired layout, given as a mig-parted config entry in a file or in the node
-annotation ``tiercast.io/mig-layout``:
+``/metrics`` and a JSON ``/state``.
+
+In the cluster, MIG layouts are applied by NVIDIA's GPU Operator (its MIG manager,
+driven by the ``nvidia.com/mig.config`` label tiercast sets): the manager stops the
+GPU clients, re-partitions, and restarts the device plugin so the new MIG devices
+are advertised. The agent does not re-partition in the cluster: doing it safely
+would need the same stop-and-restart of the device plugin, GPU feature discovery
+and DCGM, which the agent does not own. An earlier annotation-driven path
+(``tiercast.io/mig-layout``) had none of that and was removed.
+
+By hand, on a drained node (``--desired-file`` with a mig-parted file), it applies a
+layout as ``nvidia-mig-parted apply`` would, then the device plugin must be restarted
+by whoever runs it:
 
 * GPUs already in the desired layout are left alone, so applying twice changes nothing;
 * it refuses while compute processes run on a GPU it would change, or while the node
-  is not cordoned (tiercast cordons and drains through the Eviction API first);
+  is not cordoned (``--assume-cordoned`` when drained by hand);
 * it destroys compute and GPU instances, switches MIG mode, creates the instances at
   placements from :func:`scaler.mig.place`, then reads the GPUs again and verifies the
   result against the request, reporting success or NVML's error by name.
@@ -40,10 +50,6 @@ from scaler.mig import Layout, config_name, parse_mig_parted_entry, place
 from scaler.nvml import FakeNvml, NvmlBackend, NvmlError, PynvmlBackend
 
 log = logging.getLogger(__name__)
-
-ANNOTATION = "tiercast.io/mig-layout"
-"""Node annotation holding the desired layout (a mig-parted entry as JSON)."""
-
 
 # --- reading the node -----------------------------------------------------------------
 
@@ -193,9 +199,6 @@ class KubeNodeGate:
 
     def cordoned(self) -> bool:
         return bool(self._read().spec.unschedulable)
-
-    def annotation(self, key: str) -> str | None:
-        return (self._read().metadata.annotations or {}).get(key)
 
     def _read(self) -> Any:
         from kubernetes.client.exceptions import ApiException
@@ -470,10 +473,6 @@ def cmd_agent(args: argparse.Namespace) -> int:
                 except FileNotFoundError:
                     return None  # nothing requested yet
 
-        elif args.from_annotation:
-            if kube is None:
-                raise BadInputError("--from-annotation needs --node (or NODE_NAME) to read")
-            source = lambda: kube.annotation(args.annotation)  # noqa: E731
         agent = Agent(backend, gate, source, args.config_name)
         if args.once:
             report = agent.reconcile()
@@ -498,22 +497,17 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "agent",
-        help="node agent: GPU/MIG state and /metrics, applies a desired MIG layout",
+        help="node agent: GPU/MIG state and /metrics; applies a MIG layout by hand",
         description=(
-            "Serve the node's GPU and MIG state (Prometheus /metrics, JSON /state) and apply "
-            "a desired MIG layout from a file or the node annotation. Needs the NVIDIA driver."
+            "Serve the node's GPU and MIG state (Prometheus /metrics, JSON /state); on a "
+            "drained node, apply a MIG layout from a mig-parted file (--desired-file). In a "
+            "cluster the GPU Operator's MIG manager applies layouts. Needs the NVIDIA driver."
         ),
     )
     p.add_argument("--listen", default="0.0.0.0:9402", help="HOST:PORT (default: %(default)s)")
     p.add_argument("--node", help="this node's name (default: $NODE_NAME); enables cordon checks")
     p.add_argument("--desired-file", help="mig-parted config (or one entry) to apply")
     p.add_argument("--config-name", help="which entry of a mig-parted file to apply")
-    p.add_argument(
-        "--from-annotation",
-        action="store_true",
-        help=f"read the desired entry (JSON) from the node annotation {ANNOTATION}",
-    )
-    p.add_argument("--annotation", default=ANNOTATION, help="annotation key (default: %(default)s)")
     p.add_argument(
         "--assume-cordoned",
         action="store_true",

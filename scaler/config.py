@@ -416,6 +416,21 @@ class KubernetesConfig(_Model):
     """How long to wait for ``nvidia.com/mig.config.state=success`` after relabelling. Default 900."""
     poll_interval_s: float = Field(default=5.0, gt=0)
     """Delay between polls while draining or waiting for the MIG manager. Default 5."""
+    gpu_operator_namespace: str = Field(
+        default="gpu-operator", min_length=1, max_length=63, pattern=_K8S_NAME
+    )
+    """Namespace of NVIDIA's GPU Operator, where its mig-parted ConfigMap lives. Default
+    ``gpu-operator``."""
+    cluster_policy: str = Field(default="cluster-policy", min_length=1, pattern=_K8S_NAME)
+    """The GPU Operator's ClusterPolicy, read for ``migManager.config.name`` (the mig-parted
+    ConfigMap tiercast adds its layouts to) and ``mig.strategy``. Default ``cluster-policy``."""
+    events: bool = True
+    """Record a Kubernetes Event (``events.k8s.io/v1``) on every object an action changes,
+    with the action's reason. Default true."""
+    mig_config_sync_s: float = Field(default=90.0, ge=0)
+    """Wait after adding a layout to the mig-parted ConfigMap before relabelling, so the
+    kubelet has refreshed the MIG manager's mounted copy (it syncs about every minute).
+    Default 90."""
 
 
 class Config(_Model):

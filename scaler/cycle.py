@@ -130,7 +130,20 @@ def run_cycle(
     if mig_pools(config):
         # MIG layouts are planned on the node counts the tier planner targets now.
         targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
-        mig = plan_mig(config, forecasts, inventory, now, targets, stale=stale)
+        # A provider that can read the cluster's MIG state gives the real nodes and the
+        # mig-parted entries the MIG manager can apply; otherwise the config's mig_layouts.
+        reader = getattr(provider, "mig_inventory", None)
+        node_states, known = reader() if callable(reader) else (None, None)
+        mig = plan_mig(
+            config,
+            forecasts,
+            inventory,
+            now,
+            targets,
+            stale=stale,
+            node_states=node_states,
+            known_configs=known,
+        )
         plan = dataclasses.replace(plan, actions=plan.actions + mig.actions, mig=mig.section)
     results: list[ActionResult] = []
     for action in plan.changes():

@@ -13,10 +13,18 @@ A100-40GB, 1g.20gb on 80 GB parts, 1g.35gb on H200) at 0, 2, 4, 6 (size 2), 2g a
 1g at 0..3, 2g at 0, 2 and 4g at 0. ``+me`` profiles (media engines) share their base
 profile's placements, one per GPU.
 
-One combination is excluded beyond placement overlap: a 4g instance beside a 3g
-instance. NVIDIA's table of valid A100/H100 combinations lists no layout holding
-both (it has 18 full layouts built from 1g/2g/3g/4g/7g), and a planner must never
-propose a layout the driver may refuse, so the catalog errs on the side of the table.
+Validity is exactly NVML's rule: placements must not overlap. A 4g instance at
+slice 0 beside a 3g instance at slice 4 is legal (NVML's possible placements list
+both, creation fails only on overlap, and mig-parted accepts the pair), although
+NVIDIA's combination diagram does not draw it.
+
+Memory: ``memory_gb`` is the nominal size in the profile's name; ``memory_gib`` is
+what NVML reports for an instance of the profile (``nvidia-smi mig -lgip``, GiB),
+which is smaller (H200 ``1g.18gb`` is 16.00 GiB). Workloads are matched on
+``memory_gib``. Sizes move by up to about 0.5 GiB between drivers; the table keeps
+the lowest reported value seen, and where no report was found (H200 3g/4g.71gb,
+A100-40GB 1g.10gb) a lower bound derived from a profile with the same memory
+slices, marked below.
 
 :func:`enumerate_layouts` gives every valid positional layout; :class:`Layout` is the
 placement-free form (profile counts) that mig-parted configs and the planner use,
@@ -48,6 +56,8 @@ class MigProfile:
     """Most instances of this profile on one GPU."""
     starts: tuple[int, ...]
     """Legal start memory slices; each placement spans ``memory_slices``."""
+    memory_gib: float = 0.0
+    """Memory NVML reports for one instance, GiB (below the nominal ``memory_gb``)."""
     media: bool = False
     """A ``+me`` profile (adds decoders, JPEG and OFA units)."""
 
@@ -69,8 +79,6 @@ class MigGeometry:
     compute_slices: int
     memory_slices: int
     profiles: tuple[MigProfile, ...]
-    exclusive_pairs: tuple[tuple[int, int], ...] = ()
-    """Pairs of compute-slice sizes that never share a GPU (4g with 3g on 7-slice parts)."""
 
     def profile(self, name: str) -> MigProfile:
         for p in self.profiles:
@@ -86,43 +94,57 @@ class MigGeometry:
         return tuple(p for p in self.profiles if not p.media)
 
 
-def _seven_slice(model: str, gb: tuple[int, int, int, int, int, int, int]) -> MigGeometry:
-    """A100/H100/H200 geometry; ``gb`` = memory of 1g, 1g(double), 2g, 3g, 4g, 7g, 1g+me."""
-    one, one_double, two, three, four, seven, _ = gb
+def _seven_slice(
+    model: str,
+    gb: tuple[int, int, int, int, int, int],
+    gib: tuple[float, float, float, float, float, float],
+) -> MigGeometry:
+    """A100/H100/H200 geometry; ``gb`` (nominal) and ``gib`` (NVML) = 1g, 1g(double), 2g, 3g, 4g, 7g."""
+    one, one_double, two, three, four, seven = gb
+    g1, g1d, g2, g3, g4, g7 = gib
     return MigGeometry(
         model=model,
         compute_slices=7,
         memory_slices=8,
         profiles=(
-            MigProfile(f"1g.{one}gb", 1, 1, one, 7, (0, 1, 2, 3, 4, 5, 6)),
-            MigProfile(f"1g.{one}gb+me", 1, 1, one, 1, (0, 1, 2, 3, 4, 5, 6), media=True),
-            MigProfile(f"1g.{one_double}gb", 1, 2, one_double, 4, (0, 2, 4, 6)),
-            MigProfile(f"2g.{two}gb", 2, 2, two, 3, (0, 2, 4)),
-            MigProfile(f"3g.{three}gb", 3, 4, three, 2, (0, 4)),
-            MigProfile(f"4g.{four}gb", 4, 4, four, 1, (0,)),
-            MigProfile(f"7g.{seven}gb", 7, 8, seven, 1, (0,)),
+            MigProfile(f"1g.{one}gb", 1, 1, one, 7, (0, 1, 2, 3, 4, 5, 6), g1),
+            MigProfile(f"1g.{one}gb+me", 1, 1, one, 1, (0, 1, 2, 3, 4, 5, 6), g1, media=True),
+            MigProfile(f"1g.{one_double}gb", 1, 2, one_double, 4, (0, 2, 4, 6), g1d),
+            MigProfile(f"2g.{two}gb", 2, 2, two, 3, (0, 2, 4), g2),
+            MigProfile(f"3g.{three}gb", 3, 4, three, 2, (0, 4), g3),
+            MigProfile(f"4g.{four}gb", 4, 4, four, 1, (0,), g4),
+            MigProfile(f"7g.{seven}gb", 7, 8, seven, 1, (0,), g7),
         ),
-        exclusive_pairs=((4, 3),),
     )
 
 
+# NVML's sizes (GiB) from ``nvidia-smi mig -lgip`` reports; "derived" marks a lower bound
+# taken from a profile with the same memory slices where no report was found.
 GEOMETRIES: dict[str, MigGeometry] = {
     g.model: g
     for g in (
-        _seven_slice("A100-40GB", (5, 10, 10, 20, 20, 40, 5)),
-        _seven_slice("A100-80GB", (10, 20, 20, 40, 40, 80, 10)),
-        _seven_slice("H100-80GB", (10, 20, 20, 40, 40, 80, 10)),
-        _seven_slice("H200-141GB", (18, 35, 35, 71, 71, 141, 18)),
+        # 1g.10gb derived from 2g.10gb (2 memory slices each)
+        _seven_slice("A100-40GB", (5, 10, 10, 20, 20, 40), (4.75, 9.62, 9.62, 19.50, 19.50, 39.25)),
+        _seven_slice(
+            "A100-80GB", (10, 20, 20, 40, 40, 80), (9.50, 19.50, 19.50, 39.25, 39.25, 78.50)
+        ),
+        _seven_slice(
+            "H100-80GB", (10, 20, 20, 40, 40, 80), (9.75, 19.62, 19.62, 39.50, 39.50, 79.25)
+        ),
+        # 1g.35gb from 2g.35gb; 3g/4g.71gb derived as two 2g.35gb (4 memory slices)
+        _seven_slice(
+            "H200-141GB", (18, 35, 35, 71, 71, 141), (16.00, 32.50, 32.50, 65.00, 65.00, 140.00)
+        ),
         MigGeometry(
             model="A30-24GB",
             compute_slices=4,
             memory_slices=4,
             profiles=(
-                MigProfile("1g.6gb", 1, 1, 6, 4, (0, 1, 2, 3)),
-                MigProfile("1g.6gb+me", 1, 1, 6, 1, (0, 1, 2, 3), media=True),
-                MigProfile("2g.12gb", 2, 2, 12, 2, (0, 2)),
-                MigProfile("2g.12gb+me", 2, 2, 12, 1, (0, 2), media=True),
-                MigProfile("4g.24gb", 4, 4, 24, 1, (0,)),
+                MigProfile("1g.6gb", 1, 1, 6, 4, (0, 1, 2, 3), 5.75),
+                MigProfile("1g.6gb+me", 1, 1, 6, 1, (0, 1, 2, 3), 5.75, media=True),
+                MigProfile("2g.12gb", 2, 2, 12, 2, (0, 2), 11.62),
+                MigProfile("2g.12gb+me", 2, 2, 12, 1, (0, 2), 11.62, media=True),
+                MigProfile("4g.24gb", 4, 4, 24, 1, (0,), 23.37),
             ),
         ),
     )
@@ -155,7 +177,6 @@ def is_valid(geo: MigGeometry, instances: Iterable[Placed]) -> bool:
     used = [False] * geo.memory_slices
     compute = 0
     counts: dict[str, int] = {}
-    sizes: set[int] = set()
     media = 0
     for inst in instances:
         try:
@@ -173,10 +194,7 @@ def is_valid(geo: MigGeometry, instances: Iterable[Placed]) -> bool:
         if counts[p.name] > p.max_count:
             return False
         media += p.media
-        sizes.add(p.compute_slices)
-    if compute > geo.compute_slices or media > 1:
-        return False
-    return not any(a in sizes and b in sizes for a, b in geo.exclusive_pairs)
+    return compute <= geo.compute_slices and media <= 1
 
 
 def enumerate_layouts(
@@ -358,15 +376,20 @@ def gpu_fraction(model: str, profile: str) -> float:
 
 
 def profile_for_memory(model: str, memory_gb: float) -> str:
-    """The smallest base profile of ``model`` with at least ``memory_gb`` of memory."""
+    """The smallest base profile of ``model`` whose NVML-reported memory holds ``memory_gb``.
+
+    ``memory_gb`` is compared with the GiB NVML reports (``memory_gib``), not with the
+    nominal size in the name: a workload needing 17 on an H200 gets ``1g.35gb``, since
+    ``1g.18gb`` holds 16.00 GiB.
+    """
     geo = geometry(model)
-    fits = [p for p in geo.base_profiles if p.memory_gb >= memory_gb]
+    fits = [p for p in geo.base_profiles if p.memory_gib >= memory_gb]
     if not fits:
         raise BadInputError(
             f"memory_gb: {memory_gb:g} GB does not fit any MIG profile of {geo.model} "
-            f"(largest {max(p.memory_gb for p in geo.profiles)} GB)"
+            f"(largest {max(p.memory_gib for p in geo.profiles):g} GiB as NVML reports it)"
         )
-    return min(fits, key=lambda p: (p.compute_slices, p.memory_gb)).name
+    return min(fits, key=lambda p: (p.compute_slices, p.memory_gib)).name
 
 
 def config_name(per_device: list[Layout]) -> str:
@@ -401,10 +424,33 @@ def mig_parted_entry(per_device: list[Layout]) -> list[dict]:
     return out
 
 
+def device_filter_matches(model: str, device_filter: object, where: str = "device-filter") -> bool:
+    """True when a mig-parted ``device-filter`` (one ID or a list) selects ``model``'s boards.
+
+    No filter selects every GPU. IDs are PCI device and vendor IDs (``0x233010DE``),
+    compared without regard to case, against :attr:`scaler.catalog.GpuModel.pci_device_ids`.
+    """
+    if device_filter is None:
+        return True
+    ids = [device_filter] if isinstance(device_filter, str) else device_filter
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise BadInputError(
+            f"{where}: expected a PCI device ID such as '0x233010DE' or a list of them, "
+            f"got {device_filter!r}"
+        )
+    ours = {d.upper() for d in gpu_model(model).pci_device_ids}
+    return any(i.upper() in ours for i in ids)
+
+
 def parse_mig_parted_entry(
     model: str, entry: object, device_count: int, source: str = "desired layout"
 ) -> dict[int, Layout]:
-    """Read one mig-parted config entry into a layout per device index; BadInputError if invalid."""
+    """Read one mig-parted config entry into a layout per device index; BadInputError if invalid.
+
+    Groups whose ``device-filter`` does not select ``model`` are skipped (their profiles
+    belong to other GPU models, as in NVIDIA's ``all-balanced``), so a device no group
+    selects is absent from the result: mig-parted leaves such a GPU as it is.
+    """
     if not isinstance(entry, list) or not entry:
         raise BadInputError(
             f"{source}: expected a non-empty list of device groups "
@@ -415,6 +461,8 @@ def parse_mig_parted_entry(
         where = f"{source}[{k}]"
         if not isinstance(group, dict) or "devices" not in group:
             raise BadInputError(f"{where}: expected a mapping with 'devices' and 'mig-enabled'")
+        if not device_filter_matches(model, group.get("device-filter"), f"{where}.device-filter"):
+            continue
         devices = group["devices"]
         if devices == "all":
             idx = list(range(device_count))
@@ -450,6 +498,20 @@ def parse_mig_parted_entry(
         for d in idx:
             out[d] = layout
     return out
+
+
+def needs_mixed_strategy(per_device: list[Layout]) -> bool:
+    """True when a node with these layouts needs the GPU Operator's ``mig.strategy=mixed``.
+
+    With ``single`` the device plugin advertises MIG devices as ``nvidia.com/gpu`` and
+    requires every GPU of the node to carry instances of one profile only, all alike
+    (or MIG off everywhere).
+    """
+    kinds = {lay for lay in per_device}
+    if len(kinds) > 1:
+        return True
+    lay = next(iter(kinds), Layout(whole=True))
+    return not lay.whole and len(lay.counts) > 1
 
 
 def resolve_profile(model: str, mig_profile: str, memory_gb: float | None) -> str:

@@ -48,7 +48,9 @@ from scaler.mig import (
     gpu_fraction,
     layouts,
     mig_parted_entry,
+    needs_mixed_strategy,
     parse_layout,
+    parse_mig_parted_entry,
     resolve_profile,
 )
 from scaler.plans import Action, iso
@@ -107,6 +109,21 @@ class GpuState:
     current: Layout
     new: bool = False
     """Not yet running (a node being added): labelled on arrival, no drain."""
+    fixed: bool = False
+    """Its layout must not change this cycle (a MIG change in progress, a pool scaling down)."""
+    single: bool = False
+    """On a node with ``mig.strategy=single``: only one-profile layouts are allowed."""
+
+
+def _allowed(g: GpuState, lay: Layout, allow_changes: bool) -> bool:
+    """Whether ``g`` may take ``lay``: keeping its layout always is; a change needs leave."""
+    if lay == g.current:
+        return True
+    if g.new:
+        return not (g.single and not lay.whole and len(lay.counts) > 1)
+    if not allow_changes or g.fixed:
+        return False
+    return not (g.single and not lay.whole and len(lay.counts) > 1)
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,8 @@ class LayoutSolution:
     solver: str
     seconds: float
     cost: float = 0.0
+    blocked: list[str] = field(default_factory=list)
+    """Nodes kept as they are since their target needs ``mig.strategy=mixed``."""
 
     def capacity(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -219,7 +238,7 @@ def solve_exact(
             v = k * n_opt + j
             change = lay != g.current and not g.new
             c[v] = costs.used_gpu_h + (costs.change_gpu_h if change else 0.0)
-            ub[v] = n if (allow_changes or not change) else 0
+            ub[v] = n if _allowed(g, lay, allow_changes) else 0
             for r, p in enumerate(profiles):
                 a_cov[r, v] = 1.0 if (p == "whole" and lay.whole) else lay.count(p)
         ub[k * n_opt + len(opts)] = n
@@ -269,7 +288,7 @@ def solve_heuristic(
     t0 = time.perf_counter()
     demand = {p: int(n) for p, n in demand.items() if n > 0}
     w = _weights(model, demand)
-    targets = list(layouts(model)) if allow_changes else []
+    targets = list(layouts(model)) if allow_changes or any(g.new for g in gpus) else []
 
     def value(lay: Layout, rem: Mapping[str, int]) -> float:
         if lay.whole:
@@ -291,12 +310,17 @@ def solve_heuristic(
                     if best is None or score > best[0] + 1e-12:
                         best = (score, i, gpus[i].current)
             # ... or re-partition the free GPU whose current layout is worth least now.
-            if targets or "whole" in rem:
-                spare = min(free, key=lambda i: (not gpus[i].new, value(gpus[i].current, rem), i))
+            movable = [i for i in free if gpus[i].new or (allow_changes and not gpus[i].fixed)]
+            if movable and (targets or "whole" in rem):
+                spare = min(
+                    movable, key=lambda i: (not gpus[i].new, value(gpus[i].current, rem), i)
+                )
                 change = 0.0 if gpus[spare].new else costs.change_gpu_h
-                cands = targets + ([Layout(whole=True)] if rem.get("whole", 0) > 0 else [])
+                cands = list(layouts(model)) + (
+                    [Layout(whole=True)] if rem.get("whole", 0) > 0 else []
+                )
                 for lay in cands:
-                    if not allow_changes and not gpus[spare].new and lay != gpus[spare].current:
+                    if not _allowed(gpus[spare], lay, allow_changes):
                         continue
                     v = value(lay, rem)
                     score = v / (costs.used_gpu_h + change) * keep_bias
@@ -337,7 +361,8 @@ def _reassign(gpus: Sequence[GpuState], assignment: list[Layout | None]) -> list
     """
     targets = sorted((a for a in assignment if a is not None), key=lambda lay: lay.name)
     out: list[Layout | None] = [None] * len(gpus)
-    free = list(range(len(gpus)))
+    # GPUs that may not change take their own layout first.
+    free = sorted(range(len(gpus)), key=lambda i: (not gpus[i].fixed, i))
     rest: list[Layout] = []
     for lay in targets:
         same = next((i for i in free if gpus[i].current == lay), None)
@@ -346,8 +371,12 @@ def _reassign(gpus: Sequence[GpuState], assignment: list[Layout | None]) -> list
             continue
         out[same] = lay
         free.remove(same)
+    free.sort()
     for lay in rest:
-        i = next((i for i in free if gpus[i].new), free[0])
+        fits = [i for i in free if _allowed(gpus[i], lay, True)]
+        if not fits:
+            continue  # no GPU may take it: left uncovered, the shortfall says so
+        i = next((i for i in fits if gpus[i].new), fits[0])
         out[i] = lay
         free.remove(i)
     return out
@@ -404,6 +433,39 @@ def solve_layouts(
     return sol
 
 
+def _single_strategy(
+    model: str,
+    nodes: Sequence[MigNode],
+    gpus: Sequence[GpuState],
+    sol: LayoutSolution,
+    demand: Mapping[str, int],
+    costs: Costs,
+) -> LayoutSolution:
+    """``sol`` with nodes on ``mig.strategy=single`` kept as they are where it mixes profiles.
+
+    The solver keeps each such GPU to one profile; this catches a node whose GPUs would
+    differ from each other, which ``single`` cannot advertise either.
+    """
+    assignment = list(sol.assignment)
+    blocked: list[str] = []
+    k = 0
+    for n in nodes:
+        span = range(k, k + len(n.current))
+        k += len(n.current)
+        if n.strategy != "single":
+            continue
+        tgt = [assignment[i] or n.current[i - span.start] for i in span]
+        if tgt != n.current and needs_mixed_strategy(tgt):
+            blocked.append(n.name)
+            for i in span:
+                assignment[i] = n.current[i - span.start]
+    if not blocked:
+        return sol
+    out = _evaluate(model, gpus, assignment, demand, costs, sol.solver, sol.seconds)
+    out.blocked = blocked
+    return out
+
+
 # --- timing -------------------------------------------------------------------------
 
 
@@ -418,12 +480,30 @@ def quiet_window(load: np.ndarray, width: int, last_start: int) -> int:
 # --- the plan's MIG section ---------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class MigNodeState:
+    """One node of a MIG-managed pool as the cluster shows it (see ``scaler.kube.inventory``)."""
+
+    name: str
+    current: tuple[Layout, ...]
+    """The layout of each GPU now."""
+    mig_config: str | None = None
+    """Its ``nvidia.com/mig.config`` label."""
+    strategy: str | None = None
+    """The GPU Operator's MIG strategy on the node (``single``, ``mixed``); None: unknown."""
+    held: str | None = None
+    """Why its layout must not change now (a change in progress, a layout not understood)."""
+
+
 @dataclass
 class MigNode:
     pool: PoolConfig
     name: str
     current: list[Layout]
     new: bool
+    label: str | None = None
+    strategy: str | None = None
+    held: str | None = None
 
 
 @dataclass
@@ -436,16 +516,74 @@ def mig_pools(config: Config) -> list[PoolConfig]:
     return [p for p in config.pools if p.mig_layouts is not None]
 
 
-def _nodes(pool: PoolConfig, current_nodes: int, target_nodes: int) -> list[MigNode]:
+def configured_nodes(pool: PoolConfig, count: int) -> list[MigNodeState]:
+    """The pool's nodes as the config's ``mig_layouts`` describe them (dry-run without a cluster).
+
+    Named ``<pool>-<i>`` like the in-memory cluster the offline dry-run seeds.
+    """
     specs = list(pool.mig_layouts or ())
     out = []
-    for i in range(max(current_nodes, target_nodes)):
+    for i in range(count):
         spec = specs[i] if i < len(specs) else "whole"
         lay = parse_layout(pool.gpu_model, spec, f"pools[{pool.name}].mig_layouts[{i}]")
-        out.append(
-            MigNode(pool, f"{pool.name}-{i}", [lay] * pool.gpus_per_node, i >= current_nodes)
-        )
+        out.append(MigNodeState(f"{pool.name}-{i}", (lay,) * pool.gpus_per_node))
     return out
+
+
+def _nodes(
+    pool: PoolConfig, known: Sequence[MigNodeState], current_nodes: int, target_nodes: int
+) -> list[MigNode]:
+    shrinking = target_nodes < current_nodes
+    out = [
+        MigNode(
+            pool,
+            n.name,
+            list(n.current),
+            False,
+            n.mig_config,
+            n.strategy,
+            n.held
+            or (
+                f"pool {pool.name} scales down {current_nodes} -> {target_nodes} this cycle; "
+                "its layouts wait until it settles"
+                if shrinking
+                else None
+            ),
+        )
+        for n in known
+    ]
+    # Nodes still to come are named when they join; their layout is set on arrival.
+    for k in range(len(out), target_nodes):
+        whole = [Layout(whole=True)] * pool.gpus_per_node
+        out.append(MigNode(pool, f"{pool.name}-new-{k}", whole, True))
+    return out
+
+
+def resolve_config_name(
+    model: str, per_device: list[Layout], known: Mapping[str, Any] | None
+) -> tuple[str, bool]:
+    """The ``nvidia.com/mig.config`` name for ``per_device``, and whether ``known`` has it.
+
+    An entry of ``known`` (the mig-parted config the MIG manager reads, operator entries
+    included, ``device-filter`` read for ``model``) that gives exactly these layouts is
+    reused by name. Otherwise the name is ``tiercast-`` and a stable name of the layouts,
+    so tiercast's entries never shadow one of the operator's; MIG off everywhere is
+    ``all-disabled``, which every config the operator ships has.
+    """
+    for name in sorted(known or {}):
+        try:
+            got = parse_mig_parted_entry(model, known[name], len(per_device), name)  # type: ignore[index]
+        except BadInputError:
+            continue
+        if [got.get(i) for i in range(len(per_device))] == list(per_device):
+            return name, True
+    base = config_name(per_device)
+    if base == "all-disabled":
+        return base, False  # in every mig-parted config the operator ships
+    name = base if base.startswith("tiercast-") else f"tiercast-{base}"
+    if len(name) > 63:
+        name = config_name([*per_device, Layout()])  # the hashed form
+    return name, False
 
 
 def plan_mig(
@@ -456,11 +594,21 @@ def plan_mig(
     targets: Mapping[str, int] | None = None,
     method: str = "auto",
     stale: set[str] | None = None,
+    node_states: Mapping[str, Sequence[MigNodeState]] | None = None,
+    known_configs: Mapping[str, Any] | None = None,
 ) -> MigPlan:
     """MIG layout actions and the plan's ``mig`` section for every MIG-managed pool.
 
     ``stale`` names signals whose data is stale or missing: the layouts of a GPU model
-    fed by one are held (never re-partitioned on bad data).
+    fed by one are held (never re-partitioned on bad data). ``node_states`` are the
+    pools' real nodes read from the cluster (names, current layouts, MIG strategy, a
+    change in progress); a pool without an entry is read from its ``mig_layouts``
+    (the dry-run without a cluster). ``known_configs`` are the entries of the
+    mig-parted config the MIG manager reads: target layouts already there are named
+    as there, the others get ``tiercast-`` names and their entries in the actions.
+    A pool the tier plan shrinks this cycle keeps its layouts, since which node goes
+    is the provider's choice; a node with ``mig.strategy=single`` only gets layouts of
+    one profile on every GPU.
     """
     pools = mig_pools(config)
     if not pools:
@@ -483,8 +631,16 @@ def plan_mig(
         nodes: list[MigNode] = []
         for p in group:
             current = int(inventory.get(p.name, p.min_nodes))
-            nodes += _nodes(p, current, int(targets.get(p.name, current)))
-        gpus = [GpuState(lay, n.new) for n in nodes for lay in n.current]
+            if node_states is not None and p.name in node_states:
+                known = list(node_states[p.name])
+            else:
+                known = configured_nodes(p, current)
+            nodes += _nodes(p, known, current, int(targets.get(p.name, current)))
+        gpus = [
+            GpuState(lay, n.new, fixed=n.held is not None, single=n.strategy == "single")
+            for n in nodes
+            for lay in n.current
+        ]
         series = demand.get(model, {})
         peak = {p: math.ceil(float(v.max()) - 1e-9) for p, v in series.items()}
         keep_whole = sum(p.mig_whole_gpus for p in group)
@@ -495,7 +651,9 @@ def plan_mig(
         lead_s = max(p.lead_time_s for p in group)
         horizon_h = policy.horizon_s / 3600
         costs = Costs(used_gpu_h=horizon_h, change_gpu_h=change_s / 3600)
-        best = solve_layouts(model, gpus, need, costs, method)
+        best = _single_strategy(
+            model, nodes, gpus, solve_layouts(model, gpus, need, costs, method), need, costs
+        )
         keep = solve_layouts(model, gpus, need, costs, method, allow_changes=False)
         # Load per step (GPU-equivalents), for the quiet window and the coverage deadline.
         w = {p: gpu_fraction(model, p) for p in series}
@@ -556,8 +714,15 @@ def plan_mig(
             ]
             k += len(n.current)
             changed = sum(1 for a, b in zip(n.current, tgt, strict=True) if a != b)
-            cur_name, tgt_name = config_name(n.current), config_name(tgt)
-            configs[tgt_name] = mig_parted_entry(tgt)
+            if changed:
+                tgt_name, in_config = resolve_config_name(model, tgt, known_configs)
+                cur_name = n.label or resolve_config_name(model, n.current, known_configs)[0]
+            else:
+                cur_name = n.label or resolve_config_name(model, n.current, known_configs)[0]
+                tgt_name, in_config = cur_name, n.label is not None
+            entry = mig_parted_entry(tgt)
+            if not in_config:
+                configs[tgt_name] = entry
             labels[n.name] = tgt_name
             pool_nodes.append(
                 {
@@ -568,6 +733,8 @@ def plan_mig(
                     "target": tgt_name,
                     "gpus_changed": changed,
                     "layouts": [lay.spec() for lay in tgt],
+                    "strategy": n.strategy,
+                    "held": n.held,
                 }
             )
             if not changed:
@@ -610,6 +777,9 @@ def plan_mig(
                         "layout": tgt_name,
                         "from": cur_name,
                         "label": {"nvidia.com/mig.config": tgt_name},
+                        "mig_parted_entry": entry,
+                        "in_mig_parted_config": in_config,
+                        "needs_mixed_strategy": needs_mixed_strategy(tgt),
                         "gpus_changed": changed,
                         "window_start": iso(window_at),
                         "window_end": iso(window_end),
@@ -629,6 +799,14 @@ def plan_mig(
             keep_why = f"the pool's GPUs cannot hold it all: short {short}"
         else:
             keep_why = "the layouts cover it"
+        holds = sorted({f"{n.name}: {n.held}" for n in nodes if n.held})
+        if holds:
+            keep_why += "; held: " + "; ".join(holds)
+        if best.blocked:
+            keep_why += (
+                f"; {', '.join(best.blocked)} would need mig.strategy=mixed "
+                "(the GPU Operator's ClusterPolicy has single): not re-partitioned"
+            )
         for p in group:
             if not unchanged[p.name] and any(n.pool is p for n in nodes):
                 continue

@@ -9,7 +9,8 @@ exception chained, so callers report ``NVML_ERROR_IN_USE`` and the like verbatim
 :class:`FakeNvml` models NVML's MIG rules from :mod:`scaler.mig`: profiles a GPU does
 not have are ``NOT_SUPPORTED``, instances need MIG mode (``NOT_SUPPORTED`` without),
 a placement outside the profile's legal starts is ``INVALID_ARGUMENT``, an overlap or
-a full GPU is ``INSUFFICIENT_RESOURCES``, destroying an instance with compute
+a full GPU is ``INSUFFICIENT_RESOURCES`` (so 4g at 0 beside 3g at 4 is created, as on a
+real A100 or H100), possible placements are every legal one whether occupied or not, destroying an instance with compute
 instances or processes on it is ``IN_USE``, and changes without root are
 ``NO_PERMISSION``. Like Karpenter's fake cloud provider it can be told to fail the
 next call of a method.
@@ -260,7 +261,7 @@ class FakeNvml:
                         ComputeInstance(c, s) for c, s in sorted(gi.cis.items())
                     ),
                     memory_used_bytes=used,
-                    memory_total_bytes=p.memory_gb * 2**30,
+                    memory_total_bytes=int(p.memory_gib * 2**30),
                 )
             )
         return out
@@ -287,17 +288,10 @@ class FakeNvml:
 
     def possible_placements(self, index: int, profile: str) -> list[tuple[int, int]]:
         self._enter("possible_placements", index, profile)
-        g = self._gpu(index)
-        p = self._profile(g, profile)
-        if not g.mig:
-            raise nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED, f"GPU {index} is not in MIG mode")
-        current = [Placed(gi.start, gi.profile) for gi in g.gis.values()]
-        # Like NVML, only the placements still free given the instances that exist.
-        return [
-            (s, p.memory_slices)
-            for s in p.starts
-            if is_valid(self._geo(g), [*current, Placed(s, p.name)])
-        ]
+        p = self._profile(self._gpu(index), profile)
+        # Like nvmlDeviceGetGpuInstancePossiblePlacements_v2: every placement of the
+        # profile, occupied or not, MIG on or off; only creation checks for overlap.
+        return list(p.placements)
 
     def _profile(self, g: _FakeGpu, profile: str) -> Any:
         for p in self._geo(g).profiles:
@@ -373,6 +367,8 @@ _GI_PROFILE_CONSTANTS = [
     for n in dir(pynvml)
     if n.startswith("NVML_GPU_INSTANCE_PROFILE_") and n != "NVML_GPU_INSTANCE_PROFILE_COUNT"
 ]
+_ABSENT = {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT}
+"""What NVML answers for a profile the GPU does not have."""
 _CI_PROFILE_BY_SLICES = {
     1: pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
     2: pynvml.NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE,
@@ -416,8 +412,10 @@ class PynvmlBackend:
             for const in _GI_PROFILE_CONSTANTS:
                 try:
                     info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(h, const)
-                except pynvml.NVMLError:
-                    continue  # profile not on this GPU (NOT_SUPPORTED / INVALID_ARGUMENT)
+                except pynvml.NVMLError as exc:
+                    if exc.value in _ABSENT:
+                        continue  # profile not on this GPU
+                    raise NvmlError(exc.value, f"GPU {index} instance profiles") from exc
                 name = _text(info.name).removeprefix("MIG ").strip()
                 infos[name] = info
             self._profiles[index] = infos
@@ -505,7 +503,11 @@ class PynvmlBackend:
                     ctypes.byref(count),
                 )
                 for k in range(count.value):
-                    ci = pynvml.nvmlComputeInstanceGetInfo(arr[k])
+                    ci = self._call(
+                        f"GPU {index} compute instance info",
+                        pynvml.nvmlComputeInstanceGetInfo,
+                        arr[k],
+                    )
                     cis.append(ComputeInstance(int(ci.id), slices))
             used, total = memory.get(int(info.id), (None, None))
             out.append(
@@ -560,10 +562,17 @@ class PynvmlBackend:
     def set_mig_mode(self, index: int, enabled: bool) -> bool:
         h = self._handle(index)
         mode = pynvml.NVML_DEVICE_MIG_ENABLE if enabled else pynvml.NVML_DEVICE_MIG_DISABLE
-        self._call(f"GPU {index} set MIG mode", pynvml.nvmlDeviceSetMigMode, h, mode)
+        # The call succeeds when the request is recorded; whether the mode took effect
+        # is its activation status (an NVML return code) and the current mode.
+        status = self._call(f"GPU {index} set MIG mode", pynvml.nvmlDeviceSetMigMode, h, mode)
         cur, _ = self._call(f"GPU {index} MIG mode", pynvml.nvmlDeviceGetMigMode, h)
         self._profiles.pop(index, None)
-        return cur == mode
+        if cur == mode:
+            return True
+        if status == pynvml.NVML_ERROR_IN_USE:
+            # Not a pending reset: clients (processes, the device plugin, DCGM) hold the GPU.
+            raise nvml_error(status, f"GPU {index} MIG mode change not activated, device not idle")
+        return False
 
     def possible_placements(self, index: int, profile: str) -> list[tuple[int, int]]:
         h = self._handle(index)
@@ -610,13 +619,17 @@ class PynvmlBackend:
             gpu_instance,
         )
         info = self._call("instance info", pynvml.nvmlGpuInstanceGetInfo, gi)
-        slices = int(
-            next(
-                v.sliceCount
-                for v in self._profile_infos(index).values()
-                if int(v.id) == int(info.profileId)
+        found = [
+            int(v.sliceCount)
+            for v in self._profile_infos(index).values()
+            if int(v.id) == int(info.profileId)
+        ]
+        if not found:
+            raise nvml_error(
+                pynvml.NVML_ERROR_NOT_FOUND,
+                f"GPU {index} instance {gpu_instance}: profile {int(info.profileId)} unknown",
             )
-        )
+        slices = found[0]
         ci_info = self._call(
             f"GPU {index} compute profile ({slices} slices)",
             pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo,
@@ -630,7 +643,11 @@ class PynvmlBackend:
             gi,
             ci_info.id,
         )
-        return int(pynvml.nvmlComputeInstanceGetInfo(ci).id)
+        return int(
+            self._call(
+                f"GPU {index} compute instance info", pynvml.nvmlComputeInstanceGetInfo, ci
+            ).id
+        )
 
     def destroy_compute_instance(
         self, index: int, gpu_instance: int, compute_instance: int

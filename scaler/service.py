@@ -151,6 +151,16 @@ class GuardedProvider:
         self.stage = stage
         return inv
 
+    def mig_inventory(self) -> tuple[Any, Any]:
+        """The wrapped provider's MIG nodes and mig-parted entries, when it can read them."""
+        reader = getattr(self.provider, "mig_inventory", None)
+        if not callable(reader):
+            return None, None
+        stage, self.stage = self.stage, "inventory"
+        out = reader()
+        self.stage = stage
+        return out
+
     def apply(self, action: Action) -> ActionResult:
         self.stage = "act"
         if self.stop.is_set():

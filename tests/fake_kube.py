@@ -23,7 +23,13 @@ does:
   API MachineDeployments, sharing the parent's resource version;
 * evictions (``pods/eviction``, ``policy/v1``) that honour PodDisruptionBudgets
   (``minAvailable``/``maxUnavailable``, integers or percentages, over healthy
-  pods): 429 TooManyRequests when a budget would be broken, as the real server;
+  pods, the expected count from the owning controller's scale, not from the pods
+  that exist; pods without a controller only under an integer ``minAvailable``):
+  429 TooManyRequests when a budget would be broken, as the real server;
+* Karpenter v1 NodePools checked against the CRD's rules (required template and
+  ``nodeClassRef``, quantities in ``limits``, unknown fields pruned, the static
+  ``replicas`` rules) with the scale subresource (``.spec.replicas`` /
+  ``.status.nodes``); Cluster API Machines; ConfigMaps; GPU Operator ClusterPolicies;
 * ``dryRun=All`` on writes: validated, answered, not persisted;
 * coordination.k8s.io Leases (leader election), scheduling PriorityClasses,
   policy PDBs, Karpenter NodePools, Namespaces, Nodes and Pods;
@@ -66,6 +72,8 @@ class Resource:
     scale: bool = False
     builtin: bool = True
     """Built-in types take strategic merge patches; custom resources do not."""
+    status_replicas: str = "replicas"
+    """The ``status`` field the scale subresource reports (``nodes`` for a NodePool)."""
 
 
 RESOURCES = [
@@ -79,7 +87,16 @@ RESOURCES = [
     Resource(
         "cluster.x-k8s.io/v1beta1", "machinedeployments", "MachineDeployment", True, True, False
     ),
-    Resource("karpenter.sh/v1", "nodepools", "NodePool", False, builtin=False),
+    Resource("v1", "configmaps", "ConfigMap", True),
+    Resource("apps/v1", "replicasets", "ReplicaSet", True, scale=True),
+    Resource("apps/v1", "statefulsets", "StatefulSet", True, scale=True),
+    Resource("cluster.x-k8s.io/v1beta1", "machines", "Machine", True, builtin=False),
+    # Karpenter v1.8+: static NodePools scale through .spec.replicas / .status.nodes.
+    Resource(
+        "karpenter.sh/v1", "nodepools", "NodePool", False, True, False, status_replicas="nodes"
+    ),
+    Resource("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False, builtin=False),
+    Resource("events.k8s.io/v1", "events", "Event", True),
 ]
 _BY_PATH = {(r.api, r.plural): r for r in RESOURCES}
 
@@ -345,7 +362,113 @@ def _validate_labels(labels: Any) -> None:
             )
 
 
-def _validate(res: Resource, obj: dict[str, Any]) -> None:
+_QUANTITY = re.compile(
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_NODE_POOL_SPEC = {"template", "disruption", "limits", "weight", "replicas"}
+_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
+
+
+def _invalid(name: str, field: str, why: str) -> ApiError:
+    return ApiError(422, "Invalid", f'NodePool.karpenter.sh "{name}" is invalid: {field}: {why}')
+
+
+def _validate_node_pool(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """The rules of Karpenter's v1 NodePool CRD that tiercast's writes can meet.
+
+    From the CRD's schema (``karpenter.sh_nodepools.yaml``, karpenter.sh/v1): required
+    ``spec.template.spec.nodeClassRef`` (``group``, ``kind``, ``name``) and
+    ``requirements`` (known operators); ``limits`` values are integers or quantity
+    strings; ``weight`` 1..100; unknown ``spec`` fields are pruned, as a structural schema
+    does. From the static-capacity additions (v1.8, alpha): ``replicas`` is an integer
+    >= 0, a NodePool cannot move between static (``replicas`` set) and dynamic, and a
+    static NodePool takes no ``weight`` and no ``limits`` but ``nodes``.
+    """
+    name = obj["metadata"].get("name", "")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise _invalid(name, "spec", "Required value")
+    for k in [k for k in spec if k not in _NODE_POOL_SPEC]:
+        del spec[k]
+    tmpl = (spec.get("template") or {}).get("spec")
+    if not isinstance(tmpl, dict):
+        raise _invalid(name, "spec.template.spec", "Required value")
+    ref = tmpl.get("nodeClassRef")
+    if not isinstance(ref, dict):
+        raise _invalid(name, "spec.template.spec.nodeClassRef", "Required value")
+    for k in ("group", "kind", "name"):
+        if not isinstance(ref.get(k), str) or not ref[k]:
+            raise _invalid(name, f"spec.template.spec.nodeClassRef.{k}", "Required value")
+    reqs = tmpl.get("requirements")
+    if not isinstance(reqs, list):
+        raise _invalid(name, "spec.template.spec.requirements", "Required value")
+    for i, r in enumerate(reqs):
+        if not isinstance(r, dict) or not isinstance(r.get("key"), str):
+            raise _invalid(name, f"spec.template.spec.requirements[{i}].key", "Required value")
+        if r.get("operator") not in _OPERATORS:
+            raise _invalid(
+                name,
+                f"spec.template.spec.requirements[{i}].operator",
+                f'Unsupported value: "{r.get("operator")}"',
+            )
+    limits = spec.get("limits")
+    if limits is not None:
+        if not isinstance(limits, dict):
+            raise _invalid(name, "spec.limits", "must be of type object")
+        for k, v in limits.items():
+            ok = (isinstance(v, int) and not isinstance(v, bool)) or (
+                isinstance(v, str) and _QUANTITY.match(v)
+            )
+            if not ok:
+                raise _invalid(name, f"spec.limits.{k}", f"Invalid value: {v!r}: a quantity")
+    weight = spec.get("weight")
+    if weight is not None and (not isinstance(weight, int) or not 1 <= weight <= 100):
+        raise _invalid(name, "spec.weight", "should be between 1 and 100")
+    static = "replicas" in spec
+    if old is not None and static != ("replicas" in (old.get("spec") or {})):
+        raise _invalid(
+            name,
+            "spec",
+            "Invalid value: Cannot transition NodePool between static (spec.replicas) "
+            "and dynamic provisioning",
+        )
+    if static and weight is not None:
+        raise _invalid(name, "spec", "'weight' is not supported on static NodePools")
+    if static and limits and set(limits) != {"nodes"}:
+        raise _invalid(name, "spec", "only 'limits.nodes' is supported on static NodePools")
+
+
+_MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def _validate_event(obj: dict[str, Any]) -> None:
+    """events.k8s.io/v1 validation of a new Event, as the API server applies it."""
+    name = obj["metadata"].get("name", "")
+
+    def bad(field: str, why: str) -> ApiError:
+        return ApiError(422, "Invalid", f'Event.events.k8s.io "{name}" is invalid: {field}: {why}')
+
+    if not isinstance(obj.get("eventTime"), str) or not _MICRO_TIME.match(obj["eventTime"]):
+        raise bad("eventTime", "Required value (a MicroTime)")
+    for k, limit in (
+        ("reportingController", 253),
+        ("reportingInstance", 128),
+        ("action", 128),
+        ("reason", 128),
+    ):
+        v = obj.get(k)
+        if not isinstance(v, str) or not v or len(v) > limit:
+            raise bad(k, f"Required value, at most {limit} characters")
+    if obj.get("type") not in ("Normal", "Warning"):
+        raise bad("type", 'Unsupported value: must be "Normal" or "Warning"')
+    if len(obj.get("note") or "") > 1024:
+        raise bad("note", "Too long: may not be more than 1024 bytes")
+    regarding = obj.get("regarding") or {}
+    if not regarding.get("kind") or not regarding.get("name"):
+        raise bad("regarding", "Required value")
+
+
+def _validate(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
     meta = obj.get("metadata") or {}
     name = meta.get("name")
     if not isinstance(name, str) or not name or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
@@ -380,6 +503,16 @@ def _validate(res: Resource, obj: dict[str, Any]) -> None:
                 "Invalid",
                 f'PriorityClass "{name}" is invalid: value: must be an integer no greater than 1000000000',
             )
+    if res.kind == "NodePool":
+        _validate_node_pool(obj, old)
+    if res.kind == "Event":
+        _validate_event(obj)
+    if res.kind == "ConfigMap":
+        data = obj.get("data") or {}
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise ApiError(
+                422, "Invalid", f'ConfigMap "{name}" is invalid: data: values must be strings'
+            )
     if res.kind == "Deployment":
         selector = (spec.get("selector") or {}).get("matchLabels") or {}
         labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
@@ -403,6 +536,8 @@ class FakeKube:
         self.faults: list[Fault] = []
         self.requests: list[Request] = []
         self.hooks: list[Callable[[FakeKube, Request], None]] = []
+        self.without_scale: set[str] = set()
+        """Plurals served without a scale subresource (a NodePool CRD before Karpenter v1.8)."""
         self._server: ThreadingHTTPServer | None = None
         for ns in ("default", "kube-system", "tiercast-system"):
             self.create(
@@ -613,8 +748,8 @@ class FakeKube:
         obj = self._object(p)
         if p.sub is None:
             return obj
-        if p.sub == "scale" and p.res.scale:
-            return _scale(obj)
+        if p.sub == "scale" and p.res.scale and p.res.plural not in self.without_scale:
+            return _scale(obj, p.res)
         if p.sub == "status":
             return obj
         raise ApiError(
@@ -714,7 +849,7 @@ class FakeKube:
             if k in old_meta:
                 new_meta[k] = old_meta[k]
         new["apiVersion"], new["kind"] = p.res.api, p.res.kind
-        _validate(p.res, new)
+        _validate(p.res, new, old)
         if new == old:
             return copy.deepcopy(
                 old
@@ -730,7 +865,7 @@ class FakeKube:
     def _put(self, p: _Path, body: Any, query: dict[str, str]) -> dict[str, Any]:
         old = self._object(p)
         if p.sub == "scale":
-            if not p.res.scale:
+            if not p.res.scale or p.res.plural in self.without_scale:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return self._put_scale(p, old, body, query)
         if p.sub is not None:
@@ -751,9 +886,9 @@ class FakeKube:
                 f'Scale "{p.name}" is invalid: spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0',
             )
         new = copy.deepcopy(old)
-        new["spec"]["replicas"] = replicas
+        new.setdefault("spec", {})["replicas"] = replicas
         new["metadata"]["resourceVersion"] = (body.get("metadata") or {}).get("resourceVersion")
-        return _scale(self._store_update(p, old, new, query))
+        return _scale(self._store_update(p, old, new, query), p.res)
 
     def _patch(
         self, p: _Path, body: Any, content_type: str | None, query: dict[str, str]
@@ -761,7 +896,7 @@ class FakeKube:
         old = self._object(p)
         if p.sub is not None and not (p.sub == "scale" and p.res.scale) and p.sub != "status":
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        base = _scale(old) if p.sub == "scale" else old
+        base = _scale(old, p.res) if p.sub == "scale" else old
         if content_type == "application/merge-patch+json":
             new = merge_patch(base, body)
         elif content_type == "application/strategic-merge-patch+json":
@@ -824,8 +959,16 @@ class FakeKube:
                 and _selector_obj_matches(selector, o["metadata"].get("labels") or {})
             ]
             healthy = sum(1 for o in matching if _healthy(o))
-            expected = len(matching)
             spec = pdb["spec"]
+            expected = self._expected_pods(p.namespace, matching, spec)
+            if expected is None:
+                # The disruption controller cannot size the budget: it allows no disruption.
+                raise ApiError(
+                    429,
+                    "TooManyRequests",
+                    f"Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {pdb['metadata']['name']} does not allow disruptions: its expected pod count is unknown (a pod without a scalable controller)",
+                    retry_after=10,
+                )
             if "minAvailable" in spec:
                 need = _int_or_percent(spec["minAvailable"], expected, round_up=True)
             else:
@@ -848,6 +991,40 @@ class FakeKube:
             "status": "Success",
             "code": 201,
         }
+
+    def _expected_pods(
+        self, namespace: str | None, matching: list[dict[str, Any]], spec: dict[str, Any]
+    ) -> int | None:
+        """The budget's expected pod count, as the disruption controller computes it.
+
+        Pods with a controller count as that controller's scale (``spec.replicas``),
+        whatever pods exist now; pods without one count themselves, and only for an
+        integer ``minAvailable`` (None, no disruption allowed, otherwise).
+        """
+        owners: set[tuple[str, str]] = set()
+        bare = 0
+        for o in matching:
+            refs = o["metadata"].get("ownerReferences") or []
+            ref = next((r for r in refs if r.get("controller")), None)
+            if ref is None:
+                bare += 1
+            else:
+                owners.add((ref["kind"], ref["name"]))
+        integer_min = "minAvailable" in spec and not str(spec["minAvailable"]).endswith("%")
+        if bare and not integer_min:
+            return None
+        total = bare
+        for kind, name in sorted(owners):
+            res = next((r for r in RESOURCES if r.kind == kind and r.scale), None)
+            obj = (
+                None
+                if res is None
+                else self.state.objects.get((res.api, res.plural, namespace, name))
+            )
+            if obj is None:
+                return None
+            total += int((obj.get("spec") or {}).get("replicas", 1))
+        return total
 
 
 def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
@@ -885,7 +1062,7 @@ def _selector_obj_matches(selector: dict[str, Any], labels: dict[str, str]) -> b
     return True
 
 
-def _scale(obj: dict[str, Any]) -> dict[str, Any]:
+def _scale(obj: dict[str, Any], res: Resource) -> dict[str, Any]:
     meta = obj["metadata"]
     return {
         "apiVersion": "autoscaling/v1",
@@ -897,7 +1074,7 @@ def _scale(obj: dict[str, Any]) -> dict[str, Any]:
             "uid": meta.get("uid"),
         },
         "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
-        "status": {"replicas": (obj.get("status") or {}).get("replicas", 0)},
+        "status": {"replicas": (obj.get("status") or {}).get(res.status_replicas, 0)},
     }
 
 
@@ -977,11 +1154,18 @@ def pod(
     labels: dict[str, str] | None = None,
     gpus: int = 0,
     owner_kind: str | None = None,
+    owner_name: str = "owner",
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
     if owner_kind:
         meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": owner_kind, "name": "owner", "uid": "1"}
+            {
+                "apiVersion": "apps/v1",
+                "kind": owner_kind,
+                "name": owner_name,
+                "uid": "1",
+                "controller": True,
+            }
         ]
     container: dict[str, Any] = {"name": "main", "image": "serve:1"}
     if gpus:
@@ -992,4 +1176,32 @@ def pod(
         "metadata": meta,
         "spec": {"nodeName": node, "containers": [container]},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def node_pool(name: str, **spec: Any) -> dict[str, Any]:
+    """A Karpenter v1 NodePool that the CRD admits, with ``spec`` fields added (``replicas=2``)."""
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.k8s.aws",
+                        "kind": "EC2NodeClass",
+                        "name": "gpu",
+                    },
+                    "requirements": [
+                        {
+                            "key": "node.kubernetes.io/instance-type",
+                            "operator": "In",
+                            "values": ["p5.48xlarge"],
+                        }
+                    ],
+                }
+            },
+            **spec,
+        },
     }

@@ -108,9 +108,15 @@ def test_fake_enforces_nvml_placement_rules() -> None:
         code(fake.create_gpu_instance, 0, "4g.40gb", 0) == pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
     )
     assert (
-        code(fake.create_gpu_instance, 0, "3g.40gb", 4) == pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+        code(fake.create_gpu_instance, 0, "3g.40gb", 0) == pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
     )
-    assert fake.possible_placements(0, "2g.20gb") == [(4, 2)]
+    # NVML creates 3g at slice 4 beside 4g at 0; possible placements ignore occupancy.
+    three = fake.create_gpu_instance(0, "3g.40gb", 4)
+    assert fake.possible_placements(0, "2g.20gb") == [(0, 2), (2, 2), (4, 2)]
+    assert code(fake.create_gpu_instance, 0, "1g.10gb", 6) == (
+        pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+    )
+    fake.destroy_gpu_instance(0, three)
     fake.create_compute_instance(0, gi)
     assert code(fake.destroy_gpu_instance, 0, gi) == pynvml.NVML_ERROR_IN_USE
     fake.add_process(0, pid=7, gpu_instance=gi)
@@ -178,4 +184,8 @@ def test_daemonset_manifest_is_valid() -> None:
     doc = yaml.safe_load((REPO / "deploy" / "base" / "node-agent-daemonset.yaml").read_text())
     kubernetes_validate.validate(doc, "1.31", strict=True)
     args = doc["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[0] == "agent" and "--from-annotation" in args
+    assert args[0] == "agent" and not any("annotation" in a for a in args)
+    env = {
+        e["name"]: e.get("value") for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"

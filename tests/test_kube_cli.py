@@ -60,7 +60,20 @@ def fake() -> Iterator[FakeKube]:
         },
     )
     for name in ("md-a", "md-b"):
-        f.create("/api/v1/nodes", gpu_node(name, {"cluster.x-k8s.io/deployment-name": "gpu-md"}))
+        # Cluster API labels the Machine; its status.nodeRef names the Node.
+        f.create(
+            "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machines",
+            {
+                "apiVersion": "cluster.x-k8s.io/v1beta1",
+                "kind": "Machine",
+                "metadata": {
+                    "name": f"gpu-md-{name}",
+                    "labels": {"cluster.x-k8s.io/deployment-name": "gpu-md"},
+                },
+                "status": {"nodeRef": {"kind": "Node", "name": name}},
+            },
+        )
+        f.create("/api/v1/nodes", gpu_node(name, {}))
     yield f
     f.stop()
 
@@ -101,10 +114,13 @@ def test_live_run_scales_once_and_a_second_run_changes_nothing(
     replicas = fake.get(MD)["spec"]["replicas"]
     assert replicas > 2  # 40-45 GPUs of demand need more than two 8-GPU nodes
     assert f"PUT {MD}/scale" in out
-    assert [(r.method, r.path) for r in fake.writes()] == [("PUT", f"{MD}/scale")]
+    assert [(r.method, r.path) for r in fake.writes()] == [
+        ("PUT", f"{MD}/scale"),
+        ("POST", "/apis/events.k8s.io/v1/namespaces/default/events"),  # on the MachineDeployment
+    ]
     # No machine controller in the fake: still two nodes, the same plan, nothing to write.
     assert main(argv) == 0
-    assert len(fake.writes()) == 1 and fake.get(MD)["spec"]["replicas"] == replicas
+    assert len(fake.writes()) == 2 and fake.get(MD)["spec"]["replicas"] == replicas
 
 
 def test_server_dry_run_against_the_cluster_persists_nothing(

@@ -59,6 +59,12 @@ def test_documented_defaults_are_pinned() -> None:
         900,
         5,
     )
+    assert (k.gpu_operator_namespace, k.cluster_policy, k.mig_config_sync_s, k.events) == (
+        "gpu-operator",
+        "cluster-policy",
+        90,
+        True,
+    )
     p = PlaceholderProviderConfig(kind="placeholder")
     assert (p.namespace, p.priority_class, p.priority, p.gpus_per_pod, p.image) == (
         "tiercast-system",

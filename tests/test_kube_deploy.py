@@ -22,10 +22,11 @@ from yamllint.config import YamlLintConfig
 
 from scaler.config import parse_config
 from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
-from scaler.kube.providers import KubeProvider
+from scaler.kube.providers import SEEDED_CONFIG, KubeProvider
 from scaler.kube.transport import RetryPolicy, Session, connect
 from tests.conftest import REPO
 from tests.fake_kube import FakeKube, kubeconfig_for, pod, start_fake
+from tests.gpu_operator import seed_operator_cluster
 from tests.test_kube_mig import MigManager
 from tests.test_kube_providers import HOLD, Clock, action, make_config, seed
 
@@ -168,7 +169,14 @@ def documented_grants() -> set[Grant]:
 def test_rbac_grants_exactly_the_documented_list() -> None:
     grants = manifest_grants()
     assert all("*" not in "".join(g) for g in grants)
-    assert not {g for g in grants if g[3] in ("secrets", "configmaps")}
+    assert not {g for g in grants if g[3] == "secrets"}
+    # ConfigMaps and the ClusterPolicy: only the named objects, never a list or a write
+    # to any other.
+    rules = [r for d in documents() if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+    for rule in rules:
+        if set(rule["resources"]) & {"configmaps", "clusterpolicies"}:
+            assert rule.get("resourceNames") in ([SEEDED_CONFIG], ["cluster-policy"]), rule
+            assert "list" not in rule["verbs"] and "create" not in rule["verbs"]
     assert grants == documented_grants()
     accounts = {d["metadata"]["name"] for d in documents() if d["kind"] == "ServiceAccount"}
     assert {g[0] for g in grants} <= accounts
@@ -213,6 +221,7 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
         ),
     )
     fake.create("/api/v1/namespaces/default/pods", pod("embed-0", "default", "md-a", gpus=1))
+    seed_operator_cluster(fake, config_map=SEEDED_CONFIG)
     fake.hooks.append(MigManager("success"))
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
@@ -226,9 +235,13 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
         action("spot", 1, 2),
         action("hold", 2, 3),
         action("capi", 3, 3, decision="relayout", kind="mig-layout",
-               details={"node": "md-a", "mig_config": "all-1g.10gb"}),
+               details={"node": "md-a", "layout": "tiercast-all-7g.80gb",
+                        "mig_parted_entry": [{"devices": "all", "mig-enabled": True,
+                                              "mig-devices": {"7g.80gb": 1}}]}),
     ]  # fmt: skip
-    assert all(provider.apply(a).outcome == "applied" for a in plan)
+    results = [provider.apply(a) for a in plan]
+    outcomes = [r.outcome for r in results]
+    assert outcomes == ["applied", "accepted", "accepted", "applied", "applied"], results
     # Template drift (an older tiercast's placeholders): the Deployment is patched.
     fake.mutate(
         HOLD, lambda o: o["metadata"]["annotations"].update({"tiercast.io/template-hash": "old"})
@@ -239,6 +252,8 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
     used: set[Grant] = set()
     for r in fake.requests:
         ns, group, resource, verb = required_grant(r.method, r.path)
+        if resource in ("configmaps", "clusterpolicies"):
+            assert r.path.rsplit("/", 1)[-1] in (SEEDED_CONFIG, "cluster-policy"), r.path
         cluster = ("tiercast", "cluster", group, resource, verb)
         namespaced = ("tiercast", ns or "", group, resource, verb)
         if cluster in grants:

@@ -7,15 +7,17 @@ semantics, the scale subresource, PDB-guarded evictions, Leases).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from tests.fake_kube import FakeKube, gpu_node, kubeconfig_for, pod, start_fake
+from tests.fake_kube import ApiError, FakeKube, gpu_node, kubeconfig_for, node_pool, pod, start_fake
 
 
 @pytest.fixture
@@ -122,15 +124,7 @@ def test_merge_and_strategic_patches_on_labels(api: client.ApiClient) -> None:
 
 
 def test_strategic_merge_is_refused_for_custom_resources(fake: FakeKube) -> None:
-    fake.create(
-        "/apis/karpenter.sh/v1/nodepools",
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": {"name": "gpu"},
-            "spec": {},
-        },
-    )
+    fake.create("/apis/karpenter.sh/v1/nodepools", node_pool("gpu", replicas=1))
     code, body, _ = fake.handle(
         "PATCH",
         "/apis/karpenter.sh/v1/nodepools/gpu",
@@ -146,7 +140,7 @@ def test_strategic_merge_is_refused_for_custom_resources(fake: FakeKube) -> None
         b'{"spec": {"replicas": 2}}',
         "Bearer fake-kube-token",
     )
-    assert code == 200 and body["spec"] == {"replicas": 2}
+    assert code == 200 and body["spec"]["replicas"] == 2
 
 
 def test_scale_subresource_shares_the_parent_version(api: client.ApiClient) -> None:
@@ -242,3 +236,96 @@ def test_injected_faults(fake: FakeKube) -> None:
     fake.inject("timeout", times=1, delay_s=0.01)
     code, _, _ = fake.handle("GET", "/api/v1/nodes", None, b"", auth)
     assert code == 0  # the connection is dropped without an answer
+
+
+def _patch(fake: FakeKube, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    code, answer, _ = fake.handle(
+        "PATCH",
+        path,
+        "application/merge-patch+json",
+        json.dumps(body).encode(),
+        "Bearer fake-kube-token",
+    )
+    return code, answer
+
+
+def test_node_pool_writes_meet_the_karpenter_crd_rules(fake: FakeKube) -> None:
+    pools = "/apis/karpenter.sh/v1/nodepools"
+    with pytest.raises(ApiError, match=r"spec\.template\.spec: Required"):
+        fake.create(pools, {**node_pool("bare"), "spec": {"limits": {"nvidia.com/gpu": "8"}}})
+    fake.create(pools, node_pool("dyn", limits={"nvidia.com/gpu": "8"}))
+    fake.create(pools, node_pool("static", replicas=2))
+    for path, body, why in (
+        (f"{pools}/dyn", {"spec": {"limits": {"nvidia.com/gpu": "eight"}}}, "quantity"),
+        (f"{pools}/dyn", {"spec": {"replicas": 3}}, "Cannot transition"),
+        (f"{pools}/static", {"spec": {"replicas": None}}, "Cannot transition"),
+        (f"{pools}/static", {"spec": {"replicas": -1}}, "greater than or equal to 0"),
+        (f"{pools}/static", {"spec": {"limits": {"nvidia.com/gpu": "8"}}}, "limits.nodes"),
+        (f"{pools}/static", {"spec": {"weight": 10}}, "weight"),
+    ):
+        code, answer = _patch(fake, path, body)
+        assert code == 422 and why in answer["message"], (body, answer)
+    # Unknown spec fields are pruned, as a structural schema does, not stored.
+    code, answer = _patch(fake, f"{pools}/static", {"spec": {"nodes": 4}})
+    assert code == 200 and "nodes" not in answer["spec"]
+    # The scale subresource: .spec.replicas, status from .status.nodes.
+    fake.mutate(f"{pools}/static", lambda o: o.setdefault("status", {}).update({"nodes": 1}))
+    scale = fake.get(f"{pools}/static/scale")
+    assert scale["spec"]["replicas"] == 2 and scale["status"]["replicas"] == 1
+    code, answer = _patch(fake, f"{pools}/dyn/scale", {"spec": {"replicas": 2}})
+    assert code == 422 and "Cannot transition" in answer["message"]
+
+
+def test_budgets_count_the_owners_scale_not_the_pods_that_exist(fake: FakeKube) -> None:
+    fake.create(
+        "/apis/apps/v1/namespaces/default/replicasets",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web-rs"},
+            "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    for i in range(3):  # the fourth replica is pending elsewhere
+        fake.create(
+            "/api/v1/namespaces/default/pods",
+            pod(
+                f"web-{i}",
+                "default",
+                "n1",
+                {"app": "web"},
+                owner_kind="ReplicaSet",
+                owner_name="web-rs",
+            ),
+        )
+    fake.create(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-0"}}
+    code, answer, _ = fake.handle(
+        "POST",
+        "/api/v1/namespaces/default/pods/web-0/eviction",
+        "application/json",
+        json.dumps(body).encode(),
+        "Bearer fake-kube-token",
+    )
+    # Expected 4 (the ReplicaSet's scale), 3 healthy, 3 needed: counting the pods (3)
+    # would have allowed it.
+    assert code == 429 and "needs 3 healthy pods and has 3" in answer["message"]
+    # A pod without a controller under maxUnavailable: the budget allows nothing.
+    fake.create("/api/v1/namespaces/default/pods", pod("bare", "default", "n1", {"app": "web"}))
+    body["metadata"]["name"] = "bare"
+    code, answer, _ = fake.handle(
+        "POST",
+        "/api/v1/namespaces/default/pods/bare/eviction",
+        "application/json",
+        json.dumps(body).encode(),
+        "Bearer fake-kube-token",
+    )
+    assert code == 429 and "expected pod count is unknown" in answer["message"]

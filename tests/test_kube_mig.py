@@ -17,8 +17,10 @@ import yaml
 from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
 from scaler.kube.providers import CORDONED_BY, KubeProvider
 from scaler.kube.transport import ClientTransport, RetryPolicy, Session, connect
+from scaler.mig import Layout
 from scaler.plans import Action
 from tests.fake_kube import FakeKube, Request, gpu_node, kubeconfig_for, pod, start_fake
+from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS, mig_config_map, seed_operator_cluster
 from tests.test_kube_providers import Clock, action, make_config, seed
 
 NODE = "/api/v1/nodes/md-a"
@@ -56,6 +58,7 @@ def _set_state(fake: FakeKube, node: str, state: str) -> None:
 def fake() -> Iterator[FakeKube]:
     f = start_fake()
     seed(f)
+    seed_operator_cluster(f)
     f.mutate(
         NODE,
         lambda o: o["metadata"]["labels"].update(
@@ -122,14 +125,19 @@ def test_relabel_reaches_success_then_uncordons(fake: FakeKube, provider: KubePr
         ("POST", "eviction"),  # the workload pod; the DaemonSet pod stays
         ("PATCH", "md-a"),  # relabel, dropping the stale state label
         ("PATCH", "md-a"),  # uncordon
+        ("POST", "events"),  # one Event on the node, with the action's reason
     ]
+    event = next(c for c in result.calls if c["path"].endswith("/events"))["body"]
+    assert event["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": "md-a"}
+    assert (event["reason"], event["action"], event["type"]) == ("MigRelayout", "Relabel", "Normal")
+    assert event["note"].startswith("test -> applied: node md-a")
     relabel = [c for c in result.calls if c["verb"] == "PATCH"][1]
     assert relabel["body"] == {"metadata": {"labels": {MIG_CONFIG: "all-1g.10gb", MIG_STATE: None}}}
     assert fake.exists("/api/v1/namespaces/kube-system/pods/dcgm-x")
     assert not fake.exists("/api/v1/namespaces/default/pods/embed-0")
     again = provider.apply(relayout())
     assert "no change" in again.message
-    assert [c["verb"] for c in again.calls] == ["GET"]
+    assert {c["verb"] for c in again.calls} == {"GET"}
 
 
 def test_relabel_that_fails_restores_the_label_and_uncordons(
@@ -210,17 +218,20 @@ def test_dry_run_lists_the_relabel_and_the_wait() -> None:
     from scaler.kube.providers import build_provider
 
     provider = build_provider(make_config(), dry_run=True)
-    provider.session.transport.add(
+    store = provider.session.transport
+    store.add(  # type: ignore[attr-defined]
         NODE,
         gpu_node(
-            "md-a",
-            {
-                "cluster.x-k8s.io/deployment-name": "gpu-md",
-                MIG_CONFIG: "all-disabled",
-                MIG_STATE: "success",
-            },
+            "md-a", {"tiercast.io/pool": "capi", MIG_CONFIG: "all-disabled", MIG_STATE: "success"}
         ),
-    )  # type: ignore[attr-defined]
+    )
+    fake = FakeKube()
+    seed_operator_cluster(fake)
+    for path in (
+        CLUSTER_POLICY,
+        f"/api/v1/namespaces/{OPERATOR_NS}/configmaps/custom-mig-parted-config",
+    ):
+        store.add(path, fake.get(path))  # type: ignore[attr-defined]
     result = provider.apply(relayout())
     assert result.outcome == "recorded"
     assert [c["verb"] for c in result.calls if c["verb"] != "GET"] == [
@@ -229,3 +240,123 @@ def test_dry_run_lists_the_relabel_and_the_wait() -> None:
         "WAIT",
         "PATCH",
     ]
+
+
+# ---- the mig-parted ConfigMap the ClusterPolicy names ---------------------------------------
+
+MIXED = [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "2g.20gb": 2}}]
+CONFIG_MAP = f"/api/v1/namespaces/{OPERATOR_NS}/configmaps/custom-mig-parted-config"
+
+
+def planned(name: str = "tiercast-all-3g.40gb-2x2g.20gb", entry: object = MIXED) -> Action:
+    return action(
+        "capi",
+        2,
+        2,
+        decision="relayout",
+        kind="mig-layout",
+        details={"node": "md-a", "layout": name, "mig_parted_entry": entry},
+    )
+
+
+def test_a_new_layout_is_added_to_the_configmap_then_applied(
+    fake: FakeKube, provider: KubeProvider, clock: Clock
+) -> None:
+    from tests.gpu_operator import MigManager as OperatorMigManager
+    from tests.gpu_operator import default_mig_parted_config
+
+    manager = OperatorMigManager("H100-80GB", gpus=8)
+    fake.hooks.append(manager)
+    result = provider.apply(planned())
+    assert result.outcome == "applied", result.message
+    writes = [(c["verb"], c["path"]) for c in result.calls if c["verb"] != "GET"]
+    assert writes[0] == ("PATCH", CONFIG_MAP)  # before any cordon
+    # Merged: every operator entry kept as it was, tiercast's added under its own name.
+    configs = mig_config_map(fake)["mig-configs"]
+    operator = default_mig_parted_config()["mig-configs"]
+    assert {k: configs[k] for k in operator} == operator
+    assert configs["tiercast-all-3g.40gb-2x2g.20gb"] == MIXED
+    # The kubelet's refresh of the mounted copy is waited out before the relabel.
+    assert 90 in clock.slept
+    assert manager.applied == [("md-a", "tiercast-all-3g.40gb-2x2g.20gb")]
+    alloc = fake.get(NODE)["status"]["allocatable"]
+    assert alloc["nvidia.com/mig-3g.40gb"] == "8" and alloc["nvidia.com/mig-2g.20gb"] == "16"
+    # A second run finds the entry and the label: nothing written.
+    before = len(fake.writes())
+    assert "no change" in provider.apply(planned()).message
+    assert len(fake.writes()) == before
+
+
+def test_the_operators_own_configmap_is_never_edited(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    fake.mutate(
+        CLUSTER_POLICY,
+        lambda o: o["spec"]["migManager"]["config"].update(name="default-mig-parted-config"),
+    )
+    seed_operator_cluster_copy(fake, "default-mig-parted-config")
+    result = provider.apply(planned())
+    assert result.outcome == "failed" and "rewrites" in result.message
+    assert not fake.writes() and node_state(fake)[:3] == ("all-disabled", "success", False)
+    # A name already there is applied as it is.
+    fake.hooks.append(MigManager("success"))
+    assert provider.apply(relayout("all-3g.40gb")).outcome == "applied"
+
+
+def seed_operator_cluster_copy(fake: FakeKube, name: str) -> None:
+    cm = fake.get(CONFIG_MAP)
+    cm["metadata"] = {"name": name}
+    fake.create(f"/api/v1/namespaces/{OPERATOR_NS}/configmaps", cm)
+
+
+def test_a_name_with_other_content_or_no_operator_is_refused(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    other = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}]
+    result = provider.apply(planned("all-1g.10gb", other))
+    assert result.outcome == "failed" and "never replaces" in result.message
+    fake.delete_object(CLUSTER_POLICY)
+    result = provider.apply(planned())
+    assert result.outcome == "failed" and "GPU Operator installed" in result.message
+    assert not fake.writes()
+
+
+def test_a_mixed_layout_is_refused_under_the_single_strategy(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    fake.mutate(CLUSTER_POLICY, lambda o: o["spec"]["mig"].update(strategy="single"))
+    step = planned()
+    step.details["needs_mixed_strategy"] = True
+    result = provider.apply(step)
+    assert result.outcome == "failed" and "mig.strategy=mixed" in result.message
+    assert not fake.writes()
+
+
+def test_mig_inventory_covers_the_pools_this_provider_acts_on() -> None:
+    from scaler.config import parse_config
+    from scaler.kube.providers import build_provider
+
+    pool = {"tier": "reserved", "gpu_model": "A100-80GB", "gpus_per_node": 2}
+    cfg = parse_config(
+        {
+            "signals": [{"name": "s"}],
+            "workloads": [
+                {"name": "w", "signal": "s", "gpu_model": "A100", "units_per_replica": 1}
+            ],
+            "pools": [
+                {**pool, "name": "rec", "price_per_gpu_hour": 1.0, "current_nodes": 1,
+                 "mig_layouts": ["1g.10gb:7"]},
+                {**pool, "name": "md", "price_per_gpu_hour": 1.0, "current_nodes": 2,
+                 "mig_layouts": ["3g.40gb:2", "whole"],
+                 "provider": {"kind": "cluster-api", "machine_deployment": "md"}},
+            ],
+        }
+    )  # fmt: skip
+    # The offline dry-run seeds a GPU Operator cluster from mig_layouts and reads it back.
+    states, known = build_provider(cfg, dry_run=True).mig_inventory()
+    assert states is not None and known is not None
+    assert set(states) == {"md"}  # the recording pool keeps its configured layouts
+    (a, b) = states["md"]
+    assert (a.name, a.mig_config, a.held) == ("md-0", "tiercast-all-2x3g.40gb", None)
+    assert a.current[0].count("3g.40gb") == 2 and b.current == (Layout(whole=True),) * 2
+    assert b.mig_config == "all-disabled" and a.mig_config in known

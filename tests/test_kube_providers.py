@@ -18,7 +18,15 @@ from scaler.config import Config, parse_config
 from scaler.kube.providers import KubeProvider, build_provider
 from scaler.kube.transport import ClientTransport, RetryPolicy, Session, connect
 from scaler.plans import Action
-from tests.fake_kube import FakeKube, Request, gpu_node, kubeconfig_for, pod, start_fake
+from tests.fake_kube import (
+    FakeKube,
+    Request,
+    gpu_node,
+    kubeconfig_for,
+    node_pool,
+    pod,
+    start_fake,
+)
 
 MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/gpu-md"
 STATIC = "/apis/karpenter.sh/v1/nodepools/gpu-static"
@@ -103,22 +111,32 @@ def seed(fake: FakeKube) -> None:
             "spec": {"replicas": 2, "clusterName": "c1"},
         },
     )
+    # Cluster API labels Machines, not Nodes: a Machine's status.nodeRef names its Node.
+    for machine, node in (("gpu-md-x1", "md-a"), ("gpu-md-x2", "md-b")):
+        fake.create(
+            "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machines",
+            {
+                "apiVersion": "cluster.x-k8s.io/v1beta1",
+                "kind": "Machine",
+                "metadata": {
+                    "name": machine,
+                    "labels": {"cluster.x-k8s.io/deployment-name": "gpu-md"},
+                },
+                "spec": {"clusterName": "c1"},
+                "status": {"nodeRef": {"kind": "Node", "name": node}},
+            },
+        )
     for name, spec in (
         ("gpu-static", {"replicas": 1}),
         ("gpu-spot", {"limits": {"nvidia.com/gpu": "8"}}),
     ):
-        fake.create(
-            "/apis/karpenter.sh/v1/nodepools",
-            {
-                "apiVersion": "karpenter.sh/v1",
-                "kind": "NodePool",
-                "metadata": {"name": name},
-                "spec": spec,
-            },
+        fake.create("/apis/karpenter.sh/v1/nodepools", node_pool(name, **spec))
+        fake.mutate(
+            f"/apis/karpenter.sh/v1/nodepools/{name}", lambda o: o.update(status={"nodes": 1})
         )
     nodes = [
-        ("md-a", {"cluster.x-k8s.io/deployment-name": "gpu-md"}),
-        ("md-b", {"cluster.x-k8s.io/deployment-name": "gpu-md"}),
+        ("md-a", {}),
+        ("md-b", {}),
         (
             "static-a",
             {"karpenter.sh/nodepool": "gpu-static", "karpenter.sh/capacity-type": "on-demand"},
@@ -208,15 +226,62 @@ def test_karpenter_static_replicas_and_gpu_limits(
     fake: FakeKube, transport: ClientTransport, clock: Clock
 ) -> None:
     provider = provider_for(transport, clock)
-    assert provider.apply(action("static", 1, 3)).outcome == "applied"
+    static = provider.apply(action("static", 1, 3))
+    # Through the scale subresource; with StaticCapacity off nothing follows spec.replicas.
+    assert [(c["verb"], c["path"]) for c in static.calls if c["verb"] != "GET"] == [
+        ("PUT", f"{STATIC}/scale"),
+        ("POST", "/apis/events.k8s.io/v1/namespaces/default/events"),  # on the NodePool
+    ]
+    assert static.outcome == "accepted" and "not in effect" in static.message
+    assert "StaticCapacity" in static.message and "status.nodes 1" in static.message
     assert fake.get(STATIC)["spec"]["replicas"] == 3
+    # The next cycle: spec already at 3, status still 1: accepted, not in effect, no write.
+    again = provider.apply(action("static", 1, 3))
+    assert again.outcome == "accepted" and "status.nodes is 1" in again.message
+    assert not [c for c in again.calls if c["verb"] != "GET"]
+    # With the gate on, status follows and the change is applied.
+    fake.mutate(STATIC, lambda o: o["status"].update(nodes=3))
+    assert provider.apply(action("static", 1, 3)).outcome == "applied"
     result = provider.apply(action("spot", 1, 4))
-    assert result.outcome == "applied"
+    assert result.outcome == "accepted" and "cap only" in result.message
+    assert "pending pods" in result.message
     assert fake.get(SPOT)["spec"]["limits"] == {"nvidia.com/gpu": "32"}
     patch = next(c for c in result.calls if c["verb"] == "PATCH")
     assert patch["content_type"] == "application/merge-patch+json"  # CRDs refuse strategic merge
-    provider.apply(action("spot", 4, 2))
+    down = provider.apply(action("spot", 4, 2))
     assert fake.get(SPOT)["spec"]["limits"] == {"nvidia.com/gpu": "16"}
+    # A lower ceiling removes no node: never reported as a scale-down done.
+    assert down.outcome == "accepted" and "removes no nodes" in down.message
+
+
+def test_cluster_api_nodes_are_matched_through_machines(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock)
+    # No node carries cluster.x-k8s.io/deployment-name; the Machines' nodeRefs place them.
+    assert {n.name for n in provider.nodes() if n.pool == "capi"} == {"md-a", "md-b"}
+    fake.delete_object("/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machines/gpu-md-x2")
+    assert provider.inventory()["capi"] == 1
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "why"),
+    [
+        ("labels", "topology.cluster.x-k8s.io/owned", "managed topology"),
+        (
+            "annotations",
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size",
+            "cluster autoscaler",
+        ),
+    ],
+)
+def test_cluster_api_owners_that_revert_replicas_are_refused(
+    fake: FakeKube, transport: ClientTransport, clock: Clock, where: str, key: str, why: str
+) -> None:
+    fake.mutate(MD, lambda o: o["metadata"].setdefault(where, {}).update({key: "4"}))
+    result = provider_for(transport, clock).apply(action("capi", 2, 4))
+    assert result.outcome == "failed" and why in result.message
+    assert fake.get(MD)["spec"]["replicas"] == 2 and not fake.writes()
 
 
 def test_placeholders_fill_the_headroom_and_follow_the_target(
@@ -240,7 +305,10 @@ def test_placeholders_fill_the_headroom_and_follow_the_target(
     )
     down = provider.apply(action("hold", 4, 2))
     assert fake.get(HOLD)["spec"]["replicas"] == 1
-    assert [c["path"] for c in down.calls if c["verb"] != "GET"] == [f"{HOLD}/scale"]
+    assert [c["path"] for c in down.calls if c["verb"] != "GET"] == [
+        f"{HOLD}/scale",
+        "/apis/events.k8s.io/v1/namespaces/tiercast-system/events",
+    ]
 
 
 def test_a_second_run_of_the_same_plan_changes_nothing(
@@ -253,13 +321,17 @@ def test_a_second_run_of_the_same_plan_changes_nothing(
         action("hold", 2, 3),
     ]
     first = provider_for(transport, clock)
-    assert all(first.apply(a).outcome == "applied" for a in plan)
+    outcomes = [first.apply(a).outcome for a in plan]
+    assert outcomes == ["applied", "accepted", "accepted", "applied"]
     before = len(fake.writes())
     assert before > 0
     second = provider_for(transport, clock)
     results = [second.apply(a) for a in plan]
     assert len(fake.writes()) == before
-    assert all("no change" in r.message for r in results), [r.message for r in results]
+    assert all(
+        "no change" in r.message or "already" in r.message or "is 2 but" in r.message
+        for r in results
+    ), [r.message for r in results]
     assert second.changes == 0
 
 
@@ -303,18 +375,22 @@ def test_a_cycle_that_fails_half_way_keeps_a_consistent_record(
     fake: FakeKube, transport: ClientTransport, clock: Clock
 ) -> None:
     provider = provider_for(transport, clock)
-    fake.inject("500", times=50, method="PATCH", path=STATIC)
+    fake.inject("500", times=50, method="PUT", path=STATIC)
     plan = [action("capi", 2, 3), action("static", 1, 2), action("spot", 1, 2)]
     results = [provider.apply(a) for a in plan]
     assert [r.outcome for r in results] == ["applied", "failed", "skipped"]
     assert "500" in results[1].message and "rest of this cycle" in results[1].message
-    assert [c["status"] for c in results[1].calls if c["verb"] == "PATCH"] == [500]
+    assert [c["status"] for c in results[1].calls if c["verb"] == "PUT"] == [500]
     assert results[2].calls == [] and "not attempted" in results[2].message
     assert fake.get(MD)["spec"]["replicas"] == 3  # what landed is what the record says
     assert fake.get(SPOT)["spec"]["limits"] == {"nvidia.com/gpu": "8"}
-    assert [c["path"] for c in provider.session.journal if c["verb"] != "GET"] == [
+    assert [
+        c["path"]
+        for c in provider.session.journal
+        if c["verb"] != "GET" and not c["path"].endswith("/events")
+    ] == [
         f"{MD}/scale",
-        STATIC,
+        f"{STATIC}/scale",
     ]
 
 
@@ -345,7 +421,8 @@ def test_client_dry_run_over_a_cluster_reads_it_and_writes_nothing(
     assert provider.inventory()["capi"] == 2
     result = provider.apply(action("capi", 2, 5))
     assert result.outcome == "recorded"
-    assert [c["verb"] for c in result.calls] == ["GET", "PUT"]  # read the scale, write it
+    # Read the MachineDeployment (who owns its replicas?) and its scale, write the scale.
+    assert [c["verb"] for c in result.calls] == ["GET", "GET", "PUT"]
     assert fake.writes() == [] and fake.get(MD)["spec"]["replicas"] == 2
     again = provider.apply(action("capi", 2, 5))  # the recorded write is remembered
     assert "no change" in again.message
@@ -367,3 +444,66 @@ def test_server_dry_run_needs_a_cluster() -> None:
 
     with pytest.raises(BadInputError, match="--server-dry-run"):
         build_provider(make_config(), dry_run=True, server_dry_run=True)
+
+
+def test_a_node_pool_without_the_scale_subresource_is_refused(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    fake.without_scale.add("nodepools")  # a Karpenter before v1.8: no static NodePools
+    result = provider_for(transport, clock).apply(action("static", 1, 3))
+    assert result.outcome == "failed" and "Karpenter v1.8+" in result.message
+    assert not fake.writes()
+
+
+def test_every_change_records_an_event_and_a_refused_event_changes_nothing(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    provider = provider_for(transport, clock)
+    result = provider.apply(action("capi", 2, 3))
+    (event,) = [c["body"] for c in result.calls if c["path"].endswith("/events")]
+    assert event["regarding"] == {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachineDeployment",
+        "name": "gpu-md",
+        "namespace": "default",
+    }
+    assert (event["reason"], event["type"], event["reportingController"]) == (
+        "ScaleUp",
+        "Normal",
+        "tiercast.io/tiercast",
+    )
+    assert event["note"].startswith("test -> applied: MachineDeployment gpu-md replicas 2 -> 3")
+    stored = [o for k, o in fake.state.objects.items() if k[1] == "events"]
+    assert len(stored) == 1
+    # No change, no event; a refused Event is logged and the action still applied.
+    assert not [c for c in provider.apply(action("capi", 2, 3)).calls if "events" in c["path"]]
+    fake.inject("500", times=10, method="POST", path="/events")
+    assert provider.apply(action("capi", 3, 4)).outcome == "applied"
+    assert fake.get(MD)["spec"]["replicas"] == 4
+    # Switched off: no Event at all.
+    quiet = provider_for(transport, clock, events=False)
+    assert not [c for c in quiet.apply(action("capi", 4, 5)).calls if "events" in c["path"]]
+
+
+def test_the_fake_refuses_events_a_real_server_refuses(fake: FakeKube) -> None:
+    from tests.fake_kube import ApiError
+
+    bad = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "x.1"},
+        "eventTime": "2026-12-01T10:00:00Z",  # not a MicroTime
+        "reportingController": "tiercast.io/tiercast",
+        "reportingInstance": "pod-1",
+        "action": "Scale",
+        "reason": "ScaleUp",
+        "type": "Normal",
+        "regarding": {"kind": "Node", "name": "n1"},
+    }
+    with pytest.raises(ApiError, match="eventTime"):
+        fake.create("/apis/events.k8s.io/v1/namespaces/default/events", bad)
+    with pytest.raises(ApiError, match="type"):
+        fake.create(
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            {**bad, "eventTime": "2026-12-01T10:00:00.000000Z", "type": "Info"},
+        )

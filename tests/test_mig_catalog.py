@@ -77,10 +77,12 @@ def _full_layouts(model: str, exclude: set[str]) -> list[tuple[Placed, ...]]:
 
 @pytest.mark.parametrize(("model", "double"), [("A100-40GB", "1g.10gb"), ("H100-80GB", "1g.20gb")])
 def test_documented_combinations(model: str, double: str) -> None:
-    # NVIDIA's combination table (1g/2g/3g/4g/7g, no double-memory 1g): 18 full layouts.
+    # NVIDIA's combination table (1g/2g/3g/4g/7g, no double-memory 1g) draws 18 full
+    # layouts; NVML also creates 4g (start 0) beside 3g (start 4), which the table omits.
     full = _full_layouts(model, {double})
-    assert len(full) == 18
+    assert len(full) == 19
     names = {tuple((i.start, i.profile.split(".")[0]) for i in lay) for lay in full}
+    assert ((0, "4g"), (4, "3g")) in names
     assert ((0, "7g"),) in names
     assert ((0, "4g"), (4, "2g"), (6, "1g")) in names
     assert ((0, "3g"), (4, "3g")) in names
@@ -98,7 +100,7 @@ def test_a30_combinations() -> None:
     "instances",
     [
         [Placed(0, "4g.40gb"), Placed(0, "4g.40gb")],  # 4g + 4g
-        [Placed(0, "4g.40gb"), Placed(4, "3g.40gb")],  # not in NVIDIA's table
+        [Placed(0, "4g.40gb"), Placed(0, "3g.40gb")],  # 4g + 3g overlapping at 0
         [Placed(0, "7g.80gb"), Placed(0, "1g.10gb")],
         [Placed(1, "2g.20gb")],  # 2g cannot start at 1
         [Placed(0, "3g.40gb"), Placed(2, "2g.20gb")],  # overlap
@@ -159,10 +161,26 @@ def test_mig_parted_entries_round_trip() -> None:
         parse_mig_parted_entry("A100-80GB", [{"devices": [9], "mig-enabled": False}], 8)
 
 
+def test_four_and_three_slices_share_a_gpu_as_nvml_allows() -> None:
+    geo = geometry("H100-80GB")
+    assert is_valid(geo, [Placed(0, "4g.40gb"), Placed(4, "3g.40gb")])
+    lay = parse_layout("H100", "4g.40gb:1,3g.40gb:1")
+    assert place("H100-80GB", lay) == (Placed(0, "4g.40gb"), Placed(4, "3g.40gb"))
+    assert lay in layouts("H100-80GB")
+
+
 def test_profile_for_memory() -> None:
     assert profile_for_memory("A100-80GB", 8) == "1g.10gb"
     assert profile_for_memory("A100-80GB", 15) == "1g.20gb"
     assert profile_for_memory("A100-80GB", 30) == "3g.40gb"
+    # NVML's sizes, not the names: H200 1g.18gb holds 16.00 GiB, so 17 needs the next size.
+    assert geometry("H200").profile("1g.18gb").memory_gib == 16.0
+    assert profile_for_memory("H200", 16) == "1g.18gb"
+    assert profile_for_memory("H200", 17) == "1g.35gb"
+    # 1g.10gb on an A100-80GB reports 9.50 GiB: 9.6 does not fit it.
+    assert profile_for_memory("A100-80GB", 9.6) == "1g.20gb"
+    for geo in GEOMETRIES.values():
+        assert all(0 < p.memory_gib < p.memory_gb for p in geo.profiles)
     with pytest.raises(BadInputError, match="does not fit any MIG profile"):
         profile_for_memory("A30", 40)
     with pytest.raises(BadInputError, match="does not support MIG"):
@@ -185,3 +203,48 @@ def test_accepted_layouts_never_overlap_or_overcommit(model: str, data: st.DataO
         assert sum(geo.profile(i.profile).compute_slices for i in chosen) <= geo.compute_slices
         lay = Layout.from_placed(chosen)
         assert place(model, lay) is not None
+
+
+def test_device_filter_selects_the_groups_of_one_model() -> None:
+    from tests.gpu_operator import default_mig_parted_config
+
+    configs = default_mig_parted_config()["mig-configs"]
+    # One name, a different layout per GPU model: 7 slices on an H100, 4 on an A100-40GB.
+    assert parse_mig_parted_entry("H100-80GB", configs["all-1g.10gb"], 2) == {
+        0: Layout.of({"1g.10gb": 7}),
+        1: Layout.of({"1g.10gb": 7}),
+    }
+    assert parse_mig_parted_entry("A100-40GB", configs["all-1g.10gb"], 1) == {
+        0: Layout.of({"1g.10gb": 4})
+    }
+    balanced = {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1}
+    assert parse_mig_parted_entry("H200", configs["all-balanced"], 8)[7] == Layout.of(balanced)
+    assert parse_mig_parted_entry("A30", configs["all-balanced"], 1)[0] == Layout.of(
+        {"1g.6gb": 2, "2g.12gb": 1}
+    )
+    # No group selects an L4-like board: nothing is said about its GPUs.
+    entry = [{"device-filter": "0x20B710DE", "devices": "all", "mig-enabled": False}]
+    assert parse_mig_parted_entry("H100", entry, 2) == {}
+    with pytest.raises(BadInputError, match="device-filter: expected a PCI device ID"):
+        parse_mig_parted_entry("H100", [{"device-filter": 5, "devices": "all"}], 1)
+
+
+def test_every_default_entry_reads_on_the_models_it_names() -> None:
+    from tests.gpu_operator import default_mig_parted_config
+
+    configs = default_mig_parted_config()["mig-configs"]
+    assert parse_mig_parted_entry("H100", configs["all-disabled"], 8)[0].whole
+    for model in ("A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "A30-24GB"):
+        lay = parse_mig_parted_entry(model, configs["all-balanced"], 1)[0]
+        assert place(model, lay) is not None and len(lay.counts) >= 2
+
+
+def test_mixed_strategy_is_needed_for_mixed_nodes() -> None:
+    from scaler.mig import needs_mixed_strategy
+
+    one = Layout.of({"1g.10gb": 7})
+    assert not needs_mixed_strategy([one, one])
+    assert not needs_mixed_strategy([Layout(whole=True)] * 2)
+    assert needs_mixed_strategy([one, Layout.of({"3g.40gb": 2})])
+    assert needs_mixed_strategy([Layout.of({"3g.40gb": 1, "2g.20gb": 2})])
+    assert needs_mixed_strategy([one, Layout(whole=True)])

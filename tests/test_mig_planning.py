@@ -103,7 +103,10 @@ def test_current_layout_already_fits_so_nothing_changes() -> None:
     assert "keep their MIG layouts" in plan.actions[0].reason
     section = plan.section["models"]["A100-80GB"]
     assert section["decision"] == "fits" and section["gpus_changed"] == 0
-    assert plan.section["node_labels"] == {"mig-0": "all-7x1g.10gb", "mig-1": "all-disabled"}
+    assert plan.section["node_labels"] == {
+        "mig-0": "tiercast-all-7x1g.10gb",
+        "mig-1": "all-disabled",
+    }
 
 
 def test_demand_beyond_the_current_layout_relayouts_now() -> None:
@@ -225,3 +228,132 @@ def test_demo_cycle_shows_mig_layout_actions() -> None:
         cfg, result.forecasts, inventory, now, {p.pool: p.target_nodes[0] for p in again.pools}
     )
     assert mig.section == plan["mig"]
+
+
+# ---- real nodes, the operator's config, strategy, and the tier plan ------------------------
+
+
+def _states(strategy: str | None = "mixed", held: str | None = None) -> dict[str, Any]:
+    from scaler.mig_planning import MigNodeState
+
+    return {
+        "mig": [
+            MigNodeState("gpu-node-a7", (SEVEN_1G, SEVEN_1G), "all-1g.10gb", strategy),
+            MigNodeState("gpu-node-b2", (WHOLE, WHOLE), "all-disabled", strategy, held),
+        ]
+    }
+
+
+def _known() -> dict[str, Any]:
+    from tests.gpu_operator import default_mig_parted_config
+
+    return default_mig_parted_config()["mig-configs"]
+
+
+def test_real_nodes_and_the_operators_names_are_used() -> None:
+    cfg = config(["whole", "whole"])
+    plan = plan_mig(
+        cfg,
+        {"rps": forecast(np.full(100, 250.0))},
+        {"mig": 2},
+        NOW,
+        node_states=_states(),
+        known_configs=_known(),
+    )
+    (act,) = [a for a in plan.actions if a.decision == "relayout"]
+    # The config's mig_layouts say both nodes are whole; the cluster says otherwise.
+    assert act.details["node"] == "gpu-node-b2" and act.details["from"] == "all-disabled"
+    # 7 x 1g.10gb on both GPUs is the operator's own all-1g.10gb (device-filter read for
+    # the A100-80GB): reused by name, nothing to add to the ConfigMap.
+    assert act.details["layout"] == "all-1g.10gb" and act.details["in_mig_parted_config"]
+    assert plan.section["node_labels"] == {
+        "gpu-node-a7": "all-1g.10gb",
+        "gpu-node-b2": "all-1g.10gb",
+    }
+
+
+def test_a_layout_the_operator_lacks_gets_a_tiercast_name_and_its_entry() -> None:
+    cfg = config(["whole", "whole"], gpus_per_node=2)
+    # 3 x 2g.20gb instances wanted beside the 14 1g.10gb of gpu-node-a7.
+    plan = plan_mig(
+        cfg,
+        {"rps": forecast(np.full(100, 140.0))},
+        {"mig": 2},
+        NOW,
+        node_states=_states(),
+        known_configs={"all-disabled": _known()["all-disabled"]},
+    )
+    assert all(a.decision != "relayout" for a in plan.actions)  # 14 slices already fit
+    plan = plan_mig(
+        cfg,
+        {"rps": forecast(np.full(100, 250.0))},
+        {"mig": 2},
+        NOW,
+        node_states=_states(),
+        known_configs={"all-disabled": _known()["all-disabled"]},
+    )
+    (act,) = [a for a in plan.actions if a.decision == "relayout"]
+    assert act.details["layout"].startswith("tiercast-")
+    assert not act.details["in_mig_parted_config"]
+    assert act.details["mig_parted_entry"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+    ]
+    assert act.details["layout"] in plan.section["mig_parted_config"]["mig-configs"]
+
+
+def test_a_node_with_a_change_in_progress_is_held() -> None:
+    cfg = config(["whole", "whole"])
+    states = _states(held="nvidia.com/mig.config.state=pending")
+    plan = plan_mig(
+        cfg, {"rps": forecast(np.full(100, 250.0))}, {"mig": 2}, NOW, node_states=states
+    )
+    assert not [a for a in plan.actions if a.decision == "relayout"]
+    (noop,) = plan.actions
+    assert "gpu-node-b2: nvidia.com/mig.config.state=pending" in noop.reason
+    assert plan.section["models"]["A100-80GB"]["shortfall_instances"] == {"1g.10gb": 11}
+
+
+def test_single_strategy_nodes_never_get_mixed_layouts() -> None:
+    cfg = parse_config(
+        {
+            **json.loads(config(["whole", "whole"]).model_dump_json()),
+            "signals": [{"name": "rps"}, {"name": "big"}],
+            "workloads": [
+                {
+                    "name": "small",
+                    "signal": "rps",
+                    "gpu_model": "A100-80GB",
+                    "units_per_replica": 10.0,
+                    "mig_profile": "1g.10gb",
+                },
+                {
+                    "name": "big",
+                    "signal": "big",
+                    "gpu_model": "A100-80GB",
+                    "units_per_replica": 10.0,
+                    "mig_profile": "3g.40gb",
+                },
+            ],
+        }
+    )
+    fc = {"rps": forecast(np.full(100, 160.0)), "big": forecast(np.full(100, 10.0), "big")}
+    mixed = plan_mig(cfg, fc, {"mig": 2}, NOW, node_states=_states("mixed"))
+    nodes = mixed.section["models"]["A100-80GB"]["nodes"]
+    assert any("," in lay for n in nodes for lay in n["layouts"])  # 1g.10gb:4,3g.40gb:1
+    assert mixed.section["models"]["A100-80GB"]["shortfall_instances"] == {}
+    single = plan_mig(cfg, fc, {"mig": 2}, NOW, node_states=_states("single"))
+    for n in single.section["models"]["A100-80GB"]["nodes"]:
+        assert len(set(n["layouts"])) == 1 and "," not in n["layouts"][0], n
+    assert not [a for a in single.actions if a.decision == "relayout"]
+    assert any("would need mig.strategy=mixed" in a.reason for a in single.actions)
+    assert single.section["models"]["A100-80GB"]["shortfall_instances"]
+
+
+def test_a_pool_the_tier_plan_shrinks_is_not_relayouted() -> None:
+    cfg = config(["whole", "whole"], min_nodes=0)
+    fc = {"rps": forecast(np.full(100, 250.0))}
+    grow = plan_mig(cfg, fc, {"mig": 2}, NOW, {"mig": 2}, node_states=_states())
+    assert [a for a in grow.actions if a.decision == "relayout"]
+    shrink = plan_mig(cfg, fc, {"mig": 2}, NOW, {"mig": 1}, node_states=_states())
+    assert not [a for a in shrink.actions if a.decision == "relayout"]
+    assert "scales down 2 -> 1 this cycle" in shrink.actions[0].reason

@@ -1,22 +1,29 @@
 """Capacity providers that act through the Kubernetes API, one small class per mechanism.
 
 :class:`KubeProvider` is the :class:`scaler.actuators.CapacityProvider` the cycle
-talks to. It reads the inventory from node labels and hands each action to its
-pool's provider, chosen by ``PoolConfig.provider.kind``:
+talks to. It reads the inventory from node labels (and Cluster API Machines) and
+hands each action to its pool's provider, chosen by ``PoolConfig.provider.kind``:
 
-* ``cluster-api``: ``MachineDeployment`` replicas through its ``scale`` subresource;
-* ``karpenter``: a ``NodePool``'s ``spec.limits["nvidia.com/gpu"]`` or, for a
-  static NodePool, ``spec.replicas``;
+* ``cluster-api``: ``MachineDeployment`` replicas through its ``scale`` subresource,
+  refused when a managed topology or the cluster autoscaler owns them;
+* ``karpenter``: a static NodePool's replicas through its scale subresource, or a
+  NodePool's ``spec.limits["nvidia.com/gpu"]``; both reported ``accepted`` (not
+  ``applied``) while the cluster cannot be seen to act on them;
 * ``placeholder``: a negative PriorityClass and a Deployment of pause pods whose
   replicas fill the planned headroom, so any cluster autoscaler adds nodes early
   and real pods preempt the placeholders.
 
 Actions of kind ``mig-layout`` (``details``: ``node`` and ``mig_config``, or the MIG
-planner's ``layout`` / ``label``; ``new_node`` for a node not provisioned yet) relabel one
-node for the GPU Operator's MIG manager: cordon, evict through the Eviction API
-(PodDisruptionBudgets hold), set ``nvidia.com/mig.config``, wait for
-``nvidia.com/mig.config.state=success``, uncordon; on ``failed`` or a timeout the
-previous label is restored and the node uncordoned.
+planner's ``layout`` / ``label`` with its ``mig_parted_entry``; ``new_node`` for a node
+not provisioned yet) relabel one node for the GPU Operator's MIG manager: the entry is
+added to the mig-parted ConfigMap the ClusterPolicy names when it is not there, then
+cordon, evict through the Eviction API (PodDisruptionBudgets hold), set
+``nvidia.com/mig.config``, wait for ``nvidia.com/mig.config.state=success``, uncordon;
+on ``failed`` or a timeout the previous label is restored and the node uncordoned.
+:meth:`KubeProvider.mig_inventory` gives the MIG planner the nodes' real layouts.
+
+Every action that changed something leaves an ``events.k8s.io/v1`` Event on each
+object it changed, with the action's reason.
 
 Safety: every write follows a fresh read and is skipped when the object is
 already at (or, in the decision's direction, beyond) the target, so a second run
@@ -29,14 +36,19 @@ record lists exactly what landed.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import logging
 import math
 import os
+import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+import yaml
 
 from scaler.actuators import ActionResult, RecordingProvider
 from scaler.catalog import gpu_model
@@ -50,12 +62,17 @@ from scaler.config import (
     PoolConfig,
 )
 from scaler.kube.inventory import (
+    CAPI_DEPLOYMENT,
+    GPU_COUNT,
     GPU_PRODUCT,
     GPU_RESOURCE,
     MIG_CONFIG,
     MIG_STATE,
+    MIG_STRATEGY,
     NODES_PATH,
     NodeInfo,
+    machine_owners,
+    mig_node_states,
     node_info,
     nodes_per_pool,
     pool_selectors,
@@ -73,9 +90,23 @@ from scaler.kube.transport import (
     connect,
     equality_terms,
 )
+from scaler.mig import mig_parted_entry
+from scaler.mig_planning import MigNodeState, configured_nodes, resolve_config_name
 from scaler.plans import Action
 
 log = logging.getLogger(__name__)
+
+CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
+OPERATOR_CONFIG = "default-mig-parted-config"
+"""The mig-parted ConfigMap the GPU Operator creates and keeps rewriting: tiercast never edits it."""
+MIG_PARTED_KEY = "config.yaml"
+SEEDED_CONFIG = "tiercast-mig-parted-config"
+"""The mig-parted ConfigMap name the deploy/ RBAC grants, and the offline dry-run seeds."""
+
+
+class MigConfigRefused(Exception):
+    """A MIG change that cannot take effect (no GPU Operator, a config tiercast may not edit)."""
+
 
 CORDONED_BY = "tiercast.io/cordoned"
 """Annotation on a node tiercast cordoned, so only tiercast's own cordon is undone."""
@@ -92,11 +123,23 @@ def _direction_reached(decision: str, current: int, target: int) -> bool:
     return current == target
 
 
+@dataclass(frozen=True)
+class Scaled:
+    """What one pool provider did: a one-line message, and whether the cluster acts on it."""
+
+    message: str
+    outcome: str = "applied"
+    """``applied``; ``accepted`` (the API took the change but the cluster will not act on it
+    as asked, or tiercast cannot know it will); ``failed`` (refused before writing)."""
+
+
 class PoolProvider(Protocol):
     """Required: ``scale`` (one pool to ``action.target_nodes``) and ``seed`` (dry-run state)."""
 
-    def scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
-        """Make at most the calls needed; return a one-line message of what changed.
+    def scale(
+        self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]
+    ) -> Scaled:
+        """Make at most the calls needed; say what changed and whether it takes effect.
 
         ``nodes`` reads the inventory when called (only providers that need it pay the call).
         """
@@ -107,8 +150,21 @@ class PoolProvider(Protocol):
         ...
 
 
+TOPOLOGY_OWNED = "topology.cluster.x-k8s.io/owned"
+"""Label Cluster API puts on a MachineDeployment its Cluster's managed topology (ClusterClass) owns."""
+AUTOSCALER_MIN = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+AUTOSCALER_MAX = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+
+
 class ClusterApiPool:
-    """Cluster API: ``MachineDeployment`` replicas through the ``scale`` subresource."""
+    """Cluster API: ``MachineDeployment`` replicas through the ``scale`` subresource.
+
+    Refused, before any write, when another owner would revert the replicas: a
+    MachineDeployment of a managed topology (label ``topology.cluster.x-k8s.io/owned``:
+    the topology controller sets replicas from ``Cluster.spec.topology``), or one the
+    cluster autoscaler manages (its ``...-autoscaler-node-group-min-size`` /
+    ``-max-size`` annotations).
+    """
 
     def __init__(
         self, pool: PoolConfig, settings: ClusterApiProviderConfig, kube: KubernetesConfig
@@ -117,17 +173,39 @@ class ClusterApiPool:
         s = settings
         self.path = f"/apis/{s.api_version}/namespaces/{s.namespace}/machinedeployments/{s.machine_deployment}"
 
-    def scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
+    def owner(self, md: dict[str, Any]) -> str | None:
+        """Who else sets this MachineDeployment's replicas, or None."""
+        meta = md.get("metadata") or {}
+        if TOPOLOGY_OWNED in (meta.get("labels") or {}):
+            return (
+                "its Cluster's managed topology (ClusterClass) owns the replicas and reverts "
+                "them; set Cluster.spec.topology.workers.machineDeployments[].replicas instead"
+            )
+        notes = meta.get("annotations") or {}
+        if AUTOSCALER_MIN in notes or AUTOSCALER_MAX in notes:
+            return (
+                "the cluster autoscaler manages it (node-group min/max size annotations) and "
+                "would undo the change; use a placeholder pool for headroom instead"
+            )
+        return None
+
+    def scale(
+        self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]
+    ) -> Scaled:
+        name = self.settings.machine_deployment
+        owner = self.owner(session.get(self.path))
+        if owner:
+            return Scaled(f"MachineDeployment {name} not scaled: {owner}", "failed")
         for _ in range(self.kube.conflict_retries + 1):
             scale = session.get(f"{self.path}/scale")
             current = int(scale.get("spec", {}).get("replicas") or 0)
             if _direction_reached(action.decision, current, action.target_nodes):
-                return f"MachineDeployment {self.settings.machine_deployment} already at {current} replicas; no change"
+                return Scaled(f"MachineDeployment {name} already at {current} replicas; no change")
             body = {
                 "apiVersion": "autoscaling/v1",
                 "kind": "Scale",
                 "metadata": {
-                    "name": self.settings.machine_deployment,
+                    "name": name,
                     "namespace": self.settings.namespace,
                     "resourceVersion": scale["metadata"]["resourceVersion"],
                 },
@@ -139,74 +217,173 @@ class ClusterApiPool:
                 if exc.conflict:
                     continue
                 raise
-            return f"MachineDeployment {self.settings.machine_deployment} replicas {current} -> {action.target_nodes}"
+            return Scaled(f"MachineDeployment {name} replicas {current} -> {action.target_nodes}")
         raise _conflicts(self.path, self.kube.conflict_retries)
 
     def seed(self, store: MemoryTransport, nodes: int) -> None:
-        group = self.settings.api_version
+        s = self.settings
         store.add(
             self.path,
             {
-                "apiVersion": group,
+                "apiVersion": s.api_version,
                 "kind": "MachineDeployment",
                 "spec": {"replicas": nodes, "clusterName": "demo"},
                 "status": {"replicas": nodes},
             },
         )
+        for i in range(nodes):
+            store.add(
+                f"/apis/{s.api_version}/namespaces/{s.namespace}/machines/{s.machine_deployment}-{i}",
+                {
+                    "apiVersion": s.api_version,
+                    "kind": "Machine",
+                    "metadata": {"labels": {CAPI_DEPLOYMENT: s.machine_deployment}},
+                    "status": {"nodeRef": {"kind": "Node", "name": f"{self.pool.name}-{i}"}},
+                },
+            )
 
 
 class KarpenterPool:
-    """Karpenter: a ``NodePool``'s GPU limit (a ceiling pending pods fill) or static replicas."""
+    """Karpenter: a static NodePool's replicas (scale subresource) or a NodePool's GPU limit.
+
+    Neither is reported ``applied``, since neither makes Karpenter act by itself:
+
+    * ``replicas``: written through the NodePool's scale subresource (``.spec.replicas``,
+      status from ``.status.nodes``, Karpenter v1.8+). Karpenter provisions static
+      capacity only with its ``StaticCapacity`` feature gate (alpha, off by default);
+      with the gate off the write is accepted and nothing happens. The outcome is
+      ``accepted`` with ``status.nodes``; when spec and status already agree it is
+      ``applied``.
+    * ``limits``: ``spec.limits["nvidia.com/gpu"]`` is a ceiling. Raising it adds no node
+      unless pods are pending (pair the pool with placeholder headroom); lowering it
+      removes none. Always ``accepted``, never a scale-down done.
+    """
 
     def __init__(self, pool: PoolConfig, settings: KarpenterProviderConfig, kube: KubernetesConfig):
         self.pool, self.settings, self.kube = pool, settings, kube
         self.path = f"/apis/{settings.api_version}/nodepools/{settings.node_pool}"
 
-    def _current(self, obj: dict[str, Any]) -> int:
-        spec = obj.get("spec", {})
-        if self.settings.mode == "replicas":
-            return int(spec.get("replicas") or 0)
-        limit = str((spec.get("limits") or {}).get(GPU_RESOURCE, "0"))
+    def _limit_nodes(self, obj: dict[str, Any]) -> int:
+        limit = str(((obj.get("spec") or {}).get("limits") or {}).get(GPU_RESOURCE, "0"))
         try:
             return int(limit) // self.pool.gpus_per_node
         except ValueError:
             # A limit written by hand in another unit: treat as unknown, so it is rewritten.
             return -1
 
-    def scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
+    def scale(
+        self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]
+    ) -> Scaled:
+        if self.settings.mode == "replicas":
+            return self._replicas(session, action)
+        return self._limits(session, action)
+
+    def _replicas(self, session: Session, action: Action) -> Scaled:
         name = self.settings.node_pool
+        gate = (
+            "Karpenter provisions static NodePools only with its StaticCapacity feature gate "
+            "(alpha, off by default)"
+        )
+        for _ in range(self.kube.conflict_retries + 1):
+            try:
+                scale = session.get(f"{self.path}/scale")
+            except KubeApiError as exc:
+                if not exc.not_found:
+                    raise
+                session.get(self.path)  # the NodePool itself missing stays an API error
+                return Scaled(
+                    f"NodePool {name} has no scale subresource: static NodePools need "
+                    "Karpenter v1.8+; use mode: limits with a placeholder pool for headroom",
+                    "failed",
+                )
+            current = int((scale.get("spec") or {}).get("replicas") or 0)
+            status = int((scale.get("status") or {}).get("replicas") or 0)
+            if _direction_reached(action.decision, current, action.target_nodes):
+                if status == current:
+                    return Scaled(f"NodePool {name} at {current} replicas (status.nodes {status})")
+                return Scaled(
+                    f"accepted, not in effect: NodePool {name} spec.replicas is {current} but "
+                    f"status.nodes is {status}; {gate}",
+                    "accepted",
+                )
+            body = {
+                "apiVersion": "autoscaling/v1",
+                "kind": "Scale",
+                "metadata": {"name": name, "resourceVersion": scale["metadata"]["resourceVersion"]},
+                "spec": {"replicas": action.target_nodes},
+            }
+            try:
+                session.request("PUT", f"{self.path}/scale", body)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return Scaled(
+                f"accepted, not in effect yet: NodePool {name} spec.replicas {current} -> "
+                f"{action.target_nodes} (status.nodes {status}); {gate}",
+                "accepted",
+            )
+        raise _conflicts(self.path, self.kube.conflict_retries)
+
+    def _limits(self, session: Session, action: Action) -> Scaled:
+        name = self.settings.node_pool
+        if action.decision == "scale-down":
+            effect = "a lower limit removes no nodes (Karpenter's consolidation or expiry does)"
+        else:
+            effect = "nodes come only for pending pods (pair the pool with placeholder headroom)"
         for _ in range(self.kube.conflict_retries + 1):
             obj = session.get(self.path)
-            current = self._current(obj)
+            current = self._limit_nodes(obj)
             if current >= 0 and _direction_reached(action.decision, current, action.target_nodes):
-                return f"NodePool {name} already sized for {current} nodes; no change"
-            rv = obj["metadata"]["resourceVersion"]
-            if self.settings.mode == "replicas":
-                spec: dict[str, Any] = {"replicas": action.target_nodes}
-                what = f"replicas {current} -> {action.target_nodes}"
-            else:
-                gpus = action.target_nodes * self.pool.gpus_per_node
-                spec = {"limits": {GPU_RESOURCE: str(gpus)}}
-                what = f"limit {GPU_RESOURCE} -> {gpus} ({action.target_nodes} nodes)"
+                return Scaled(
+                    f"accepted, cap only: NodePool {name} limit already allows {current} nodes; {effect}",
+                    "accepted",
+                )
+            gpus = action.target_nodes * self.pool.gpus_per_node
             # Custom resources take JSON merge patch only (no strategic merge).
-            body = {"metadata": {"resourceVersion": rv}, "spec": spec}
+            body = {
+                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "spec": {"limits": {GPU_RESOURCE: str(gpus)}},
+            }
             try:
                 session.request("PATCH", self.path, body, MERGE_PATCH)
             except KubeApiError as exc:
                 if exc.conflict:
                     continue
                 raise
-            return f"NodePool {name} {what}"
+            return Scaled(
+                f"accepted, cap only: NodePool {name} limit {GPU_RESOURCE} -> {gpus} "
+                f"({action.target_nodes} nodes); {effect}",
+                "accepted",
+            )
         raise _conflicts(self.path, self.kube.conflict_retries)
 
     def seed(self, store: MemoryTransport, nodes: int) -> None:
-        spec: dict[str, Any] = {"template": {"spec": {"nodeClassRef": {"name": "default"}}}}
+        spec: dict[str, Any] = {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.sh",
+                        "kind": "NodeClass",
+                        "name": "default",
+                    },
+                    "requirements": [],
+                }
+            }
+        }
+        status: dict[str, Any] = {"nodes": nodes}
         if self.settings.mode == "replicas":
             spec["replicas"] = nodes
         else:
             spec["limits"] = {GPU_RESOURCE: str(nodes * self.pool.gpus_per_node)}
         store.add(
-            self.path, {"apiVersion": self.settings.api_version, "kind": "NodePool", "spec": spec}
+            self.path,
+            {
+                "apiVersion": self.settings.api_version,
+                "kind": "NodePool",
+                "spec": spec,
+                "status": status,
+            },
         )
 
 
@@ -341,7 +518,12 @@ class PlaceholderPool:
                 raise
         return True
 
-    def scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
+    def scale(
+        self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]
+    ) -> Scaled:
+        return Scaled(self._scale(session, action, nodes))
+
+    def _scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
         created_pc = self._ensure_priority_class(session)
         used = self._used_gpus(session, nodes)
         want = self.replicas_for(action.target_nodes, used)
@@ -441,6 +623,84 @@ def pool_provider(pool: PoolConfig, kube: KubernetesConfig) -> PoolProvider | No
     return None
 
 
+EVENT_CONTROLLER = "tiercast.io/tiercast"
+_KINDS = {
+    "nodes": "Node",
+    "machinedeployments": "MachineDeployment",
+    "nodepools": "NodePool",
+    "deployments": "Deployment",
+    "priorityclasses": "PriorityClass",
+    "configmaps": "ConfigMap",
+}
+_EVENT_REASONS = {
+    "scale-up": ("ScaleUp", "Scale"),
+    "scale-down": ("ScaleDown", "Scale"),
+    "relayout": ("MigRelayout", "Relabel"),
+    "no-op": ("Reconciled", "Update"),
+}
+
+
+def change_events(
+    action: Action,
+    calls: list[dict[str, Any]],
+    outcome: str,
+    message: str,
+    when: str,
+    instance: str,
+) -> list[tuple[str, dict[str, Any]]]:
+    """One ``events.k8s.io/v1`` Event per object the action's successful writes changed.
+
+    Each carries the action's reason (and the outcome's message) as its note, the
+    decision as its reason, and ``Warning`` when the action failed. Events of
+    cluster-scoped objects go to ``default``, as kubectl's do.
+    """
+    seen: dict[tuple[str, str | None, str], str] = {}
+    for c in calls:
+        if (
+            c["verb"] in ("GET", "WAIT")
+            or c.get("status") != "ok"
+            or c["path"].endswith("/eviction")
+        ):
+            continue
+        parts = [x for x in c["path"].split("/") if x]
+        api = parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        ns = None
+        if rest[:1] == ["namespaces"] and len(rest) >= 4:
+            ns, rest = rest[1], rest[2:]
+        if len(rest) < 2 or rest[0] not in _KINDS:
+            name = ((c.get("body") or {}).get("metadata") or {}).get("name")
+            if not (rest and rest[0] in _KINDS and name):
+                continue
+            rest = [rest[0], name]
+        seen.setdefault((rest[0], ns, rest[1]), api)
+    reason, verb = _EVENT_REASONS.get(action.decision, ("Changed", "Update"))
+    out = []
+    for k, ((plural, ns, name), api) in enumerate(sorted(seen.items())):
+        note = f"{action.reason} -> {outcome}: {message}"
+        digest = hashlib.sha1(f"{when}|{plural}|{name}|{k}".encode()).hexdigest()[:10]
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{digest}", "namespace": ns or "default"},
+            "eventTime": when,
+            "reportingController": EVENT_CONTROLLER,
+            "reportingInstance": instance[:128],
+            "action": verb,
+            "reason": reason,
+            "type": "Warning" if outcome == "failed" else "Normal",
+            "note": note if len(note) <= 1024 else note[:1021] + "...",
+            "regarding": {
+                "apiVersion": api,
+                "kind": _KINDS[plural],
+                "name": name,
+                **({"namespace": ns} if ns else {}),
+            },
+        }
+        out.append((f"/apis/events.k8s.io/v1/namespaces/{ns or 'default'}/events", body))
+    return out
+
+
 class KubeProvider:
     """The cycle's :class:`CapacityProvider` for pools with a Kubernetes provider kind.
 
@@ -458,7 +718,10 @@ class KubeProvider:
         dry_run: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        wall: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
+        self.wall = wall
+        self.instance = os.environ.get("HOSTNAME") or socket.gethostname() or "tiercast"
         self.config = config
         self.kube = config.kubernetes
         self.session = session
@@ -510,7 +773,10 @@ class KubeProvider:
             if action.kind == "mig-layout":
                 ok, message = self._relabel(action)
             elif action.kind == "nodes":
-                ok, message = True, self.pools[action.pool].scale(self.session, action, self.nodes)
+                scaled = self.pools[action.pool].scale(self.session, action, self.nodes)
+                ok, message = scaled.outcome != "failed", scaled.message
+                if scaled.outcome == "accepted" and not self.dry_run:
+                    done = "accepted"
             else:
                 return ActionResult(
                     action,
@@ -529,7 +795,127 @@ class KubeProvider:
             )
         if self.session.writes():
             self.changes += 1
-        return ActionResult(action, done if ok else "failed", message, list(self.session.calls))
+        outcome = done if ok else "failed"
+        self._events(action, outcome, message)
+        return ActionResult(action, outcome, message, list(self.session.calls))
+
+    def _events(self, action: Action, outcome: str, message: str) -> None:
+        """Record the change on each object it touched; a refused Event never fails the action."""
+        if self.dry_run or not self.kube.events:
+            return
+        when = self.wall().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for path, body in change_events(
+            action, list(self.session.calls), outcome, message, when, self.instance
+        ):
+            try:
+                self.session.request("POST", path, body)
+            except KubeApiError as exc:
+                log.warning("event on %s not recorded: %s", body["regarding"]["name"], exc)
+
+    # ---- the GPU Operator's MIG configuration ---------------------------------------------
+
+    def _policy(self) -> dict[str, Any] | None:
+        try:
+            return self.session.get(f"{CLUSTER_POLICIES}/{self.kube.cluster_policy}")
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def _config_map_path(self, policy: dict[str, Any]) -> str:
+        spec = policy.get("spec") or {}
+        name = ((spec.get("migManager") or {}).get("config") or {}).get("name") or OPERATOR_CONFIG
+        return f"/api/v1/namespaces/{self.kube.gpu_operator_namespace}/configmaps/{name}"
+
+    def _read_mig_parted(self, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The ConfigMap at ``path`` and its parsed ``config.yaml``."""
+        cm = self.session.get(path)
+        text = (cm.get("data") or {}).get(MIG_PARTED_KEY)
+        if text is None:
+            raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]} has no {MIG_PARTED_KEY}")
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]}: {exc}") from exc
+        if not isinstance(data.get("mig-configs"), dict):
+            raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]}: no mig-configs mapping")
+        return cm, data
+
+    def mig_inventory(
+        self,
+    ) -> tuple[dict[str, list[MigNodeState]] | None, dict[str, Any] | None]:
+        """The MIG-managed pools' nodes and the mig-parted entries the MIG manager can apply.
+
+        ``(None, None)`` when there are no MIG pools or no ClusterPolicy (no GPU Operator:
+        the planner then reads the config's ``mig_layouts``).
+        """
+        if not any(p.mig_layouts is not None for p in self.config.pools):
+            return None, None
+        policy = self._policy()
+        if policy is None:
+            return None, None
+        strategy = ((policy.get("spec") or {}).get("mig") or {}).get("strategy")
+        try:
+            _, data = self._read_mig_parted(self._config_map_path(policy))
+            configs: dict[str, Any] = data["mig-configs"]
+        except (KubeApiError, MigConfigRefused) as exc:
+            log.warning("mig-parted config unreadable (%s): MIG nodes are held", exc)
+            configs = {}
+        states = mig_node_states(self.nodes(), self.config, configs, strategy)
+        # Pools this provider does not act on (``recording``) keep their configured layouts.
+        return {k: v for k, v in states.items() if k in self.pools}, configs
+
+    def _ensure_mig_config(self, want: str, entry: Any, needs_mixed: bool = False) -> str | None:
+        """Make ``want`` applicable by the MIG manager; returns the ConfigMap path if written.
+
+        The entry is added to the mig-parted ConfigMap the ClusterPolicy names, keeping
+        every entry already there; an entry of the same name is never replaced. Raises
+        :class:`MigConfigRefused` when the change cannot be made to work.
+        """
+        policy = self._policy()
+        if policy is None:
+            raise MigConfigRefused(
+                f"no ClusterPolicy {self.kube.cluster_policy} (is NVIDIA's GPU Operator installed?)"
+            )
+        strategy = ((policy.get("spec") or {}).get("mig") or {}).get("strategy")
+        if needs_mixed and strategy != "mixed":
+            raise MigConfigRefused(
+                f"{want} mixes MIG profiles, which needs the ClusterPolicy's "
+                f"mig.strategy=mixed (it is {strategy or 'unset, i.e. single'})"
+            )
+        path = self._config_map_path(policy)
+        name = path.rsplit("/", 1)[-1]
+        for _ in range(self.kube.conflict_retries + 1):
+            cm, data = self._read_mig_parted(path)
+            configs = data["mig-configs"]
+            if want in configs:
+                if entry is not None and configs[want] != entry:
+                    raise MigConfigRefused(
+                        f"ConfigMap {name} already has a different {want}; tiercast never replaces one"
+                    )
+                return None
+            if entry is None:
+                raise MigConfigRefused(
+                    f"{want} is not in ConfigMap {name} and no entry was planned"
+                )
+            if name == OPERATOR_CONFIG:
+                raise MigConfigRefused(
+                    f"the ClusterPolicy names the operator's own {OPERATOR_CONFIG}, which the operator "
+                    f"rewrites; point migManager.config.name at a ConfigMap you own (README) to add {want}"
+                )
+            merged = {**data, "mig-configs": {**configs, want: entry}}
+            body = {
+                "metadata": {"resourceVersion": cm["metadata"]["resourceVersion"]},
+                "data": {MIG_PARTED_KEY: yaml.safe_dump(merged, sort_keys=False)},
+            }
+            try:
+                self.session.request("PATCH", path, body, MERGE_PATCH)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return path
+        raise _conflicts(path, self.kube.conflict_retries)
 
     # ---- MIG relabel -----------------------------------------------------------------
 
@@ -557,7 +943,7 @@ class KubeProvider:
                     return True, f"node {name} is not provisioned yet; its layout waits for it"
                 return False, f"node {name} not found; nothing changed"
             raise
-        info = node_info(node, self.config)
+        info = node_info(node, self.config, machine_owners(self.session, self.config))
         if info.pool != action.pool:
             return False, f"node {name} is in pool {info.pool}, not {action.pool}; nothing changed"
         annotations = node.get("metadata", {}).get("annotations") or {}
@@ -567,6 +953,26 @@ class KubeProvider:
                 self._uncordon(path)
                 return True, f"node {name} already at {MIG_CONFIG}={want}; uncordoned"
             return True, f"node {name} already at {MIG_CONFIG}={want}; no change"
+        try:
+            wrote = self._ensure_mig_config(
+                want, details.get("mig_parted_entry"), bool(details.get("needs_mixed_strategy"))
+            )
+        except MigConfigRefused as exc:
+            if ours:
+                self._uncordon(path)
+            return False, f"node {name}: {exc}; nothing changed"
+        if wrote:
+            # The MIG manager reads a mounted copy of the ConfigMap, which the kubelet
+            # refreshes about once a minute: relabelling sooner would fail the change.
+            if self.dry_run:
+                self.session.note(
+                    "WAIT",
+                    wrote,
+                    until="the kubelet refreshes mounted ConfigMaps",
+                    timeout_s=self.kube.mig_config_sync_s,
+                )
+            else:
+                self.sleep(self.kube.mig_config_sync_s)
         previous = info.mig_config
         cordoned = ours
         if not info.unschedulable:
@@ -721,7 +1127,15 @@ class KubeProvider:
     # ---- dry-run without a cluster ------------------------------------------------
 
     def seed(self, store: MemoryTransport) -> None:
-        """Fill ``store`` with the nodes and objects the config's ``current_nodes`` describe."""
+        """Fill ``store`` with the nodes and objects the config's ``current_nodes`` describe.
+
+        MIG-managed pools' nodes carry the labels and devices their ``mig_layouts`` give,
+        with a ClusterPolicy and mig-parted ConfigMap as a GPU Operator cluster has them.
+        """
+        configs: dict[str, Any] = {
+            "all-disabled": [{"devices": "all", "mig-enabled": False}],
+            "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
+        }
         for pool in self.config.pools:
             handler = self.pools.get(pool.name)
             if handler is None:
@@ -736,21 +1150,65 @@ class KubeProvider:
                 self.kube.tier_label: pool.tier,
                 GPU_PRODUCT: gpu_model(pool.gpu_model).name,
             }
+            mig = configured_nodes(pool, count) if pool.mig_layouts is not None else []
             for i in range(count):
+                node_labels = dict(labels)
+                allocatable = {GPU_RESOURCE: str(pool.gpus_per_node)}
+                if mig:
+                    per = list(mig[i].current)
+                    name, _ = resolve_config_name(pool.gpu_model, per, configs)
+                    configs.setdefault(name, mig_parted_entry(per))
+                    node_labels |= {
+                        MIG_CONFIG: name,
+                        MIG_STATE: "success",
+                        MIG_STRATEGY: "mixed",
+                        GPU_COUNT: str(pool.gpus_per_node),
+                    }
+                    allocatable = {GPU_RESOURCE: str(sum(lay.whole for lay in per))}
+                    for lay in per:
+                        for prof, n in lay.counts:
+                            key = f"nvidia.com/mig-{prof}"
+                            allocatable[key] = str(int(allocatable.get(key, "0")) + n)
                 store.add(
                     f"{NODES_PATH}/{pool.name}-{i}",
                     {
                         "apiVersion": "v1",
                         "kind": "Node",
-                        "metadata": {"labels": dict(labels)},
+                        "metadata": {"labels": node_labels},
                         "spec": {},
                         "status": {
-                            "allocatable": {GPU_RESOURCE: str(pool.gpus_per_node)},
+                            "allocatable": allocatable,
                             "conditions": [{"type": "Ready", "status": "True"}],
                         },
                     },
                 )
             handler.seed(store, count)
+        if any(p.mig_layouts is not None for p in self.config.pools):
+            # A GPU Operator as the deploy/ README sets it up: mixed strategy, and a
+            # mig-parted ConfigMap tiercast may edit holding the nodes' current layouts.
+            store.add(
+                f"{CLUSTER_POLICIES}/{self.kube.cluster_policy}",
+                {
+                    "apiVersion": "nvidia.com/v1",
+                    "kind": "ClusterPolicy",
+                    "spec": {
+                        "mig": {"strategy": "mixed"},
+                        "migManager": {"enabled": True, "config": {"name": SEEDED_CONFIG}},
+                    },
+                },
+            )
+            store.add(
+                f"/api/v1/namespaces/{self.kube.gpu_operator_namespace}/configmaps/{SEEDED_CONFIG}",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "data": {
+                        MIG_PARTED_KEY: yaml.safe_dump(
+                            {"version": "v1", "mig-configs": configs}, sort_keys=False
+                        )
+                    },
+                },
+            )
 
 
 def has_kubernetes_pools(config: Config) -> bool:

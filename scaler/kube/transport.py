@@ -520,7 +520,12 @@ class MemoryTransport:
                 "resourceVersion": meta.get("resourceVersion"),
             },
             "spec": {"replicas": obj.get("spec", {}).get("replicas", 0)},
-            "status": {"replicas": obj.get("status", {}).get("replicas", 0)},
+            # A Karpenter NodePool's scale subresource reports .status.nodes.
+            "status": {
+                "replicas": obj.get("status", {}).get(
+                    "nodes" if obj.get("kind") == "NodePool" else "replicas", 0
+                )
+            },
         }
 
 
