@@ -39,7 +39,7 @@ from forecaster.forecasting import SeriesForecast
 from forecaster.series import History, infer_step
 from scaler.catalog import gpu_model
 from scaler.config import TIER_ORDER, Config
-from scaler.finance import BANDS, FinanceProjection
+from scaler.finance import BANDS, CommitmentAdvice, FinanceProjection
 from scaler.i18n import fmt_number, month_label, render_note, t
 from scaler.planning import effective_gpus
 from scaler.plans import CapacityPlan
@@ -1205,28 +1205,48 @@ def build_finance_report(
     com = Section(
         "commitments",
         t(lang, "sec_commitments"),
-        [t(lang, "sec_commitments_intro", coverage=fmt_number(95, lang, 0))],
+        [
+            t(
+                lang,
+                "sec_commitments_intro",
+                coverage=fmt_number(95, lang, 0),
+                unserved_rule=t(lang, "unserved_refused")
+                if config.finance.unserved_price_per_gpu_hour is None
+                else t(
+                    lang,
+                    "unserved_priced",
+                    price=fmt_number(config.finance.unserved_price_per_gpu_hour, lang, 2),
+                ),
+            )
+        ],
     )
     com_rows = []
+    option_rows: list[dict[str, Any]] = []
     for c in projection.commitments:
         com_rows.append(
             {
                 "gpu_model": c.gpu_model,
                 "pool": c.pool,
+                "decision": t(lang, "commit_kind_" + c.kind),
                 "current_nodes": c.current_nodes,
                 "recommended_nodes": c.recommended_nodes,
                 "change_nodes": c.change_nodes,
+                "term": c.term or "–",
                 "base_load_gpus": c.base_load_gpus,
-                "reserved_price": c.reserved_price,
+                "reserved_price": c.term_price,
                 "alternative_price": c.alternative_price,
                 "break_even_utilization": c.break_even_utilization,
+                "changed_utilization": c.changed_utilization,
                 "utilization": c.utilization,
+                "unserved_now": c.current_unserved_gpu_hours["expected"],
+                "unserved": c.unserved_gpu_hours["expected"],
                 "monthly_saving": c.monthly_saving,
                 "monthly_saving_low": c.monthly_saving_low,
                 "monthly_saving_high": c.monthly_saving_high,
             }
         )
         com.paragraphs.append(_advice_sentence(c, lang))
+        option_rows += _option_rows(c, projection, lang)
     com.tables.append(
         Table(
             "commitments",
@@ -1234,25 +1254,54 @@ def build_finance_report(
             [
                 Column("gpu_model", t(lang, "col_gpu_model")),
                 Column("pool", t(lang, "col_pool")),
+                Column("decision", t(lang, "col_decision")),
                 Column("current_nodes", t(lang, "col_current_nodes"), 0),
                 Column("recommended_nodes", t(lang, "col_recommended_nodes"), 0),
                 Column("change_nodes", t(lang, "col_change_nodes"), 0),
+                Column("term", t(lang, "col_term")),
                 Column("base_load_gpus", t(lang, "col_base_load"), 0),
                 Column("reserved_price", t(lang, "col_reserved_price"), 2),
                 Column("alternative_price", t(lang, "col_alternative_price"), 2),
                 Column("break_even_utilization", t(lang, "col_break_even"), 0, percent=True),
+                Column("changed_utilization", t(lang, "col_changed_utilization"), 0, percent=True),
                 Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
-                Column(
-                    "monthly_saving", t(lang, "col_saving_band", band=t(lang, "band_expected")), 2
-                ),
-                Column(
-                    "monthly_saving_low", t(lang, "col_saving_band", band=t(lang, "band_low")), 2
-                ),
-                Column(
-                    "monthly_saving_high", t(lang, "col_saving_band", band=t(lang, "band_high")), 2
-                ),
+                Column("unserved_now", t(lang, "col_unserved_now"), 0),
+                Column("unserved", t(lang, "col_unserved_after"), 0),
+                *[
+                    Column(
+                        f"monthly_saving{suffix}",
+                        t(lang, "col_saving_band", band=t(lang, "band_" + b)),
+                        2,
+                    )
+                    for b, suffix in (("expected", ""), ("low", "_low"), ("high", "_high"))
+                ],
             ],
             com_rows,
+        )
+    )
+    com.tables.append(
+        Table(
+            "commitment_options",
+            t(lang, "tbl_commitment_options"),
+            [
+                Column("gpu_model", t(lang, "col_gpu_model")),
+                Column("nodes", t(lang, "col_option_nodes"), 0),
+                Column("term", t(lang, "col_term")),
+                Column("price", t(lang, "col_reserved_price"), 2),
+                *[
+                    Column(f"cost_{b}", t(lang, "col_cost_band", band=t(lang, "band_" + b)), 2)
+                    for b in BANDS
+                ],
+                *[
+                    Column(
+                        f"unserved_{b}", t(lang, "col_unserved_band", band=t(lang, "band_" + b)), 0
+                    )
+                    for b in BANDS
+                ],
+                Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
+                Column("verdict", t(lang, "col_verdict")),
+            ],
+            option_rows,
         )
     )
     sections.append(com)
@@ -1324,30 +1373,73 @@ def build_finance_report(
     )
 
 
-def _advice_sentence(c: Any, lang: str) -> str:
-    key = (
-        "advice_commit"
-        if c.change_nodes > 0
-        else "advice_release"
-        if c.change_nodes < 0
-        else "advice_keep"
-    )
+def _option_rows(
+    c: CommitmentAdvice, projection: FinanceProjection, lang: str
+) -> list[dict[str, Any]]:
+    """The options a reader needs to check the advice: none, one either side of the current and
+    the recommended level, the base load, and as many as the high band's peak needs."""
+    by_nodes = sorted({o.nodes for o in c.options})
+    base_nodes = math.ceil(c.base_load_gpus / c.gpus_per_node - 1e-6)
+    wanted = {0, by_nodes[-1], base_nodes}
+    for n in (c.current_nodes, c.recommended_nodes):
+        wanted |= {n - 1, n, n + 1}
+    rows = []
+    for o in c.options:
+        if o.nodes not in wanted:
+            continue
+        verdict = (
+            "option_recommended"
+            if (o.nodes, o.term) == (c.recommended_nodes, c.term)
+            else "option_current"
+            if o.nodes == c.current_nodes
+            else "option_refused"
+            if o.refused
+            else "option_other"
+        )
+        rows.append(
+            {
+                "gpu_model": c.gpu_model,
+                "nodes": o.nodes,
+                "term": o.term or "–",
+                "price": o.price_per_gpu_hour,
+                **{f"cost_{b}": o.cost[b] for b in BANDS},
+                **{f"unserved_{b}": o.unserved_gpu_hours[b] for b in BANDS},
+                "utilization": o.utilization,
+                "verdict": t(lang, verdict),
+            }
+        )
+    return rows
+
+
+def _advice_sentence(c: CommitmentAdvice, lang: str) -> str:
+    """One sentence per recommendation, its numbers taken from the advice's fields."""
+    money = {"loss": c.detail_value}
     return t(
         lang,
-        key,
+        "advice_" + c.reason,
         model=c.gpu_model,
         pool=c.pool,
+        term=t(lang, "term_" + c.term) if c.term else "",
         nodes=abs(c.change_nodes),
         gpus=fmt_number(abs(c.change_nodes) * c.gpus_per_node, lang, 0),
         current=c.current_nodes,
         recommended=c.recommended_nodes,
+        committed=fmt_number(c.current_nodes * c.gpus_per_node, lang, 0),
         base=fmt_number(c.base_load_gpus, lang, 0),
         saving=fmt_number(c.monthly_saving, lang, 2),
         saving_low=fmt_number(c.monthly_saving_low, lang, 2),
+        saving_high=fmt_number(c.monthly_saving_high, lang, 2),
+        extra=fmt_number(-c.monthly_saving, lang, 2),
         break_even=fmt_number(100 * c.break_even_utilization, lang, 0),
         reserved=fmt_number(c.reserved_price, lang, 2),
+        price=fmt_number(c.term_price, lang, 2),
         alternative=fmt_number(c.alternative_price, lang, 2),
         utilization=fmt_number(100 * c.utilization, lang, 0),
+        changed=fmt_number(100 * c.changed_utilization, lang, 0),
+        unserved=fmt_number(c.unserved_gpu_hours["expected"], lang, 0),
+        unserved_now=fmt_number(c.current_unserved_gpu_hours["expected"], lang, 0),
+        loss=fmt_number(money["loss"], lang, 2 if c.reason != "keep_release_unserved" else 0),
+        band=t(lang, "band_case_" + c.detail_band) if c.detail_band else "",
     )
 
 

@@ -172,6 +172,123 @@ def test_commitment_advice_releases_unused_reserved_capacity() -> None:
     )
 
 
+def _advice(
+    pools: list[dict[str, Any]],
+    levels: dict[float, Any],
+    hours: int = 48,
+    unserved_price: float | None = None,
+) -> finance.CommitmentAdvice:
+    config = fleet(pools)
+    if unserved_price is not None:
+        config = config.model_copy(
+            update={
+                "finance": config.finance.model_copy(
+                    update={"unserved_price_per_gpu_hour": unserved_price}
+                )
+            }
+        )
+    proj = finance.project(
+        config, {"rps": fake_forecast(levels, hours=hours)}, START, pd.Timedelta(hours=hours)
+    )
+    [advice] = proj.commitments
+    return advice
+
+
+def test_capped_fallback_never_advises_a_release_that_leaves_demand_unserved() -> None:
+    # 10 committed GPUs always busy; on-demand is capped at 8 nodes. Releasing all 10
+    # "saves" money in every band only because the demand nothing serves is free
+    # (8 x 2.0 < 10 x 1.9): it must be refused.
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.9, "min_nodes": 10}
+    capped = {**ON_DEMAND, "max_nodes": 8}
+    levels = {0.1: 9.0, 0.5: 10.0, 0.9: 14.0}
+    advice = _advice([reserved, capped], levels)
+    assert advice.kind == "keep" and advice.recommended_nodes == 10
+    assert advice.reason == "keep_busy"
+    none = next(o for o in advice.options if o.nodes == 0)
+    keep = next(o for o in advice.options if o.nodes == 10)
+    assert none.refused and all(none.cost[b] < keep.cost[b] for b in finance.BANDS)
+    assert none.unserved_gpu_hours["expected"] == pytest.approx((10 - 8) * 48)
+    assert keep.unserved_gpu_hours == {"low": 0.0, "expected": 0.0, "high": 0.0}
+    # Priced, the unserved GPU-hours count against the release the same way.
+    priced = _advice([reserved, capped], levels, unserved_price=3.0)
+    assert priced.recommended_nodes == 10
+    assert not next(o for o in priced.options if o.nodes == 0).refused
+    # The releases that stay served lose money (committed GPUs are busy above break-even).
+    assert all(
+        o.cost["expected"] > keep.cost["expected"]
+        for o in advice.options
+        if 0 < o.nodes < 10 and not o.refused
+    )
+
+
+def test_capped_fallback_with_base_load_above_the_commitment_commits_it() -> None:
+    # The low band needs 10 GPUs every hour, 4 are committed, on-demand stops at 2:
+    # 4 GPUs of base load go unserved; adding costs money but serves them.
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.0, "min_nodes": 4}
+    capped = {**ON_DEMAND, "max_nodes": 2}
+    advice = _advice([reserved, capped], {0.1: 10.0, 0.5: 10.0, 0.9: 12.0})
+    assert advice.kind == "commit" and advice.reason == "commit_unserved"
+    assert advice.recommended_nodes == 10 and advice.base_load_gpus == 10
+    assert advice.current_unserved_gpu_hours["expected"] == pytest.approx(4 * 48)
+    assert advice.unserved_gpu_hours["expected"] == 0
+    assert advice.monthly_saving < 0  # it costs more, and the sentence says so
+
+
+def test_base_load_above_the_commitment_advises_adding_on_the_cheapest_term() -> None:
+    reserved = {
+        "name": "res",
+        "tier": "reserved",
+        "price_per_gpu_hour": 1.0,
+        "min_nodes": 4,
+        "commitment_price_per_gpu_hour": {"1y": 1.2, "3y": 0.9},
+    }
+    advice = _advice([reserved, ON_DEMAND], {0.1: 10.0, 0.5: 10.0, 0.9: 12.0})
+    assert advice.kind == "commit" and advice.reason == "commit"
+    assert advice.recommended_nodes == 10 and advice.term == "3y"
+    assert advice.term_price == 0.9
+    assert advice.break_even_utilization == pytest.approx(0.9 / 2.0)
+    assert advice.changed_utilization == pytest.approx(1.0)
+    months = 48 / finance.HOURS_PER_MONTH
+    assert advice.monthly_saving == pytest.approx(6 * (2.0 - 0.9) * 48 / months)
+    assert {o.term for o in advice.options if o.nodes > 4} == {"1y", "3y"}
+
+
+def test_below_break_even_keep_states_why() -> None:
+    # 4 committed GPUs, expected demand 2 (50% busy, break-even 60%), but the high band
+    # needs 5 every hour: releasing one node costs 2.0 - 1.2 more per hour in that case.
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.2, "min_nodes": 4}
+    advice = _advice([reserved, ON_DEMAND], {0.1: 2.0, 0.5: 2.0, 0.9: 5.0})
+    assert advice.kind == "keep" and advice.reason == "keep_release_loses"
+    assert advice.utilization == pytest.approx(0.5)
+    assert advice.break_even_utilization == pytest.approx(0.6)
+    assert advice.detail_band == "high"
+    months = 48 / finance.HOURS_PER_MONTH
+    assert advice.detail_value == pytest.approx((2.0 - 1.2) * 48 / months)
+    from scaler.reporting import _advice_sentence
+
+    sentence = _advice_sentence(advice, "en")
+    assert "50% busy" in sentence and "break-even 60%" in sentence
+    assert f"{advice.detail_value:,.2f} more per month if demand comes in high" in sentence
+
+
+def test_projection_never_grows_a_reserved_pool_by_the_hour() -> None:
+    # A reserved pool allowed up to 20 nodes still costs its commitment (4), no more:
+    # the rest of the demand goes to on-demand.
+    reserved = {
+        "name": "res",
+        "tier": "reserved",
+        "price_per_gpu_hour": 1.0,
+        "min_nodes": 4,
+        "max_nodes": 20,
+    }
+    config = fleet([reserved, ON_DEMAND])
+    proj = finance.project(config, {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=24))
+    by_pool = proj.baseline.monthly_pools
+    exp = by_pool[by_pool["band"] == "high"].set_index("pool")
+    assert exp.loc["res", "gpu_hours"] == 4 * 24
+    assert exp.loc["od", "gpu_hours"] == 2 * 24
+
+
 def test_no_reserved_pool_is_a_note_not_advice() -> None:
     proj = finance.project(
         fleet([ON_DEMAND]), {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=24)
