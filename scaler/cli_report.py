@@ -128,9 +128,15 @@ def finance_dry_run(
             end=projection.end.strftime("%Y-%m-%d %H:%M"),
             low=f"q{projection.bands.low:g}",
             high=f"q{projection.bands.high:g}",
+            currency=config.finance.currency or t(lang, "currency_unnamed"),
         )
     )
-    for key, title in (("monthly_by_tier", "cli_monthly"), ("scenarios", "cli_scenarios")):
+    for key, title in (
+        ("monthly_by_tier", "cli_monthly"),
+        ("monthly_by_model", "cli_monthly_model"),
+        ("monthly_by_pool", "cli_monthly_pool"),
+        ("scenarios", "cli_scenarios"),
+    ):
         tb = tables[key]
         print(t(lang, title))
         cols = [c for c in tb.columns if c.key not in ("hours", "definition")]

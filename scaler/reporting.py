@@ -1049,6 +1049,31 @@ def _add_mig(
 # ---------------------------------------------------------------- finance
 
 
+def _money(label: str, currency: str) -> str:
+    """A money column's label with the configured currency, when there is one."""
+    return f"{label}, {currency}" if currency else label
+
+
+def _monthly_rows(frame: pd.DataFrame, by: Sequence[str], lang: str) -> list[dict[str, Any]]:
+    """One row per month and line (tier, pool or GPU model), with each band side by side."""
+    rows: list[dict[str, Any]] = []
+    if frame.empty:
+        return rows
+    for keys, g in frame.groupby(["period", *by], sort=False):
+        values = dict(zip(["period", *by], keys, strict=True))
+        b = g.set_index("band")
+        row: dict[str, Any] = {
+            "period": month_label(str(values["period"]), lang),
+            "hours": float(b["hours"].iloc[0]),
+            **{f"gpu_hours_{x}": float(b.loc[x, "gpu_hours"]) for x in BANDS},
+            **{f"cost_{x}": float(b.loc[x, "cost"]) for x in BANDS},
+        }
+        for k in by:
+            row[k] = t(lang, "tier_" + str(values[k])) if k == "tier" else str(values[k])
+        rows.append(row)
+    return rows
+
+
 def build_finance_report(
     projection: FinanceProjection,
     config: Config,
@@ -1068,49 +1093,55 @@ def build_finance_report(
         t(lang, "sec_projection"),
         [
             t(lang, "sec_projection_intro", low=band_q["low"], high=band_q["high"]),
-            t(lang, "currency_note"),
+            t(lang, "currency_named", currency=config.finance.currency)
+            if config.finance.currency
+            else t(lang, "currency_note"),
         ],
     )
     if charts:
         proj.charts.append(monthly_tier_chart(base.monthly, lang))
-    rows = []
-    for (period, tier), g in base.monthly.groupby(["period", "tier"], sort=False):
-        by = g.set_index("band")
-        gpu_h = {str(k): float(v) for k, v in by["gpu_hours"].items()}
-        cost_b = {str(k): float(v) for k, v in by["cost"].items()}
-        rows.append(
-            {
-                "period": month_label(str(period), lang),
-                "tier": t(lang, "tier_" + str(tier)),
-                "hours": float(by["hours"].iloc[0]),
-                **{f"gpu_hours_{b}": gpu_h[b] for b in BANDS},
-                **{f"cost_{b}": cost_b[b] for b in BANDS},
-            }
-        )
-    proj.tables.append(
-        Table(
-            "monthly_by_tier",
-            t(lang, "tbl_monthly_by_tier"),
-            [
-                Column("period", t(lang, "col_month")),
-                Column("tier", t(lang, "col_tier")),
-                Column("hours", t(lang, "col_hours"), 0),
-                *[
-                    Column(
-                        f"gpu_hours_{b}",
-                        t(lang, "col_gpu_hours_band", band=t(lang, "band_" + b)),
-                        0,
-                    )
-                    for b in BANDS
+    cur = config.finance.currency
+    band_cols = [
+        *[
+            Column(f"gpu_hours_{b}", t(lang, "col_gpu_hours_band", band=t(lang, "band_" + b)), 0)
+            for b in BANDS
+        ],
+        *[
+            Column(f"cost_{b}", _money(t(lang, "col_cost_band", band=t(lang, "band_" + b)), cur), 2)
+            for b in BANDS
+        ],
+    ]
+    lines = {
+        "monthly_by_tier": (["tier"], base.monthly),
+        "monthly_by_pool": (["pool", "tier", "gpu_model"], base.monthly_pools),
+        "monthly_by_model": (
+            ["gpu_model"],
+            base.monthly_pools.groupby(
+                ["period", "gpu_model", "band"], sort=False, as_index=False
+            ).agg(hours=("hours", "first"), gpu_hours=("gpu_hours", "sum"), cost=("cost", "sum"))
+            if not base.monthly_pools.empty
+            else base.monthly_pools,
+        ),
+    }
+    key_cols = {
+        "tier": Column("tier", t(lang, "col_tier")),
+        "pool": Column("pool", t(lang, "col_pool")),
+        "gpu_model": Column("gpu_model", t(lang, "col_gpu_model")),
+    }
+    for key, (by, frame) in lines.items():
+        proj.tables.append(
+            Table(
+                key,
+                t(lang, "tbl_" + key),
+                [
+                    Column("period", t(lang, "col_month")),
+                    *[key_cols[k] for k in by],
+                    Column("hours", t(lang, "col_hours"), 0),
+                    *band_cols,
                 ],
-                *[
-                    Column(f"cost_{b}", t(lang, "col_cost_band", band=t(lang, "band_" + b)), 2)
-                    for b in BANDS
-                ],
-            ],
-            rows,
+                _monthly_rows(frame, by, lang),
+            )
         )
-    )
     demand_rows = [{str(k): v for k, v in r.items()} for r in base.demand.to_dict(orient="records")]
     for r in demand_rows:
         r["band"] = t(lang, "band_" + r["band"])
@@ -1135,19 +1166,17 @@ def build_finance_report(
     base_exp = base.total_cost("expected")
     scen_rows = []
     for sp in projection.scenarios:
-        exp = sp.total_cost("expected")
-        scen_rows.append(
-            {
-                "scenario": sp.scenario.name
-                if not sp.scenario.is_baseline
-                else t(lang, "baseline"),
-                "definition": sp.scenario.text if not sp.scenario.is_baseline else "–",
-                **{f"cost_{b}": sp.total_cost(b) for b in BANDS},
-                "gpu_hours_expected": sp.total_gpu_hours("expected"),
-                "delta_expected": exp - base_exp,
-                "delta_fraction": (exp - base_exp) / base_exp if base_exp else 0.0,
-            }
-        )
+        row: dict[str, Any] = {
+            "scenario": sp.scenario.name if not sp.scenario.is_baseline else t(lang, "baseline"),
+            "definition": sp.scenario.text if not sp.scenario.is_baseline else "–",
+            **{f"cost_{b}": sp.total_cost(b) for b in BANDS},
+            "gpu_hours_expected": sp.total_gpu_hours("expected"),
+        }
+        for b in BANDS:
+            ref = base.total_cost(b)
+            row[f"delta_{b}"] = sp.total_cost(b) - ref
+            row[f"delta_fraction_{b}"] = (sp.total_cost(b) - ref) / ref if ref else 0.0
+        scen_rows.append(row)
     scen.tables.append(
         Table(
             "scenarios",
@@ -1156,7 +1185,11 @@ def build_finance_report(
                 Column("scenario", t(lang, "col_scenario")),
                 Column("definition", t(lang, "col_definition")),
                 *[
-                    Column(f"cost_{b}", t(lang, "col_cost_band", band=t(lang, "band_" + b)), 2)
+                    Column(
+                        f"cost_{b}",
+                        _money(t(lang, "col_cost_band", band=t(lang, "band_" + b)), cur),
+                        2,
+                    )
                     for b in BANDS
                 ],
                 Column(
@@ -1164,8 +1197,23 @@ def build_finance_report(
                     t(lang, "col_gpu_hours_band", band=t(lang, "band_expected")),
                     0,
                 ),
-                Column("delta_expected", t(lang, "col_delta"), 2),
-                Column("delta_fraction", t(lang, "col_delta_percent"), 1, percent=True),
+                *[
+                    Column(
+                        f"delta_{b}",
+                        _money(t(lang, "col_delta_band", band=t(lang, "band_" + b)), cur),
+                        2,
+                    )
+                    for b in BANDS
+                ],
+                *[
+                    Column(
+                        f"delta_fraction_{b}",
+                        t(lang, "col_delta_percent_band", band=t(lang, "band_" + b)),
+                        1,
+                        percent=True,
+                    )
+                    for b in BANDS
+                ],
             ],
             scen_rows,
         )
@@ -1328,18 +1376,23 @@ def build_finance_report(
             "cost_expected",
             t(lang, "fig_cost_band", band=t(lang, "band_expected")),
             round(base_exp, 2),
+            cur,
         ),
         KeyFigure(
             "cost_low",
             t(lang, "fig_cost_band", band=t(lang, "band_low")),
             round(base.total_cost("low"), 2),
+            cur,
         ),
         KeyFigure(
             "cost_high",
             t(lang, "fig_cost_band", band=t(lang, "band_high")),
             round(base.total_cost("high"), 2),
+            cur,
         ),
-        KeyFigure("cost_per_month_expected", t(lang, "fig_cost_per_month"), round(per_month, 2)),
+        KeyFigure(
+            "cost_per_month_expected", t(lang, "fig_cost_per_month"), round(per_month, 2), cur
+        ),
         KeyFigure(
             "gpu_hours_expected",
             t(lang, "fig_gpu_hours"),
@@ -1351,6 +1404,7 @@ def build_finance_report(
             "commitment_saving_per_month",
             t(lang, "fig_commit_saving"),
             round(sum(c.monthly_saving for c in projection.commitments), 2),
+            cur,
         ),
     ]
     return Report(

@@ -20,7 +20,7 @@ from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast
 from scaler import finance
 from scaler.cli import main
-from scaler.config import Config, parse_config
+from scaler.config import Config, ConfigError, parse_config
 from tests.conftest import trace_path
 
 START = pd.Timestamp("2027-01-30T00:00:00")
@@ -47,6 +47,21 @@ def fake_forecast(levels: dict[float, Any], hours: int = 96, name: str = "rps") 
         recent_max=0.0,
         n_observed=100,
     )
+
+
+_FLEET_DATA: dict[str, Any] = {
+    "signals": [{"name": "rps"}],
+    "workloads": [{"name": "svc", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}],
+    "pools": [
+        {
+            "name": "od",
+            "tier": "on-demand",
+            "gpu_model": "H100",
+            "gpus_per_node": 1,
+            "price_per_gpu_hour": 2.0,
+        }
+    ],
+}
 
 
 def fleet(pools: list[dict[str, Any]], units_per_replica: float = 1.0) -> Config:
@@ -111,6 +126,51 @@ def test_scenarios_change_inputs_not_the_method() -> None:
     assert base < double < 2 * base
     # 3 GPUs from Feb 1 (the last 24 of 72 hours) at 2.0 per GPU-hour.
     assert new == pytest.approx(base + 3 * 24 * 2.0)
+
+
+def test_scenario_deltas_are_shown_for_every_band() -> None:
+    # 10 committed GPUs absorb +2 GPUs in the low and expected bands; only the high band
+    # (9 -> 11 GPUs) spills onto on-demand: +1 GPU x 24 h x 2.0.
+    from scaler.reporting import build_finance_report
+
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.0, "min_nodes": 10}
+    config = fleet([reserved, ON_DEMAND])
+    proj = finance.project(
+        config,
+        {"rps": fake_forecast({0.1: 2.0, 0.5: 4.0, 0.9: 9.0})},
+        START,
+        pd.Timedelta(hours=24),
+        [finance.parse_scenario("more:workload=H100:2")],
+    )
+    report = build_finance_report(proj, config, "test", charts=False)
+    table = next(tb for s in report.sections for tb in s.tables if tb.key == "scenarios")
+    row = next(r for r in table.rows if r["scenario"] == "more")
+    assert row["delta_low"] == 0 and row["delta_expected"] == 0
+    assert row["delta_high"] == pytest.approx(1 * 24 * 2.0)
+    assert row["delta_fraction_high"] == pytest.approx(48.0 / (10 * 24 * 1.0))
+    # Per-pool and per-model lines add up to the tier lines.
+    lines = {tb.key: tb.rows for s in report.sections for tb in s.tables}
+    for band in finance.BANDS:
+        total = sum(r[f"cost_{band}"] for r in lines["monthly_by_tier"])
+        assert sum(r[f"cost_{band}"] for r in lines["monthly_by_pool"]) == pytest.approx(total)
+        assert sum(r[f"cost_{band}"] for r in lines["monthly_by_model"]) == pytest.approx(total)
+    assert {r["pool"] for r in lines["monthly_by_pool"]} == {"res", "od"}
+
+
+def test_currency_label_from_the_config() -> None:
+    from scaler.reporting import build_finance_report
+
+    config = fleet([ON_DEMAND])
+    config = config.model_copy(
+        update={"finance": config.finance.model_copy(update={"currency": "EUR"})}
+    )
+    proj = finance.project(config, {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=24))
+    report = build_finance_report(proj, config, "test", charts=False)
+    assert report.figure("cost_expected").unit == "EUR"
+    monthly = next(tb for s in report.sections for tb in s.tables if tb.key == "monthly_by_tier")
+    assert [c.label for c in monthly.columns if c.key == "cost_high"] == ["Cost, high, EUR"]
+    with pytest.raises(ConfigError, match="currency"):
+        parse_config({**_FLEET_DATA, "finance": {"currency": "US D"}}, "cfg")
 
 
 def test_spot_interruption_moves_demand_to_on_demand() -> None:
