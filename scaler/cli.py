@@ -48,7 +48,7 @@ _EXTENSIONS: tuple[str, ...] = (
 
 def _config_from_history(history: History, args: argparse.Namespace) -> Config:
     """A one-pool config for a bare CSV: each series is a workload on an on-demand pool."""
-    signals = [{"name": n, "unit": "1"} for n in history]
+    signals = [{"name": n, "unit": getattr(args, "signal_unit", None) or "1"} for n in history]
     workloads = [
         {
             "name": n,
@@ -108,7 +108,9 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
     explicit = _explicit_now(args)
     if explicit is not None:
         now = explicit
-    return config, history, now, label
+    from scaler.cli_report import apply_fleet_flags
+
+    return apply_fleet_flags(config, args), history, now, label
 
 
 def _explicit_now(args: argparse.Namespace) -> pd.Timestamp | None:
@@ -331,7 +333,15 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
         default="tiercast-plan.json",
         help="where to write the plan JSON (default: %(default)s)",
     )
+    from scaler.cli_report import add_fleet_flags
+
+    add_fleet_flags(p)
     g = p.add_argument_group("for --history without --config")
+    g.add_argument(
+        "--signal-unit",
+        default="1",
+        help="unit of the history's values, shown in reports, e.g. requests/s (default: %(default)s)",
+    )
     g.add_argument(
         "--units-per-gpu",
         type=float,

@@ -15,6 +15,7 @@ scenarios side by side and the commitment advice are printed, and with
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,55 @@ def add_finance_flags(p: argparse.ArgumentParser) -> None:
         "--format",
         default=",".join(FORMATS),
         help="comma-separated formats to write with --out (default: %(default)s)",
+    )
+
+
+def parse_current_nodes(specs: Sequence[str], config: Config) -> dict[str, int]:
+    """``--current-nodes POOL=N`` (repeatable) -> pool -> nodes, checked against the config."""
+    out: dict[str, int] = {}
+    names = [p.name for p in config.pools]
+    for spec in specs:
+        pool, eq, value = str(spec).partition("=")
+        pool = pool.strip()
+        if not eq or pool not in names:
+            raise BadInputError(
+                f"--current-nodes: {spec!r} does not name a pool; expected POOL=N with POOL one of "
+                f"{', '.join(names)}"
+            )
+        try:
+            n = int(value.strip())
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise BadInputError(
+                f"--current-nodes: {spec!r} has {value.strip()!r} nodes; expected a whole number "
+                "0 or more"
+            )
+        out[pool] = n
+    return out
+
+
+def apply_fleet_flags(config: Config, args: argparse.Namespace) -> Config:
+    """Today's fleet from ``--current-nodes``: a review from a history file starts from what runs."""
+    nodes = parse_current_nodes(getattr(args, "current_nodes", None) or [], config)
+    if not nodes:
+        return config
+    pools = tuple(
+        p.model_copy(update={"current_nodes": nodes[p.name]}) if p.name in nodes else p
+        for p in config.pools
+    )
+    return config.model_copy(update={"pools": pools})
+
+
+def add_fleet_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--current-nodes`` for ``plan``, ``report`` and ``run`` inputs."""
+    p.add_argument(
+        "--current-nodes",
+        action="append",
+        default=[],
+        metavar="POOL=N",
+        help="nodes running now in POOL (repeatable); overrides the config's current_nodes, "
+        "e.g. default-on-demand=4 with --history (default: the config's, else min_nodes)",
     )
 
 

@@ -190,3 +190,49 @@ def test_russian_report_on_a_public_trace(
     assert '<html lang="ru">' in page and page.count("data:image/png;base64,") == 3
     with Image.open(workdir / "rep" / "charts" / "cost-by-tier.png") as img:
         assert img.size == CHART_SIZE_PX
+
+
+def _small_history(path: Path) -> Path:
+    import numpy as np
+    import pandas as pd
+
+    index = pd.date_range("2027-01-01", periods=3 * 144, freq="10min")
+    values = 40 + 20 * np.sin(np.arange(len(index)) * 2 * np.pi / 144)
+    pd.DataFrame({"timestamp": index.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": values}).to_csv(
+        path, index=False
+    )
+    return path
+
+
+def test_history_review_starts_from_todays_fleet(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv_path = _small_history(workdir / "rps.csv")
+    common = ["report", "--history", str(csv_path), "--backtest-origins", "0", "--format", "json"]
+    assert main([*common, "--out", "empty"]) == 0
+    assert (
+        main(
+            [
+                *common,
+                "--out",
+                "fleet",
+                "--current-nodes",
+                "default-on-demand=3",
+                "--signal-unit",
+                "requests/s",
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    empty = json.loads((workdir / "empty" / "report.json").read_text(encoding="utf-8"))
+    fleet = json.loads((workdir / "fleet" / "report.json").read_text(encoding="utf-8"))
+    assert empty["key_figures"]["cost_per_hour_current"] == 0
+    # 3 nodes x 8 GPUs x 4.00 per GPU-hour (the --history defaults).
+    assert fleet["key_figures"]["cost_per_hour_current"] == pytest.approx(96.0)
+    signals = next(s for s in fleet["sections"] if s["key"] == "signals")["tables"][0]["rows"]
+    assert {r["unit"] for r in signals} == {"requests/s"}
+    assert main([*common, "--out", "bad", "--current-nodes", "gpu-pool=2"]) == 2
+    err = capsys.readouterr().err
+    assert "--current-nodes" in err and "default-on-demand" in err
+    assert len(err.strip().splitlines()) == 1
