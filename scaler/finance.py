@@ -719,7 +719,9 @@ def _options(
     g = pool.gpus_per_node
     current = pool.committed_nodes
     top = max(current, math.ceil(float(demand["high"].max()) / g) + 1)
-    terms = dict(pool.commitment_price_per_gpu_hour) or {"": pool.price_per_gpu_hour}
+    terms: dict[str, float] = {
+        str(k): v for k, v in pool.commitment_price_per_gpu_hour.items()
+    } or {"": pool.price_per_gpu_hour}
     out: list[CommitmentOption] = []
     for n in range(0, top + 1):
         for term, price in terms.items() if n > current else [("", pool.price_per_gpu_hour)]:

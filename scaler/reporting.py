@@ -1062,11 +1062,13 @@ def _monthly_rows(frame: pd.DataFrame, by: Sequence[str], lang: str) -> list[dic
     for keys, g in frame.groupby(["period", *by], sort=False):
         values = dict(zip(["period", *by], keys, strict=True))
         b = g.set_index("band")
+        gpu_h = b["gpu_hours"].astype(float)
+        cost = b["cost"].astype(float)
         row: dict[str, Any] = {
             "period": month_label(str(values["period"]), lang),
             "hours": float(b["hours"].iloc[0]),
-            **{f"gpu_hours_{x}": float(b.loc[x, "gpu_hours"]) for x in BANDS},
-            **{f"cost_{x}": float(b.loc[x, "cost"]) for x in BANDS},
+            **{f"gpu_hours_{x}": float(gpu_h[x]) for x in BANDS},
+            **{f"cost_{x}": float(cost[x]) for x in BANDS},
         }
         for k in by:
             row[k] = t(lang, "tier_" + str(values[k])) if k == "tier" else str(values[k])
