@@ -966,6 +966,44 @@ def mig_share(model: str, profile: str) -> float:
         return 1.0
 
 
+def _mig_pool_columns(lang: str) -> list[Column]:
+    return [
+        Column("pool", t(lang, "col_pool")),
+        Column("target_now", t(lang, "col_target_now"), 0),
+        Column("target_max", t(lang, "col_target_max"), 0),
+        Column("mig_nodes", t(lang, "col_mig_nodes"), 0),
+        Column("gpus", t(lang, "col_mig_gpus"), 0),
+        Column("gpus_used", t(lang, "col_mig_gpus_used"), 0),
+    ]
+
+
+def mig_pool_rows(plan: CapacityPlan) -> list[dict[str, Any]]:
+    """Per MIG-managed pool, the tier plan's node counts beside the nodes the MIG layouts cover.
+
+    Both come from the one plan: the MIG layouts are planned on the tier plan's target now,
+    so ``mig_nodes == target_now`` holds for a plan made by one cycle.
+    """
+    rows = []
+    by_pool = {p.pool: p for p in plan.pools}
+    for _model, m in sorted(plan.mig.get("models", {}).items()):
+        for name in m.get("pools", []):
+            pp = by_pool.get(name)
+            if pp is None:
+                continue
+            nodes = [n for n in m.get("nodes", []) or [] if n.get("pool") == name]
+            rows.append(
+                {
+                    "pool": name,
+                    "target_now": pp.target_nodes[0] if pp.target_nodes else pp.current_nodes,
+                    "target_max": max(pp.target_nodes) if pp.target_nodes else pp.current_nodes,
+                    "mig_nodes": len(nodes),
+                    "gpus": len(nodes) * pp.gpus_per_node,
+                    "gpus_used": m.get("gpus_used", 0) if len(m.get("pools", [])) == 1 else None,
+                }
+            )
+    return rows
+
+
 def _add_mig(
     cap: Section, config: Config, plan: CapacityPlan, grid: pd.DatetimeIndex, lang: str
 ) -> None:
@@ -1014,6 +1052,13 @@ def _add_mig(
         }
         if series:
             cap.charts.append(mig_chart(model, grid, series, capacity, lang))
+    cap.tables.append(Table("mig_pools", t(lang, "tbl_mig_pools"), _mig_pool_columns(lang), []))
+    cap.tables[-1].rows = mig_pool_rows(plan)
+    for r in cap.tables[-1].rows:
+        if r["mig_nodes"] != r["target_now"]:
+            cap.paragraphs.append(t(lang, "mig_disagrees", **r))
+        elif r["target_max"] > r["target_now"]:
+            cap.paragraphs.append(t(lang, "mig_grows", **r))
     cap.tables.append(
         Table(
             "mig_profiles",

@@ -136,6 +136,12 @@ def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixt
                 r["gpu_share"]
                 * min(p["price_per_gpu_hour"] for p in plan["pools"] if p["pool"] in m["pools"])
             )
+    # One story: the MIG layouts cover exactly the nodes the tier plan targets now.
+    targets = {p["pool"]: p["target_nodes"][0] for p in plan["pools"]}
+    mig_rows = cap_tables["mig_pools"]["rows"]
+    assert {r["pool"] for r in mig_rows} == {p for m in mig_models.values() for p in m["pools"]}
+    for r in mig_rows:
+        assert r["mig_nodes"] == r["target_now"] == targets[r["pool"]]
     # Actions: one row per plan action, with its reason.
     actions = sections["actions"]["tables"][0]["rows"]
     assert [r["reason"] for r in actions] == [a["reason"] for a in plan["actions"]]
@@ -236,3 +242,33 @@ def test_history_review_starts_from_todays_fleet(
     err = capsys.readouterr().err
     assert "--current-nodes" in err and "default-on-demand" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_tier_and_mig_sections_that_disagree_are_called_out() -> None:
+    import argparse
+    import dataclasses
+
+    from scaler.cli import plan_without_acting
+    from scaler.reporting import build_capacity_report, mig_pool_rows
+
+    args = argparse.Namespace(config=None, history=None, now=None, horizon="6h", current_nodes=[])
+    config, history, _, label, result = plan_without_acting(args)
+    plan = result.plan
+    [row] = mig_pool_rows(plan)
+    assert row["mig_nodes"] == row["target_now"]
+    # A plan whose tier part was changed after the MIG layouts were planned.
+    pools = [
+        dataclasses.replace(p, target_nodes=[n + 1 for n in p.target_nodes])
+        if p.pool == row["pool"]
+        else p
+        for p in plan.pools
+    ]
+    bad = dataclasses.replace(plan, pools=pools)
+    report = build_capacity_report(
+        config, history, bad, result.forecasts, label, backtest_origins=0
+    )
+    cap = next(s for s in report.sections if s.key == "capacity")
+    assert any("do not come from the same plan" in p for p in cap.paragraphs)
+    good = build_capacity_report(config, history, plan, result.forecasts, label, backtest_origins=0)
+    cap = next(s for s in good.sections if s.key == "capacity")
+    assert not any("do not come from the same plan" in p for p in cap.paragraphs)
