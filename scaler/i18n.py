@@ -11,6 +11,7 @@ depends on the machine's locale, so a report reads the same wherever it is made.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -550,3 +551,111 @@ def month_label(period: str, lang: str) -> str:
 def render_note(key: str, params: Mapping[str, Any], lang: str) -> str:
     """A projection note (``Note.key`` and its parameters) as a sentence."""
     return t(lang, "note_" + key, **params)
+
+
+# Phrases of the planner's reasons (scaler.planning, scaler.mig_planning), longest first.
+# Only words are replaced: every number, time, quantile, pool, model and profile name of
+# the English reason stays where it is, so a translated reason says exactly what the
+# planner said. Phrases not listed stay in English rather than being guessed.
+_REASON_PHRASES: dict[str, tuple[tuple[str, str], ...]] = {
+    "ru": (
+        (r"\b(q[\d.]+) MIG demand for\b", r"спрос MIG \1 на"),
+        (r"\b(q[\d.]+) demand for\b", r"спрос \1 на"),
+        (r"\b(q[\d.]+) demand\b", r"спрос \1"),
+        (r"\bnode\(s\) keep their MIG layouts\b", "узл. сохраняют разметку MIG"),
+        (r"\bnode\(s\) fit\b", "узл. покрывают"),
+        (r"\bnode\(s\) saves\b", "узл. экономят"),
+        (r"\bnode\(s\) at\b", "узл. по"),
+        (r"\bnode\(s\) now is outside\b", "узл. сейчас вне"),
+        (r"\bnode\(s\)", "узл."),
+        (r"\bGPU\(s\)", "GPU"),
+        (r"\bof ([\d.]+) GPUs at\b", r"в \1 GPU к"),
+        (r"\bGPUs by\b", "GPU к"),
+        (r"\bGPUs until\b", "GPU до"),
+        (r"\bGPUs short\b", "GPU не хватает"),
+        (r"\bGPUs\b", "GPU"),
+        (r"\breaches\b", "достигает"),
+        (r"\bstays under\b", "остаётся ниже"),
+        (r"\bpeaks at\b", "на пике"),
+        (r"\bcannot be covered from\b", "не покрывается с"),
+        (r"\bup to\b", "до"),
+        (r"\blead time\b", "время подготовки"),
+        (r"\bmin stabilization\b", "мин стабилизации"),
+        (r"\bmin\b", "мин"),
+        (r"/h each\b", "/ч каждый"),
+        (r"/h\b", "/ч"),
+        (r"\bbound:", "ограничение:"),
+        (r"\bcost unchanged at\b", "стоимость не меняется:"),
+        (r"\bspend unchanged\b", "расходы не меняются"),
+        (r"\bno data for signal\b", "нет данных сигнала"),
+        (r"\bsignal\(s\)", "сигналы"),
+        (r"\bsignal\b", "сигнал"),
+        (r"\bis stale\b", "устарел"),
+        (r"\bstale or missing\b", "устарели или отсутствуют"),
+        (r"\bholding the layouts\b", "разметка сохраняется"),
+        (
+            r"\bholding current capacity \(no scale-down\)",
+            "текущая мощность сохраняется (без сокращения)",
+        ),
+        (r"\bholding\b", "мощность удерживается"),
+        (r"\bplanning from\b", "план строится от"),
+        (r"\bdrain \+ re-partition\b", "вывод из работы + переразметка"),
+        (r"\bnow, in the lowest-demand window\b", "сейчас, в окне наименьшего спроса"),
+        (r"\bscheduled for the lowest-demand window\b", "назначено на окно наименьшего спроса"),
+        (
+            r"\blabel it when the node joins \(no drain\)",
+            "разметить при появлении узла (без вывода)",
+        ),
+        (
+            r"\bneeded before the current layouts fall short\b",
+            "нужно до того, как текущей разметки перестанет хватать",
+        ),
+        (
+            r"\bsaves ([\d.]+) GPU-h against ([\d.]+) GPU-h of drain\b",
+            r"экономит \1 GPU-ч против \2 GPU-ч на вывод",
+        ),
+        (
+            r"\ba relayout would save ([\d.]+) GPU-h but cost ([\d.]+) GPU-h of drain; keeping the current layouts\b",
+            r"переразметка сэкономила бы \1 GPU-ч, но вывод стоит \2 GPU-ч; текущая разметка сохраняется",
+        ),
+        (
+            r"\bthe pool's GPUs cannot hold it all: short\b",
+            "GPU пула не вмещают весь спрос; не хватает",
+        ),
+        (r"\bthe layouts cover it\b", "разметка его покрывает"),
+        (r"\bcapacity\b", "ёмкость"),
+        (r"\bx whole\b", "x целый GPU"),
+        (r"\bnode\b", "узел"),
+        (r"\bsaves\b", "экономит"),
+        (r"\bGPU-h\b", "GPU-ч"),
+    ),
+}
+_DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?![\w.])")
+
+
+def numbers_in(text: str, lang: str) -> list[float]:
+    """Every number in ``text`` as written in ``lang`` (``1,234.5`` in English, ``1 234,5`` in Russian)."""
+    # Quantile labels (q0.9) and names with dots (1g.10gb) read the same in every language.
+    text = re.sub(r"(?<=[A-Za-z])\.(?=\d)", " ", re.sub(r"\bq(\d+)\.(\d+)", r"q\1 \2", text))
+    if lang == "ru":
+        text = text.replace("\u00a0", "")
+        found = re.findall(r"\d+(?:,\d+)?", text)
+        return [float(x.replace(",", ".")) for x in found]
+    found = re.findall(r"\d[\d,]*(?:\.\d+)?", text)
+    return [float(x.replace(",", "")) for x in found if x.replace(",", "")]
+
+
+def translate_reason(reason: str, lang: str) -> str | None:
+    """The planner's English reason in ``lang``, every number kept (decimals as the language
+    writes them); None when none of its phrases is known, so the caller can say it another way."""
+    phrases = _REASON_PHRASES.get(lang)
+    if not phrases:
+        return reason
+    text = reason
+    for pattern, repl in phrases:
+        text = re.sub(pattern, repl, text)
+    if text == reason:
+        return None
+    if lang == "ru":
+        text = _DECIMAL.sub(r"\1,\2", text).replace(" -> ", " → ")
+    return text

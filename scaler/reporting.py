@@ -40,7 +40,7 @@ from forecaster.series import History, infer_step
 from scaler.catalog import gpu_model
 from scaler.config import TIER_ORDER, Config
 from scaler.finance import BANDS, CommitmentAdvice, FinanceProjection
-from scaler.i18n import fmt_number, month_label, render_note, t
+from scaler.i18n import fmt_number, month_label, render_note, t, translate_reason
 from scaler.planning import effective_gpus
 from scaler.plans import CapacityPlan
 from scaler.translating import demand_by_model
@@ -568,13 +568,20 @@ def _period_cost_rows(plan: CapacityPlan, grid: pd.DatetimeIndex, fmt: str) -> l
 
 
 def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
-    """The planner's reason in English; a sentence built from the action's fields otherwise."""
+    """The planner's reason in ``lang``: translated phrase by phrase, every number kept.
+
+    A reason whose phrases are all unknown to the translation falls back to a sentence
+    built from the action's fields, with the planner's own words beside it.
+    """
     a = plan.actions[index]
     if lang == "en":
         return a.reason
+    text = translate_reason(a.reason, lang)
+    if text is not None:
+        return text
     pool = next((p for p in plan.pools if p.pool == a.pool), None)
     lead_min = (pool.lead_time_s / 60) if pool else 0.0
-    return t(
+    built = t(
         lang,
         "reason_" + a.decision.replace("-", "_"),
         pool=a.pool,
@@ -587,6 +594,7 @@ def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
         q=quantile_column(plan.quantile),
         bound=", ".join(pool.binding) if pool and pool.binding else "–",
     )
+    return f"{built} ({a.reason})"
 
 
 def build_capacity_report(
@@ -883,7 +891,11 @@ def build_capacity_report(
 
     if plan.notes:
         sections.append(
-            Section("notes", t(lang, "sec_notes"), [t(lang, "notes_planner"), *list(plan.notes)])
+            Section(
+                "notes",
+                t(lang, "sec_notes"),
+                [t(lang, "notes_planner"), *[translate_reason(n, lang) or n for n in plan.notes]],
+            )
         )
 
     paid_total = sum(r["capacity_gpu_hours"] for r in util_rows)

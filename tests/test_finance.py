@@ -529,3 +529,62 @@ def test_finance_dry_run_on_a_public_trace(
     assert (workdir / "fin" / "csv" / "finance-monthly_by_tier.csv").is_file()
     md = (workdir / "fin" / "finance.md").read_text(encoding="utf-8")
     assert md.startswith("# Финансовый прогноз") and "![" in md
+
+
+def test_russian_advice_keeps_every_number_for_every_reason() -> None:
+    from scaler.i18n import numbers_in
+    from scaler.reporting import _advice_sentence
+
+    reserved = {"name": "res", "tier": "reserved", "min_nodes": 4}
+    cases = [
+        (
+            [{**reserved, "price_per_gpu_hour": 1.0}, {**ON_DEMAND, "max_nodes": 2}],
+            {0.1: 10.0, 0.5: 10.0, 0.9: 12.0},
+        ),
+        (
+            [
+                {
+                    **reserved,
+                    "price_per_gpu_hour": 1.0,
+                    "commitment_price_per_gpu_hour": {"3y": 0.9},
+                },
+                ON_DEMAND,
+            ],
+            {0.1: 10.0, 0.5: 10.0, 0.9: 12.0},
+        ),
+        ([{**reserved, "price_per_gpu_hour": 1.2}, ON_DEMAND], {0.1: 2.0, 0.5: 2.0, 0.9: 5.0}),
+        ([{**reserved, "price_per_gpu_hour": 1.5, "min_nodes": 8}, ON_DEMAND], LEVELS),
+        (
+            [
+                {**reserved, "price_per_gpu_hour": 1.9, "min_nodes": 10},
+                {**ON_DEMAND, "max_nodes": 8},
+            ],
+            {0.1: 9.0, 0.5: 10.0, 0.9: 14.0},
+        ),
+        (
+            [
+                {**reserved, "price_per_gpu_hour": 1.9, "min_nodes": 3},
+                {**ON_DEMAND, "max_nodes": 2},
+            ],
+            {0.1: 1.0, 0.5: 1.0, 0.9: 5.0},
+        ),
+        (
+            [{**reserved, "price_per_gpu_hour": 1.9, "min_nodes": 0}, ON_DEMAND],
+            {0.1: 0.0, 0.5: 1.0, 0.9: 2.0},
+        ),
+    ]
+    reasons = set()
+    for pools, levels in cases:
+        advice = _advice(pools, levels)
+        reasons.add(advice.reason)
+        en, ru = _advice_sentence(advice, "en"), _advice_sentence(advice, "ru")
+        assert numbers_in(ru, "ru") == numbers_in(en, "en"), (en, ru)
+    assert reasons == {
+        "commit",
+        "commit_unserved",
+        "release",
+        "keep_busy",
+        "keep_release_loses",
+        "keep_release_unserved",
+        "keep_none",
+    }

@@ -272,3 +272,43 @@ def test_tier_and_mig_sections_that_disagree_are_called_out() -> None:
     good = build_capacity_report(config, history, plan, result.forecasts, label, backtest_origins=0)
     cap = next(s for s in good.sections if s.key == "capacity")
     assert not any("do not come from the same plan" in p for p in cap.paragraphs)
+
+
+def test_russian_reasons_keep_every_number_and_the_sentence_of_their_kind() -> None:
+    import argparse
+
+    from scaler.cli import plan_without_acting
+    from scaler.i18n import numbers_in
+    from scaler.reporting import build_capacity_report
+
+    args = argparse.Namespace(config=None, history=None, now=None, horizon="6h", current_nodes=[])
+    config, history, _, label, result = plan_without_acting(args)
+    rows = {}
+    for lang in ("en", "ru"):
+        report = build_capacity_report(
+            config, history, result.plan, result.forecasts, label, lang, backtest_origins=0
+        )
+        act = next(s for s in report.sections if s.key == "actions")
+        rows[lang] = act.tables[0].rows
+    kinds = [a.kind for a in result.plan.actions]
+    assert "mig-layout" in kinds and "nodes" in kinds
+    for en, ru, action in zip(rows["en"], rows["ru"], result.plan.actions, strict=True):
+        assert numbers_in(ru["reason"], "ru") == numbers_in(en["reason"], "en"), (en, ru)
+        assert re.search("[а-яА-Я]", ru["reason"]), ru["reason"]
+        # The sentence of the action's own kind, not the node-count one for every row.
+        if action.kind == "mig-layout":
+            assert "MIG" in ru["reason"] and "разметк" in ru["reason"]
+        else:
+            assert "спрос" in ru["reason"] and "разметк" not in ru["reason"]
+    # A reason the translation does not know is said from the action's fields, with the
+    # planner's words (and numbers) beside it.
+    import dataclasses
+
+    from scaler.i18n import translate_reason
+    from scaler.reporting import _action_reason
+
+    assert translate_reason("zz 12.5 yy", "ru") is None
+    odd = dataclasses.replace(result.plan.actions[0], reason="zz 12.5 yy")
+    plan = dataclasses.replace(result.plan, actions=[odd])
+    text = _action_reason(plan, 0, "ru")
+    assert text.endswith("(zz 12.5 yy)") and re.search("[а-яА-Я]", text)
