@@ -37,6 +37,7 @@ from forecaster.errors import BadInputError, TemporaryError, TiercastError
 from forecaster.estimators import quantile_column, registered
 from forecaster.forecasting import SeriesForecast
 from forecaster.series import History, infer_step
+from scaler import reviewing
 from scaler.catalog import gpu_model
 from scaler.config import TIER_ORDER, Config
 from scaler.finance import BANDS, CommitmentAdvice, FinanceProjection
@@ -48,6 +49,8 @@ from scaler.translating import demand_by_model
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure as MplFigure
+
+    from forecaster.backtesting import Backtest
 
 CHART_SIZE_PX = (960, 360)
 """Width and height of every chart in pixels (the browser test checks them)."""
@@ -469,8 +472,12 @@ def accuracy_rows(
     quantiles: Sequence[float],
     origins: int,
     method: str = "auto",
+    keep: dict[str, Backtest] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rolling-origin scores of each signal's estimator against the seasonal-naive baselines.
+
+    ``keep``, when given, receives each signal's backtest of the estimator in use (the
+    forecast-against-actual section reuses them rather than refitting).
 
     Uses :mod:`forecaster.backtesting`: one-day-ahead forecasts (or shorter for a
     short history) at ``origins`` daily origins ending at the newest sample.
@@ -508,6 +515,8 @@ def accuracy_rows(
             except (TiercastError, ValueError) as exc:
                 skipped.append(f"{name}/{label}: {exc}")
                 continue
+            if keep is not None and label == in_use:
+                keep[name] = bt
             s = bt.scores()
             rows.append(
                 {
@@ -526,6 +535,213 @@ def accuracy_rows(
                 }
             )
     return rows, skipped
+
+
+# ---------------------------------------------------------------- forecast against actual
+
+
+def hindsight_signal_chart(
+    name: str, frame: pd.DataFrame, low: float, high: float, q: float, lang: str
+) -> Chart:
+    """What was forecast for each moment of the review period against what happened."""
+    fig, ax = _new_figure()
+    f = frame.sort_values("timestamp")
+    x = pd.DatetimeIndex(f["timestamp"])
+    lo, hi, qc = quantile_column(low), quantile_column(high), quantile_column(q)
+    if lo in f and hi in f:
+        ax.fill_between(
+            x,
+            f[lo].to_numpy(dtype=float),
+            f[hi].to_numpy(dtype=float),
+            color=BAND_COLORS["low"],
+            alpha=0.6,
+            step="post",
+            label=t(lang, "legend_band", low=lo, high=hi),
+        )
+    if "q0.5" in f:
+        ax.step(
+            x,
+            f["q0.5"].to_numpy(dtype=float),
+            where="post",
+            color=BAND_COLORS["expected"],
+            lw=1.1,
+            label=t(lang, "legend_median"),
+        )
+    if qc in f and qc not in (lo, hi):
+        ax.step(
+            x,
+            f[qc].to_numpy(dtype=float),
+            where="post",
+            color="#c0392b",
+            lw=1.0,
+            ls="--",
+            label=t(lang, "legend_policy_quantile", q=qc),
+        )
+    ax.plot(
+        x,
+        f["actual"].to_numpy(dtype=float),
+        color="#222222",
+        lw=1.0,
+        label=t(lang, "legend_actual"),
+    )
+    ax.set_ylim(bottom=0)
+    _value_axis(ax, lang)
+    _time_axis(ax, lang)
+    ax.legend(loc="upper left", fontsize=8, ncols=4)
+    title = t(lang, "chart_hindsight_signal", name=name)
+    ax.set_title(title, fontsize=11)
+    return _render(fig, f"hindsight-signal-{name}", title, title)
+
+
+def hindsight_capacity_chart(model: str, frame: pd.DataFrame, lang: str) -> Chart:
+    """Planned GPUs against the demand that came, shortfall and idle shaded."""
+    fig, ax = _new_figure()
+    f = frame.sort_values("timestamp")
+    x = pd.DatetimeIndex(f["timestamp"])
+    planned = f["planned_gpus"].to_numpy(dtype=float)
+    actual = f["actual_gpus"].to_numpy(dtype=float)
+    ax.fill_between(
+        x,
+        actual,
+        planned,
+        where=planned >= actual,
+        color="#bbbbbb",
+        alpha=0.6,
+        step="post",
+        label=t(lang, "legend_idle"),
+    )
+    ax.fill_between(
+        x,
+        planned,
+        actual,
+        where=actual > planned,
+        color="#e74c3c",
+        alpha=0.6,
+        step="post",
+        label=t(lang, "legend_short"),
+    )
+    ax.step(
+        x,
+        planned,
+        where="post",
+        color=TIER_COLORS["reserved"],
+        lw=1.2,
+        label=t(lang, "legend_planned"),
+    )
+    ax.step(
+        x,
+        f["forecast_gpus"].to_numpy(dtype=float),
+        where="post",
+        color="#c0392b",
+        lw=0.9,
+        ls="--",
+        label=t(lang, "legend_forecast_gpus"),
+    )
+    ax.step(x, actual, where="post", color="#222222", lw=1.0, label=t(lang, "legend_actual_gpus"))
+    ax.set_ylabel(t(lang, "axis_gpus"))
+    ax.set_ylim(bottom=0)
+    _value_axis(ax, lang)
+    _time_axis(ax, lang)
+    ax.legend(loc="upper left", fontsize=8, ncols=5)
+    title = t(lang, "chart_hindsight_capacity", model=model)
+    ax.set_title(title, fontsize=11)
+    return _render(fig, f"hindsight-capacity-{model}", title, title)
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{str(k): v for k, v in r.items()} for r in frame.to_dict(orient="records")]
+
+
+def hindsight_section(
+    h: reviewing.Hindsight, config: Config, low: float, high: float, lang: str
+) -> Section:
+    """The forecast-against-actual section: charts per signal and GPU model, costs per pool/tier."""
+    cur = config.finance.currency
+    sec = Section("hindsight", t(lang, "sec_hindsight"))
+    if h.empty:
+        sec.paragraphs.append(t(lang, "hindsight_none"))
+        return sec
+    unserved = config.finance.unserved_price_per_gpu_hour
+    sec.paragraphs.append(
+        t(
+            lang,
+            "hindsight_intro_" + h.source,
+            start=h.start.strftime("%Y-%m-%d %H:%M"),
+            end=h.end.strftime("%Y-%m-%d %H:%M"),
+            q=quantile_column(h.quantile),
+        )
+    )
+    sec.paragraphs.append(
+        t(lang, "hindsight_short_priced", price=fmt_number(unserved, lang, 2))
+        if unserved is not None
+        else t(lang, "hindsight_short_fallback")
+    )
+    for name, g in h.signals.groupby("signal", sort=False):
+        sec.charts.append(hindsight_signal_chart(str(name), g, low, high, h.quantile, lang))
+    for model, g in h.gpus.groupby("gpu_model", sort=False):
+        sec.charts.append(hindsight_capacity_chart(str(model), g, lang))
+    acc = h.accuracy()
+    sec.tables.append(
+        Table(
+            "hindsight_accuracy",
+            t(lang, "tbl_hindsight_accuracy"),
+            [
+                Column("signal", t(lang, "col_signal")),
+                Column("points", t(lang, "col_points"), 0),
+                Column("mae", t(lang, "col_mae"), 2),
+                Column(
+                    "coverage",
+                    t(lang, "col_coverage", low=quantile_column(low), high=quantile_column(high)),
+                    0,
+                    percent=True,
+                ),
+                Column(
+                    "above_q",
+                    t(lang, "col_above_q", q=quantile_column(h.quantile)),
+                    0,
+                    percent=True,
+                ),
+            ],
+            _records(acc),
+        )
+    )
+    money_cols = [
+        Column("planned_gpu_hours", t(lang, "col_planned_gpu_h"), 0),
+        Column("used_gpu_hours", t(lang, "col_used_gpu_h"), 0),
+        Column("idle_gpu_hours", t(lang, "col_idle_gpu_h"), 0),
+        Column("idle_cost", _money(t(lang, "col_idle_cost"), cur), 2),
+        Column("short_gpu_hours", t(lang, "col_short_gpu_h"), 0),
+        Column("short_cost", _money(t(lang, "col_short_cost"), cur), 2),
+    ]
+    pool_rows = _records(h.pools)
+    for r in pool_rows:
+        r["tier"] = t(lang, "tier_" + str(r["tier"]))
+    sec.tables.append(
+        Table(
+            "hindsight_pools",
+            t(lang, "tbl_hindsight_pools"),
+            [
+                Column("pool", t(lang, "col_pool")),
+                Column("tier", t(lang, "col_tier")),
+                Column("gpu_model", t(lang, "col_gpu_model")),
+                *money_cols,
+            ],
+            pool_rows,
+        )
+    )
+    tier_rows = _records(h.by_tier())
+    for r in tier_rows:
+        r["tier"] = t(lang, "tier_" + str(r["tier"]))
+    sec.tables.append(
+        Table(
+            "hindsight_tiers",
+            t(lang, "tbl_hindsight_tiers"),
+            [Column("tier", t(lang, "col_tier")), *money_cols],
+            tier_rows,
+        )
+    )
+    sec.paragraphs.extend(h.notes)
+    return sec
 
 
 # ---------------------------------------------------------------- capacity review
@@ -606,8 +822,11 @@ def build_capacity_report(
     lang: str = "en",
     history_window: pd.Timedelta = HISTORY_WINDOW,
     backtest_origins: int = 3,
+    recorded: Sequence[reviewing.RecordedCycle] = (),
 ) -> Report:
-    """The capacity review: history and forecast, accuracy, plan, actions, cost, utilization."""
+    """The capacity review: history and forecast, accuracy, forecast against actual over the
+    review period (from ``recorded`` cycles, or the backtest when there are none), plan,
+    actions, cost, utilization."""
     q = plan.quantile
     quantiles = sorted(set(config.forecast.quantiles) | {0.5, q})
     low, high = quantiles[0], quantiles[-1]
@@ -672,8 +891,9 @@ def build_capacity_report(
     sections.append(sig)
 
     # Accuracy against the baselines.
+    backtests: dict[str, Backtest] = {}
     acc_rows, skipped = accuracy_rows(
-        history, forecasts, quantiles, backtest_origins, config.forecast.method
+        history, forecasts, quantiles, backtest_origins, config.forecast.method, keep=backtests
     )
     acc = Section(
         "accuracy",
@@ -717,6 +937,13 @@ def build_capacity_report(
     if skipped:
         acc.paragraphs.append(t(lang, "accuracy_skipped", what="; ".join(skipped)))
     sections.append(acc)
+
+    hindsight = (
+        reviewing.from_records(config, history, recorded, q)
+        if recorded
+        else reviewing.from_backtests(config, history, backtests, q)
+    )
+    sections.append(hindsight_section(hindsight, config, low, high, lang))
 
     # Capacity against demand, per GPU model and pool.
     pool_gpus = _pool_gpus(config, plan)
