@@ -23,7 +23,7 @@ import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.series import parse_duration
-from scaler import finance
+from scaler import finance, reviewing
 from scaler.config import Config
 from scaler.cycle import CycleResult
 from scaler.i18n import DEFAULT_LANG, LANGS, check_lang, t
@@ -219,7 +219,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise BadInputError(
             f"--backtest-origins: {args.backtest_origins} is negative; expected 0 (off) or more"
         )
-    config, history, _, label, result = plan_without_acting(args)
+    config, history, now, label, result = plan_without_acting(args)
+    period = parse_duration(args.review_period)
+    records = args.records or config.service.records_path
+    if args.records and not Path(args.records).is_file():
+        raise BadInputError(
+            f"--records: {args.records!r} does not exist; expected a run-record file"
+        )
+    recorded = reviewing.load_records(records, now - period, now)
     report = build_capacity_report(
         config,
         history,
@@ -229,6 +236,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         lang,
         history_window=window,
         backtest_origins=args.backtest_origins,
+        recorded=recorded,
     )
     written = write_report(report, args.out, formats)
     _write(str(Path(args.out) / "plan.json"), result.plan.to_json())
@@ -276,5 +284,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=3,
         help="daily origins of the accuracy backtest; 0 turns it off (default: %(default)s)",
+    )
+    p.add_argument(
+        "--records",
+        help="run records (tiercast serve's SQLite file) for the forecast-against-actual section; "
+        "default: the config's service.records_path when it exists, else the backtest",
+    )
+    p.add_argument(
+        "--review-period",
+        default="7d",
+        help="how far back the forecast-against-actual section reads run records "
+        "(default: %(default)s)",
     )
     p.set_defaults(func=cmd_report)

@@ -111,9 +111,12 @@ def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixt
     # One chart per signal and per GPU model, and the cost chart; all the documented size.
     charts = [c for s in data["sections"] for c in s["charts"]]
     mig_models = plan["mig"].get("models", {})
-    assert len(charts) == (
-        len(plan["signals"]) + len({p["gpu_model"] for p in plan["pools"]}) + 1 + len(mig_models)
-    )
+    models = {p["gpu_model"] for p in plan["pools"]}
+    hindsight = next(s for s in data["sections"] if s["key"] == "hindsight")
+    # Forecast against actual (from the backtest here: no run records): one chart per
+    # signal and per GPU model with demand.
+    assert len(hindsight["charts"]) == len(plan["signals"]) + len(models)
+    assert len(charts) == (2 * len(plan["signals"]) + 2 * len(models) + 1 + len(mig_models))
     for c in charts:
         with Image.open(rep / c["file"]) as img:
             assert img.size == CHART_SIZE_PX == (c["width"], c["height"])
@@ -193,7 +196,8 @@ def test_russian_report_on_a_public_trace(
     actions = next(s for s in data["sections"] if s["key"] == "actions")["tables"][0]["rows"]
     assert all(re.search("[а-яА-Я]", r["reason"]) for r in actions)
     page = (workdir / "rep" / "report.html").read_text(encoding="utf-8")
-    assert '<html lang="ru">' in page and page.count("data:image/png;base64,") == 3
+    # History, capacity, cost, and forecast against actual for the signal and the model.
+    assert '<html lang="ru">' in page and page.count("data:image/png;base64,") == 5
     with Image.open(workdir / "rep" / "charts" / "cost-by-tier.png") as img:
         assert img.size == CHART_SIZE_PX
 
