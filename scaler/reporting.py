@@ -109,6 +109,8 @@ class Section:
     paragraphs: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
+    items: list[tuple[str, str]] = field(default_factory=list)
+    """Bullet points as (text, key of the section they link to); the summary's recommendations."""
 
 
 @dataclass
@@ -535,6 +537,85 @@ def accuracy_rows(
                 }
             )
     return rows, skipped
+
+
+# ---------------------------------------------------------------- summary
+
+SUMMARY_MAX = 5
+"""At most this many recommendations head a report."""
+
+
+def summary_section(items: Sequence[tuple[int, str, str]], lang: str) -> Section:
+    """The recommendations that matter, most important first (lower rank first), each linking
+    to the section that explains it."""
+    ranked = [(text, link) for _, text, link in sorted(items, key=lambda x: x[0])]
+    sec = Section("summary", t(lang, "sec_summary"), items=ranked[:SUMMARY_MAX])
+    if not ranked:
+        sec.paragraphs.append(t(lang, "summary_nothing"))
+    return sec
+
+
+def _bound_pools(config: Config, plan: CapacityPlan, lang: str) -> list[tuple[int, str, str]]:
+    """Pools the plan holds at ``max_nodes`` (off commitment) or that name it as binding."""
+    limits = {p.name: p for p in config.pools}
+    out = []
+    for pp in plan.pools:
+        p = limits.get(pp.pool)
+        if p is None or not pp.target_nodes:
+            continue
+        peak = max(pp.target_nodes)
+        unserved = "max_nodes" in pp.binding
+        if unserved or (p.tier != "reserved" and peak >= p.max_nodes > 0):
+            when = plan.timeline[pp.target_nodes.index(peak)][11:16] + "Z"
+            key = "summary_max_nodes_short" if unserved else "summary_max_nodes"
+            out.append(
+                (
+                    0 if unserved else 3,
+                    t(lang, key, pool=pp.pool, max=p.max_nodes, at=when),
+                    "capacity",
+                )
+            )
+    return out
+
+
+def _lost_to_baseline(rows: Sequence[Mapping[str, Any]], lang: str) -> list[tuple[int, str, str]]:
+    """Signals whose forecast in use scored a worse MASE than a seasonal-naive baseline."""
+    out = []
+    by_signal: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_signal.setdefault(str(r["signal"]), []).append(r)
+    for name, rs in by_signal.items():
+        used = [r for r in rs if r.get("chosen") and r.get("mase") is not None]
+        base = [
+            r
+            for r in rs
+            if not r.get("chosen") and r.get("mase") is not None and math.isfinite(r["mase"])
+        ]
+        if not used or not base or not math.isfinite(used[0]["mase"]):
+            continue
+        best = min(base, key=lambda r: r["mase"])
+        if used[0]["mase"] > best["mase"]:
+            out.append(
+                (
+                    2,
+                    t(
+                        lang,
+                        "summary_lost_to_baseline",
+                        signal=name,
+                        mase=fmt_number(used[0]["mase"], lang, 3),
+                        baseline=best["estimator"],
+                        base_mase=fmt_number(best["mase"], lang, 3),
+                    ),
+                    "accuracy",
+                )
+            )
+    return out
+
+
+def _commitment_items(advice: Sequence[CommitmentAdvice], lang: str) -> list[tuple[int, str, str]]:
+    return [
+        (1 if c.kind != "keep" else 3, _advice_sentence(c, lang), "commitments") for c in advice
+    ]
 
 
 # ---------------------------------------------------------------- forecast against actual
@@ -1116,6 +1197,41 @@ def build_capacity_report(
     )
     sections.append(util)
 
+    # Commitment advice over the plan's horizon, from the same forecasts and pools.
+    advice: list[CommitmentAdvice] = []
+    if plan.horizon_s >= 3600 and any(p.tier == "reserved" for p in config.pools):
+        from scaler.finance import project
+
+        now = pd.Timestamp(plan.created_at).tz_localize(None)
+        projection = project(config, forecasts, now, pd.Timedelta(seconds=plan.horizon_s))
+        advice = projection.commitments
+        if advice:
+            sections.append(commitment_section(projection, config, lang))
+
+    items = _bound_pools(config, plan, lang)
+    items += _commitment_items(advice, lang)
+    items += _lost_to_baseline(acc_rows, lang)
+    if not hindsight.pools.empty:
+        tot = hindsight.pools[
+            ["short_gpu_hours", "short_cost", "idle_gpu_hours", "idle_cost"]
+        ].sum()
+        cur = config.finance.currency
+        items.append(
+            (
+                2 if tot["short_gpu_hours"] > 0 else 4,
+                t(
+                    lang,
+                    "summary_hindsight",
+                    short=fmt_number(tot["short_gpu_hours"], lang, 0),
+                    short_cost=f"{fmt_number(tot['short_cost'], lang, 2)} {cur}".strip(),
+                    idle=fmt_number(tot["idle_gpu_hours"], lang, 0),
+                    idle_cost=f"{fmt_number(tot['idle_cost'], lang, 2)} {cur}".strip(),
+                ),
+                "hindsight",
+            )
+        )
+    sections.insert(0, summary_section(items, lang))
+
     if plan.notes:
         sections.append(
             Section(
@@ -1536,6 +1652,122 @@ def build_finance_report(
         )
     sections.append(scen)
 
+    sections.append(commitment_section(projection, config, lang))
+
+    fin_items = _commitment_items(projection.commitments, lang)
+    for sp in projection.scenarios[1:]:
+        ref = base.total_cost("high")
+        if ref:
+            delta = sp.total_cost("high") - ref
+            fin_items.append(
+                (
+                    2,
+                    t(
+                        lang,
+                        "summary_scenario",
+                        scenario=sp.scenario.name,
+                        high=fmt_number(100 * delta / ref, lang, 1),
+                        expected=fmt_number(
+                            100 * (sp.total_cost("expected") / base_exp - 1) if base_exp else 0.0,
+                            lang,
+                            1,
+                        ),
+                    ),
+                    "scenarios",
+                )
+            )
+    short = base.demand[base.demand["band"] == "high"]
+    for r in _records(short):
+        if r["short_gpu_hours"] > 0.5:
+            fin_items.append(
+                (
+                    0,
+                    t(
+                        lang,
+                        "summary_finance_short",
+                        model=r["gpu_model"],
+                        short=fmt_number(r["short_gpu_hours"], lang, 0),
+                    ),
+                    "projection",
+                )
+            )
+    sections.insert(0, summary_section(fin_items, lang))
+
+    if projection.notes:
+        sections.append(
+            Section(
+                "notes",
+                t(lang, "sec_notes"),
+                [render_note(n.key, dict(n.params), lang) for n in projection.notes],
+            )
+        )
+
+    per_month = base_exp / (projection.hours / (365.25 * 24 / 12)) if projection.hours else 0.0
+    figures = [
+        KeyFigure(
+            "horizon_days",
+            t(lang, "fig_horizon_days"),
+            round(projection.hours / 24, 2),
+            t(lang, "unit_days"),
+            0,
+        ),
+        KeyFigure(
+            "cost_expected",
+            t(lang, "fig_cost_band", band=t(lang, "band_expected")),
+            round(base_exp, 2),
+            cur,
+        ),
+        KeyFigure(
+            "cost_low",
+            t(lang, "fig_cost_band", band=t(lang, "band_low")),
+            round(base.total_cost("low"), 2),
+            cur,
+        ),
+        KeyFigure(
+            "cost_high",
+            t(lang, "fig_cost_band", band=t(lang, "band_high")),
+            round(base.total_cost("high"), 2),
+            cur,
+        ),
+        KeyFigure(
+            "cost_per_month_expected", t(lang, "fig_cost_per_month"), round(per_month, 2), cur
+        ),
+        KeyFigure(
+            "gpu_hours_expected",
+            t(lang, "fig_gpu_hours"),
+            round(base.total_gpu_hours("expected"), 2),
+            t(lang, "unit_gpu_hours"),
+            0,
+        ),
+        KeyFigure(
+            "commitment_saving_per_month",
+            t(lang, "fig_commit_saving"),
+            round(sum(c.monthly_saving for c in projection.commitments), 2),
+            cur,
+        ),
+    ]
+    return Report(
+        kind="finance",
+        lang=lang,
+        title=t(lang, "title_finance"),
+        subtitle=t(
+            lang,
+            "subtitle_finance",
+            source=source,
+            start=projection.start.strftime("%Y-%m-%d %H:%M"),
+            end=projection.end.strftime("%Y-%m-%d %H:%M"),
+            months=months,
+            version=__version__,
+        ),
+        created_at=projection.start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        figures=figures,
+        sections=sections,
+        data={"finance": projection.to_dict(), "pools": [p.model_dump() for p in config.pools]},
+    )
+
+
+def commitment_section(projection: FinanceProjection, config: Config, lang: str) -> Section:
+    """Commitment advice: one sentence per GPU model, the advice table and the options behind it."""
     com = Section(
         "commitments",
         t(lang, "sec_commitments"),
@@ -1638,79 +1870,7 @@ def build_finance_report(
             option_rows,
         )
     )
-    sections.append(com)
-
-    if projection.notes:
-        sections.append(
-            Section(
-                "notes",
-                t(lang, "sec_notes"),
-                [render_note(n.key, dict(n.params), lang) for n in projection.notes],
-            )
-        )
-
-    per_month = base_exp / (projection.hours / (365.25 * 24 / 12)) if projection.hours else 0.0
-    figures = [
-        KeyFigure(
-            "horizon_days",
-            t(lang, "fig_horizon_days"),
-            round(projection.hours / 24, 2),
-            t(lang, "unit_days"),
-            0,
-        ),
-        KeyFigure(
-            "cost_expected",
-            t(lang, "fig_cost_band", band=t(lang, "band_expected")),
-            round(base_exp, 2),
-            cur,
-        ),
-        KeyFigure(
-            "cost_low",
-            t(lang, "fig_cost_band", band=t(lang, "band_low")),
-            round(base.total_cost("low"), 2),
-            cur,
-        ),
-        KeyFigure(
-            "cost_high",
-            t(lang, "fig_cost_band", band=t(lang, "band_high")),
-            round(base.total_cost("high"), 2),
-            cur,
-        ),
-        KeyFigure(
-            "cost_per_month_expected", t(lang, "fig_cost_per_month"), round(per_month, 2), cur
-        ),
-        KeyFigure(
-            "gpu_hours_expected",
-            t(lang, "fig_gpu_hours"),
-            round(base.total_gpu_hours("expected"), 2),
-            t(lang, "unit_gpu_hours"),
-            0,
-        ),
-        KeyFigure(
-            "commitment_saving_per_month",
-            t(lang, "fig_commit_saving"),
-            round(sum(c.monthly_saving for c in projection.commitments), 2),
-            cur,
-        ),
-    ]
-    return Report(
-        kind="finance",
-        lang=lang,
-        title=t(lang, "title_finance"),
-        subtitle=t(
-            lang,
-            "subtitle_finance",
-            source=source,
-            start=projection.start.strftime("%Y-%m-%d %H:%M"),
-            end=projection.end.strftime("%Y-%m-%d %H:%M"),
-            months=months,
-            version=__version__,
-        ),
-        created_at=projection.start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        figures=figures,
-        sections=sections,
-        data={"finance": projection.to_dict(), "pools": [p.model_dump() for p in config.pools]},
-    )
+    return com
 
 
 def _option_rows(
@@ -1812,6 +1972,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 "key": s.key,
                 "title": s.title,
                 "paragraphs": s.paragraphs,
+                "items": [{"text": text, "link": link} for text, link in s.items],
                 "tables": [
                     {
                         "key": tb.key,
@@ -1884,6 +2045,13 @@ def render_html(report: Report) -> str:
     for s in report.sections:
         out.append(f'<section id="{esc(s.key)}"><h2>{esc(s.title)}</h2>')
         out.extend(f"<p>{esc(p)}</p>" for p in s.paragraphs)
+        if s.items:
+            out.append("<ul>")
+            out.extend(
+                f'<li><a href="#{esc(link)}" data-link="{esc(link)}">{esc(text)}</a></li>'
+                for text, link in s.items
+            )
+            out.append("</ul>")
         for ch in s.charts:
             data = base64.b64encode(ch.png).decode("ascii")
             out.append(
@@ -1927,6 +2095,8 @@ def render_markdown(report: Report, charts_dir: str | None = "charts") -> str:
         lines += [f"## {s.title}", ""]
         for p in s.paragraphs:
             lines += [p, ""]
+        if s.items:
+            lines += [f"- [{_md_cell(text)}](#{link})" for text, link in s.items] + [""]
         if charts_dir is not None:
             for c in s.charts:
                 lines += [f"![{_md_cell(c.alt)}]({charts_dir}/{c.key}.png)", ""]

@@ -145,6 +145,10 @@ def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixt
     assert {r["pool"] for r in mig_rows} == {p for m in mig_models.values() for p in m["pools"]}
     for r in mig_rows:
         assert r["mig_nodes"] == r["target_now"] == targets[r["pool"]]
+    # The summary heads the page; each item links to a section of this report.
+    assert data["sections"][0]["key"] == "summary"
+    links = {i["link"] for i in data["sections"][0]["items"]}
+    assert links and links <= set(sections)
     # Actions: one row per plan action, with its reason.
     actions = sections["actions"]["tables"][0]["rows"]
     assert [r["reason"] for r in actions] == [a["reason"] for a in plan["actions"]]
@@ -316,3 +320,25 @@ def test_russian_reasons_keep_every_number_and_the_sentence_of_their_kind() -> N
     plan = dataclasses.replace(result.plan, actions=[odd])
     text = _action_reason(plan, 0, "ru")
     assert text.endswith("(zz 12.5 yy)") and re.search("[а-яА-Я]", text)
+
+
+def test_summary_ranks_and_links_what_matters() -> None:
+    from scaler.reporting import SUMMARY_MAX, _lost_to_baseline, summary_section
+
+    rows = [
+        {"signal": "a", "estimator": "auto", "chosen": "yes", "mase": 1.4},
+        {"signal": "a", "estimator": "seasonal_naive_1d", "chosen": "", "mase": 1.1},
+        {"signal": "b", "estimator": "auto", "chosen": "yes", "mase": 0.8},
+        {"signal": "b", "estimator": "seasonal_naive_1d", "chosen": "", "mase": 1.2},
+    ]
+    [(_rank, text, link)] = _lost_to_baseline(rows, "en")
+    assert link == "accuracy" and "a lost to seasonal_naive_1d" in text
+    assert "1.400" in text and "1.100" in text
+    items = [(3, "c", "x"), (0, "a", "y"), (2, "b", "z")] + [(4, f"n{i}", "w") for i in range(5)]
+    sec = summary_section(items, "en")
+    assert sec.key == "summary" and len(sec.items) == SUMMARY_MAX == 5
+    assert sec.items[:3] == [("a", "y"), ("b", "z"), ("c", "x")]
+    assert summary_section([], "ru").paragraphs and not summary_section([], "ru").items
+    page = render_html(Report("report", "en", "T", "s", "now", [], [sec]))
+    assert '<a href="#y" data-link="y">a</a>' in page
+    assert "- [a](#y)" in render_markdown(Report("report", "en", "T", "s", "now", [], [sec]))
