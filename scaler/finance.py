@@ -18,12 +18,23 @@ functions of values (no I/O, ``now`` is an argument):
   workloads (GPUs of a model from a date), price changes per tier, and the spot
   interruption rate (which shifts allocation away from spot). The baseline is
   always projected first so scenarios compare side by side.
-* **Commitment advice.** For each GPU model with a reserved pool, the projection
-  is re-run with more (or fewer) reserved nodes; the advice is the level that
-  saves the most in the expected band among those that lose no money in the low
-  or the high band. Break-even utilization is the reserved price over the on-demand
-  price: a committed GPU pays off when it would otherwise be busy on on-demand
-  for more than that share of hours.
+* **Commitments are fixed.** A reserved pool is a node count paid whether used or
+  not (:attr:`PoolConfig.committed_nodes`), so every projection pins it there
+  (:func:`pin_commitments`): nothing above it comes at the reserved price within
+  the horizon, and commitments change only through the advice.
+* **Commitment advice.** For each GPU model with a reserved pool, every level from
+  0 nodes to the high band's peak, and for added nodes every term priced in
+  ``commitment_price_per_gpu_hour`` (1 and 3 years), is costed in each band with
+  the other pools filled by the planner's allocation for what the commitment leaves
+  (:func:`advise_commitments`). Demand that no pool serves (the others at
+  ``max_nodes``) is priced at ``finance.unserved_price_per_gpu_hour`` or, without a
+  price, an option that leaves more of it than keeping is refused: a release never
+  "saves" by dropping demand. A level qualifies when no band comes out worse than
+  keeping; the advice is the qualifying level that gains most in the expected band,
+  or, when the low band's base load exceeds the commitment and nothing else can
+  serve it, the base load. Each advice carries one reason (``advice_<reason>`` in
+  :mod:`scaler.i18n`) with its break-even (price of the changed nodes over the
+  on-demand price) and the utilization of the committed and the changed GPUs.
 
 Prices come from the config (per pool, per GPU-hour, in the config's currency);
 nothing here knows a price.
@@ -397,6 +408,18 @@ class CommitmentAdvice:
     def change_nodes(self) -> int:
         return self.recommended_nodes - self.current_nodes
 
+    def key_options(self) -> list[CommitmentOption]:
+        """The options a reader needs to check the advice: none, one either side of the current
+        and the recommended level, the base load, and as many as the high band's peak needs."""
+        levels = sorted({o.nodes for o in self.options})
+        if not levels:
+            return []
+        base_nodes = math.ceil(self.base_load_gpus / self.gpus_per_node - 1e-6)
+        wanted = {0, levels[-1], base_nodes}
+        for n in (self.current_nodes, self.recommended_nodes):
+            wanted |= {n - 1, n, n + 1}
+        return [o for o in self.options if o.nodes in wanted]
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in self.__dict__.items():
@@ -418,8 +441,9 @@ class CommitmentAdvice:
                 "utilization": round(o.utilization, 4),
                 "refused": o.refused,
             }
-            for o in self.options
+            for o in self.key_options()
         ]
+        out["options_evaluated"] = len(self.options)
         return out
 
 
@@ -678,12 +702,18 @@ _EPS = 1e-6
 
 
 class _Residual:
-    """The other pools of a GPU model filled for what the commitment leaves, memoized by value."""
+    """The other pools of a GPU model filled for what the commitment leaves, memoized by value.
+
+    Demand is whole GPUs except for MIG shares and added workloads, so a table indexed by
+    the GPU count answers most options with array lookups; other values go one by one.
+    """
 
     def __init__(self, pools: Sequence[PoolConfig], cycle_s: int) -> None:
         self.pools = list(pools)
         self.cycle_s = cycle_s
         self.memo: dict[float, tuple[float, float]] = {}
+        self.cost_h = np.zeros(0)
+        self.eff = np.zeros(0)
 
     def _one(self, gpus: float) -> tuple[float, float]:
         """(cost per hour, effective GPUs) of the cheapest fill of ``gpus``."""
@@ -695,9 +725,26 @@ class _Residual:
             )
         return self.memo[gpus]
 
+    def _table(self, top: int) -> None:
+        start = len(self.cost_h)
+        if top < start:
+            return
+        extra = [self._one(float(v)) for v in range(start, top + 1)]
+        self.cost_h = np.concatenate([self.cost_h, [c for c, _ in extra]])
+        self.eff = np.concatenate([self.eff, [e for _, e in extra]])
+
     def __call__(self, residual: np.ndarray) -> tuple[float, float]:
         """Money over the hours and GPU-hours left unserved, for a residual demand per hour."""
-        values, counts = np.unique(np.round(np.maximum(residual, 0.0), 6), return_counts=True)
+        r = np.round(np.maximum(residual, 0.0), 6)
+        whole = np.round(r)
+        if np.all(np.abs(r - whole) < 1e-6):
+            idx = whole.astype(int)
+            self._table(int(idx.max(initial=0)))
+            return (
+                float(self.cost_h[idx].sum()),
+                float(np.maximum(0.0, idx - self.eff[idx]).sum()),
+            )
+        values, counts = np.unique(r, return_counts=True)
         cost = unserved = 0.0
         for v, c in zip(values, counts, strict=True):
             per_h, eff = self._one(float(v))

@@ -1876,17 +1876,9 @@ def commitment_section(projection: FinanceProjection, config: Config, lang: str)
 def _option_rows(
     c: CommitmentAdvice, projection: FinanceProjection, lang: str
 ) -> list[dict[str, Any]]:
-    """The options a reader needs to check the advice: none, one either side of the current and
-    the recommended level, the base load, and as many as the high band's peak needs."""
-    by_nodes = sorted({o.nodes for o in c.options})
-    base_nodes = math.ceil(c.base_load_gpus / c.gpus_per_node - 1e-6)
-    wanted = {0, by_nodes[-1], base_nodes}
-    for n in (c.current_nodes, c.recommended_nodes):
-        wanted |= {n - 1, n, n + 1}
+    """The advice's key options (:meth:`CommitmentAdvice.key_options`) as table rows."""
     rows = []
-    for o in c.options:
-        if o.nodes not in wanted:
-            continue
+    for o in c.key_options():
         verdict = (
             "option_recommended"
             if (o.nodes, o.term) == (c.recommended_nodes, c.term)
