@@ -588,3 +588,45 @@ def test_russian_advice_keeps_every_number_for_every_reason() -> None:
         "keep_release_unserved",
         "keep_none",
     }
+
+
+def test_finance_config_defaults_are_pinned_and_checked() -> None:
+    from scaler.config import FinanceConfig, PoolConfig
+
+    f = FinanceConfig()
+    assert (f.currency, f.unserved_price_per_gpu_hour) == ("", None)
+    pool = PoolConfig(
+        name="r", tier="reserved", gpu_model="H100", gpus_per_node=8, price_per_gpu_hour=2.0
+    )
+    assert pool.commitment_price_per_gpu_hour == {} and pool.committed_nodes == 0
+    assert pool.model_copy(update={"min_nodes": 2, "current_nodes": 5}).committed_nodes == 5
+    with pytest.raises(ConfigError, match="applies to tier 'reserved' only"):
+        parse_config(
+            {
+                **_FLEET_DATA,
+                "pools": [{**_FLEET_DATA["pools"][0], "commitment_price_per_gpu_hour": {"1y": 1}}],
+            },
+            "cfg",
+        )
+    with pytest.raises(ConfigError, match="commitment_price_per_gpu_hour"):
+        parse_config(
+            {
+                **_FLEET_DATA,
+                "pools": [
+                    {
+                        **_FLEET_DATA["pools"][0],
+                        "tier": "reserved",
+                        "commitment_price_per_gpu_hour": {"5y": 1},
+                    }
+                ],
+            },
+            "cfg",
+        )
+    with pytest.raises(ConfigError, match="unserved_price_per_gpu_hour"):
+        parse_config({**_FLEET_DATA, "finance": {"unserved_price_per_gpu_hour": 0}}, "cfg")
+    # The capped-fallback example of the README loads.
+    from scaler.config import load_config
+    from tests.conftest import REPO
+
+    capped = load_config(REPO / "data" / "finance-capped-config.yaml")
+    assert capped.finance.currency == "USD" and capped.pools[0].committed_nodes == 350
