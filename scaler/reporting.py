@@ -1812,7 +1812,7 @@ def commitment_section(projection: FinanceProjection, config: Config, lang: str)
             }
         )
         com.paragraphs.append(_advice_sentence(c, lang))
-        option_rows += _option_rows(c, projection, lang)
+        option_rows += _option_rows(c, lang)
     com.tables.append(
         Table(
             "commitments",
@@ -1873,9 +1873,7 @@ def commitment_section(projection: FinanceProjection, config: Config, lang: str)
     return com
 
 
-def _option_rows(
-    c: CommitmentAdvice, projection: FinanceProjection, lang: str
-) -> list[dict[str, Any]]:
+def _option_rows(c: CommitmentAdvice, lang: str) -> list[dict[str, Any]]:
     """The advice's key options (:meth:`CommitmentAdvice.key_options`) as table rows."""
     rows = []
     for o in c.key_options():

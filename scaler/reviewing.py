@@ -307,11 +307,7 @@ def load_records(path: str | Path, start: pd.Timestamp, end: pd.Timestamp) -> li
     store = RunStore(p)
     out = []
     for rec in store.recent(limit=100_000, job="cycle"):
-        at = (
-            pd.Timestamp(rec.started_at).tz_localize(None)
-            if pd.Timestamp(rec.started_at).tzinfo is None
-            else pd.Timestamp(rec.started_at).tz_convert(None)
-        )
+        at = _naive(rec.started_at)
         if not (start <= at < end) or rec.plan is None:
             continue
         plan = store.full_plan(rec.run_id)
