@@ -20,7 +20,6 @@ from scaler.catalog import GPU_MODELS, gpu_model
 Tier = Literal["reserved", "on-demand", "spot"]
 TIER_ORDER: dict[str, int] = {"reserved": 0, "on-demand": 1, "spot": 2}
 CommitmentTerm = Literal["1y", "3y"]
-COMMITMENT_TERM_MONTHS: dict[str, int] = {"1y": 12, "3y": 36}
 
 
 class ConfigError(BadInputError):
