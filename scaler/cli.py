@@ -69,7 +69,7 @@ def _config_from_history(history: History, args: argparse.Namespace) -> Config:
     """A one-pool config for a bare CSV: each series is a workload on an on-demand pool."""
     from scaler.config import parse_config
 
-    signals = [{"name": n, "unit": "1"} for n in history]
+    signals = [{"name": n, "unit": getattr(args, "signal_unit", None) or "1"} for n in history]
     workloads = [
         {
             "name": n,
@@ -152,7 +152,9 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
     explicit = _explicit_now(args)
     if explicit is not None:
         now = explicit
-    return config, history, now, label
+    from scaler.cli_report import apply_fleet_flags
+
+    return apply_fleet_flags(config, args), history, now, label
 
 
 def _explicit_now(args: argparse.Namespace) -> pd.Timestamp | None:
@@ -422,6 +424,18 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_fleet_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--current-nodes`` for ``plan``, ``report`` and ``run`` inputs."""
+    p.add_argument(
+        "--current-nodes",
+        action="append",
+        default=[],
+        metavar="POOL=N",
+        help="nodes running now in POOL (repeatable); overrides the config's current_nodes, "
+        "e.g. default-on-demand=4 with --history (default: the config's, else min_nodes)",
+    )
+
+
 def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
@@ -441,7 +455,13 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
         default="tiercast-plan.json",
         help="where to write the plan JSON (default: %(default)s)",
     )
+    add_fleet_flags(p)
     g = p.add_argument_group("for --history without --config")
+    g.add_argument(
+        "--signal-unit",
+        default="1",
+        help="unit of the history's values, shown in reports, e.g. requests/s (default: %(default)s)",
+    )
     g.add_argument(
         "--units-per-gpu",
         type=float,

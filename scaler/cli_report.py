@@ -15,6 +15,7 @@ scenarios side by side and the commitment advice are printed, and with
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.series import parse_duration
-from scaler import finance
+from scaler import finance, reviewing
 from scaler.config import Config
 from scaler.cycle import CycleResult
 from scaler.i18n import DEFAULT_LANG, LANGS, check_lang, t
@@ -61,6 +62,43 @@ def add_finance_flags(p: argparse.ArgumentParser) -> None:
         default=",".join(FORMATS),
         help="comma-separated formats to write with --out (default: %(default)s)",
     )
+
+
+def parse_current_nodes(specs: Sequence[str], config: Config) -> dict[str, int]:
+    """``--current-nodes POOL=N`` (repeatable) -> pool -> nodes, checked against the config."""
+    out: dict[str, int] = {}
+    names = [p.name for p in config.pools]
+    for spec in specs:
+        pool, eq, value = str(spec).partition("=")
+        pool = pool.strip()
+        if not eq or pool not in names:
+            raise BadInputError(
+                f"--current-nodes: {spec!r} does not name a pool; expected POOL=N with POOL one of "
+                f"{', '.join(names)}"
+            )
+        try:
+            n = int(value.strip())
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise BadInputError(
+                f"--current-nodes: {spec!r} has {value.strip()!r} nodes; expected a whole number "
+                "0 or more"
+            )
+        out[pool] = n
+    return out
+
+
+def apply_fleet_flags(config: Config, args: argparse.Namespace) -> Config:
+    """Today's fleet from ``--current-nodes``: a review from a history file starts from what runs."""
+    nodes = parse_current_nodes(getattr(args, "current_nodes", None) or [], config)
+    if not nodes:
+        return config
+    pools = tuple(
+        p.model_copy(update={"current_nodes": nodes[p.name]}) if p.name in nodes else p
+        for p in config.pools
+    )
+    return config.model_copy(update={"pools": pools})
 
 
 def _add_lang_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
@@ -128,9 +166,15 @@ def finance_dry_run(
             end=projection.end.strftime("%Y-%m-%d %H:%M"),
             low=f"q{projection.bands.low:g}",
             high=f"q{projection.bands.high:g}",
+            currency=config.finance.currency or t(lang, "currency_unnamed"),
         )
     )
-    for key, title in (("monthly_by_tier", "cli_monthly"), ("scenarios", "cli_scenarios")):
+    for key, title in (
+        ("monthly_by_tier", "cli_monthly"),
+        ("monthly_by_model", "cli_monthly_model"),
+        ("monthly_by_pool", "cli_monthly_pool"),
+        ("scenarios", "cli_scenarios"),
+    ):
         tb = tables[key]
         print(t(lang, title))
         cols = [c for c in tb.columns if c.key not in ("hours", "definition")]
@@ -163,7 +207,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise BadInputError(
             f"--backtest-origins: {args.backtest_origins} is negative; expected 0 (off) or more"
         )
-    config, history, _, label, result = plan_without_acting(args)
+    config, history, now, label, result = plan_without_acting(args)
+    period = parse_duration(args.review_period)
+    records = args.records or config.service.records_path
+    if args.records and not Path(args.records).is_file():
+        raise BadInputError(
+            f"--records: {args.records!r} does not exist; expected a run-record file"
+        )
+    recorded = reviewing.load_records(records, now - period, now)
     report = build_capacity_report(
         config,
         history,
@@ -173,6 +224,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         lang,
         history_window=window,
         backtest_origins=args.backtest_origins,
+        recorded=recorded,
     )
     written = write_report(report, args.out, formats)
     _write(str(Path(args.out) / "plan.json"), result.plan.to_json())
@@ -220,5 +272,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=3,
         help="daily origins of the accuracy backtest; 0 turns it off (default: %(default)s)",
+    )
+    p.add_argument(
+        "--records",
+        help="run records (tiercast serve's SQLite file) for the forecast-against-actual section; "
+        "default: the config's service.records_path when it exists, else the backtest",
+    )
+    p.add_argument(
+        "--review-period",
+        default="7d",
+        help="how far back the forecast-against-actual section reads run records "
+        "(default: %(default)s)",
     )
     p.set_defaults(func=cmd_report)

@@ -19,6 +19,7 @@ from scaler.catalog import GPU_MODELS, gpu_model
 
 Tier = Literal["reserved", "on-demand", "spot"]
 TIER_ORDER: dict[str, int] = {"reserved": 0, "on-demand": 1, "spot": 2}
+CommitmentTerm = Literal["1y", "3y"]
 
 
 class ConfigError(BadInputError):
@@ -172,6 +173,12 @@ class PoolConfig(_Model):
     """GPUs of a MIG-managed pool kept whole (MIG off) for jobs needing a full GPU. Default 0."""
     mig_change_s: int = Field(default=900, ge=60, le=86400)
     """Seconds to drain a node and re-partition its GPUs. Default 900."""
+    commitment_price_per_gpu_hour: dict[CommitmentTerm, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict
+    )
+    """Reserved pools: price per GPU-hour of a *new* commitment by term, e.g. ``{1y: 2.6, 3y: 1.9}``
+    (config currency). Empty (default): new commitments cost ``price_per_gpu_hour``, term unnamed.
+    The finance dry-run's commitment advice prices added nodes with these."""
 
     @model_validator(mode="after")
     def _bounds(self) -> PoolConfig:
@@ -179,7 +186,17 @@ class PoolConfig(_Model):
             raise ValueError(f"max_nodes ({self.max_nodes}) is below min_nodes ({self.min_nodes})")
         if self.tier != "spot" and self.spot_interruption_rate_per_hour > 0:
             raise ValueError("spot_interruption_rate_per_hour applies to tier 'spot' only")
+        if self.tier != "reserved" and self.commitment_price_per_gpu_hour:
+            raise ValueError(
+                f"commitment_price_per_gpu_hour applies to tier 'reserved' only; pool "
+                f"{self.name!r} is {self.tier!r}"
+            )
         return self
+
+    @property
+    def committed_nodes(self) -> int:
+        """Reserved nodes paid for whether used or not: what runs now, at least ``min_nodes``."""
+        return max(self.min_nodes, self.current_nodes or 0)
 
     @property
     def price_per_node_hour(self) -> float:
@@ -433,6 +450,17 @@ class KubernetesConfig(_Model):
     Default 90."""
 
 
+class FinanceConfig(_Model):
+    """Money in the finance dry-run and the capacity review."""
+
+    currency: str = Field(default="", max_length=12, pattern=r"^[^\s{}]*$")
+    """Label after money figures (``USD``, ``EUR``, ``₽``); every price is in it. Default: none."""
+    unserved_price_per_gpu_hour: float | None = Field(default=None, gt=0)
+    """What one GPU-hour of demand that no capacity serves costs (lost revenue, SLO credit), in
+    the currency. None (default): commitment options that leave more demand unserved than keeping
+    the current commitment are refused rather than priced."""
+
+
 class Config(_Model):
     signals: tuple[SignalConfig, ...] = Field(min_length=1)
     workloads: tuple[WorkloadConfig, ...] = Field(min_length=1)
@@ -443,6 +471,7 @@ class Config(_Model):
     prometheus: PrometheusConfig | None = None
     model_store: ModelStoreConfig = ModelStoreConfig()
     service: ServiceConfig = ServiceConfig()
+    finance: FinanceConfig = FinanceConfig()
 
     @model_validator(mode="after")
     def _references(self) -> Config:

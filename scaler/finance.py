@@ -18,12 +18,23 @@ functions of values (no I/O, ``now`` is an argument):
   workloads (GPUs of a model from a date), price changes per tier, and the spot
   interruption rate (which shifts allocation away from spot). The baseline is
   always projected first so scenarios compare side by side.
-* **Commitment advice.** For each GPU model with a reserved pool, the projection
-  is re-run with more (or fewer) reserved nodes; the advice is the level that
-  saves the most in the expected band among those that lose no money in the low
-  or the high band. Break-even utilization is the reserved price over the on-demand
-  price: a committed GPU pays off when it would otherwise be busy on on-demand
-  for more than that share of hours.
+* **Commitments are fixed.** A reserved pool is a node count paid whether used or
+  not (:attr:`PoolConfig.committed_nodes`), so every projection pins it there
+  (:func:`pin_commitments`): nothing above it comes at the reserved price within
+  the horizon, and commitments change only through the advice.
+* **Commitment advice.** For each GPU model with a reserved pool, every level from
+  0 nodes to the high band's peak, and for added nodes every term priced in
+  ``commitment_price_per_gpu_hour`` (1 and 3 years), is costed in each band with
+  the other pools filled by the planner's allocation for what the commitment leaves
+  (:func:`advise_commitments`). Demand that no pool serves (the others at
+  ``max_nodes``) is priced at ``finance.unserved_price_per_gpu_hour`` or, without a
+  price, an option that leaves more of it than keeping is refused: a release never
+  "saves" by dropping demand. A level qualifies when no band comes out worse than
+  keeping; the advice is the qualifying level that gains most in the expected band,
+  or, when the low band's base load exceeds the commitment and nothing else can
+  serve it, the base load. Each advice carries one reason (``advice_<reason>`` in
+  :mod:`scaler.i18n`) with its break-even (price of the changed nodes over the
+  on-demand price) and the utilization of the committed and the changed GPUs.
 
 Prices come from the config (per pool, per GPU-hour, in the config's currency);
 nothing here knows a price.
@@ -312,6 +323,8 @@ class ScenarioProjection:
     """Columns: period (YYYY-MM-DD), tier, band, hours, gpu_hours, cost."""
     demand: pd.DataFrame
     """Columns: gpu_model, band, demand_gpu_hours, capacity_gpu_hours, idle_gpu_hours, short_gpu_hours."""
+    monthly_pools: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Columns: period, pool, tier, gpu_model, band, hours, gpu_hours, cost."""
 
     def total_cost(self, band: str) -> float:
         return float(self.monthly.loc[self.monthly["band"] == band, "cost"].sum())
@@ -321,30 +334,117 @@ class ScenarioProjection:
 
 
 @dataclass(frozen=True)
+class CommitmentOption:
+    """One commitment level evaluated with the same projection as the baseline."""
+
+    nodes: int
+    """Reserved nodes held over the horizon."""
+    term: str
+    """``1y``/``3y`` for added nodes bought on that term; ``""`` when nothing is added (or the
+    pool prices no term)."""
+    price_per_gpu_hour: float
+    """Price of the added nodes (the current reserved price when nothing is added)."""
+    cost: Mapping[str, float]
+    """Band -> money paid over the horizon by every pool of the GPU model."""
+    unserved_gpu_hours: Mapping[str, float]
+    """Band -> demand no pool serves (the others are at ``max_nodes``)."""
+    objective: Mapping[str, float]
+    """Band -> cost plus unserved GPU-hours at the configured unserved price (cost when unpriced)."""
+    utilization: float
+    """Share of committed GPU-hours busy in the expected band."""
+    refused: bool = False
+    """True when unserved demand has no price and this option leaves more of it than keeping."""
+
+
+@dataclass(frozen=True)
 class CommitmentAdvice:
-    """How many nodes to hold on a reserved pool, and what it is worth."""
+    """How many nodes to hold on a reserved pool, why, and what it is worth."""
 
     gpu_model: str
     pool: str
     gpus_per_node: int
     current_nodes: int
     recommended_nodes: int
+    term: str
+    """Term of the added nodes (``1y``/``3y``; ``""`` when none are added or no term is priced)."""
+    kind: str
+    """``commit``, ``release`` or ``keep``."""
+    reason: str
+    """Why, as an i18n key (``advice_<reason>``) whose parameters are this advice's fields."""
     base_load_gpus: float
     """GPUs the low band needs in at least ``BASE_LOAD_COVERAGE`` of hours."""
     reserved_price: float
+    """Price per GPU-hour of the current commitment."""
+    term_price: float
+    """Price per GPU-hour of the added nodes (``reserved_price`` when none are added)."""
     alternative_price: float
     """Price per GPU-hour of the on-demand capacity a commitment replaces."""
     break_even_utilization: float
+    """Price of the changed nodes over the on-demand price."""
     utilization: float
     """Share of committed GPU-hours busy in the expected band at the recommended level."""
+    current_utilization: float
+    """The same at the current level."""
+    changed_utilization: float
+    """Share of the added (or released) GPUs' hours busy in the expected band; compare with
+    ``break_even_utilization``."""
     monthly_saving: float
-    """Expected-band saving per average month against the current commitment."""
+    """Expected-band money saved per average month against the current commitment."""
     monthly_saving_low: float
     monthly_saving_high: float
+    unserved_gpu_hours: Mapping[str, float]
+    """Band -> unserved GPU-hours at the recommended level."""
+    current_unserved_gpu_hours: Mapping[str, float]
+    """Band -> unserved GPU-hours keeping the current commitment."""
+    unserved_price: float | None
+    """Price of an unserved GPU-hour from the config; None: options adding unserved are refused."""
+    detail_band: str = ""
+    """The band a keep reason refers to (where the next option loses or leaves demand unserved)."""
+    detail_value: float = 0.0
+    """That band's loss per month, or unserved GPU-hours added, for the keep reason."""
+    options: tuple[CommitmentOption, ...] = ()
 
     @property
     def change_nodes(self) -> int:
         return self.recommended_nodes - self.current_nodes
+
+    def key_options(self) -> list[CommitmentOption]:
+        """The options a reader needs to check the advice: none, one either side of the current
+        and the recommended level, the base load, and as many as the high band's peak needs."""
+        levels = sorted({o.nodes for o in self.options})
+        if not levels:
+            return []
+        base_nodes = math.ceil(self.base_load_gpus / self.gpus_per_node - 1e-6)
+        wanted = {0, levels[-1], base_nodes}
+        for n in (self.current_nodes, self.recommended_nodes):
+            wanted |= {n - 1, n, n + 1}
+        return [o for o in self.options if o.nodes in wanted]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in self.__dict__.items():
+            if k == "options":
+                continue
+            if isinstance(v, Mapping):
+                v = {b: round(float(x), 4) for b, x in v.items()}
+            out[k] = round(v, 4) if isinstance(v, float) else v
+        out["change_nodes"] = self.change_nodes
+        out["options"] = [
+            {
+                "nodes": o.nodes,
+                "term": o.term,
+                "price_per_gpu_hour": o.price_per_gpu_hour,
+                "cost": {b: round(float(x), 2) for b, x in o.cost.items()},
+                "unserved_gpu_hours": {
+                    b: round(float(x), 2) for b, x in o.unserved_gpu_hours.items()
+                },
+                "utilization": round(o.utilization, 4),
+                "refused": o.refused,
+            }
+            for o in self.key_options()
+        ]
+        out["options_evaluated"] = len(self.options)
+        return out
 
 
 @dataclass
@@ -393,11 +493,7 @@ class FinanceProjection:
                 }
                 for s in self.scenarios
             ],
-            "commitments": [
-                {k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.__dict__.items()}
-                | {"change_nodes": c.change_nodes}
-                for c in self.commitments
-            ],
+            "commitments": [c.to_dict() for c in self.commitments],
             "notes": [{"key": n.key, "params": dict(n.params)} for n in self.notes],
         }
 
@@ -470,6 +566,22 @@ class _Filled:
     """GPU model -> GPUs needed at each hour."""
 
 
+def pin_commitments(config: Config) -> Config:
+    """The config with every reserved pool fixed at its committed nodes.
+
+    A commitment is a node count paid whether used or not, bought for a term: nothing
+    above it comes at the reserved price within the horizon, so a projection never
+    grows a reserved pool by the hour. Commitments change only through the advice.
+    """
+    pools = tuple(
+        p.model_copy(update={"min_nodes": p.committed_nodes, "max_nodes": p.committed_nodes})
+        if p.tier == "reserved"
+        else p
+        for p in config.pools
+    )
+    return config.model_copy(update={"pools": pools})
+
+
 def _fill(config: Config, demand: Mapping[str, np.ndarray], grid: pd.DatetimeIndex) -> _Filled:
     nodes: dict[str, np.ndarray] = {}
     models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
@@ -486,31 +598,46 @@ def _periods(grid: pd.DatetimeIndex, fmt: str) -> np.ndarray:
     return np.asarray(grid.strftime(fmt))
 
 
-def _tier_rows(
+def _pool_rows(
     config: Config, filled: _Filled, grid: pd.DatetimeIndex, band: str, fmt: str
 ) -> list[dict[str, Any]]:
+    """GPU-hours and cost per period and pool, in config order."""
     step_h = STEP / pd.Timedelta(hours=1)
     periods = _periods(grid, fmt)
     rows = []
     for period in dict.fromkeys(periods):
         mask = periods == period
-        for tier in sorted({p.tier for p in config.pools}, key=lambda t: TIER_ORDER[t]):
-            pools = [p for p in config.pools if p.tier == tier]
-            gpu_h = sum(float(filled.nodes[p.name][mask].sum()) * p.gpus_per_node for p in pools)
-            cost = sum(
-                float(filled.nodes[p.name][mask].sum()) * p.price_per_node_hour for p in pools
-            )
+        for p in config.pools:
+            node_h = float(filled.nodes[p.name][mask].sum()) * step_h
             rows.append(
                 {
                     "period": str(period),
-                    "tier": tier,
+                    "pool": p.name,
+                    "tier": p.tier,
+                    "gpu_model": gpu_model(p.gpu_model).name,
                     "band": band,
                     "hours": float(mask.sum() * step_h),
-                    "gpu_hours": gpu_h * step_h,
-                    "cost": cost * step_h,
+                    "gpu_hours": node_h * p.gpus_per_node,
+                    "cost": node_h * p.price_per_node_hour,
                 }
             )
     return rows
+
+
+def _tier_rows(pool_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pool rows summed per period and tier (tiers in reserved, on-demand, spot order)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in sorted(pool_rows, key=lambda r: TIER_ORDER[r["tier"]]):
+        key = (r["period"], r["tier"])
+        if key not in out:
+            out[key] = {k: r[k] for k in ("period", "tier", "band", "hours")} | {
+                "gpu_hours": 0.0,
+                "cost": 0.0,
+            }
+        out[key]["gpu_hours"] += r["gpu_hours"]
+        out[key]["cost"] += r["cost"]
+    order = list(dict.fromkeys(r["period"] for r in pool_rows))
+    return sorted(out.values(), key=lambda r: (order.index(r["period"]), TIER_ORDER[r["tier"]]))
 
 
 def _demand_rows(config: Config, filled: _Filled, band: str) -> list[dict[str, Any]]:
@@ -542,9 +669,10 @@ def project_scenario(
     end: pd.Timestamp,
     scenario: Scenario,
 ) -> tuple[ScenarioProjection, dict[str, _Filled]]:
-    cfg = scenario.apply(config)
+    cfg = pin_commitments(scenario.apply(config))
     factor = scenario.factor(grid, grid[0], end)
     monthly: list[dict[str, Any]] = []
+    monthly_pools: list[dict[str, Any]] = []
     daily: list[dict[str, Any]] = []
     demand_rows: list[dict[str, Any]] = []
     fills: dict[str, _Filled] = {}
@@ -553,8 +681,10 @@ def project_scenario(
         demand = gpu_demand(cfg, band_signals, factor, scenario.added, grid)
         filled = _fill(cfg, demand, grid)
         fills[band] = filled
-        monthly += _tier_rows(cfg, filled, grid, band, "%Y-%m")
-        daily += _tier_rows(cfg, filled, grid, band, "%Y-%m-%d")
+        pools_m = _pool_rows(cfg, filled, grid, band, "%Y-%m")
+        monthly_pools += pools_m
+        monthly += _tier_rows(pools_m)
+        daily += _tier_rows(_pool_rows(cfg, filled, grid, band, "%Y-%m-%d"))
         demand_rows += _demand_rows(cfg, filled, band)
     return (
         ScenarioProjection(
@@ -562,28 +692,152 @@ def project_scenario(
             monthly=pd.DataFrame(monthly),
             daily=pd.DataFrame(daily),
             demand=pd.DataFrame(demand_rows),
+            monthly_pools=pd.DataFrame(monthly_pools),
         ),
         fills,
     )
 
 
-def _with_reserved(config: Config, pool: PoolConfig, nodes: int) -> Config:
-    # A commitment is a fixed number of nodes paid whether used or not: nothing above it
-    # comes at the reserved price, so the pool is pinned at exactly ``nodes``.
-    pools = tuple(
-        p.model_copy(update={"min_nodes": nodes, "max_nodes": nodes}) if p.name == pool.name else p
-        for p in config.pools
-    )
-    return config.model_copy(update={"pools": pools})
+_EPS = 1e-6
+
+
+class _Residual:
+    """The other pools of a GPU model filled for what the commitment leaves, memoized by value.
+
+    Demand is whole GPUs except for MIG shares and added workloads, so a table indexed by
+    the GPU count answers most options with array lookups; other values go one by one.
+    """
+
+    def __init__(self, pools: Sequence[PoolConfig], cycle_s: int) -> None:
+        self.pools = list(pools)
+        self.cycle_s = cycle_s
+        self.memo: dict[float, tuple[float, float]] = {}
+        self.cost_h = np.zeros(0)
+        self.eff = np.zeros(0)
+
+    def _one(self, gpus: float) -> tuple[float, float]:
+        """(cost per hour, effective GPUs) of the cheapest fill of ``gpus``."""
+        if gpus not in self.memo:
+            alloc = allocate(self.pools, gpus, self.cycle_s) if self.pools else {}
+            self.memo[gpus] = (
+                sum(alloc[p.name] * p.price_per_node_hour for p in self.pools),
+                sum(effective_gpus(p, alloc[p.name], self.cycle_s) for p in self.pools),
+            )
+        return self.memo[gpus]
+
+    def _table(self, top: int) -> None:
+        start = len(self.cost_h)
+        if top < start:
+            return
+        extra = [self._one(float(v)) for v in range(start, top + 1)]
+        self.cost_h = np.concatenate([self.cost_h, [c for c, _ in extra]])
+        self.eff = np.concatenate([self.eff, [e for _, e in extra]])
+
+    def __call__(self, residual: np.ndarray) -> tuple[float, float]:
+        """Money over the hours and GPU-hours left unserved, for a residual demand per hour."""
+        r = np.round(np.maximum(residual, 0.0), 6)
+        whole = np.round(r)
+        if np.all(np.abs(r - whole) < 1e-6):
+            idx = whole.astype(int)
+            self._table(int(idx.max(initial=0)))
+            return (
+                float(self.cost_h[idx].sum()),
+                float(np.maximum(0.0, idx - self.eff[idx]).sum()),
+            )
+        values, counts = np.unique(r, return_counts=True)
+        cost = unserved = 0.0
+        for v, c in zip(values, counts, strict=True):
+            per_h, eff = self._one(float(v))
+            cost += per_h * c
+            unserved += max(0.0, float(v) - eff) * c
+        return cost, unserved
+
+
+def _options(
+    config: Config,
+    pool: PoolConfig,
+    demand: Mapping[str, np.ndarray],
+    unserved_price: float | None,
+) -> list[CommitmentOption]:
+    """Every commitment level from 0 to enough for the high band's peak, per priced term."""
+    step_h = STEP / pd.Timedelta(hours=1)
+    others = [p for p in config.pools_for(pool.gpu_model) if p.name != pool.name]
+    residual = _Residual(others, config.policy.cycle_s)
+    g = pool.gpus_per_node
+    current = pool.committed_nodes
+    top = max(current, math.ceil(float(demand["high"].max()) / g) + 1)
+    terms: dict[str, float] = {
+        str(k): v for k, v in pool.commitment_price_per_gpu_hour.items()
+    } or {"": pool.price_per_gpu_hour}
+    out: list[CommitmentOption] = []
+    for n in range(0, top + 1):
+        for term, price in terms.items() if n > current else [("", pool.price_per_gpu_hour)]:
+            reserved_h = (
+                min(n, current) * pool.price_per_gpu_hour + max(0, n - current) * price
+            ) * g
+            cost: dict[str, float] = {}
+            short: dict[str, float] = {}
+            for b in BANDS:
+                other_cost, other_short = residual(demand[b] - n * g)
+                cost[b] = (reserved_h * len(demand[b]) + other_cost) * step_h
+                short[b] = other_short * step_h
+            busy = float(np.minimum(demand["expected"], n * g).sum())
+            hours = len(demand["expected"])
+            out.append(
+                CommitmentOption(
+                    nodes=n,
+                    term=term,
+                    price_per_gpu_hour=price,
+                    cost=cost,
+                    unserved_gpu_hours=short,
+                    objective={b: cost[b] + (unserved_price or 0.0) * short[b] for b in BANDS},
+                    utilization=busy / (n * g * hours) if n else 0.0,
+                )
+            )
+    keep = next(o for o in out if o.nodes == current)
+    if unserved_price is None:
+        out = [
+            o
+            if all(o.unserved_gpu_hours[b] <= keep.unserved_gpu_hours[b] + _EPS for b in BANDS)
+            else CommitmentOption(**{**o.__dict__, "refused": True})
+            for o in out
+        ]
+    return out
+
+
+def _no_worse(o: CommitmentOption, keep: CommitmentOption, band: str) -> bool:
+    return not o.refused and o.objective[band] <= keep.objective[band] + _EPS
+
+
+def _busy_share(demand: np.ndarray, lo_gpus: float, hi_gpus: float) -> float:
+    """Share of the hours of the GPUs between ``lo_gpus`` and ``hi_gpus`` that demand keeps busy."""
+    width = hi_gpus - lo_gpus
+    if width <= 0:
+        return 0.0
+    busy = np.clip(demand - lo_gpus, 0.0, width).sum()
+    return float(busy / (width * len(demand)))
 
 
 def advise_commitments(
     config: Config, baseline: Mapping[str, _Filled], grid: pd.DatetimeIndex
 ) -> tuple[list[CommitmentAdvice], list[Note]]:
-    """Reserved nodes per GPU model that save the most without losing money in any band."""
+    """Reserved nodes per GPU model: each option projected the same way, one reason each.
+
+    Every level from 0 nodes to the high band's peak (and, for added nodes, every term
+    priced in ``commitment_price_per_gpu_hour``) is costed in each band with the other
+    pools filled by the planner's allocation for what the commitment leaves. Unserved
+    demand (the other pools at ``max_nodes``) is priced at ``finance.unserved_price_per_gpu_hour``
+    or, without a price, an option that leaves more of it than keeping is refused. An option
+    qualifies when no band comes out worse than keeping (committing risks low demand,
+    releasing risks high demand); the advice is the qualifying option that gains most in the
+    expected band. Without an unserved price, when the low band's base load exceeds the
+    commitment and the other pools cannot take it, the base load is committed: money alone
+    would never pick serving demand over leaving it unserved.
+    """
     advice: list[CommitmentAdvice] = []
     notes: list[Note] = []
     months = len(grid) * (STEP / pd.Timedelta(hours=1)) / HOURS_PER_MONTH
+    unserved_price = config.finance.unserved_price_per_gpu_hour
     for model in sorted({gpu_model(p.gpu_model).name for p in config.pools}):
         pools = config.pools_for(model)
         reserved = sorted(
@@ -599,46 +853,106 @@ def advise_commitments(
             notes.append(Note("no_alternative_pool", {"model": model}))
             continue
         alt = min(p.price_per_gpu_hour for p in on_demand)
-        current = pool.min_nodes
+        current = pool.committed_nodes
+        g = pool.gpus_per_node
         demand = {b: baseline[b].demand[model] for b in BANDS}
-        top = math.ceil(float(demand["high"].max()) / pool.gpus_per_node) + 1
-        costs: dict[int, dict[str, float]] = {}
-        for n in range(0, max(top, current) + 1):
-            cfg = _with_reserved(config, pool, n)
-            costs[n] = {}
-            for b in BANDS:
-                filled = fill_pools(cfg.pools_for(model), demand[b], config.policy.cycle_s)
-                costs[n][b] = float(
-                    sum(
-                        filled[:, i].sum() * p.price_per_node_hour
-                        for i, p in enumerate(cfg.pools_for(model))
-                    )
+        options = _options(config, pool, demand, unserved_price)
+        keep = next(o for o in options if o.nodes == current)
+        safe = [o for o in options if all(_no_worse(o, keep, b) for b in BANDS)]
+        best = max(
+            safe,
+            key=lambda o: (
+                round(keep.objective["expected"] - o.objective["expected"], 6),
+                -abs(o.nodes - current),
+                -o.price_per_gpu_hour,
+            ),
+        )
+        base = float(np.quantile(demand["low"], 1.0 - BASE_LOAD_COVERAGE))
+        base_nodes = math.ceil(base / g - _EPS)
+        reason = ""
+        if unserved_price is None and best.nodes <= current and base_nodes > current:
+            at_base = min(
+                (o for o in options if o.nodes == base_nodes),
+                key=lambda o: o.price_per_gpu_hour,
+            )
+            if at_base.unserved_gpu_hours["low"] < keep.unserved_gpu_hours["low"] - _EPS:
+                best, reason = at_base, "commit_unserved"
+        kind = "commit" if best.nodes > current else "release" if best.nodes < current else "keep"
+        lo, hi = sorted((best.nodes * g, current * g))
+        changed = _busy_share(demand["expected"], lo, hi)
+        detail_band, detail_value = "", 0.0
+        if not reason:
+            reason = kind
+            if kind == "keep":
+                reason, detail_band, detail_value = _keep_reason(
+                    options, keep, current, demand, g, alt, pool, months
                 )
-        saving = {n: {b: costs[current][b] - costs[n][b] for b in BANDS} for n in costs}
-        # A change must pay whichever band comes true: committing more risks low demand,
-        # releasing risks high demand, so every band has to save (or break even).
-        safe = [n for n in costs if all(saving[n][b] >= -1e-6 for b in BANDS)]
-        best = max(safe, key=lambda n: (round(saving[n]["expected"], 6), -abs(n - current)))
-        gpus = best * pool.gpus_per_node
-        busy = float(np.minimum(demand["expected"], gpus).sum())
+                # The nodes a keep is about: the last committed one when releasing was the
+                # question, the next one to add otherwise.
+                lo, hi = (current * g - g, current * g) if current else (0, g)
+                changed = _busy_share(demand["expected"], lo, hi)
+        term_price = best.price_per_gpu_hour if best.nodes > current else pool.price_per_gpu_hour
+        if kind == "keep" and current == 0:
+            term_price = min(o.price_per_gpu_hour for o in options if o.nodes == 1)
         advice.append(
             CommitmentAdvice(
                 gpu_model=model,
                 pool=pool.name,
-                gpus_per_node=pool.gpus_per_node,
+                gpus_per_node=g,
                 current_nodes=current,
-                recommended_nodes=best,
-                base_load_gpus=float(np.quantile(demand["low"], 1.0 - BASE_LOAD_COVERAGE)),
+                recommended_nodes=best.nodes,
+                term=best.term,
+                kind=kind,
+                reason=reason,
+                base_load_gpus=base,
                 reserved_price=pool.price_per_gpu_hour,
+                term_price=term_price,
                 alternative_price=alt,
-                break_even_utilization=pool.price_per_gpu_hour / alt,
-                utilization=busy / (gpus * len(grid)) if gpus else 0.0,
-                monthly_saving=saving[best]["expected"] / months,
-                monthly_saving_low=saving[best]["low"] / months,
-                monthly_saving_high=saving[best]["high"] / months,
+                break_even_utilization=term_price / alt,
+                utilization=best.utilization,
+                current_utilization=keep.utilization,
+                changed_utilization=changed,
+                monthly_saving=(keep.cost["expected"] - best.cost["expected"]) / months,
+                monthly_saving_low=(keep.cost["low"] - best.cost["low"]) / months,
+                monthly_saving_high=(keep.cost["high"] - best.cost["high"]) / months,
+                unserved_gpu_hours=dict(best.unserved_gpu_hours),
+                current_unserved_gpu_hours=dict(keep.unserved_gpu_hours),
+                unserved_price=unserved_price,
+                detail_band=detail_band,
+                detail_value=detail_value,
+                options=tuple(options),
             )
         )
     return advice, notes
+
+
+def _keep_reason(
+    options: Sequence[CommitmentOption],
+    keep: CommitmentOption,
+    current: int,
+    demand: Mapping[str, np.ndarray],
+    g: int,
+    alt: float,
+    pool: PoolConfig,
+    months: float,
+) -> tuple[str, str, float]:
+    """Why keeping wins: (reason, band, value) from the neighbouring options."""
+    if current > 0:
+        fewer = next(o for o in options if o.nodes == current - 1)
+        if fewer.refused:
+            band = max(
+                BANDS, key=lambda b: fewer.unserved_gpu_hours[b] - keep.unserved_gpu_hours[b]
+            )
+            added = fewer.unserved_gpu_hours[band] - keep.unserved_gpu_hours[band]
+            return "keep_release_unserved", band, added
+        busy = _busy_share(demand["expected"], current * g - g, current * g)
+        if busy >= pool.price_per_gpu_hour / alt - _EPS:
+            return "keep_busy", "", 0.0
+        band = max(BANDS, key=lambda b: fewer.objective[b] - keep.objective[b])
+        return "keep_release_loses", band, (fewer.objective[band] - keep.objective[band]) / months
+    more = min((o for o in options if o.nodes == 1), key=lambda o: o.objective["low"])
+    band = max(BANDS, key=lambda b: more.objective[b] - keep.objective[b])
+    return "keep_none", band, (more.objective[band] - keep.objective[band]) / months
 
 
 def project(
@@ -675,7 +989,7 @@ def project(
         results.append(proj)
         if i == 0:
             base_fills = fills
-    commitments, advice_notes = advise_commitments(config, base_fills, grid)
+    commitments, advice_notes = advise_commitments(pin_commitments(config), base_fills, grid)
     return FinanceProjection(
         start=now,
         end=end,

@@ -37,10 +37,11 @@ from forecaster.errors import BadInputError, TemporaryError, TiercastError
 from forecaster.estimators import quantile_column, registered
 from forecaster.forecasting import SeriesForecast
 from forecaster.series import History, infer_step
+from scaler import reviewing
 from scaler.catalog import gpu_model
 from scaler.config import TIER_ORDER, Config
-from scaler.finance import BANDS, FinanceProjection
-from scaler.i18n import fmt_number, month_label, render_note, t
+from scaler.finance import BANDS, CommitmentAdvice, FinanceProjection
+from scaler.i18n import fmt_number, month_label, render_note, t, translate_reason
 from scaler.planning import effective_gpus
 from scaler.plans import CapacityPlan
 from scaler.translating import demand_by_model
@@ -48,6 +49,8 @@ from scaler.translating import demand_by_model
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure as MplFigure
+
+    from forecaster.backtesting import Backtest
 
 CHART_SIZE_PX = (960, 360)
 """Width and height of every chart in pixels (the browser test checks them)."""
@@ -106,6 +109,8 @@ class Section:
     paragraphs: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
+    items: list[tuple[str, str]] = field(default_factory=list)
+    """Bullet points as (text, key of the section they link to); the summary's recommendations."""
 
 
 @dataclass
@@ -469,8 +474,12 @@ def accuracy_rows(
     quantiles: Sequence[float],
     origins: int,
     method: str = "auto",
+    keep: dict[str, Backtest] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rolling-origin scores of each signal's estimator against the seasonal-naive baselines.
+
+    ``keep``, when given, receives each signal's backtest of the estimator in use (the
+    forecast-against-actual section reuses them rather than refitting).
 
     Uses :mod:`forecaster.backtesting`: one-day-ahead forecasts (or shorter for a
     short history) at ``origins`` daily origins ending at the newest sample.
@@ -508,6 +517,8 @@ def accuracy_rows(
             except (TiercastError, ValueError) as exc:
                 skipped.append(f"{name}/{label}: {exc}")
                 continue
+            if keep is not None and label == in_use:
+                keep[name] = bt
             s = bt.scores()
             rows.append(
                 {
@@ -526,6 +537,292 @@ def accuracy_rows(
                 }
             )
     return rows, skipped
+
+
+# ---------------------------------------------------------------- summary
+
+SUMMARY_MAX = 5
+"""At most this many recommendations head a report."""
+
+
+def summary_section(items: Sequence[tuple[int, str, str]], lang: str) -> Section:
+    """The recommendations that matter, most important first (lower rank first), each linking
+    to the section that explains it."""
+    ranked = [(text, link) for _, text, link in sorted(items, key=lambda x: x[0])]
+    sec = Section("summary", t(lang, "sec_summary"), items=ranked[:SUMMARY_MAX])
+    if not ranked:
+        sec.paragraphs.append(t(lang, "summary_nothing"))
+    return sec
+
+
+def _bound_pools(config: Config, plan: CapacityPlan, lang: str) -> list[tuple[int, str, str]]:
+    """Pools the plan holds at ``max_nodes`` (off commitment) or that name it as binding."""
+    limits = {p.name: p for p in config.pools}
+    out = []
+    for pp in plan.pools:
+        p = limits.get(pp.pool)
+        if p is None or not pp.target_nodes:
+            continue
+        peak = max(pp.target_nodes)
+        unserved = "max_nodes" in pp.binding
+        if unserved or (p.tier != "reserved" and peak >= p.max_nodes > 0):
+            when = plan.timeline[pp.target_nodes.index(peak)][11:16] + "Z"
+            key = "summary_max_nodes_short" if unserved else "summary_max_nodes"
+            out.append(
+                (
+                    0 if unserved else 3,
+                    t(lang, key, pool=pp.pool, max=p.max_nodes, at=when),
+                    "capacity",
+                )
+            )
+    return out
+
+
+def _lost_to_baseline(rows: Sequence[Mapping[str, Any]], lang: str) -> list[tuple[int, str, str]]:
+    """Signals whose forecast in use scored a worse MASE than a seasonal-naive baseline."""
+    out = []
+    by_signal: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_signal.setdefault(str(r["signal"]), []).append(r)
+    for name, rs in by_signal.items():
+        used = [r for r in rs if r.get("chosen") and r.get("mase") is not None]
+        base = [
+            r
+            for r in rs
+            if not r.get("chosen") and r.get("mase") is not None and math.isfinite(r["mase"])
+        ]
+        if not used or not base or not math.isfinite(used[0]["mase"]):
+            continue
+        best = min(base, key=lambda r: r["mase"])
+        if used[0]["mase"] > best["mase"]:
+            out.append(
+                (
+                    2,
+                    t(
+                        lang,
+                        "summary_lost_to_baseline",
+                        signal=name,
+                        mase=fmt_number(used[0]["mase"], lang, 3),
+                        baseline=best["estimator"],
+                        base_mase=fmt_number(best["mase"], lang, 3),
+                    ),
+                    "accuracy",
+                )
+            )
+    return out
+
+
+def _commitment_items(advice: Sequence[CommitmentAdvice], lang: str) -> list[tuple[int, str, str]]:
+    return [
+        (1 if c.kind != "keep" else 3, _advice_sentence(c, lang), "commitments") for c in advice
+    ]
+
+
+# ---------------------------------------------------------------- forecast against actual
+
+
+def hindsight_signal_chart(
+    name: str, frame: pd.DataFrame, low: float, high: float, q: float, lang: str
+) -> Chart:
+    """What was forecast for each moment of the review period against what happened."""
+    fig, ax = _new_figure()
+    f = frame.sort_values("timestamp")
+    x = pd.DatetimeIndex(f["timestamp"])
+    lo, hi, qc = quantile_column(low), quantile_column(high), quantile_column(q)
+    if lo in f and hi in f:
+        ax.fill_between(
+            x,
+            f[lo].to_numpy(dtype=float),
+            f[hi].to_numpy(dtype=float),
+            color=BAND_COLORS["low"],
+            alpha=0.6,
+            step="post",
+            label=t(lang, "legend_band", low=lo, high=hi),
+        )
+    if "q0.5" in f:
+        ax.step(
+            x,
+            f["q0.5"].to_numpy(dtype=float),
+            where="post",
+            color=BAND_COLORS["expected"],
+            lw=1.1,
+            label=t(lang, "legend_median"),
+        )
+    if qc in f and qc not in (lo, hi):
+        ax.step(
+            x,
+            f[qc].to_numpy(dtype=float),
+            where="post",
+            color="#c0392b",
+            lw=1.0,
+            ls="--",
+            label=t(lang, "legend_policy_quantile", q=qc),
+        )
+    ax.plot(
+        x,
+        f["actual"].to_numpy(dtype=float),
+        color="#222222",
+        lw=1.0,
+        label=t(lang, "legend_actual"),
+    )
+    ax.set_ylim(bottom=0)
+    _value_axis(ax, lang)
+    _time_axis(ax, lang)
+    ax.legend(loc="upper left", fontsize=8, ncols=4)
+    title = t(lang, "chart_hindsight_signal", name=name)
+    ax.set_title(title, fontsize=11)
+    return _render(fig, f"hindsight-signal-{name}", title, title)
+
+
+def hindsight_capacity_chart(model: str, frame: pd.DataFrame, lang: str) -> Chart:
+    """Planned GPUs against the demand that came, shortfall and idle shaded."""
+    fig, ax = _new_figure()
+    f = frame.sort_values("timestamp")
+    x = pd.DatetimeIndex(f["timestamp"])
+    planned = f["planned_gpus"].to_numpy(dtype=float)
+    actual = f["actual_gpus"].to_numpy(dtype=float)
+    ax.fill_between(
+        x,
+        actual,
+        planned,
+        where=planned >= actual,
+        color="#bbbbbb",
+        alpha=0.6,
+        step="post",
+        label=t(lang, "legend_idle"),
+    )
+    ax.fill_between(
+        x,
+        planned,
+        actual,
+        where=actual > planned,
+        color="#e74c3c",
+        alpha=0.6,
+        step="post",
+        label=t(lang, "legend_short"),
+    )
+    ax.step(
+        x,
+        planned,
+        where="post",
+        color=TIER_COLORS["reserved"],
+        lw=1.2,
+        label=t(lang, "legend_planned"),
+    )
+    ax.step(
+        x,
+        f["forecast_gpus"].to_numpy(dtype=float),
+        where="post",
+        color="#c0392b",
+        lw=0.9,
+        ls="--",
+        label=t(lang, "legend_forecast_gpus"),
+    )
+    ax.step(x, actual, where="post", color="#222222", lw=1.0, label=t(lang, "legend_actual_gpus"))
+    ax.set_ylabel(t(lang, "axis_gpus"))
+    ax.set_ylim(bottom=0)
+    _value_axis(ax, lang)
+    _time_axis(ax, lang)
+    ax.legend(loc="upper left", fontsize=8, ncols=5)
+    title = t(lang, "chart_hindsight_capacity", model=model)
+    ax.set_title(title, fontsize=11)
+    return _render(fig, f"hindsight-capacity-{model}", title, title)
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{str(k): v for k, v in r.items()} for r in frame.to_dict(orient="records")]
+
+
+def hindsight_section(
+    h: reviewing.Hindsight, config: Config, low: float, high: float, lang: str
+) -> Section:
+    """The forecast-against-actual section: charts per signal and GPU model, costs per pool/tier."""
+    cur = config.finance.currency
+    sec = Section("hindsight", t(lang, "sec_hindsight"))
+    if h.empty:
+        sec.paragraphs.append(t(lang, "hindsight_none"))
+        return sec
+    unserved = config.finance.unserved_price_per_gpu_hour
+    sec.paragraphs.append(
+        t(
+            lang,
+            "hindsight_intro_" + h.source,
+            start=h.start.strftime("%Y-%m-%d %H:%M"),
+            end=h.end.strftime("%Y-%m-%d %H:%M"),
+            q=quantile_column(h.quantile),
+        )
+    )
+    sec.paragraphs.append(
+        t(lang, "hindsight_short_priced", price=fmt_number(unserved, lang, 2))
+        if unserved is not None
+        else t(lang, "hindsight_short_fallback")
+    )
+    for name, g in h.signals.groupby("signal", sort=False):
+        sec.charts.append(hindsight_signal_chart(str(name), g, low, high, h.quantile, lang))
+    for model, g in h.gpus.groupby("gpu_model", sort=False):
+        sec.charts.append(hindsight_capacity_chart(str(model), g, lang))
+    acc = h.accuracy()
+    sec.tables.append(
+        Table(
+            "hindsight_accuracy",
+            t(lang, "tbl_hindsight_accuracy"),
+            [
+                Column("signal", t(lang, "col_signal")),
+                Column("points", t(lang, "col_points"), 0),
+                Column("mae", t(lang, "col_mae"), 2),
+                Column(
+                    "coverage",
+                    t(lang, "col_coverage", low=quantile_column(low), high=quantile_column(high)),
+                    0,
+                    percent=True,
+                ),
+                Column(
+                    "above_q",
+                    t(lang, "col_above_q", q=quantile_column(h.quantile)),
+                    0,
+                    percent=True,
+                ),
+            ],
+            _records(acc),
+        )
+    )
+    money_cols = [
+        Column("planned_gpu_hours", t(lang, "col_planned_gpu_h"), 0),
+        Column("used_gpu_hours", t(lang, "col_used_gpu_h"), 0),
+        Column("idle_gpu_hours", t(lang, "col_idle_gpu_h"), 0),
+        Column("idle_cost", _money(t(lang, "col_idle_cost"), cur), 2),
+        Column("short_gpu_hours", t(lang, "col_short_gpu_h"), 0),
+        Column("short_cost", _money(t(lang, "col_short_cost"), cur), 2),
+    ]
+    pool_rows = _records(h.pools)
+    for r in pool_rows:
+        r["tier"] = t(lang, "tier_" + str(r["tier"]))
+    sec.tables.append(
+        Table(
+            "hindsight_pools",
+            t(lang, "tbl_hindsight_pools"),
+            [
+                Column("pool", t(lang, "col_pool")),
+                Column("tier", t(lang, "col_tier")),
+                Column("gpu_model", t(lang, "col_gpu_model")),
+                *money_cols,
+            ],
+            pool_rows,
+        )
+    )
+    tier_rows = _records(h.by_tier())
+    for r in tier_rows:
+        r["tier"] = t(lang, "tier_" + str(r["tier"]))
+    sec.tables.append(
+        Table(
+            "hindsight_tiers",
+            t(lang, "tbl_hindsight_tiers"),
+            [Column("tier", t(lang, "col_tier")), *money_cols],
+            tier_rows,
+        )
+    )
+    sec.paragraphs.extend(h.notes)
+    return sec
 
 
 # ---------------------------------------------------------------- capacity review
@@ -568,13 +865,20 @@ def _period_cost_rows(plan: CapacityPlan, grid: pd.DatetimeIndex, fmt: str) -> l
 
 
 def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
-    """The planner's reason in English; a sentence built from the action's fields otherwise."""
+    """The planner's reason in ``lang``: translated phrase by phrase, every number kept.
+
+    A reason whose phrases are all unknown to the translation falls back to a sentence
+    built from the action's fields, with the planner's own words beside it.
+    """
     a = plan.actions[index]
     if lang == "en":
         return a.reason
+    text = translate_reason(a.reason, lang)
+    if text is not None:
+        return text
     pool = next((p for p in plan.pools if p.pool == a.pool), None)
     lead_min = (pool.lead_time_s / 60) if pool else 0.0
-    return t(
+    built = t(
         lang,
         "reason_" + a.decision.replace("-", "_"),
         pool=a.pool,
@@ -587,6 +891,7 @@ def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
         q=quantile_column(plan.quantile),
         bound=", ".join(pool.binding) if pool and pool.binding else "–",
     )
+    return f"{built} ({a.reason})"
 
 
 def build_capacity_report(
@@ -598,8 +903,11 @@ def build_capacity_report(
     lang: str = "en",
     history_window: pd.Timedelta = HISTORY_WINDOW,
     backtest_origins: int = 3,
+    recorded: Sequence[reviewing.RecordedCycle] = (),
 ) -> Report:
-    """The capacity review: history and forecast, accuracy, plan, actions, cost, utilization."""
+    """The capacity review: history and forecast, accuracy, forecast against actual over the
+    review period (from ``recorded`` cycles, or the backtest when there are none), plan,
+    actions, cost, utilization."""
     q = plan.quantile
     quantiles = sorted(set(config.forecast.quantiles) | {0.5, q})
     low, high = quantiles[0], quantiles[-1]
@@ -664,8 +972,9 @@ def build_capacity_report(
     sections.append(sig)
 
     # Accuracy against the baselines.
+    backtests: dict[str, Backtest] = {}
     acc_rows, skipped = accuracy_rows(
-        history, forecasts, quantiles, backtest_origins, config.forecast.method
+        history, forecasts, quantiles, backtest_origins, config.forecast.method, keep=backtests
     )
     acc = Section(
         "accuracy",
@@ -709,6 +1018,13 @@ def build_capacity_report(
     if skipped:
         acc.paragraphs.append(t(lang, "accuracy_skipped", what="; ".join(skipped)))
     sections.append(acc)
+
+    hindsight = (
+        reviewing.from_records(config, history, recorded, q)
+        if recorded
+        else reviewing.from_backtests(config, history, backtests, q)
+    )
+    sections.append(hindsight_section(hindsight, config, low, high, lang))
 
     # Capacity against demand, per GPU model and pool.
     pool_gpus = _pool_gpus(config, plan)
@@ -881,9 +1197,48 @@ def build_capacity_report(
     )
     sections.append(util)
 
+    # Commitment advice over the plan's horizon, from the same forecasts and pools.
+    advice: list[CommitmentAdvice] = []
+    if plan.horizon_s >= 3600 and any(p.tier == "reserved" for p in config.pools):
+        from scaler.finance import project
+
+        now = pd.Timestamp(plan.created_at).tz_localize(None)
+        projection = project(config, forecasts, now, pd.Timedelta(seconds=plan.horizon_s))
+        advice = projection.commitments
+        if advice:
+            sections.append(commitment_section(projection, config, lang))
+
+    items = _bound_pools(config, plan, lang)
+    items += _commitment_items(advice, lang)
+    items += _lost_to_baseline(acc_rows, lang)
+    if not hindsight.pools.empty:
+        tot = hindsight.pools[
+            ["short_gpu_hours", "short_cost", "idle_gpu_hours", "idle_cost"]
+        ].sum()
+        cur = config.finance.currency
+        items.append(
+            (
+                2 if tot["short_gpu_hours"] > 0 else 4,
+                t(
+                    lang,
+                    "summary_hindsight",
+                    short=fmt_number(tot["short_gpu_hours"], lang, 0),
+                    short_cost=f"{fmt_number(tot['short_cost'], lang, 2)} {cur}".strip(),
+                    idle=fmt_number(tot["idle_gpu_hours"], lang, 0),
+                    idle_cost=f"{fmt_number(tot['idle_cost'], lang, 2)} {cur}".strip(),
+                ),
+                "hindsight",
+            )
+        )
+    sections.insert(0, summary_section(items, lang))
+
     if plan.notes:
         sections.append(
-            Section("notes", t(lang, "sec_notes"), [t(lang, "notes_planner"), *list(plan.notes)])
+            Section(
+                "notes",
+                t(lang, "sec_notes"),
+                [t(lang, "notes_planner"), *[translate_reason(n, lang) or n for n in plan.notes]],
+            )
         )
 
     paid_total = sum(r["capacity_gpu_hours"] for r in util_rows)
@@ -966,6 +1321,44 @@ def mig_share(model: str, profile: str) -> float:
         return 1.0
 
 
+def _mig_pool_columns(lang: str) -> list[Column]:
+    return [
+        Column("pool", t(lang, "col_pool")),
+        Column("target_now", t(lang, "col_target_now"), 0),
+        Column("target_max", t(lang, "col_target_max"), 0),
+        Column("mig_nodes", t(lang, "col_mig_nodes"), 0),
+        Column("gpus", t(lang, "col_mig_gpus"), 0),
+        Column("gpus_used", t(lang, "col_mig_gpus_used"), 0),
+    ]
+
+
+def mig_pool_rows(plan: CapacityPlan) -> list[dict[str, Any]]:
+    """Per MIG-managed pool, the tier plan's node counts beside the nodes the MIG layouts cover.
+
+    Both come from the one plan: the MIG layouts are planned on the tier plan's target now,
+    so ``mig_nodes == target_now`` holds for a plan made by one cycle.
+    """
+    rows = []
+    by_pool = {p.pool: p for p in plan.pools}
+    for _model, m in sorted(plan.mig.get("models", {}).items()):
+        for name in m.get("pools", []):
+            pp = by_pool.get(name)
+            if pp is None:
+                continue
+            nodes = [n for n in m.get("nodes", []) or [] if n.get("pool") == name]
+            rows.append(
+                {
+                    "pool": name,
+                    "target_now": pp.target_nodes[0] if pp.target_nodes else pp.current_nodes,
+                    "target_max": max(pp.target_nodes) if pp.target_nodes else pp.current_nodes,
+                    "mig_nodes": len(nodes),
+                    "gpus": len(nodes) * pp.gpus_per_node,
+                    "gpus_used": m.get("gpus_used", 0) if len(m.get("pools", [])) == 1 else None,
+                }
+            )
+    return rows
+
+
 def _add_mig(
     cap: Section, config: Config, plan: CapacityPlan, grid: pd.DatetimeIndex, lang: str
 ) -> None:
@@ -1014,6 +1407,13 @@ def _add_mig(
         }
         if series:
             cap.charts.append(mig_chart(model, grid, series, capacity, lang))
+    cap.tables.append(Table("mig_pools", t(lang, "tbl_mig_pools"), _mig_pool_columns(lang), []))
+    cap.tables[-1].rows = mig_pool_rows(plan)
+    for r in cap.tables[-1].rows:
+        if r["mig_nodes"] != r["target_now"]:
+            cap.paragraphs.append(t(lang, "mig_disagrees", **r))
+        elif r["target_max"] > r["target_now"]:
+            cap.paragraphs.append(t(lang, "mig_grows", **r))
     cap.tables.append(
         Table(
             "mig_profiles",
@@ -1049,6 +1449,33 @@ def _add_mig(
 # ---------------------------------------------------------------- finance
 
 
+def _money(label: str, currency: str) -> str:
+    """A money column's label with the configured currency, when there is one."""
+    return f"{label}, {currency}" if currency else label
+
+
+def _monthly_rows(frame: pd.DataFrame, by: Sequence[str], lang: str) -> list[dict[str, Any]]:
+    """One row per month and line (tier, pool or GPU model), with each band side by side."""
+    rows: list[dict[str, Any]] = []
+    if frame.empty:
+        return rows
+    for keys, g in frame.groupby(["period", *by], sort=False):
+        values = dict(zip(["period", *by], keys, strict=True))
+        b = g.set_index("band")
+        gpu_h = b["gpu_hours"].astype(float)
+        cost = b["cost"].astype(float)
+        row: dict[str, Any] = {
+            "period": month_label(str(values["period"]), lang),
+            "hours": float(b["hours"].iloc[0]),
+            **{f"gpu_hours_{x}": float(gpu_h[x]) for x in BANDS},
+            **{f"cost_{x}": float(cost[x]) for x in BANDS},
+        }
+        for k in by:
+            row[k] = t(lang, "tier_" + str(values[k])) if k == "tier" else str(values[k])
+        rows.append(row)
+    return rows
+
+
 def build_finance_report(
     projection: FinanceProjection,
     config: Config,
@@ -1068,49 +1495,55 @@ def build_finance_report(
         t(lang, "sec_projection"),
         [
             t(lang, "sec_projection_intro", low=band_q["low"], high=band_q["high"]),
-            t(lang, "currency_note"),
+            t(lang, "currency_named", currency=config.finance.currency)
+            if config.finance.currency
+            else t(lang, "currency_note"),
         ],
     )
     if charts:
         proj.charts.append(monthly_tier_chart(base.monthly, lang))
-    rows = []
-    for (period, tier), g in base.monthly.groupby(["period", "tier"], sort=False):
-        by = g.set_index("band")
-        gpu_h = {str(k): float(v) for k, v in by["gpu_hours"].items()}
-        cost_b = {str(k): float(v) for k, v in by["cost"].items()}
-        rows.append(
-            {
-                "period": month_label(str(period), lang),
-                "tier": t(lang, "tier_" + str(tier)),
-                "hours": float(by["hours"].iloc[0]),
-                **{f"gpu_hours_{b}": gpu_h[b] for b in BANDS},
-                **{f"cost_{b}": cost_b[b] for b in BANDS},
-            }
-        )
-    proj.tables.append(
-        Table(
-            "monthly_by_tier",
-            t(lang, "tbl_monthly_by_tier"),
-            [
-                Column("period", t(lang, "col_month")),
-                Column("tier", t(lang, "col_tier")),
-                Column("hours", t(lang, "col_hours"), 0),
-                *[
-                    Column(
-                        f"gpu_hours_{b}",
-                        t(lang, "col_gpu_hours_band", band=t(lang, "band_" + b)),
-                        0,
-                    )
-                    for b in BANDS
+    cur = config.finance.currency
+    band_cols = [
+        *[
+            Column(f"gpu_hours_{b}", t(lang, "col_gpu_hours_band", band=t(lang, "band_" + b)), 0)
+            for b in BANDS
+        ],
+        *[
+            Column(f"cost_{b}", _money(t(lang, "col_cost_band", band=t(lang, "band_" + b)), cur), 2)
+            for b in BANDS
+        ],
+    ]
+    lines = {
+        "monthly_by_tier": (["tier"], base.monthly),
+        "monthly_by_pool": (["pool", "tier", "gpu_model"], base.monthly_pools),
+        "monthly_by_model": (
+            ["gpu_model"],
+            base.monthly_pools.groupby(
+                ["period", "gpu_model", "band"], sort=False, as_index=False
+            ).agg(hours=("hours", "first"), gpu_hours=("gpu_hours", "sum"), cost=("cost", "sum"))
+            if not base.monthly_pools.empty
+            else base.monthly_pools,
+        ),
+    }
+    key_cols = {
+        "tier": Column("tier", t(lang, "col_tier")),
+        "pool": Column("pool", t(lang, "col_pool")),
+        "gpu_model": Column("gpu_model", t(lang, "col_gpu_model")),
+    }
+    for key, (by, frame) in lines.items():
+        proj.tables.append(
+            Table(
+                key,
+                t(lang, "tbl_" + key),
+                [
+                    Column("period", t(lang, "col_month")),
+                    *[key_cols[k] for k in by],
+                    Column("hours", t(lang, "col_hours"), 0),
+                    *band_cols,
                 ],
-                *[
-                    Column(f"cost_{b}", t(lang, "col_cost_band", band=t(lang, "band_" + b)), 2)
-                    for b in BANDS
-                ],
-            ],
-            rows,
+                _monthly_rows(frame, by, lang),
+            )
         )
-    )
     demand_rows = [{str(k): v for k, v in r.items()} for r in base.demand.to_dict(orient="records")]
     for r in demand_rows:
         r["band"] = t(lang, "band_" + r["band"])
@@ -1135,19 +1568,17 @@ def build_finance_report(
     base_exp = base.total_cost("expected")
     scen_rows = []
     for sp in projection.scenarios:
-        exp = sp.total_cost("expected")
-        scen_rows.append(
-            {
-                "scenario": sp.scenario.name
-                if not sp.scenario.is_baseline
-                else t(lang, "baseline"),
-                "definition": sp.scenario.text if not sp.scenario.is_baseline else "–",
-                **{f"cost_{b}": sp.total_cost(b) for b in BANDS},
-                "gpu_hours_expected": sp.total_gpu_hours("expected"),
-                "delta_expected": exp - base_exp,
-                "delta_fraction": (exp - base_exp) / base_exp if base_exp else 0.0,
-            }
-        )
+        row: dict[str, Any] = {
+            "scenario": sp.scenario.name if not sp.scenario.is_baseline else t(lang, "baseline"),
+            "definition": sp.scenario.text if not sp.scenario.is_baseline else "–",
+            **{f"cost_{b}": sp.total_cost(b) for b in BANDS},
+            "gpu_hours_expected": sp.total_gpu_hours("expected"),
+        }
+        for b in BANDS:
+            ref = base.total_cost(b)
+            row[f"delta_{b}"] = sp.total_cost(b) - ref
+            row[f"delta_fraction_{b}"] = (sp.total_cost(b) - ref) / ref if ref else 0.0
+        scen_rows.append(row)
     scen.tables.append(
         Table(
             "scenarios",
@@ -1156,7 +1587,11 @@ def build_finance_report(
                 Column("scenario", t(lang, "col_scenario")),
                 Column("definition", t(lang, "col_definition")),
                 *[
-                    Column(f"cost_{b}", t(lang, "col_cost_band", band=t(lang, "band_" + b)), 2)
+                    Column(
+                        f"cost_{b}",
+                        _money(t(lang, "col_cost_band", band=t(lang, "band_" + b)), cur),
+                        2,
+                    )
                     for b in BANDS
                 ],
                 Column(
@@ -1164,8 +1599,23 @@ def build_finance_report(
                     t(lang, "col_gpu_hours_band", band=t(lang, "band_expected")),
                     0,
                 ),
-                Column("delta_expected", t(lang, "col_delta"), 2),
-                Column("delta_fraction", t(lang, "col_delta_percent"), 1, percent=True),
+                *[
+                    Column(
+                        f"delta_{b}",
+                        _money(t(lang, "col_delta_band", band=t(lang, "band_" + b)), cur),
+                        2,
+                    )
+                    for b in BANDS
+                ],
+                *[
+                    Column(
+                        f"delta_fraction_{b}",
+                        t(lang, "col_delta_percent_band", band=t(lang, "band_" + b)),
+                        1,
+                        percent=True,
+                    )
+                    for b in BANDS
+                ],
             ],
             scen_rows,
         )
@@ -1202,60 +1652,46 @@ def build_finance_report(
         )
     sections.append(scen)
 
-    com = Section(
-        "commitments",
-        t(lang, "sec_commitments"),
-        [t(lang, "sec_commitments_intro", coverage=fmt_number(95, lang, 0))],
-    )
-    com_rows = []
-    for c in projection.commitments:
-        com_rows.append(
-            {
-                "gpu_model": c.gpu_model,
-                "pool": c.pool,
-                "current_nodes": c.current_nodes,
-                "recommended_nodes": c.recommended_nodes,
-                "change_nodes": c.change_nodes,
-                "base_load_gpus": c.base_load_gpus,
-                "reserved_price": c.reserved_price,
-                "alternative_price": c.alternative_price,
-                "break_even_utilization": c.break_even_utilization,
-                "utilization": c.utilization,
-                "monthly_saving": c.monthly_saving,
-                "monthly_saving_low": c.monthly_saving_low,
-                "monthly_saving_high": c.monthly_saving_high,
-            }
-        )
-        com.paragraphs.append(_advice_sentence(c, lang))
-    com.tables.append(
-        Table(
-            "commitments",
-            t(lang, "tbl_commitments"),
-            [
-                Column("gpu_model", t(lang, "col_gpu_model")),
-                Column("pool", t(lang, "col_pool")),
-                Column("current_nodes", t(lang, "col_current_nodes"), 0),
-                Column("recommended_nodes", t(lang, "col_recommended_nodes"), 0),
-                Column("change_nodes", t(lang, "col_change_nodes"), 0),
-                Column("base_load_gpus", t(lang, "col_base_load"), 0),
-                Column("reserved_price", t(lang, "col_reserved_price"), 2),
-                Column("alternative_price", t(lang, "col_alternative_price"), 2),
-                Column("break_even_utilization", t(lang, "col_break_even"), 0, percent=True),
-                Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
-                Column(
-                    "monthly_saving", t(lang, "col_saving_band", band=t(lang, "band_expected")), 2
-                ),
-                Column(
-                    "monthly_saving_low", t(lang, "col_saving_band", band=t(lang, "band_low")), 2
-                ),
-                Column(
-                    "monthly_saving_high", t(lang, "col_saving_band", band=t(lang, "band_high")), 2
-                ),
-            ],
-            com_rows,
-        )
-    )
-    sections.append(com)
+    sections.append(commitment_section(projection, config, lang))
+
+    fin_items = _commitment_items(projection.commitments, lang)
+    for sp in projection.scenarios[1:]:
+        ref = base.total_cost("high")
+        if ref:
+            delta = sp.total_cost("high") - ref
+            fin_items.append(
+                (
+                    2,
+                    t(
+                        lang,
+                        "summary_scenario",
+                        scenario=sp.scenario.name,
+                        high=fmt_number(100 * delta / ref, lang, 1),
+                        expected=fmt_number(
+                            100 * (sp.total_cost("expected") / base_exp - 1) if base_exp else 0.0,
+                            lang,
+                            1,
+                        ),
+                    ),
+                    "scenarios",
+                )
+            )
+    short = base.demand[base.demand["band"] == "high"]
+    for r in _records(short):
+        if r["short_gpu_hours"] > 0.5:
+            fin_items.append(
+                (
+                    0,
+                    t(
+                        lang,
+                        "summary_finance_short",
+                        model=r["gpu_model"],
+                        short=fmt_number(r["short_gpu_hours"], lang, 0),
+                    ),
+                    "projection",
+                )
+            )
+    sections.insert(0, summary_section(fin_items, lang))
 
     if projection.notes:
         sections.append(
@@ -1279,18 +1715,23 @@ def build_finance_report(
             "cost_expected",
             t(lang, "fig_cost_band", band=t(lang, "band_expected")),
             round(base_exp, 2),
+            cur,
         ),
         KeyFigure(
             "cost_low",
             t(lang, "fig_cost_band", band=t(lang, "band_low")),
             round(base.total_cost("low"), 2),
+            cur,
         ),
         KeyFigure(
             "cost_high",
             t(lang, "fig_cost_band", band=t(lang, "band_high")),
             round(base.total_cost("high"), 2),
+            cur,
         ),
-        KeyFigure("cost_per_month_expected", t(lang, "fig_cost_per_month"), round(per_month, 2)),
+        KeyFigure(
+            "cost_per_month_expected", t(lang, "fig_cost_per_month"), round(per_month, 2), cur
+        ),
         KeyFigure(
             "gpu_hours_expected",
             t(lang, "fig_gpu_hours"),
@@ -1302,6 +1743,7 @@ def build_finance_report(
             "commitment_saving_per_month",
             t(lang, "fig_commit_saving"),
             round(sum(c.monthly_saving for c in projection.commitments), 2),
+            cur,
         ),
     ]
     return Report(
@@ -1324,30 +1766,170 @@ def build_finance_report(
     )
 
 
-def _advice_sentence(c: Any, lang: str) -> str:
-    key = (
-        "advice_commit"
-        if c.change_nodes > 0
-        else "advice_release"
-        if c.change_nodes < 0
-        else "advice_keep"
+def commitment_section(projection: FinanceProjection, config: Config, lang: str) -> Section:
+    """Commitment advice: one sentence per GPU model, the advice table and the options behind it."""
+    com = Section(
+        "commitments",
+        t(lang, "sec_commitments"),
+        [
+            t(
+                lang,
+                "sec_commitments_intro",
+                coverage=fmt_number(95, lang, 0),
+                unserved_rule=t(lang, "unserved_refused")
+                if config.finance.unserved_price_per_gpu_hour is None
+                else t(
+                    lang,
+                    "unserved_priced",
+                    price=fmt_number(config.finance.unserved_price_per_gpu_hour, lang, 2),
+                ),
+            )
+        ],
     )
+    com_rows = []
+    option_rows: list[dict[str, Any]] = []
+    for c in projection.commitments:
+        com_rows.append(
+            {
+                "gpu_model": c.gpu_model,
+                "pool": c.pool,
+                "decision": t(lang, "commit_kind_" + c.kind),
+                "current_nodes": c.current_nodes,
+                "recommended_nodes": c.recommended_nodes,
+                "change_nodes": c.change_nodes,
+                "term": c.term or "–",
+                "base_load_gpus": c.base_load_gpus,
+                "reserved_price": c.term_price,
+                "alternative_price": c.alternative_price,
+                "break_even_utilization": c.break_even_utilization,
+                "changed_utilization": c.changed_utilization,
+                "utilization": c.utilization,
+                "unserved_now": c.current_unserved_gpu_hours["expected"],
+                "unserved": c.unserved_gpu_hours["expected"],
+                "monthly_saving": c.monthly_saving,
+                "monthly_saving_low": c.monthly_saving_low,
+                "monthly_saving_high": c.monthly_saving_high,
+            }
+        )
+        com.paragraphs.append(_advice_sentence(c, lang))
+        option_rows += _option_rows(c, lang)
+    com.tables.append(
+        Table(
+            "commitments",
+            t(lang, "tbl_commitments"),
+            [
+                Column("gpu_model", t(lang, "col_gpu_model")),
+                Column("pool", t(lang, "col_pool")),
+                Column("decision", t(lang, "col_decision")),
+                Column("current_nodes", t(lang, "col_current_nodes"), 0),
+                Column("recommended_nodes", t(lang, "col_recommended_nodes"), 0),
+                Column("change_nodes", t(lang, "col_change_nodes"), 0),
+                Column("term", t(lang, "col_term")),
+                Column("base_load_gpus", t(lang, "col_base_load"), 0),
+                Column("reserved_price", t(lang, "col_reserved_price"), 2),
+                Column("alternative_price", t(lang, "col_alternative_price"), 2),
+                Column("break_even_utilization", t(lang, "col_break_even"), 0, percent=True),
+                Column("changed_utilization", t(lang, "col_changed_utilization"), 0, percent=True),
+                Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
+                Column("unserved_now", t(lang, "col_unserved_now"), 0),
+                Column("unserved", t(lang, "col_unserved_after"), 0),
+                *[
+                    Column(
+                        f"monthly_saving{suffix}",
+                        t(lang, "col_saving_band", band=t(lang, "band_" + b)),
+                        2,
+                    )
+                    for b, suffix in (("expected", ""), ("low", "_low"), ("high", "_high"))
+                ],
+            ],
+            com_rows,
+        )
+    )
+    com.tables.append(
+        Table(
+            "commitment_options",
+            t(lang, "tbl_commitment_options"),
+            [
+                Column("gpu_model", t(lang, "col_gpu_model")),
+                Column("nodes", t(lang, "col_option_nodes"), 0),
+                Column("term", t(lang, "col_term")),
+                Column("price", t(lang, "col_reserved_price"), 2),
+                *[
+                    Column(f"cost_{b}", t(lang, "col_cost_band", band=t(lang, "band_" + b)), 2)
+                    for b in BANDS
+                ],
+                *[
+                    Column(
+                        f"unserved_{b}", t(lang, "col_unserved_band", band=t(lang, "band_" + b)), 0
+                    )
+                    for b in BANDS
+                ],
+                Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
+                Column("verdict", t(lang, "col_verdict")),
+            ],
+            option_rows,
+        )
+    )
+    return com
+
+
+def _option_rows(c: CommitmentAdvice, lang: str) -> list[dict[str, Any]]:
+    """The advice's key options (:meth:`CommitmentAdvice.key_options`) as table rows."""
+    rows = []
+    for o in c.key_options():
+        verdict = (
+            "option_recommended"
+            if (o.nodes, o.term) == (c.recommended_nodes, c.term)
+            else "option_current"
+            if o.nodes == c.current_nodes
+            else "option_refused"
+            if o.refused
+            else "option_other"
+        )
+        rows.append(
+            {
+                "gpu_model": c.gpu_model,
+                "nodes": o.nodes,
+                "term": o.term or "–",
+                "price": o.price_per_gpu_hour,
+                **{f"cost_{b}": o.cost[b] for b in BANDS},
+                **{f"unserved_{b}": o.unserved_gpu_hours[b] for b in BANDS},
+                "utilization": o.utilization,
+                "verdict": t(lang, verdict),
+            }
+        )
+    return rows
+
+
+def _advice_sentence(c: CommitmentAdvice, lang: str) -> str:
+    """One sentence per recommendation, its numbers taken from the advice's fields."""
+    money = {"loss": c.detail_value}
     return t(
         lang,
-        key,
+        "advice_" + c.reason,
         model=c.gpu_model,
         pool=c.pool,
+        term=t(lang, "term_" + c.term) if c.term else "",
         nodes=abs(c.change_nodes),
         gpus=fmt_number(abs(c.change_nodes) * c.gpus_per_node, lang, 0),
         current=c.current_nodes,
         recommended=c.recommended_nodes,
+        committed=fmt_number(c.current_nodes * c.gpus_per_node, lang, 0),
         base=fmt_number(c.base_load_gpus, lang, 0),
         saving=fmt_number(c.monthly_saving, lang, 2),
         saving_low=fmt_number(c.monthly_saving_low, lang, 2),
+        saving_high=fmt_number(c.monthly_saving_high, lang, 2),
+        extra=fmt_number(-c.monthly_saving, lang, 2),
         break_even=fmt_number(100 * c.break_even_utilization, lang, 0),
         reserved=fmt_number(c.reserved_price, lang, 2),
+        price=fmt_number(c.term_price, lang, 2),
         alternative=fmt_number(c.alternative_price, lang, 2),
         utilization=fmt_number(100 * c.utilization, lang, 0),
+        changed=fmt_number(100 * c.changed_utilization, lang, 0),
+        unserved=fmt_number(c.unserved_gpu_hours["expected"], lang, 0),
+        unserved_now=fmt_number(c.current_unserved_gpu_hours["expected"], lang, 0),
+        loss=fmt_number(money["loss"], lang, 2 if c.reason != "keep_release_unserved" else 0),
+        band=t(lang, "band_case_" + c.detail_band) if c.detail_band else "",
     )
 
 
@@ -1380,6 +1962,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 "key": s.key,
                 "title": s.title,
                 "paragraphs": s.paragraphs,
+                "items": [{"text": text, "link": link} for text, link in s.items],
                 "tables": [
                     {
                         "key": tb.key,
@@ -1452,6 +2035,13 @@ def render_html(report: Report) -> str:
     for s in report.sections:
         out.append(f'<section id="{esc(s.key)}"><h2>{esc(s.title)}</h2>')
         out.extend(f"<p>{esc(p)}</p>" for p in s.paragraphs)
+        if s.items:
+            out.append("<ul>")
+            out.extend(
+                f'<li><a href="#{esc(link)}" data-link="{esc(link)}">{esc(text)}</a></li>'
+                for text, link in s.items
+            )
+            out.append("</ul>")
         for ch in s.charts:
             data = base64.b64encode(ch.png).decode("ascii")
             out.append(
@@ -1495,6 +2085,8 @@ def render_markdown(report: Report, charts_dir: str | None = "charts") -> str:
         lines += [f"## {s.title}", ""]
         for p in s.paragraphs:
             lines += [p, ""]
+        if s.items:
+            lines += [f"- [{_md_cell(text)}](#{link})" for text, link in s.items] + [""]
         if charts_dir is not None:
             for c in s.charts:
                 lines += [f"![{_md_cell(c.alt)}]({charts_dir}/{c.key}.png)", ""]

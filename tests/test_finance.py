@@ -20,7 +20,7 @@ from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast
 from scaler import finance
 from scaler.cli import main
-from scaler.config import Config, parse_config
+from scaler.config import Config, ConfigError, parse_config
 from tests.conftest import trace_path
 
 START = pd.Timestamp("2027-01-30T00:00:00")
@@ -47,6 +47,21 @@ def fake_forecast(levels: dict[float, Any], hours: int = 96, name: str = "rps") 
         recent_max=0.0,
         n_observed=100,
     )
+
+
+_FLEET_DATA: dict[str, Any] = {
+    "signals": [{"name": "rps"}],
+    "workloads": [{"name": "svc", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}],
+    "pools": [
+        {
+            "name": "od",
+            "tier": "on-demand",
+            "gpu_model": "H100",
+            "gpus_per_node": 1,
+            "price_per_gpu_hour": 2.0,
+        }
+    ],
+}
 
 
 def fleet(pools: list[dict[str, Any]], units_per_replica: float = 1.0) -> Config:
@@ -113,6 +128,51 @@ def test_scenarios_change_inputs_not_the_method() -> None:
     assert new == pytest.approx(base + 3 * 24 * 2.0)
 
 
+def test_scenario_deltas_are_shown_for_every_band() -> None:
+    # 10 committed GPUs absorb +2 GPUs in the low and expected bands; only the high band
+    # (9 -> 11 GPUs) spills onto on-demand: +1 GPU x 24 h x 2.0.
+    from scaler.reporting import build_finance_report
+
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.0, "min_nodes": 10}
+    config = fleet([reserved, ON_DEMAND])
+    proj = finance.project(
+        config,
+        {"rps": fake_forecast({0.1: 2.0, 0.5: 4.0, 0.9: 9.0})},
+        START,
+        pd.Timedelta(hours=24),
+        [finance.parse_scenario("more:workload=H100:2")],
+    )
+    report = build_finance_report(proj, config, "test", charts=False)
+    table = next(tb for s in report.sections for tb in s.tables if tb.key == "scenarios")
+    row = next(r for r in table.rows if r["scenario"] == "more")
+    assert row["delta_low"] == 0 and row["delta_expected"] == 0
+    assert row["delta_high"] == pytest.approx(1 * 24 * 2.0)
+    assert row["delta_fraction_high"] == pytest.approx(48.0 / (10 * 24 * 1.0))
+    # Per-pool and per-model lines add up to the tier lines.
+    lines = {tb.key: tb.rows for s in report.sections for tb in s.tables}
+    for band in finance.BANDS:
+        total = sum(r[f"cost_{band}"] for r in lines["monthly_by_tier"])
+        assert sum(r[f"cost_{band}"] for r in lines["monthly_by_pool"]) == pytest.approx(total)
+        assert sum(r[f"cost_{band}"] for r in lines["monthly_by_model"]) == pytest.approx(total)
+    assert {r["pool"] for r in lines["monthly_by_pool"]} == {"res", "od"}
+
+
+def test_currency_label_from_the_config() -> None:
+    from scaler.reporting import build_finance_report
+
+    config = fleet([ON_DEMAND])
+    config = config.model_copy(
+        update={"finance": config.finance.model_copy(update={"currency": "EUR"})}
+    )
+    proj = finance.project(config, {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=24))
+    report = build_finance_report(proj, config, "test", charts=False)
+    assert report.figure("cost_expected").unit == "EUR"
+    monthly = next(tb for s in report.sections for tb in s.tables if tb.key == "monthly_by_tier")
+    assert [c.label for c in monthly.columns if c.key == "cost_high"] == ["Cost, high, EUR"]
+    with pytest.raises(ConfigError, match="currency"):
+        parse_config({**_FLEET_DATA, "finance": {"currency": "US D"}}, "cfg")
+
+
 def test_spot_interruption_moves_demand_to_on_demand() -> None:
     spot = {
         "name": "spot",
@@ -170,6 +230,123 @@ def test_commitment_advice_releases_unused_reserved_capacity() -> None:
     assert advice.monthly_saving_high == pytest.approx(
         (8 * 1.5 - (4 * 1.5 + 2 * 2.0)) * 48 / months
     )
+
+
+def _advice(
+    pools: list[dict[str, Any]],
+    levels: dict[float, Any],
+    hours: int = 48,
+    unserved_price: float | None = None,
+) -> finance.CommitmentAdvice:
+    config = fleet(pools)
+    if unserved_price is not None:
+        config = config.model_copy(
+            update={
+                "finance": config.finance.model_copy(
+                    update={"unserved_price_per_gpu_hour": unserved_price}
+                )
+            }
+        )
+    proj = finance.project(
+        config, {"rps": fake_forecast(levels, hours=hours)}, START, pd.Timedelta(hours=hours)
+    )
+    [advice] = proj.commitments
+    return advice
+
+
+def test_capped_fallback_never_advises_a_release_that_leaves_demand_unserved() -> None:
+    # 10 committed GPUs always busy; on-demand is capped at 8 nodes. Releasing all 10
+    # "saves" money in every band only because the demand nothing serves is free
+    # (8 x 2.0 < 10 x 1.9): it must be refused.
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.9, "min_nodes": 10}
+    capped = {**ON_DEMAND, "max_nodes": 8}
+    levels = {0.1: 9.0, 0.5: 10.0, 0.9: 14.0}
+    advice = _advice([reserved, capped], levels)
+    assert advice.kind == "keep" and advice.recommended_nodes == 10
+    assert advice.reason == "keep_busy"
+    none = next(o for o in advice.options if o.nodes == 0)
+    keep = next(o for o in advice.options if o.nodes == 10)
+    assert none.refused and all(none.cost[b] < keep.cost[b] for b in finance.BANDS)
+    assert none.unserved_gpu_hours["expected"] == pytest.approx((10 - 8) * 48)
+    assert keep.unserved_gpu_hours == {"low": 0.0, "expected": 0.0, "high": 0.0}
+    # Priced, the unserved GPU-hours count against the release the same way.
+    priced = _advice([reserved, capped], levels, unserved_price=3.0)
+    assert priced.recommended_nodes == 10
+    assert not next(o for o in priced.options if o.nodes == 0).refused
+    # The releases that stay served lose money (committed GPUs are busy above break-even).
+    assert all(
+        o.cost["expected"] > keep.cost["expected"]
+        for o in advice.options
+        if 0 < o.nodes < 10 and not o.refused
+    )
+
+
+def test_capped_fallback_with_base_load_above_the_commitment_commits_it() -> None:
+    # The low band needs 10 GPUs every hour, 4 are committed, on-demand stops at 2:
+    # 4 GPUs of base load go unserved; adding costs money but serves them.
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.0, "min_nodes": 4}
+    capped = {**ON_DEMAND, "max_nodes": 2}
+    advice = _advice([reserved, capped], {0.1: 10.0, 0.5: 10.0, 0.9: 12.0})
+    assert advice.kind == "commit" and advice.reason == "commit_unserved"
+    assert advice.recommended_nodes == 10 and advice.base_load_gpus == 10
+    assert advice.current_unserved_gpu_hours["expected"] == pytest.approx(4 * 48)
+    assert advice.unserved_gpu_hours["expected"] == 0
+    assert advice.monthly_saving < 0  # it costs more, and the sentence says so
+
+
+def test_base_load_above_the_commitment_advises_adding_on_the_cheapest_term() -> None:
+    reserved = {
+        "name": "res",
+        "tier": "reserved",
+        "price_per_gpu_hour": 1.0,
+        "min_nodes": 4,
+        "commitment_price_per_gpu_hour": {"1y": 1.2, "3y": 0.9},
+    }
+    advice = _advice([reserved, ON_DEMAND], {0.1: 10.0, 0.5: 10.0, 0.9: 12.0})
+    assert advice.kind == "commit" and advice.reason == "commit"
+    assert advice.recommended_nodes == 10 and advice.term == "3y"
+    assert advice.term_price == 0.9
+    assert advice.break_even_utilization == pytest.approx(0.9 / 2.0)
+    assert advice.changed_utilization == pytest.approx(1.0)
+    months = 48 / finance.HOURS_PER_MONTH
+    assert advice.monthly_saving == pytest.approx(6 * (2.0 - 0.9) * 48 / months)
+    assert {o.term for o in advice.options if o.nodes > 4} == {"1y", "3y"}
+
+
+def test_below_break_even_keep_states_why() -> None:
+    # 4 committed GPUs, expected demand 2 (50% busy, break-even 60%), but the high band
+    # needs 5 every hour: releasing one node costs 2.0 - 1.2 more per hour in that case.
+    reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.2, "min_nodes": 4}
+    advice = _advice([reserved, ON_DEMAND], {0.1: 2.0, 0.5: 2.0, 0.9: 5.0})
+    assert advice.kind == "keep" and advice.reason == "keep_release_loses"
+    assert advice.utilization == pytest.approx(0.5)
+    assert advice.break_even_utilization == pytest.approx(0.6)
+    assert advice.detail_band == "high"
+    months = 48 / finance.HOURS_PER_MONTH
+    assert advice.detail_value == pytest.approx((2.0 - 1.2) * 48 / months)
+    from scaler.reporting import _advice_sentence
+
+    sentence = _advice_sentence(advice, "en")
+    assert "50% busy" in sentence and "break-even 60%" in sentence
+    assert f"{advice.detail_value:,.2f} more per month if demand comes in high" in sentence
+
+
+def test_projection_never_grows_a_reserved_pool_by_the_hour() -> None:
+    # A reserved pool allowed up to 20 nodes still costs its commitment (4), no more:
+    # the rest of the demand goes to on-demand.
+    reserved = {
+        "name": "res",
+        "tier": "reserved",
+        "price_per_gpu_hour": 1.0,
+        "min_nodes": 4,
+        "max_nodes": 20,
+    }
+    config = fleet([reserved, ON_DEMAND])
+    proj = finance.project(config, {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=24))
+    by_pool = proj.baseline.monthly_pools
+    exp = by_pool[by_pool["band"] == "high"].set_index("pool")
+    assert exp.loc["res", "gpu_hours"] == 4 * 24
+    assert exp.loc["od", "gpu_hours"] == 2 * 24
 
 
 def test_no_reserved_pool_is_a_note_not_advice() -> None:
@@ -352,3 +529,104 @@ def test_finance_dry_run_on_a_public_trace(
     assert (workdir / "fin" / "csv" / "finance-monthly_by_tier.csv").is_file()
     md = (workdir / "fin" / "finance.md").read_text(encoding="utf-8")
     assert md.startswith("# Финансовый прогноз") and "![" in md
+
+
+def test_russian_advice_keeps_every_number_for_every_reason() -> None:
+    from scaler.i18n import numbers_in
+    from scaler.reporting import _advice_sentence
+
+    reserved = {"name": "res", "tier": "reserved", "min_nodes": 4}
+    cases = [
+        (
+            [{**reserved, "price_per_gpu_hour": 1.0}, {**ON_DEMAND, "max_nodes": 2}],
+            {0.1: 10.0, 0.5: 10.0, 0.9: 12.0},
+        ),
+        (
+            [
+                {
+                    **reserved,
+                    "price_per_gpu_hour": 1.0,
+                    "commitment_price_per_gpu_hour": {"3y": 0.9},
+                },
+                ON_DEMAND,
+            ],
+            {0.1: 10.0, 0.5: 10.0, 0.9: 12.0},
+        ),
+        ([{**reserved, "price_per_gpu_hour": 1.2}, ON_DEMAND], {0.1: 2.0, 0.5: 2.0, 0.9: 5.0}),
+        ([{**reserved, "price_per_gpu_hour": 1.5, "min_nodes": 8}, ON_DEMAND], LEVELS),
+        (
+            [
+                {**reserved, "price_per_gpu_hour": 1.9, "min_nodes": 10},
+                {**ON_DEMAND, "max_nodes": 8},
+            ],
+            {0.1: 9.0, 0.5: 10.0, 0.9: 14.0},
+        ),
+        (
+            [
+                {**reserved, "price_per_gpu_hour": 1.9, "min_nodes": 3},
+                {**ON_DEMAND, "max_nodes": 2},
+            ],
+            {0.1: 1.0, 0.5: 1.0, 0.9: 5.0},
+        ),
+        (
+            [{**reserved, "price_per_gpu_hour": 1.9, "min_nodes": 0}, ON_DEMAND],
+            {0.1: 0.0, 0.5: 1.0, 0.9: 2.0},
+        ),
+    ]
+    reasons = set()
+    for pools, levels in cases:
+        advice = _advice(pools, levels)
+        reasons.add(advice.reason)
+        en, ru = _advice_sentence(advice, "en"), _advice_sentence(advice, "ru")
+        assert numbers_in(ru, "ru") == numbers_in(en, "en"), (en, ru)
+    assert reasons == {
+        "commit",
+        "commit_unserved",
+        "release",
+        "keep_busy",
+        "keep_release_loses",
+        "keep_release_unserved",
+        "keep_none",
+    }
+
+
+def test_finance_config_defaults_are_pinned_and_checked() -> None:
+    from scaler.config import FinanceConfig, PoolConfig
+
+    f = FinanceConfig()
+    assert (f.currency, f.unserved_price_per_gpu_hour) == ("", None)
+    pool = PoolConfig(
+        name="r", tier="reserved", gpu_model="H100", gpus_per_node=8, price_per_gpu_hour=2.0
+    )
+    assert pool.commitment_price_per_gpu_hour == {} and pool.committed_nodes == 0
+    assert pool.model_copy(update={"min_nodes": 2, "current_nodes": 5}).committed_nodes == 5
+    with pytest.raises(ConfigError, match="applies to tier 'reserved' only"):
+        parse_config(
+            {
+                **_FLEET_DATA,
+                "pools": [{**_FLEET_DATA["pools"][0], "commitment_price_per_gpu_hour": {"1y": 1}}],
+            },
+            "cfg",
+        )
+    with pytest.raises(ConfigError, match="commitment_price_per_gpu_hour"):
+        parse_config(
+            {
+                **_FLEET_DATA,
+                "pools": [
+                    {
+                        **_FLEET_DATA["pools"][0],
+                        "tier": "reserved",
+                        "commitment_price_per_gpu_hour": {"5y": 1},
+                    }
+                ],
+            },
+            "cfg",
+        )
+    with pytest.raises(ConfigError, match="unserved_price_per_gpu_hour"):
+        parse_config({**_FLEET_DATA, "finance": {"unserved_price_per_gpu_hour": 0}}, "cfg")
+    # The capped-fallback example of the README loads.
+    from scaler.config import load_config
+    from tests.conftest import REPO
+
+    capped = load_config(REPO / "data" / "finance-capped-config.yaml")
+    assert capped.finance.currency == "USD" and capped.pools[0].committed_nodes == 350

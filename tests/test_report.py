@@ -111,9 +111,12 @@ def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixt
     # One chart per signal and per GPU model, and the cost chart; all the documented size.
     charts = [c for s in data["sections"] for c in s["charts"]]
     mig_models = plan["mig"].get("models", {})
-    assert len(charts) == (
-        len(plan["signals"]) + len({p["gpu_model"] for p in plan["pools"]}) + 1 + len(mig_models)
-    )
+    models = {p["gpu_model"] for p in plan["pools"]}
+    hindsight = next(s for s in data["sections"] if s["key"] == "hindsight")
+    # Forecast against actual (from the backtest here: no run records): one chart per
+    # signal and per GPU model with demand.
+    assert len(hindsight["charts"]) == len(plan["signals"]) + len(models)
+    assert len(charts) == (2 * len(plan["signals"]) + 2 * len(models) + 1 + len(mig_models))
     for c in charts:
         with Image.open(rep / c["file"]) as img:
             assert img.size == CHART_SIZE_PX == (c["width"], c["height"])
@@ -136,6 +139,16 @@ def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixt
                 r["gpu_share"]
                 * min(p["price_per_gpu_hour"] for p in plan["pools"] if p["pool"] in m["pools"])
             )
+    # One story: the MIG layouts cover exactly the nodes the tier plan targets now.
+    targets = {p["pool"]: p["target_nodes"][0] for p in plan["pools"]}
+    mig_rows = cap_tables["mig_pools"]["rows"]
+    assert {r["pool"] for r in mig_rows} == {p for m in mig_models.values() for p in m["pools"]}
+    for r in mig_rows:
+        assert r["mig_nodes"] == r["target_now"] == targets[r["pool"]]
+    # The summary heads the page; each item links to a section of this report.
+    assert data["sections"][0]["key"] == "summary"
+    links = {i["link"] for i in data["sections"][0]["items"]}
+    assert links and links <= set(sections)
     # Actions: one row per plan action, with its reason.
     actions = sections["actions"]["tables"][0]["rows"]
     assert [r["reason"] for r in actions] == [a["reason"] for a in plan["actions"]]
@@ -187,6 +200,145 @@ def test_russian_report_on_a_public_trace(
     actions = next(s for s in data["sections"] if s["key"] == "actions")["tables"][0]["rows"]
     assert all(re.search("[а-яА-Я]", r["reason"]) for r in actions)
     page = (workdir / "rep" / "report.html").read_text(encoding="utf-8")
-    assert '<html lang="ru">' in page and page.count("data:image/png;base64,") == 3
+    # History, capacity, cost, and forecast against actual for the signal and the model.
+    assert '<html lang="ru">' in page and page.count("data:image/png;base64,") == 5
     with Image.open(workdir / "rep" / "charts" / "cost-by-tier.png") as img:
         assert img.size == CHART_SIZE_PX
+
+
+def _small_history(path: Path) -> Path:
+    import numpy as np
+    import pandas as pd
+
+    index = pd.date_range("2027-01-01", periods=3 * 144, freq="10min")
+    values = 40 + 20 * np.sin(np.arange(len(index)) * 2 * np.pi / 144)
+    pd.DataFrame({"timestamp": index.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": values}).to_csv(
+        path, index=False
+    )
+    return path
+
+
+def test_history_review_starts_from_todays_fleet(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv_path = _small_history(workdir / "rps.csv")
+    common = ["report", "--history", str(csv_path), "--backtest-origins", "0", "--format", "json"]
+    assert main([*common, "--out", "empty"]) == 0
+    assert (
+        main(
+            [
+                *common,
+                "--out",
+                "fleet",
+                "--current-nodes",
+                "default-on-demand=3",
+                "--signal-unit",
+                "requests/s",
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    empty = json.loads((workdir / "empty" / "report.json").read_text(encoding="utf-8"))
+    fleet = json.loads((workdir / "fleet" / "report.json").read_text(encoding="utf-8"))
+    assert empty["key_figures"]["cost_per_hour_current"] == 0
+    # 3 nodes x 8 GPUs x 4.00 per GPU-hour (the --history defaults).
+    assert fleet["key_figures"]["cost_per_hour_current"] == pytest.approx(96.0)
+    signals = next(s for s in fleet["sections"] if s["key"] == "signals")["tables"][0]["rows"]
+    assert {r["unit"] for r in signals} == {"requests/s"}
+    assert main([*common, "--out", "bad", "--current-nodes", "gpu-pool=2"]) == 2
+    err = capsys.readouterr().err
+    assert "--current-nodes" in err and "default-on-demand" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_tier_and_mig_sections_that_disagree_are_called_out() -> None:
+    import argparse
+    import dataclasses
+
+    from scaler.cli import plan_without_acting
+    from scaler.reporting import build_capacity_report, mig_pool_rows
+
+    args = argparse.Namespace(config=None, history=None, now=None, horizon="6h", current_nodes=[])
+    config, history, _, label, result = plan_without_acting(args)
+    plan = result.plan
+    [row] = mig_pool_rows(plan)
+    assert row["mig_nodes"] == row["target_now"]
+    # A plan whose tier part was changed after the MIG layouts were planned.
+    pools = [
+        dataclasses.replace(p, target_nodes=[n + 1 for n in p.target_nodes])
+        if p.pool == row["pool"]
+        else p
+        for p in plan.pools
+    ]
+    bad = dataclasses.replace(plan, pools=pools)
+    report = build_capacity_report(
+        config, history, bad, result.forecasts, label, backtest_origins=0
+    )
+    cap = next(s for s in report.sections if s.key == "capacity")
+    assert any("do not come from the same plan" in p for p in cap.paragraphs)
+    good = build_capacity_report(config, history, plan, result.forecasts, label, backtest_origins=0)
+    cap = next(s for s in good.sections if s.key == "capacity")
+    assert not any("do not come from the same plan" in p for p in cap.paragraphs)
+
+
+def test_russian_reasons_keep_every_number_and_the_sentence_of_their_kind() -> None:
+    import argparse
+
+    from scaler.cli import plan_without_acting
+    from scaler.i18n import numbers_in
+    from scaler.reporting import build_capacity_report
+
+    args = argparse.Namespace(config=None, history=None, now=None, horizon="6h", current_nodes=[])
+    config, history, _, label, result = plan_without_acting(args)
+    rows = {}
+    for lang in ("en", "ru"):
+        report = build_capacity_report(
+            config, history, result.plan, result.forecasts, label, lang, backtest_origins=0
+        )
+        act = next(s for s in report.sections if s.key == "actions")
+        rows[lang] = act.tables[0].rows
+    kinds = [a.kind for a in result.plan.actions]
+    assert "mig-layout" in kinds and "nodes" in kinds
+    for en, ru, action in zip(rows["en"], rows["ru"], result.plan.actions, strict=True):
+        assert numbers_in(ru["reason"], "ru") == numbers_in(en["reason"], "en"), (en, ru)
+        assert re.search("[а-яА-Я]", ru["reason"]), ru["reason"]
+        # The sentence of the action's own kind, not the node-count one for every row.
+        if action.kind == "mig-layout":
+            assert "MIG" in ru["reason"] and "разметк" in ru["reason"]
+        else:
+            assert "спрос" in ru["reason"] and "разметк" not in ru["reason"]
+    # A reason the translation does not know is said from the action's fields, with the
+    # planner's words (and numbers) beside it.
+    import dataclasses
+
+    from scaler.i18n import translate_reason
+    from scaler.reporting import _action_reason
+
+    assert translate_reason("zz 12.5 yy", "ru") is None
+    odd = dataclasses.replace(result.plan.actions[0], reason="zz 12.5 yy")
+    plan = dataclasses.replace(result.plan, actions=[odd])
+    text = _action_reason(plan, 0, "ru")
+    assert text.endswith("(zz 12.5 yy)") and re.search("[а-яА-Я]", text)
+
+
+def test_summary_ranks_and_links_what_matters() -> None:
+    from scaler.reporting import SUMMARY_MAX, _lost_to_baseline, summary_section
+
+    rows = [
+        {"signal": "a", "estimator": "auto", "chosen": "yes", "mase": 1.4},
+        {"signal": "a", "estimator": "seasonal_naive_1d", "chosen": "", "mase": 1.1},
+        {"signal": "b", "estimator": "auto", "chosen": "yes", "mase": 0.8},
+        {"signal": "b", "estimator": "seasonal_naive_1d", "chosen": "", "mase": 1.2},
+    ]
+    [(_rank, text, link)] = _lost_to_baseline(rows, "en")
+    assert link == "accuracy" and "a lost to seasonal_naive_1d" in text
+    assert "1.400" in text and "1.100" in text
+    items = [(3, "c", "x"), (0, "a", "y"), (2, "b", "z")] + [(4, f"n{i}", "w") for i in range(5)]
+    sec = summary_section(items, "en")
+    assert sec.key == "summary" and len(sec.items) == SUMMARY_MAX == 5
+    assert sec.items[:3] == [("a", "y"), ("b", "z"), ("c", "x")]
+    assert summary_section([], "ru").paragraphs and not summary_section([], "ru").items
+    page = render_html(Report("report", "en", "T", "s", "now", [], [sec]))
+    assert '<a href="#y" data-link="y">a</a>' in page
+    assert "- [a](#y)" in render_markdown(Report("report", "en", "T", "s", "now", [], [sec]))

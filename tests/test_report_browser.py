@@ -136,7 +136,12 @@ def _open(base: str, page: Path) -> tuple[DevTools, dict[str, Any]]:
       figures: [...document.querySelectorAll('[data-key]')].map(e => ({key: e.dataset.key,
         value: e.dataset.value, text: e.textContent})),
       title: document.title, lang: document.documentElement.lang,
-      tables: document.querySelectorAll('table').length})"""
+      tables: document.querySelectorAll('table').length,
+      sections: [...document.querySelectorAll('section')].map(e => ({id: e.id,
+        images: [...e.querySelectorAll('img')].map(i => i.dataset.chart),
+        tables: [...e.querySelectorAll('table')].map(t => t.dataset.table)})),
+      links: [...document.querySelectorAll('#summary a')].map(a => ({href: a.getAttribute('href'),
+        text: a.textContent, target: !!document.querySelector(a.getAttribute('href'))}))})"""
     result = tools.call("Runtime.evaluate", expression=script, returnByValue=True)
     return tools, json.loads(result["result"]["value"])
 
@@ -174,6 +179,25 @@ def _check_page(base: str, folder: Path, kind: str, screenshot: str) -> dict[str
             # The text is the value written in the report's language, not another number.
             assert fmt_number(f["value"], exported["lang"], f["digits"]) in f["text"]
         assert page["lang"] == exported["lang"] and page["title"] == exported["title"]
+        # Sections in the exported order, each with its own charts and tables; the summary
+        # comes first and every recommendation links to a section on the page.
+        assert [x["id"] for x in page["sections"]] == [x["key"] for x in exported["sections"]]
+        for shown_sec, sec in zip(page["sections"], exported["sections"], strict=True):
+            assert shown_sec["images"] == [c["key"] for c in sec["charts"]]
+            assert shown_sec["tables"] == [tb["key"] for tb in sec["tables"]]
+        assert page["sections"][0]["id"] == "summary"
+        summary = exported["sections"][0]["items"]
+        assert 1 <= len(page["links"]) == len(summary) <= 5
+        for link, item in zip(page["links"], summary, strict=True):
+            assert link["target"] and link["href"] == "#" + item["link"]
+            assert link["text"] == item["text"]
+        first = page["links"][0]["href"]
+        clicked = tools.call(
+            "Runtime.evaluate",
+            expression="document.querySelector('#summary a').click(); location.hash",
+            returnByValue=True,
+        )
+        assert clicked["result"]["value"] == first
         shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / screenshot).write_bytes(base64.b64decode(shot["data"]))
@@ -191,6 +215,18 @@ def test_capacity_report_renders_in_chromium(
     plan = json.loads((workdir / "rep" / "plan.json").read_text())
     assert exported["key_figures"]["cost_per_hour_planned"] == plan["cost"]["per_hour_now"]
     assert exported["key_figures"]["cost_horizon_total"] == plan["cost"]["horizon_total"]
+    sections = {x["key"]: x for x in exported["sections"]}
+    # Forecast against actual: a chart per signal and per GPU model; commitment advice.
+    assert len(sections["hindsight"]["charts"]) == len(plan["signals"]) + len(
+        {p["gpu_model"] for p in plan["pools"]}
+    )
+    assert {tb["key"] for tb in sections["hindsight"]["tables"]} == {
+        "hindsight_accuracy",
+        "hindsight_pools",
+        "hindsight_tiers",
+    }
+    assert sections["commitments"]["paragraphs"][1:]
+    assert any(i["link"] == "commitments" for i in sections["summary"]["items"])
 
 
 def test_russian_finance_report_renders_in_chromium(
@@ -217,3 +253,6 @@ def test_russian_finance_report_renders_in_chromium(
     assert exported["lang"] == "ru"
     totals = exported["data"]["finance"]["scenarios"][0]["totals"]
     assert exported["key_figures"]["cost_expected"] == totals["expected"]["cost"]
+    summary = exported["sections"][0]
+    assert summary["key"] == "summary"
+    assert {i["link"] for i in summary["items"]} >= {"commitments", "scenarios"}
