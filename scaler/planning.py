@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -69,12 +69,21 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog import gpu_model
 from scaler.config import Config, PoolConfig
-from scaler.plans import Action, CapacityPlan, Decision, PoolPlan, SignalSummary, iso
+from scaler.plans import (
+    Action,
+    CapacityPlan,
+    Decision,
+    PastCycle,
+    PoolPlan,
+    SignalSummary,
+    iso,
+)
 from scaler.translating import (
     anchored_demand_by_model,
     burst_demand_by_model,
     current_demand_by_model,
     demand_by_model,
+    newest_demand_by_model,
     planning_grid,
 )
 
@@ -187,6 +196,9 @@ class ModelProblem:
     cycle_s: int
     spares: dict[str, int] = field(default_factory=dict)
     """Spare nodes per spot pool, held on top of what it counts for once it holds any."""
+    cap_now: dict[str, int] = field(default_factory=dict)
+    """Most nodes a pool may request now (a pool that released capacity within lead
+    time plus stabilization grows only as far as observed demand forces it)."""
 
 
 @dataclass
@@ -233,6 +245,8 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
             cost[nv(i, k)] = p.price_per_node_hour * step_h
             lower[nv(i, k)] = cur if prob.held else p.min_nodes
             upper[nv(i, k)] = p.max_nodes
+            if k == 0 and p.name in prob.cap_now:
+                upper[nv(i, k)] = max(lower[nv(i, k)], min(p.max_nodes, prob.cap_now[p.name]))
             integrality[nv(i, k)] = 1
             # Nodes asked for now serve only after the lead time; until then, at most
             # what is there now can serve.
@@ -331,6 +345,8 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
             if prob.held:
                 n = max(n, prob.current[p.name])
             n = min(max(n, prev[p.name] - prob.max_step), prev[p.name] + prob.max_step)
+            if k == 0 and p.name in prob.cap_now:
+                n = min(n, max(prob.cap_now[p.name], prob.current[p.name] if prob.held else 0))
             alloc[p.name] = max(p.min_nodes, min(p.max_nodes, n))
         if prob.budget is not None:
             spend = sum(alloc[p.name] * p.price_per_node_hour for p in pools)
@@ -427,6 +443,7 @@ def plan_capacity(
     solver: Solver = "auto",
     with_signals: bool = True,
     history: Mapping[str, pd.Series] | None = None,
+    past: Sequence[PastCycle] = (),
 ) -> CapacityPlan:
     """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals.
 
@@ -435,6 +452,8 @@ def plan_capacity(
     ``solver``: ``auto`` (MILP, greedy fallback), ``milp`` or ``greedy``.
     ``with_signals=False`` skips the per-signal summaries (the replay plans every
     5 minutes and does not read them).
+    ``past``: what earlier cycles asked for (:class:`scaler.plans.PastCycle`, from the
+    run records), for the hysteresis across cycles (module docstring, "No flapping").
     """
     policy = config.policy
     q = policy.quantile
@@ -451,6 +470,7 @@ def plan_capacity(
     observed = current_demand_by_model(config, dict(forecasts), policy.headroom_fraction)
     anchored = anchored_demand_by_model(config, dict(forecasts), grid, policy.headroom_fraction)
     steady = anchored_demand_by_model(config, dict(forecasts), grid, 0.0)
+    newest = newest_demand_by_model(config, dict(forecasts))
     need_by_model: dict[str, np.ndarray] = {}
 
     # Which GPU models have a signal that is stale or missing: those pools hold.
@@ -494,20 +514,48 @@ def plan_capacity(
     burst = burst_demand_by_model(
         config, dict(forecasts), dict(history or {}), grid, q, reach, policy.headroom_fraction
     )
+    near_need: dict[str, float] = {}
+    windows: dict[str, np.ndarray] = {}
     for model in models:
         pools = config.pools_for(model)
         d = demand.get(model, np.zeros(len(grid)))
         floor = observed.get(model, 0.0)
         lead_max = pd.Timedelta(seconds=max(p.lead_time_s for p in pools))
         near = grid < now + lead_max + cycle
-        keep = _window_max(
-            steady.get(model, np.zeros(len(grid))), grid, now, now + lead_max + stab + cycle
-        )
-        need = d.astype(float).copy()
-        # Within reach of this cycle's action, the forecast conditioned on the newest
-        # observation replaces the unconditioned quantile (module docstring).
-        need[near] = np.maximum(anchored.get(model, np.zeros(len(grid)))[near], max(floor, keep))
-        need[near] = np.maximum(need[near], burst.get(model, np.zeros(len(grid)))[near])
+        window = grid < now + lead_max + stab + cycle
+        windows[model] = window
+        held = model in held_models
+        if held:
+            # Stale or missing data: no forecast counts, only the demand already
+            # observed; the pools hold (lower bound) and grow only where it exceeds them.
+            need = np.full(len(grid), newest.get(model, 0.0))
+        else:
+            keep = _window_max(
+                steady.get(model, np.zeros(len(grid))), grid, now, now + lead_max + stab + cycle
+            )
+            need = d.astype(float).copy()
+            # Within reach of this cycle's action, the forecast conditioned on the newest
+            # observation replaces the unconditioned quantile (module docstring).
+            need[near] = np.maximum(
+                anchored.get(model, np.zeros(len(grid)))[near], max(floor, keep)
+            )
+            need[near] = np.maximum(need[near], burst.get(model, np.zeros(len(grid)))[near])
+        # What this cycle itself asks for near term; later cycles' hysteresis reads it.
+        near_need[model] = round(float(need[near].max()) if near.any() else 0.0, 4)
+        recent = [c for c in past if now - (lead_max + stab) < pd.Timestamp(c.at) < now]
+        if not held:
+            # No flapping (module docstring): capacity that this plan's own need, or
+            # the need of a cycle within lead time + stabilization, asks for again
+            # within that window is not released; never more than is held now.
+            cover_now = sum(
+                covered_gpus(p, current[p.name], spare_nodes(p, current[p.name], q, policy.cycle_s))
+                for p in pools
+            )
+            again = max(
+                float(need[window].max()) if window.any() else 0.0,
+                max((c.need_gpus.get(model, 0.0) for c in recent), default=0.0),
+            )
+            need[window] = np.maximum(need[window], min(cover_now, again))
         need_by_model[model] = need
         top = float(need.max()) if len(need) else 0.0
         spares = {
@@ -532,6 +580,14 @@ def plan_capacity(
             cycle_s=policy.cycle_s,
             spares=spares,
         )
+        released = [
+            p for p in pools if any(c.targets.get(p.name, 0) > current[p.name] for c in recent)
+        ]
+        if released and not prob.held:
+            # Released within lead time + stabilization: requested again only as far
+            # as the observed floor (demand already there, with headroom) forces it.
+            forced = allocate(pools, floor, policy.cycle_s, spares)
+            prob.cap_now = {p.name: max(current[p.name], forced[p.name]) for p in released}
         if prob.budget is not None:
             # Never force a scale-down for money: the cap stops growth, it does not evict.
             least = sum(
@@ -554,13 +610,27 @@ def plan_capacity(
         sol = solve(prob, solver)
         solvers.add(sol.solver)
         notes.extend(f"{model}: {n}" for n in sol.notes)
+        reach_window = max(1, int(windows[model].sum()))
         for p in pools:
-            timelines[p.name] = [int(x) for x in sol.nodes[p.name]]
+            tl = [int(x) for x in sol.nodes[p.name]]
+            again_nodes = max(tl[1:reach_window], default=tl[0])
+            if tl[0] < current[p.name] and again_nodes > tl[0]:
+                # Never release nodes that this plan's own projection asks for again
+                # within lead time + stabilization (a swap between pools included).
+                tl[0] = min(current[p.name], again_nodes)
+            timelines[p.name] = tl
         for p in pools:
             lead = pd.Timedelta(seconds=p.lead_time_s)
             need_up = _window_max(need, grid, now + lead, now + lead + cycle)
-            levels_now[p.name] = (need_up, max(floor, keep), now + lead)
+            kept = float(need[windows[model]].max()) if windows[model].any() else need_up
+            levels_now[p.name] = (need_up, kept, now + lead)
             n0 = timelines[p.name][0]
+            if (
+                p.name in prob.cap_now
+                and n0 == prob.cap_now[p.name]
+                and n0 < allocate(pools, need_up, policy.cycle_s, spares)[p.name]
+            ):
+                binding[p.name].append("released-recently")
             if prob.held and n0 == current[p.name]:
                 binding[p.name].append("stale-data")
             if (
@@ -625,7 +695,14 @@ def plan_capacity(
         delta_cost = (target - cur) * p.price_per_node_hour
         bound = f" (bound: {', '.join(binding[p.name])})" if binding[p.name] else ""
         decision: Decision
-        if target > cur:
+        if model in held_models and target > cur:
+            decision = "scale-up"
+            reason = (
+                f"{held_models[model]}, forecast not used; the newest observation needs "
+                f"{need_up:.1f} GPUs of {model}, above what is held; +{target - cur} node(s) at "
+                f"{p.price_per_node_hour:.2f}/h each, +{delta_cost:.2f}/h{bound}"
+            )
+        elif target > cur:
             decision = "scale-up"
             reason = (
                 f"{qname} demand for {model} reaches {need_up:.1f} GPUs by {_hhmm(needed_at)} "
@@ -687,9 +764,16 @@ def plan_capacity(
         cap = np.zeros(len(grid))
         for p in config.pools_for(model):
             cap += np.array([effective_gpus(p, n, policy.cycle_s) for n in timelines[p.name]])
-        unserved += _expected_unserved(
-            {qq: demand_all[qq].get(model, np.zeros(len(grid))) for qq in quantiles}, cap, step_h
-        )
+        if model in held_models:
+            # Held on bad data: the risk is measured against the demand the plan
+            # covers (the newest observation), as the shortfall is, not a stale forecast.
+            unserved += float(np.maximum(0.0, need_by_model[model] - cap).sum()) * step_h
+        else:
+            unserved += _expected_unserved(
+                {qq: demand_all[qq].get(model, np.zeros(len(grid))) for qq in quantiles},
+                cap,
+                step_h,
+            )
     cost = {
         "per_hour_now": round(
             sum(timelines[p.name][0] * p.price_per_node_hour for p in config.pools), 4
@@ -711,6 +795,8 @@ def plan_capacity(
         "shortfall": shortfalls,
         "solver": "+".join(sorted(solvers)),
         "spot_spare_nodes": spare_by_pool,
+        "near_need_gpus": near_need,
+        "observed_gpus": {k: round(v, 4) for k, v in sorted(observed.items())},
     }
     signals = []
     for s in config.signals if with_signals else ():

@@ -112,6 +112,40 @@ class CapacityPlan:
         return [a for a in self.actions if a.decision != "no-op"]
 
 
+@dataclass(frozen=True)
+class PastCycle:
+    """What one earlier cycle asked for: the state the planner's hysteresis reads.
+
+    Built from the run records (:func:`past_cycle`) or, in the replay, from the
+    plans it made. ``need_gpus`` is the largest near-term need per GPU model that
+    the cycle covered (its ``demand_gpus`` over the first lead time).
+    """
+
+    at: pd.Timestamp
+    targets: dict[str, int]
+    """Nodes per pool the cycle requested."""
+    need_gpus: dict[str, float]
+    observed_gpus: dict[str, float] = field(default_factory=dict)
+    """The observed floor per GPU model at that cycle (newest demand with headroom)."""
+
+
+def past_cycle(plan: CapacityPlan | dict[str, Any]) -> PastCycle:
+    """The state a later cycle needs from ``plan`` (a plan or its JSON form)."""
+    data = plan.to_dict() if isinstance(plan, CapacityPlan) else plan
+    targets = {
+        str(p["pool"]): int(p["target_nodes"][0] if p["target_nodes"] else p["current_nodes"])
+        for p in data.get("pools", [])
+    }
+    near = data.get("risk", {}).get("near_need_gpus", {})
+    observed = data.get("risk", {}).get("observed_gpus", {})
+    return PastCycle(
+        at=pd.Timestamp(str(data["created_at"])).tz_localize(None),
+        targets=targets,
+        need_gpus={str(k): float(v) for k, v in near.items()},
+        observed_gpus={str(k): float(v) for k, v in observed.items()},
+    )
+
+
 def actions_table(plan: CapacityPlan) -> str:
     """A readable table of the plan's actions, one row per pool."""
     rows = [("POOL", "DECISION", "NODES", "NEEDED AT", "COST/H", "REASON")]

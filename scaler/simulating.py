@@ -4,16 +4,23 @@ The replay follows one fixed protocol so that numbers are comparable across
 policies and series (README, "Replay"):
 
 * Demand is GPUs per 5-minute step, ``ceil(signal / units_per_gpu)``; a source
-  with a longer step holds each value over its 5-minute steps. A gap in the
-  source is a gap for the policies (they see no data) and is scored with the
-  last known demand held.
+  with a longer step holds each value over its 5-minute steps for scoring. A gap
+  in the source is a gap for the policies (they see no data) and is scored with
+  the last known demand held.
+* A value becomes visible to the policies at the *end* of its interval: the
+  decision at step t sees the values whose intervals ended by t (for a 30-minute
+  source, the decision at 10:20 knows the 9:30-10:00 value, not 10:00-10:30's).
+  The scored demand and the clairvoyant and oracle yardsticks are unchanged.
 * Nodes have ``gpus_per_node`` GPUs. ``R(t)`` is the nodes requested at step t,
   all of them billed (booting ones included). A node is usable once requested
   continuously for the lead time (L steps): ``U(t) = min(R(t), max(U(t-1),
   min(R(t-L..t))))``; lowering the request cancels booting nodes first and
   releases usable ones at once. Every policy starts the test period warm: before
   its first step it is taken to have requested, and be serving, its first request.
-* The decision at step t uses demand up to t-1 only (walk-forward).
+* The decision at step t uses demand up to t-1 only (walk-forward), and of a
+  coarse source only the intervals that ended by t.
+* A *reversal* is a change of a pool's request undone within 30 minutes (a raise
+  followed by a cut, or a cut by a raise); the table counts them for every policy.
 * The test period is the last 7 days (the last 4 for series of 14 days or less);
   everything before it is training.
 
@@ -44,6 +51,7 @@ from forecaster.forecasting import SeriesForecast, forecast_series
 from forecaster.series import clean_series, infer_step
 from scaler.config import Config, parse_config
 from scaler.planning import Solver, allocate, plan_capacity, reclaim_spares
+from scaler.plans import PastCycle
 from scaler.translating import BURST_WINDOW
 
 STEP = pd.Timedelta(minutes=5)
@@ -94,6 +102,8 @@ class ReplaySetup:
     spot_max_share: float = 0.5
     """Spot market depth: at most this share of the training peak's nodes can be spot."""
     seed: int = 0
+    reversal_window_s: int = 1800
+    """A change of a pool's request undone within this many seconds is a reversal."""
 
     @property
     def lead_steps(self) -> int:
@@ -119,6 +129,17 @@ class Trace:
     units_per_gpu: float
     test_start: int
     """Index of the first test step."""
+    hold: int = 1
+    """5-minute steps per source interval (6 for a 30-minute source)."""
+
+    def visible_end(self, t: int) -> int:
+        """Steps visible to the decision at step ``t``: those whose source interval ended by t."""
+        return (t // self.hold) * self.hold
+
+    def visible_demand(self, t: int) -> float:
+        """The newest demand the decision at step ``t`` knows (the scored demand, held over gaps)."""
+        end = self.visible_end(t)
+        return float(self.demand[end - 1]) if end > 0 else 0.0
 
     @property
     def index(self) -> pd.DatetimeIndex:
@@ -165,7 +186,7 @@ def prepare_trace(
             f"series {name!r} spans {span}; the replay needs at least one day of training "
             f"before its {days}-day test period"
         )
-    return Trace(name, signal, np.maximum(demand, 0.0), units_per_gpu, test_start)
+    return Trace(name, signal, np.maximum(demand, 0.0), units_per_gpu, test_start, hold)
 
 
 # --------------------------------------------------------------------------- rules
@@ -233,14 +254,17 @@ def static_requests(trace: Trace, setup: ReplaySetup) -> np.ndarray:
 
 
 def reactive_requests(trace: Trace, setup: ReplaySetup) -> np.ndarray:
-    """Target ``ceil(d(t-1) * 1.2 / 8)``; a lower target applies once it has held the window."""
+    """Target ``ceil(d(t-1) * 1.2 / 8)``; a lower target applies once it has held the window.
+
+    ``d(t-1)`` is the newest demand visible at t: of a coarse source, the last
+    interval that ended by t.
+    """
     d = trace.demand
     hold = max(1, round(setup.reactive_hold_s / STEP.total_seconds()))
     start = trace.test_start
-    # target[i] is the target of step start - hold + 1 + i, from demand one step earlier.
-    target = np.ceil(
-        d[start - hold : -1] * (1 + setup.reactive_headroom) / setup.gpus_per_node - 1e-9
-    )
+    # target[i] is the target of step start - hold + 1 + i, from the demand it sees.
+    seen = np.array([trace.visible_demand(t) for t in range(start - hold + 1, len(d))])
+    target = np.ceil(seen * (1 + setup.reactive_headroom) / setup.gpus_per_node - 1e-9)
     # R(t) is the largest target of the last ``hold`` steps: it rises at once and falls
     # only once every target in the window has been lower.
     out = np.array([target[i : i + hold].max() for i in range(len(d) - start)])
@@ -442,11 +466,13 @@ def tiercast_run(
         + 2 * STEP
     )
     lookback = pd.Timedelta(seconds=setup.lookback_s)
-    limit = pd.Timedelta(seconds=config.policy.staleness_limit_s)
+    # A coarse source's newest value is one interval old when it becomes visible:
+    # stale only once it is older than that plus the policy's limit.
+    limit = pd.Timedelta(seconds=config.policy.staleness_limit_s) + trace.hold * STEP
     n_test = len(index) - trace.test_start
     requested = {p.name: np.zeros(n_test, dtype=np.int64) for p in pools}
     usable = {p.name: np.zeros(n_test, dtype=np.int64) for p in pools}
-    d_prev = trace.demand[trace.test_start - 1]
+    d_prev = trace.visible_demand(trace.test_start)
     start_alloc = allocate(
         pools, d_prev * (1 + config.policy.headroom_fraction), config.policy.cycle_s
     )
@@ -454,10 +480,17 @@ def tiercast_run(
     fc: SeriesForecast | None = None
     burst_steps = int(BURST_WINDOW / STEP) + 1
     next_refresh = index[trace.test_start]
+    # The state across cycles the product reads from its run records.
+    past: list[PastCycle] = []
+    memory = pd.Timedelta(seconds=config.policy.scale_down_stabilization_s) + pd.Timedelta(
+        seconds=max(p.lead_time_s for p in pools)
+    )
     for i in range(n_test):
         t = trace.test_start + i
         now = index[t]
-        window = signal.iloc[max(0, t - int(lookback / STEP)) : t]
+        # Only the source intervals that ended by now are visible (module docstring).
+        end = trace.visible_end(t)
+        window = signal.iloc[max(0, end - int(lookback / STEP)) : end]
         if now >= next_refresh or fc is None:
             fc = forecast_series(window.rename("demand"), horizon, quantiles, setup.forecast_method)
             next_refresh = now + pd.Timedelta(seconds=setup.reforecast_s)
@@ -473,8 +506,18 @@ def tiercast_run(
             with_signals=False,
             # What the planner's burst guard learns from: the last day observed.
             history={"demand": window.iloc[-burst_steps:]},
+            past=past,
         )
         targets = {a.pool: a.target_nodes for a in plan.actions}
+        past = [c for c in past if now - c.at < memory]
+        past.append(
+            PastCycle(
+                at=now,
+                targets=dict(targets),
+                need_gpus=dict(plan.risk["near_need_gpus"]),
+                observed_gpus=dict(plan.risk["observed_gpus"]),
+            )
+        )
         for p in pools:
             fleet = fleets[p.name]
             if i == 0:
@@ -507,12 +550,43 @@ class Score:
     unserved_gpu_hours: float
     unserved_share: float
     steps_short_share: float
+    changes: int = 0
+    """Steps at which a pool's request changed, summed over pools."""
+    reversals: int = 0
+    """Of those, the changes undone (opposite direction) within the reversal window."""
+
+
+def count_reversals(requested: Sequence[int] | np.ndarray, window_steps: int) -> tuple[int, int]:
+    """``(changes, reversed)`` of one request series.
+
+    A change is a step whose request differs from the step before; it is reversed
+    when a change in the other direction follows within ``window_steps`` steps
+    (2 -> 3 at 08:35 after 3 -> 2 at 08:30 reverses the cut).
+    """
+    r = np.asarray(requested, dtype=np.int64)
+    sign = np.sign(np.diff(r))
+    at = np.flatnonzero(sign)
+    undone = 0
+    for k, i in enumerate(at):
+        for j in at[k + 1 :]:
+            if j - i > window_steps:
+                break
+            if sign[j] == -sign[i]:
+                undone += 1
+                break
+    return len(at), undone
 
 
 def score(
-    run: FleetRun, demand: np.ndarray, gpus_per_node: int, oracle: float, clairvoyant: float
+    run: FleetRun,
+    demand: np.ndarray,
+    gpus_per_node: int,
+    oracle: float,
+    clairvoyant: float,
+    reversal_steps: int = 6,
 ) -> Score:
     short = np.maximum(0.0, demand - run.usable_total * gpus_per_node)
+    flips = [count_reversals(r, reversal_steps) for r in run.requested.values()]
     total = float(demand.sum())
     cost = run.cost()
     return Score(
@@ -523,6 +597,8 @@ def score(
         unserved_gpu_hours=float(short.sum()) * STEP_H,
         unserved_share=float(short.sum()) / total if total > 0 else 0.0,
         steps_short_share=float((short > 1e-9).mean()) if len(short) else 0.0,
+        changes=sum(c for c, _ in flips),
+        reversals=sum(u for _, u in flips),
     )
 
 
@@ -575,7 +651,10 @@ def run_replay(
     clair = runs["clairvoyant"].cost()
     # The clairvoyant and the oracle are always reported: every cost is measured against them.
     order = [p for p in POLICIES if p in runs] + [p for p in runs if p not in POLICIES]
-    scores = {p: score(runs[p], demand, setup.gpus_per_node, oracle, clair) for p in order}
+    window = max(1, round(setup.reversal_window_s / STEP.total_seconds()))
+    scores = {
+        p: score(runs[p], demand, setup.gpus_per_node, oracle, clair, window) for p in order
+    }
     return Replay(trace, setup, runs, scores)
 
 
@@ -589,6 +668,8 @@ def format_table(replay: Replay) -> str:
         "unserved GPU-h",
         "unserved %",
         "steps short %",
+        "changes",
+        "reversals",
     )
     rows = [header]
     for s in replay.scores.values():
@@ -601,6 +682,8 @@ def format_table(replay: Replay) -> str:
                 f"{s.unserved_gpu_hours:.2f}",
                 f"{100 * s.unserved_share:.3f}",
                 f"{100 * s.steps_short_share:.2f}",
+                str(s.changes),
+                str(s.reversals),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

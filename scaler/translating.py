@@ -95,7 +95,8 @@ def rise_quantiles(
     v = seen.reindex(grid).to_numpy(dtype=float)
     base = v[:-1]
     ahead = np.full(len(base), np.nan)
-    for m in range(1, max_steps + 1):
+    # A rise over m steps needs m + 1 samples: a short or stale history has fewer.
+    for m in range(1, min(max_steps, len(v) - 1) + 1):
         nxt = np.full(len(base), np.nan)
         nxt[: len(v) - m] = v[m:]
         # Largest value over the next m steps: a burst that comes and goes still needed GPUs.
@@ -215,6 +216,24 @@ def current_demand_by_model(
         key = gpu_model(w.gpu_model).name
         level = max(fc.last_value * (1.0 + headroom_fraction), fc.recent_max)
         out[key] = out.get(key, 0.0) + float(gpus_for(w, level))
+    return out
+
+
+def newest_demand_by_model(
+    config: Config, forecasts: dict[str, SeriesForecast]
+) -> dict[str, float]:
+    """GPUs per GPU model for the newest observation of each signal, no margin.
+
+    What a pool held on stale or missing data may still scale up to: the demand
+    that is already there, not a forecast made from old data.
+    """
+    out: dict[str, float] = {}
+    for w in config.workloads:
+        fc = forecasts.get(w.signal)
+        if fc is None:
+            continue
+        key = gpu_model(w.gpu_model).name
+        out[key] = out.get(key, 0.0) + float(gpus_for(w, fc.last_value))
     return out
 
 
