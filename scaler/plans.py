@@ -127,6 +127,8 @@ class PastCycle:
     need_gpus: dict[str, float]
     observed_gpus: dict[str, float] = field(default_factory=dict)
     """The observed floor per GPU model at that cycle (newest demand with headroom)."""
+    current: dict[str, int] = field(default_factory=dict)
+    """Nodes per pool the cycle started from: ``targets`` against it is the cycle's move."""
 
 
 def past_cycle(plan: CapacityPlan | dict[str, Any]) -> PastCycle:
@@ -136,6 +138,7 @@ def past_cycle(plan: CapacityPlan | dict[str, Any]) -> PastCycle:
         str(p["pool"]): int(p["target_nodes"][0] if p["target_nodes"] else p["current_nodes"])
         for p in data.get("pools", [])
     }
+    current = {str(p["pool"]): int(p["current_nodes"]) for p in data.get("pools", [])}
     near = data.get("risk", {}).get("near_need_gpus", {})
     observed = data.get("risk", {}).get("observed_gpus", {})
     return PastCycle(
@@ -143,6 +146,7 @@ def past_cycle(plan: CapacityPlan | dict[str, Any]) -> PastCycle:
         targets=targets,
         need_gpus={str(k): float(v) for k, v in near.items()},
         observed_gpus={str(k): float(v) for k, v in observed.items()},
+        current=current,
     )
 
 

@@ -42,6 +42,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -50,9 +51,9 @@ from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast, forecast_series
 from forecaster.series import clean_series, infer_step
 from scaler.config import Config, parse_config
+from scaler.margins import Margin, learn_margin
 from scaler.planning import Solver, allocate, plan_capacity, reclaim_spares
 from scaler.plans import PastCycle
-from scaler.translating import BURST_WINDOW
 
 STEP = pd.Timedelta(minutes=5)
 STEP_H = STEP / pd.Timedelta(hours=1)
@@ -93,7 +94,10 @@ class ReplaySetup:
     stabilization_s: int = 0
     """Predictive: policy.scale_down_stabilization_s. 0: the planner's observed floor
     already keeps the last hour's peak, which is the replay's stabilization."""
-    horizon_s: int = 3 * 3600
+    unserved_budget: float = 0.005
+    """Predictive: policy.unserved_budget, what the learnt margin may leave unserved
+    in the walk-forward replay of the training period (scaler.margins)."""
+    horizon_s: int = 3600
     """Predictive: planning horizon of each step's plan (only the first step is acted on)."""
     # Tier replay.
     reserved_price_per_gpu_hour: float = 2.40
@@ -339,6 +343,7 @@ def replay_config(trace: Trace, setup: ReplaySetup, tiers: bool = False) -> Conf
             "quantile": setup.quantile,
             "headroom_fraction": setup.headroom_fraction,
             "scale_down_stabilization_s": setup.stabilization_s,
+            "unserved_budget": setup.unserved_budget,
             "horizon_s": setup.horizon_s,
             "cycle_s": int(STEP.total_seconds()),
         },
@@ -387,6 +392,8 @@ class FleetRun:
     reclaimed: int = 0
     seconds: float = 0.0
     plans: int = 0
+    margin: Margin | None = None
+    """The margin the planner learnt from the training period (tiercast's runs)."""
 
     @property
     def requested_total(self) -> np.ndarray:
@@ -440,8 +447,12 @@ def tiercast_run(
     policy: str = "predictive",
     solver: Solver = "auto",
     progress: Callable[[str], None] | None = None,
+    forecast_cache: dict[pd.Timestamp, SeriesForecast] | None = None,
 ) -> FleetRun:
     """Replay tiercast's planner walk-forward: every step plans from data before it.
+
+    ``forecast_cache``: forecasts by refresh time, shared between runs on the same
+    trace and setup (the on-demand and the tiered replay forecast the same data).
 
     The forecast is refreshed every ``reforecast_s`` of simulated time from the last
     ``lookback_s`` of history; each 5-minute step re-plans from that forecast and
@@ -478,12 +489,23 @@ def tiercast_run(
     )
     inventory = {p.name: start_alloc[p.name] for p in pools}
     fc: SeriesForecast | None = None
-    burst_steps = int(BURST_WINDOW / STEP) + 1
     next_refresh = index[trace.test_start]
     # The state across cycles the product reads from its run records.
     past: list[PastCycle] = []
     memory = pd.Timedelta(seconds=config.policy.scale_down_stabilization_s) + pd.Timedelta(
         seconds=max(p.lead_time_s for p in pools)
+    )
+    floor_steps = int(memory / STEP) + 1
+    # Margins learnt once, from the training period as the policies see it (its
+    # source intervals that ended by the first test step): never from the test period.
+    training = signal.iloc[: trace.visible_end(trace.test_start) : trace.hold]
+    margin = learn_margin(
+        training,
+        setup.lead_time_s,
+        config.policy.unserved_budget,
+        step=trace.hold * STEP,
+        signal="demand",
+        floor_window=memory,
     )
     for i in range(n_test):
         t = trace.test_start + i
@@ -492,7 +514,12 @@ def tiercast_run(
         end = trace.visible_end(t)
         window = signal.iloc[max(0, end - int(lookback / STEP)) : end]
         if now >= next_refresh or fc is None:
-            fc = forecast_series(window.rename("demand"), horizon, quantiles, setup.forecast_method)
+            cache = forecast_cache if forecast_cache is not None else {}
+            if now not in cache:
+                cache[now] = forecast_series(
+                    window.rename("demand"), horizon, quantiles, setup.forecast_method
+                )
+            fc = cache[now]
             next_refresh = now + pd.Timedelta(seconds=setup.reforecast_s)
         forecasts = {"demand": _observed_forecast(fc, window, now)}
         stale = {"demand"} if now - forecasts["demand"].last_timestamp > limit else set()
@@ -504,8 +531,9 @@ def tiercast_run(
             stale,
             solver=solver,
             with_signals=False,
-            # What the planner's burst guard learns from: the last day observed.
-            history={"demand": window.iloc[-burst_steps:]},
+            margins={"demand": margin},
+            # What the observed floor's peak is taken over (lead + stabilization).
+            history={"demand": window.iloc[-floor_steps:]},
             past=past,
         )
         targets = {a.pool: a.target_nodes for a in plan.actions}
@@ -516,6 +544,7 @@ def tiercast_run(
                 targets=dict(targets),
                 need_gpus=dict(plan.risk["near_need_gpus"]),
                 observed_gpus=dict(plan.risk["observed_gpus"]),
+                current=dict(inventory),
             )
         )
         for p in pools:
@@ -533,6 +562,7 @@ def tiercast_run(
     run.reclaimed = sum(f.reclaimed for f in fleets.values())
     run.seconds = time.perf_counter() - started
     run.plans = n_test
+    run.margin = margin
     return run
 
 
@@ -632,19 +662,25 @@ def run_replay(
         "oracle": oracle_requests,
     }
     runs: dict[str, FleetRun] = {}
+    cache: dict[pd.Timestamp, SeriesForecast] = {}
     for name in (*policies, "clairvoyant", "oracle"):
         if name in runs:
             continue
         if name == "predictive":
             runs[name] = tiercast_run(
-                trace, setup, replay_config(trace, setup), name, progress=progress
+                trace,
+                setup,
+                replay_config(trace, setup),
+                name,
+                progress=progress,
+                forecast_cache=cache,
             )
         else:
             runs[name] = single_pool_run(name, baselines[name](trace, setup), setup)
     if tiers:
         config = replay_config(trace, setup, tiers=True)
         runs["predictive-tiers"] = tiercast_run(
-            trace, setup, config, "predictive-tiers", progress=progress
+            trace, setup, config, "predictive-tiers", progress=progress, forecast_cache=cache
         )
     demand = trace.demand[trace.test_start :]
     oracle = runs["oracle"].cost()
@@ -652,9 +688,7 @@ def run_replay(
     # The clairvoyant and the oracle are always reported: every cost is measured against them.
     order = [p for p in POLICIES if p in runs] + [p for p in runs if p not in POLICIES]
     window = max(1, round(setup.reversal_window_s / STEP.total_seconds()))
-    scores = {
-        p: score(runs[p], demand, setup.gpus_per_node, oracle, clair, window) for p in order
-    }
+    scores = {p: score(runs[p], demand, setup.gpus_per_node, oracle, clair, window) for p in order}
     return Replay(trace, setup, runs, scores)
 
 
@@ -764,3 +798,182 @@ def write_chart(replay: Replay, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- suites
+
+SUITE_FILE = Path(__file__).with_name("replay_suite.yaml")
+"""The dev suite: which files, in which units and groups (documented in the file)."""
+
+
+@dataclass(frozen=True)
+class SuiteSeries:
+    """One series of a suite: its file under the suite folder, units and group."""
+
+    path: str
+    units_per_gpu: float
+    group: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    series: tuple[SuiteSeries, ...]
+    tuned_on: tuple[str, ...] = ()
+    """Groups the replay policy's parameters were chosen on; the rest confirm them."""
+
+
+def load_suite(path: str | Path = SUITE_FILE) -> Suite:
+    """Read a suite definition (YAML: ``name``, ``tuned_on``, ``series`` of path/units/group)."""
+    import yaml
+
+    where = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise BadInputError(f"suite {where!r}: cannot read: {str(exc)[:200]}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("series"), list):
+        raise BadInputError(f"suite {where!r}: expected a mapping with a 'series' list")
+    out = []
+    for i, item in enumerate(data["series"]):
+        if not isinstance(item, dict):
+            raise BadInputError(f"suite {where!r}: series[{i}] must be a mapping; got {item!r:.80}")
+        path_i, units, group = item.get("path"), item.get("units_per_gpu"), item.get("group")
+        if not isinstance(path_i, str) or not path_i:
+            raise BadInputError(f"suite {where!r}: series[{i}].path must be a file path")
+        if (
+            isinstance(units, bool)
+            or not isinstance(units, int | float)
+            or not math.isfinite(units)
+            or units <= 0
+        ):
+            raise BadInputError(
+                f"suite {where!r}: series[{i}].units_per_gpu must be a number > 0; got {units!r:.40}"
+            )
+        if not isinstance(group, str) or not group:
+            raise BadInputError(f"suite {where!r}: series[{i}].group must be a name")
+        out.append(SuiteSeries(path_i, float(units), group))
+    tuned = data.get("tuned_on") or []
+    if not isinstance(tuned, list) or not all(isinstance(g, str) for g in tuned):
+        raise BadInputError(f"suite {where!r}: tuned_on must be a list of group names")
+    return Suite(str(data.get("name", Path(path).stem)), tuple(out), tuple(tuned))
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    """The figures of one suite series that the summary needs."""
+
+    entry: SuiteSeries
+    name: str
+    scores: dict[str, Score]
+    tiers_gpu_hours: dict[str, float] = field(default_factory=dict)
+    margin: str = ""
+
+
+def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
+    tiered = replay.runs.get("predictive-tiers")
+    gpu_h = (
+        {
+            p: float(n.sum()) * replay.setup.gpus_per_node * STEP_H
+            for p, n in tiered.requested.items()
+        }
+        if tiered is not None
+        else {}
+    )
+    pred = replay.runs.get("predictive")
+    margin = pred.margin.describe() if pred is not None and pred.margin is not None else ""
+    return SuiteResult(entry, replay.trace.name, dict(replay.scores), gpu_h, margin)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def format_summary(results: Sequence[SuiteResult], suite: Suite) -> str:
+    """One row per series (predictive against reactive, tiers against on-demand only), then
+    the averages over groups (series of a group first, then groups) for the groups the
+    parameters were tuned on, the others, and all."""
+    header = (
+        "series",
+        "group",
+        "x clairv. pred/react",
+        "unserved % pred/react",
+        "reversals pred/react",
+        "cost<=react",
+        "unserved<=react",
+        "reversals<=react",
+        "tiers cheaper %",
+        "unserved GPU-h tiers/od",
+        "tiers ok",
+    )
+    rows = [header]
+    for r in results:
+        s = r.scores
+        p, re_ = s.get("predictive"), s.get("reactive")
+        t = s.get("predictive-tiers")
+        if p is None or re_ is None:
+            continue
+        saving = 1 - t.cost / p.cost if t is not None and p.cost > 0 else math.nan
+        rows.append(
+            (
+                Path(r.entry.path).stem,
+                r.entry.group,
+                f"{p.cost_vs_clairvoyant:.3f}/{re_.cost_vs_clairvoyant:.3f}",
+                f"{100 * p.unserved_share:.3f}/{100 * re_.unserved_share:.3f}",
+                f"{p.reversals}/{re_.reversals}",
+                "yes" if p.cost <= re_.cost + 1e-9 else "NO",
+                "yes" if p.unserved_gpu_hours <= re_.unserved_gpu_hours + 1e-9 else "NO",
+                "yes" if p.reversals <= re_.reversals else "NO",
+                f"{100 * saving:.1f}" if t is not None else "-",
+                f"{t.unserved_gpu_hours:.2f}/{p.unserved_gpu_hours:.2f}" if t is not None else "-",
+                (
+                    "yes"
+                    if t is not None
+                    and saving >= 0.4
+                    and t.unserved_gpu_hours <= p.unserved_gpu_hours + 1e-9
+                    else ("NO" if t is not None else "-")
+                ),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i > 1 else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.append("")
+    groups = sorted({r.entry.group for r in results})
+    tuned = [g for g in groups if g in suite.tuned_on]
+    confirm = [g for g in groups if g not in suite.tuned_on]
+
+    def averaged(which: Sequence[str], policy: str) -> tuple[float, float]:
+        per_group = []
+        for g in which:
+            members = [
+                r.scores[policy] for r in results if r.entry.group == g and policy in r.scores
+            ]
+            if members:
+                per_group.append(
+                    (
+                        _mean([m.cost_vs_clairvoyant for m in members]),
+                        _mean([m.unserved_share for m in members]),
+                    )
+                )
+        return _mean([c for c, _ in per_group]), _mean([u for _, u in per_group])
+
+    for label, which in (
+        (f"tuned on ({', '.join(tuned) or '-'})", tuned),
+        (f"confirming ({', '.join(confirm) or '-'})", confirm),
+        ("all groups", groups),
+    ):
+        if not which:
+            continue
+        parts = []
+        for policy in ("reactive", "predictive", "predictive-tiers"):
+            cost, unserved = averaged(which, policy)
+            if not math.isnan(cost):
+                parts.append(f"{policy} {cost:.3f} x clairvoyant, {100 * unserved:.3f}% unserved")
+        lines.append(f"average over groups, {label}: " + "; ".join(parts))
+    return "\n".join(lines)

@@ -199,7 +199,7 @@ def test_a_reclaimed_spot_node_leaves_the_demand_served() -> None:
     assert served[lost <= 1].all()
 
 
-def test_the_replay_plans_with_the_observed_day_for_the_burst_guard() -> None:
+def test_the_replay_plans_with_the_margin_learnt_from_training() -> None:
     # Demand that jumps by half within a lead time every 95 minutes: more than an
     # hour apart, so the last hour's peak does not hold the margin, and out of step
     # with the day, so yesterday's forecast does not foresee them.
@@ -207,8 +207,8 @@ def test_the_replay_plans_with_the_observed_day_for_the_burst_guard() -> None:
     trace = short_trace(values, 36)
     run = tiercast_run(trace, FAST, replay_config(trace, FAST))
     d = trace.demand[trace.test_start :]
-    # The guard keeps the jumps' margin: every jump is served, though the headroom
-    # (0.1) alone would leave each one short.
+    # The margin learnt from the training period keeps the jumps' margin: every jump
+    # is served, though the headroom (0.1) alone would leave each one short.
     assert (run.usable_total * 8 >= d).all()
     assert (run.requested_total * 8 >= 60).all()
 
