@@ -556,12 +556,12 @@ def plan_capacity(
         + policy.scale_down_stabilization_s
     )
     peaks: dict[str, float] = {}
-    for name, fc in forecasts.items():
+    for name, sf in forecasts.items():
         y = (history or {}).get(name)
         if y is None:
             continue
-        seen = y[(y.index <= fc.last_timestamp) & (y.index > fc.last_timestamp - hold_window)]
-        peaks[name] = max([fc.last_value, *seen.dropna().tolist()])
+        seen = y[(y.index <= sf.last_timestamp) & (y.index > sf.last_timestamp - hold_window)]
+        peaks[name] = max([sf.last_value, *seen.dropna().tolist()])
     observed = current_demand_by_model(config, dict(forecasts), headroom, peaks)
     anchored = anchored_demand_by_model(config, dict(forecasts), grid, headroom)
     steady = anchored_demand_by_model(config, dict(forecasts), grid, 0.0)
@@ -608,8 +608,8 @@ def plan_capacity(
         near = grid < now + lead_max + cycle
         window = grid < now + lead_max + stab + cycle
         windows[model] = window
-        held = model in held_models
-        if held:
+        is_held = model in held_models
+        if is_held:
             # Stale or missing data: no forecast counts, only the demand already
             # observed; the pools hold (lower bound) and grow only where it exceeds them.
             need = np.full(len(grid), newest.get(model, 0.0))
@@ -628,7 +628,7 @@ def plan_capacity(
         # What this cycle itself asks for near term; later cycles' hysteresis reads it.
         near_need[model] = round(float(need[near].max()) if near.any() else 0.0, 4)
         recent = [c for c in past if now - (lead_max + stab) < pd.Timestamp(c.at) < now]
-        if not held:
+        if not is_held:
             # No flapping (module docstring): capacity that this plan's own need, or
             # the need of a cycle within lead time + stabilization, asks for again
             # within that window is not released; never more than is held now.

@@ -132,13 +132,20 @@ class PastCycle:
 
 
 def past_cycle(plan: CapacityPlan | dict[str, Any]) -> PastCycle:
-    """The state a later cycle needs from ``plan`` (a plan or its JSON form)."""
+    """The state a later cycle needs from ``plan``: a plan, its JSON form, or the
+    summary a run record keeps (``scaler.records.plan_summary``)."""
     data = plan.to_dict() if isinstance(plan, CapacityPlan) else plan
-    targets = {
-        str(p["pool"]): int(p["target_nodes"][0] if p["target_nodes"] else p["current_nodes"])
-        for p in data.get("pools", [])
-    }
-    current = {str(p["pool"]): int(p["current_nodes"]) for p in data.get("pools", [])}
+    pools = data.get("pools", [])
+    if isinstance(pools, dict):
+        # A run record's summary: pool -> current_nodes, target_nodes_now.
+        targets = {str(k): int(v["target_nodes_now"]) for k, v in pools.items()}
+        current = {str(k): int(v["current_nodes"]) for k, v in pools.items()}
+    else:
+        targets = {
+            str(p["pool"]): int(p["target_nodes"][0] if p["target_nodes"] else p["current_nodes"])
+            for p in pools
+        }
+        current = {str(p["pool"]): int(p["current_nodes"]) for p in pools}
     near = data.get("risk", {}).get("near_need_gpus", {})
     observed = data.get("risk", {}).get("observed_gpus", {})
     return PastCycle(
