@@ -288,3 +288,41 @@ def test_reasons_are_computed_from_the_plan(case, learn: bool) -> None:
     )
     check_reasons(config, plan)
     assert (plan.risk["margins"]["rps"]["source"] == "learned") == learn
+
+
+def test_past_cycles_come_from_the_run_records_of_cycles_that_acted() -> None:
+    from scaler.cycle import past_cycles
+    from scaler.records import RunRecord, plan_summary
+
+    config = two_models()
+    fresh = renamed(forecast(np.full(30, 80.0), 0.2, 80.0, 80.0), "fresh")
+    old = renamed(forecast(np.full(30, 20.0), 0.2, 20.0, 20.0), "old")
+    plan = plan_capacity(config, {"fresh": fresh, "old": old}, {"h100": 2, "a100": 9}, NOW)
+
+    def record(run_id: str, dry_run: bool, job: str = "cycle", summary=None) -> RunRecord:
+        return RunRecord(
+            run_id,
+            job,
+            plan.created_at,
+            plan.created_at,
+            1.0,
+            "ok",
+            0,
+            dry_run=dry_run,
+            plan=summary if summary is not None else plan_summary(plan),
+        )
+
+    got = past_cycles(
+        [
+            record("a", dry_run=False),
+            record("b", dry_run=True),
+            record("c", dry_run=False, job="refit"),
+            record("d", dry_run=False, summary={"pools": {"h100": {}}}),
+        ]
+    )
+    assert len(got) == 1
+    want = past_cycle(plan)
+    assert got[0] == want
+    assert want.current == {"h100": 2, "a100": 9}
+    assert want.targets == {a.pool: a.target_nodes for a in plan.actions}
+    assert want.need_gpus == plan.risk["near_need_gpus"]
