@@ -242,6 +242,9 @@ class ModelProblem:
     cap_now: dict[str, int] = field(default_factory=dict)
     """Most nodes a pool may request now (a pool that released capacity within lead
     time plus stabilization grows only as far as observed demand forces it)."""
+    fixed: dict[str, int] = field(default_factory=dict)
+    """Pools held at these nodes at every step: reserved commitments, which change only
+    through the finance advice (scaler.finance), never as if they were elastic."""
     floor_now: dict[str, int] = field(default_factory=dict)
     """Fewest nodes a pool may request now (a pool raised within lead time plus
     stabilization is not released before the window has passed)."""
@@ -295,6 +298,8 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
             upper[nv(i, k)] = p.max_nodes
             if k == 0 and p.name in prob.cap_now:
                 upper[nv(i, k)] = max(lower[nv(i, k)], min(p.max_nodes, prob.cap_now[p.name]))
+            if p.name in prob.fixed:
+                lower[nv(i, k)] = upper[nv(i, k)] = prob.fixed[p.name]
             integrality[nv(i, k)] = 1
             # Nodes asked for now serve only after the lead time; until then, at most
             # what is there now can serve.
@@ -397,6 +402,7 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
                 n = min(n, max(prob.cap_now[p.name], prob.current[p.name] if prob.held else 0))
             if k == 0 and p.name in prob.floor_now:
                 n = max(n, prob.floor_now[p.name])
+            n = prob.fixed.get(p.name, n)
             alloc[p.name] = max(p.min_nodes, min(p.max_nodes, n))
         if prob.budget is not None:
             spend = sum(alloc[p.name] * p.price_per_node_hour for p in pools)
@@ -406,6 +412,7 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
                     floor = max(floor, prob.current[p.name])
                 if k == 0:
                     floor = max(floor, prob.floor_now.get(p.name, 0))
+                floor = max(floor, prob.fixed.get(p.name, 0))
                 while spend > prob.budget + 1e-9 and alloc[p.name] > floor:
                     alloc[p.name] -= 1
                     spend -= p.price_per_node_hour
@@ -684,13 +691,17 @@ def plan_capacity(
         # Raised within lead time + stabilization: not released before the window
         # has passed (the hysteresis across cycles, from the past cycles' requests).
         prob.floor_now = {p.name: current[p.name] for p in pools if moves[p.name][0]}
+        # Reserved capacity is a commitment: held where it is, never scaled as elastic.
+        prob.fixed = {p.name: current[p.name] for p in pools if p.tier == "reserved"}
         if prob.budget is not None:
             # Never force a scale-down for money: the cap stops growth, it does not evict.
             least = sum(
                 max(
                     p.min_nodes,
                     current[p.name] - policy.max_step_nodes,
-                    current[p.name] if prob.held or p.name in prob.floor_now else 0,
+                    current[p.name]
+                    if prob.held or p.name in prob.floor_now or p.name in prob.fixed
+                    else 0,
                 )
                 * p.price_per_node_hour
                 for p in pools
@@ -749,13 +760,18 @@ def plan_capacity(
             k = int(late[0])
             causes: list[str] = []
             at_k = {p.name: timelines[p.name][k] for p in pools}
-            if all(at_k[p.name] >= p.max_nodes for p in pools):
+            # A reserved pool is at its bound at its commitment.
+            if all(at_k[p.name] >= prob.fixed.get(p.name, p.max_nodes) for p in pools):
                 causes.append("max_nodes")
             if prob.budget is not None:
                 spend = sum(at_k[p.name] * p.price_per_node_hour for p in pools)
                 cheapest = (
-                    min(p.price_per_node_hour for p in pools if at_k[p.name] < p.max_nodes)
-                    if any(at_k[p.name] < p.max_nodes for p in pools)
+                    min(
+                        p.price_per_node_hour
+                        for p in pools
+                        if at_k[p.name] < prob.fixed.get(p.name, p.max_nodes)
+                    )
+                    if any(at_k[p.name] < prob.fixed.get(p.name, p.max_nodes) for p in pools)
                     else math.inf
                 )
                 if spend + cheapest > prob.budget + 1e-9:
@@ -765,7 +781,7 @@ def plan_capacity(
             for p in pools:
                 for c in causes:
                     if c not in binding[p.name] and (
-                        c != "max_nodes" or at_k[p.name] >= p.max_nodes
+                        c != "max_nodes" or at_k[p.name] >= prob.fixed.get(p.name, p.max_nodes)
                     ):
                         binding[p.name].append(c)
             shortfalls.append(

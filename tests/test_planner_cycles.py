@@ -326,3 +326,47 @@ def test_past_cycles_come_from_the_run_records_of_cycles_that_acted() -> None:
     assert want.current == {"h100": 2, "a100": 9}
     assert want.targets == {a.pool: a.target_nodes for a in plan.actions}
     assert want.need_gpus == plan.risk["near_need_gpus"]
+
+
+def test_the_unserved_budget_default_is_pinned() -> None:
+    from scaler.config import PolicyConfig
+
+    assert PolicyConfig().unserved_budget == 0.005
+
+
+def test_reserved_capacity_is_never_scaled_as_if_elastic() -> None:
+    config = parse_config(
+        {
+            "signals": [{"name": "rps"}],
+            "workloads": [
+                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
+            ],
+            "pools": [
+                {
+                    "name": "reserved",
+                    "tier": "reserved",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "price_per_gpu_hour": 2.4,
+                    "max_nodes": 20,
+                },
+                {
+                    "name": "on-demand",
+                    "tier": "on-demand",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "price_per_gpu_hour": 4.0,
+                    "max_nodes": 20,
+                },
+            ],
+            "policy": {"horizon_s": 7200},
+        }
+    )
+    for level in (10.0, 120.0):
+        fc = forecast(np.full(30, level), 0.1, level, level)
+        plan = plan_capacity(config, {"rps": fc}, {"reserved": 4, "on-demand": 2}, NOW)
+        reserved = next(p for p in plan.pools if p.pool == "reserved")
+        # A commitment changes only through the finance advice: 4 nodes at every step.
+        assert set(reserved.target_nodes) == {4}
+    # The rest of a high demand goes to on-demand.
+    assert next(a for a in plan.actions if a.pool == "on-demand").decision == "scale-up"
