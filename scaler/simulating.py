@@ -88,9 +88,8 @@ class ReplaySetup:
     quantile: float = 0.9
     """Predictive: forecast quantile the planner covers."""
     headroom_fraction: float = 0.1
-    """Predictive: the planner's floor over observed demand (policy.headroom_fraction).
-    The product's default, not reactive's 20%: the planner's burst guard adds margin
-    from each series' own recent rises where it needs more."""
+    """Predictive: policy.headroom_fraction, the margin only where a signal has too little
+    history to learn its own (scaler.margins); the replay's training period always has."""
     stabilization_s: int = 1200
     """Predictive: policy.scale_down_stabilization_s. 1200: with the 10-minute lead time
     the hold window (lead + stabilization) is the 30 minutes over which reversals are
