@@ -600,6 +600,9 @@ def plan_capacity(
     timelines: dict[str, list[int]] = {}
     binding: dict[str, list[str]] = {p.name: [] for p in config.pools}
     levels_now: dict[str, tuple[float, float, pd.Timestamp]] = {}
+    # Per pool: the end of the hold window its GPU model's need is kept over, and
+    # the model's longest lead time (the window is lead + stabilization).
+    hold_until: dict[str, tuple[pd.Timestamp, pd.Timedelta]] = {}
     shortfalls: list[dict[str, object]] = []
     solvers: set[str] = set()
     models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
@@ -731,6 +734,7 @@ def plan_capacity(
             need_up = _window_max(need, grid, now + lead, now + lead + cycle)
             kept = float(need[windows[model]].max()) if windows[model].any() else need_up
             levels_now[p.name] = (need_up, kept, now + lead)
+            hold_until[p.name] = (now + lead_max + stab, lead_max)
             n0 = timelines[p.name][0]
             if (
                 p.name in prob.cap_now
@@ -835,10 +839,11 @@ def plan_capacity(
             )
         elif target < cur:
             decision = "scale-down"
-            until = needed_at + stab
+            until, lead_hold = hold_until[p.name]
             reason = (
                 f"{qname} demand for {model} stays at or under {need_keep:.1f} GPUs until {_hhmm(until)} "
-                f"(lead time {lead_min:.0f} min + {policy.scale_down_stabilization_s / 60:.0f} min "
+                f"(lead time {lead_hold.total_seconds() / 60:.0f} min + "
+                f"{policy.scale_down_stabilization_s / 60:.0f} min "
                 f"stabilization); -{cur - target} node(s) saves {-delta_cost:.2f}/h{bound}"
             )
         else:

@@ -242,14 +242,15 @@ def check_reasons(config: Config, plan: CapacityPlan) -> None:
             assert f"-{-amount} node(s) saves {-a['cost_delta_per_hour']:.2f}/h" in reason
             m = re.search(rf"stays at or under {NUMBER} GPUs until (\d\d:\d\d)Z", reason)
             assert m, reason
-            kept = _need_over(
-                plan,
-                model,
-                pd.Timestamp(data["created_at"]).tz_localize(None),
-                needed_at + stab + cycle,
+            # The need is kept over the GPU model's hold window: its longest lead
+            # time plus the stabilization window.
+            lead_max = pd.Timedelta(
+                seconds=max(q.lead_time_s for q in config.pools if q.gpu_model == pool.gpu_model)
             )
+            created = pd.Timestamp(data["created_at"]).tz_localize(None)
+            kept = _need_over(plan, model, created, created + lead_max + stab + cycle)
             assert float(m.group(1)) == pytest.approx(round(kept, 1), abs=0.051)
-            assert m.group(2) == (needed_at + stab).strftime("%H:%M")
+            assert m.group(2) == (created + lead_max + stab).strftime("%H:%M")
         up = re.search(rf"reaches {NUMBER} GPUs by (\d\d:\d\d)Z", reason) or re.search(
             rf"of {NUMBER} GPUs at (\d\d:\d\d)Z", reason
         )
