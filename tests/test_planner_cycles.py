@@ -371,3 +371,32 @@ def test_reserved_capacity_is_never_scaled_as_if_elastic() -> None:
         assert set(reserved.target_nodes) == {4}
     # The rest of a high demand goes to on-demand.
     assert next(a for a in plan.actions if a.pool == "on-demand").decision == "scale-up"
+
+
+@pytest.mark.parametrize("kind", ["empty", "all-nan", "one-sample"])
+def test_an_empty_or_malformed_signal_holds_only_its_pools(tmp_path, kind) -> None:
+    config = two_models()
+    config = config.model_copy(
+        update={
+            "forecast": config.forecast.model_copy(update={"method": "seasonal_naive_1d"}),
+            "model_store": config.model_store.model_copy(update={"path": str(tmp_path)}),
+        }
+    )
+    now = pd.Timestamp("2026-03-10T00:00:00")
+    fresh = gauge(now - CYCLE)
+    bad = {
+        "empty": pd.Series(dtype=float, index=pd.DatetimeIndex([], name="timestamp")),
+        "all-nan": gauge(now - CYCLE) * np.nan,
+        "one-sample": gauge(now - CYCLE).iloc[-1:],
+    }[kind]
+    inventory = {"h100": 3, "a100": 9}
+    result = run_cycle(
+        config, {"fresh": fresh, "old": bad}, RecordingProvider(dict(inventory)), now
+    )
+    alone = run_cycle(config, {"fresh": fresh}, RecordingProvider(dict(inventory)), now)
+    actions = {a.pool: a for a in result.plan.actions}
+    assert (
+        actions["h100"].target_nodes == {a.pool: a for a in alone.plan.actions}["h100"].target_nodes
+    )
+    assert actions["a100"].decision == "no-op" and actions["a100"].target_nodes == 9
+    assert result.plan.risk["held_models"] == {"A100-80GB": "no data for signal 'old'"}
