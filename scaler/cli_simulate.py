@@ -41,12 +41,29 @@ def _setup(args: argparse.Namespace) -> ReplaySetup:
         raise BadInputError(
             f"--spot-max-share must be between 0 and 1; got {args.spot_max_share!r}"
         )
+    if args.stabilization is None:
+        stabilization_s = ReplaySetup().stabilization_s
+    else:
+        try:
+            text = str(args.stabilization).strip()
+            # A bare number is seconds (0 allowed: no stabilization).
+            stabilization_s = (
+                int(text) if text.isdigit() else int(parse_duration(text).total_seconds())
+            )
+        except DataError as exc:
+            raise BadInputError(f"--stabilization: {exc}") from exc
+    if not 0 <= args.unserved_budget <= 0.5:
+        raise BadInputError(
+            f"--unserved-budget must be between 0 and 0.5; got {args.unserved_budget!r}"
+        )
     return replace(
         ReplaySetup(),
         reforecast_s=int(reforecast.total_seconds()),
         forecast_method=args.method,
         seed=args.seed,
         spot_max_share=args.spot_max_share,
+        stabilization_s=stabilization_s,
+        unserved_budget=args.unserved_budget,
     )
 
 
@@ -225,6 +242,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=0.5,
         help="spot market depth as a share of the training peak in nodes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--stabilization",
+        help="predictive: policy.scale_down_stabilization_s, seconds or a duration (default: 20m)",
+    )
+    p.add_argument(
+        "--unserved-budget",
+        type=float,
+        default=ReplaySetup().unserved_budget,
+        help="predictive: policy.unserved_budget, what a learnt margin may leave unserved "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--timeline-out",
