@@ -260,6 +260,10 @@ def test_simulate_rejects_bad_flags(workdir, capsys) -> None:
     daily(6).to_frame("value").to_csv(workdir / "d.csv")
     assert main(["simulate", "--history", "d.csv", "--spot-max-share", "2"]) == 2
     assert "spot-max-share" in capsys.readouterr().err
+    assert main(["simulate", "--history", "d.csv", "--unserved-budget", "0.9"]) == 2
+    assert "--unserved-budget must be between 0 and 0.5" in capsys.readouterr().err
+    assert main(["simulate", "--history", "d.csv", "--stabilization", "soon"]) == 2
+    assert "--stabilization" in capsys.readouterr().err
 
 
 @pytest.mark.traces
