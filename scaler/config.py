@@ -222,6 +222,9 @@ class PolicyConfig(_Model):
     """How often the cycle runs, in seconds. Default 300."""
     staleness_limit_s: int = Field(default=900, ge=60)
     """A signal whose newest sample is older than this is stale: no scale-down. Default 900."""
+    unserved_budget: float = Field(default=0.005, ge=0, le=0.5)
+    """Share of demand GPU-hours a signal's learned margin may leave unserved in the
+    walk-forward replay of its own history (scaler.margins). Default 0.005 (0.5%)."""
 
 
 class ForecastConfig(_Model):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -24,7 +26,7 @@ from scaler.actuators import ActionResult, CapacityProvider
 from scaler.config import Config
 from scaler.mig_planning import mig_pools, plan_mig
 from scaler.planning import plan_capacity
-from scaler.plans import CapacityPlan
+from scaler.plans import CapacityPlan, PastCycle, past_cycle
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +110,31 @@ def forecast_for_plan(
         )
     for name, y in usable.items():
         gap = max(pd.Timedelta(0), now - y.dropna().index[-1])
-        out.update(
-            forecast_history({name: y}, horizon + gap, quantiles, config.forecast.method, store)
-        )
+        try:
+            out.update(
+                forecast_history({name: y}, horizon + gap, quantiles, config.forecast.method, store)
+            )
+        except BadInputError as exc:
+            # One malformed signal holds only the pools it feeds (the planner holds a
+            # GPU model whose signal has no forecast); the rest of the plan goes ahead.
+            log.warning("signal %s: no forecast (%s); its pools hold", name, str(exc)[:200])
+    return out
+
+
+def past_cycles(records: Sequence[Any]) -> list[PastCycle]:
+    """What earlier cycles asked for, from run records (``scaler.records.RunRecord``).
+
+    Only cycles that acted count (not dry runs: their targets were never applied);
+    a record whose plan summary is not of the expected shape is skipped.
+    """
+    out: list[PastCycle] = []
+    for r in records:
+        if getattr(r, "job", None) != "cycle" or getattr(r, "dry_run", True) or not r.plan:
+            continue
+        try:
+            out.append(past_cycle(r.plan))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            log.warning("run %s: plan summary unreadable; not used for hysteresis", r.run_id)
     return out
 
 
@@ -120,13 +144,18 @@ def run_cycle(
     provider: CapacityProvider,
     now: pd.Timestamp,
     dry_run: bool = True,
+    past: Sequence[PastCycle] = (),
 ) -> CycleResult:
-    """Forecast, plan against the provider's inventory, then apply the changes."""
+    """Forecast, plan against the provider's inventory, then apply the changes.
+
+    ``past``: earlier cycles (:func:`past_cycles` of the run records), for the
+    planner's hysteresis across cycles.
+    """
     forecasts = forecast_for_plan(config, history, now)
     stale = stale_signals(config, forecasts, now)
     inventory = provider.inventory()
-    # The recent history feeds the planner's burst guard (scaler.planning).
-    plan = plan_capacity(config, forecasts, inventory, now, stale=stale, history=history)
+    # The history feeds the planner's learnt margins and observed floor (scaler.planning).
+    plan = plan_capacity(config, forecasts, inventory, now, stale=stale, history=history, past=past)
     if mig_pools(config):
         # MIG layouts are planned on the node counts the tier planner targets now.
         targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}

@@ -18,15 +18,34 @@ Need, per grid step j (GPUs of one model):
   A forecast that is wrong about the level therefore degrades to reactive
   scaling, not to an outage, and a forecast ramp (a morning rise, a half-hourly
   step) is provisioned a lead time before it arrives;
-* within reach, at least the *burst guard* (:func:`scaler.translating.burst_demand_by_model`):
-  the newest observation times the policy quantile of the rises the signal made
-  over as many steps in the last day, when the caller passes the recent history
-  (``history``). A series that jumps within a lead time keeps the margin its
-  jumps needed; a calm one pays nothing for it;
+* the margin in the two levels above is each signal's own, learnt from its
+  history (:mod:`scaler.margins`: the cheapest margin whose walk-forward replay
+  over that history leaves at most ``policy.unserved_budget`` of demand
+  unserved); ``policy.headroom_fraction`` only where the history is too short. A
+  series that jumps within a lead time keeps the margin its jumps needed; a calm
+  one pays nothing for it. The reasons name each margin and its evidence;
+* from reach to ``now + lead + scale_down_stabilization`` the anchored demand
+  replaces the quantile too (what the hold rules below keep);
 * within reach, at least the *keep level*: the largest anchored demand (without
   headroom) over ``[now, now + lead + scale_down_stabilization)``. Capacity that
   will be needed again within that window is not released, since it could not
   come back in time.
+
+No flapping, across cycles (``past``, the earlier cycles' requests and needs, from
+the run records or the replay): within ``W = lead + scale_down_stabilization``
+
+* the need up to ``now + W`` is at least the largest need of this plan over that
+  window and of every earlier cycle within it (never above what is held now):
+  capacity is released only once every cycle of the window agrees;
+* a pool raised within W is not lowered, and the first step of the projection
+  never releases nodes that a later step within W requests again;
+* a pool that released nodes within W is raised only as far as the observed floor
+  (demand already there, with its margin) forces it, never on a forecast alone.
+
+Stale or missing data holds, both ways: a GPU model fed by such a signal keeps
+its pools (no scale-down) and grows only where the newest observations already
+need more than it holds; the forecast is not used, and the plan's risk figures
+measure against that same need.
 
 ``CapacityPlan.demand_gpus`` reports this need, so the plan shows what it covers.
 
@@ -55,7 +74,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -69,16 +88,49 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog import gpu_model
 from scaler.config import Config, PoolConfig
-from scaler.plans import Action, CapacityPlan, Decision, PoolPlan, SignalSummary, iso
+from scaler.margins import Margin, learn_margin
+from scaler.plans import (
+    Action,
+    CapacityPlan,
+    Decision,
+    PastCycle,
+    PoolPlan,
+    SignalSummary,
+    iso,
+)
 from scaler.translating import (
     anchored_demand_by_model,
-    burst_demand_by_model,
     current_demand_by_model,
     demand_by_model,
+    newest_demand_by_model,
     planning_grid,
 )
 
 log = logging.getLogger(__name__)
+
+
+def learn_margins(
+    config: Config, forecasts: Mapping[str, SeriesForecast], history: Mapping[str, pd.Series]
+) -> dict[str, Margin | None]:
+    """Each forecast signal's margin, learnt from its history up to its newest observation."""
+    lead = max((p.lead_time_s for p in config.pools), default=0)
+    floor = pd.Timedelta(seconds=lead + config.policy.scale_down_stabilization_s)
+    out: dict[str, Margin | None] = {}
+    for name, fc in forecasts.items():
+        y = history.get(name)
+        if y is None:
+            continue
+        seen = y[y.index <= fc.last_timestamp]
+        out[name] = learn_margin(
+            seen,
+            lead,
+            config.policy.unserved_budget,
+            step=fc.step if fc.step > pd.Timedelta(0) else None,
+            signal=name,
+            floor_window=floor,
+        )
+    return out
+
 
 Solver = Literal["auto", "milp", "greedy"]
 SHORTFALL_PRICE_FACTOR = 1000.0
@@ -187,6 +239,15 @@ class ModelProblem:
     cycle_s: int
     spares: dict[str, int] = field(default_factory=dict)
     """Spare nodes per spot pool, held on top of what it counts for once it holds any."""
+    cap_now: dict[str, int] = field(default_factory=dict)
+    """Most nodes a pool may request now (a pool that released capacity within lead
+    time plus stabilization grows only as far as observed demand forces it)."""
+    fixed: dict[str, int] = field(default_factory=dict)
+    """Pools held at these nodes at every step: reserved commitments, which change only
+    through the finance advice (scaler.finance), never as if they were elastic."""
+    floor_now: dict[str, int] = field(default_factory=dict)
+    """Fewest nodes a pool may request now (a pool raised within lead time plus
+    stabilization is not released before the window has passed)."""
 
 
 @dataclass
@@ -232,7 +293,13 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
         for k in range(k_steps):
             cost[nv(i, k)] = p.price_per_node_hour * step_h
             lower[nv(i, k)] = cur if prob.held else p.min_nodes
+            if k == 0 and p.name in prob.floor_now:
+                lower[nv(i, k)] = max(lower[nv(i, k)], prob.floor_now[p.name])
             upper[nv(i, k)] = p.max_nodes
+            if k == 0 and p.name in prob.cap_now:
+                upper[nv(i, k)] = max(lower[nv(i, k)], min(p.max_nodes, prob.cap_now[p.name]))
+            if p.name in prob.fixed:
+                lower[nv(i, k)] = upper[nv(i, k)] = prob.fixed[p.name]
             integrality[nv(i, k)] = 1
             # Nodes asked for now serve only after the lead time; until then, at most
             # what is there now can serve.
@@ -331,6 +398,11 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
             if prob.held:
                 n = max(n, prob.current[p.name])
             n = min(max(n, prev[p.name] - prob.max_step), prev[p.name] + prob.max_step)
+            if k == 0 and p.name in prob.cap_now:
+                n = min(n, max(prob.cap_now[p.name], prob.current[p.name] if prob.held else 0))
+            if k == 0 and p.name in prob.floor_now:
+                n = max(n, prob.floor_now[p.name])
+            n = prob.fixed.get(p.name, n)
             alloc[p.name] = max(p.min_nodes, min(p.max_nodes, n))
         if prob.budget is not None:
             spend = sum(alloc[p.name] * p.price_per_node_hour for p in pools)
@@ -338,6 +410,9 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
                 floor = max(p.min_nodes, prev[p.name] - prob.max_step)
                 if prob.held:
                     floor = max(floor, prob.current[p.name])
+                if k == 0:
+                    floor = max(floor, prob.floor_now.get(p.name, 0))
+                floor = max(floor, prob.fixed.get(p.name, 0))
                 while spend > prob.budget + 1e-9 and alloc[p.name] > floor:
                     alloc[p.name] -= 1
                     spend -= p.price_per_node_hour
@@ -369,6 +444,26 @@ def solve(prob: ModelProblem, solver: Solver = "auto") -> ModelSolution:
         greedy.notes.append("the optimizer gave no solution; planned with the greedy fallback")
         return greedy
     return _solve_greedy(prob)
+
+
+def _recent_moves(
+    past: Sequence[PastCycle], pool: str, current: int, now: pd.Timestamp, window: pd.Timedelta
+) -> tuple[bool, bool]:
+    """``(raised, released)``: whether ``pool``'s request rose or fell within ``window``.
+
+    A move is a cycle's target against the nodes it started from (``PastCycle.current``;
+    where a record lacks it, the previous cycle's target), at that cycle's time.
+    """
+    seq = sorted((c for c in past if pool in c.targets and c.at < now), key=lambda c: c.at)
+    raised = released = False
+    before: int | None = None
+    for c in seq:
+        start = c.current.get(pool, before)
+        if start is not None and now - pd.Timestamp(c.at) < window:
+            raised |= c.targets[pool] > start
+            released |= c.targets[pool] < start
+        before = c.targets[pool]
+    return raised, released
 
 
 def _window_max(
@@ -427,14 +522,20 @@ def plan_capacity(
     solver: Solver = "auto",
     with_signals: bool = True,
     history: Mapping[str, pd.Series] | None = None,
+    past: Sequence[PastCycle] = (),
+    margins: Mapping[str, Margin | None] | None = None,
 ) -> CapacityPlan:
     """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals.
 
-    ``history``: recent observations per signal, for the burst guard (module
-    docstring); without it the near-term need rests on the headroom alone.
+    ``history``: observations per signal, from which each signal's margin is learnt
+    (:mod:`scaler.margins`); without it (or too short) the margin is
+    ``policy.headroom_fraction``. ``margins``: margins learnt already (the replay
+    learns them once from its training period); they replace learning from ``history``.
     ``solver``: ``auto`` (MILP, greedy fallback), ``milp`` or ``greedy``.
     ``with_signals=False`` skips the per-signal summaries (the replay plans every
     5 minutes and does not read them).
+    ``past``: what earlier cycles asked for (:class:`scaler.plans.PastCycle`, from the
+    run records), for the hysteresis across cycles (module docstring, "No flapping").
     """
     policy = config.policy
     q = policy.quantile
@@ -448,9 +549,30 @@ def plan_capacity(
 
     demand = demand_by_model(config, dict(forecasts), grid, q)
     quantiles = sorted({float(c[1:]) for fc in forecasts.values() for c in fc.frame.columns} | {q})
-    observed = current_demand_by_model(config, dict(forecasts), policy.headroom_fraction)
-    anchored = anchored_demand_by_model(config, dict(forecasts), grid, policy.headroom_fraction)
+    if margins is None:
+        margins = learn_margins(config, forecasts, history or {})
+    learned = {k: v for k, v in margins.items() if v is not None}
+    # One margin per signal: its learned one, else the configured headroom.
+    headroom = {
+        s.name: learned[s.name].margin if s.name in learned else policy.headroom_fraction
+        for s in config.signals
+    }
+    # The observed floor keeps the peak of the last lead time + stabilization.
+    hold_window = pd.Timedelta(
+        seconds=max((p.lead_time_s for p in config.pools), default=0)
+        + policy.scale_down_stabilization_s
+    )
+    peaks: dict[str, float] = {}
+    for name, sf in forecasts.items():
+        y = (history or {}).get(name)
+        if y is None:
+            continue
+        seen = y[(y.index <= sf.last_timestamp) & (y.index > sf.last_timestamp - hold_window)]
+        peaks[name] = max([sf.last_value, *seen.dropna().tolist()])
+    observed = current_demand_by_model(config, dict(forecasts), headroom, peaks)
+    anchored = anchored_demand_by_model(config, dict(forecasts), grid, headroom)
     steady = anchored_demand_by_model(config, dict(forecasts), grid, 0.0)
+    newest = newest_demand_by_model(config, dict(forecasts))
     need_by_model: dict[str, np.ndarray] = {}
 
     # Which GPU models have a signal that is stale or missing: those pools hold.
@@ -478,36 +600,57 @@ def plan_capacity(
     timelines: dict[str, list[int]] = {}
     binding: dict[str, list[str]] = {p.name: [] for p in config.pools}
     levels_now: dict[str, tuple[float, float, pd.Timestamp]] = {}
+    # Per pool: the end of the hold window its GPU model's need is kept over, and
+    # the model's longest lead time (the window is lead + stabilization).
+    hold_until: dict[str, tuple[pd.Timestamp, pd.Timedelta]] = {}
     shortfalls: list[dict[str, object]] = []
     solvers: set[str] = set()
     models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
     stab = pd.Timedelta(seconds=policy.scale_down_stabilization_s)
     spare_by_pool: dict[str, int] = {}
-    reach = int(
-        np.sum(
-            grid
-            < now
-            + pd.Timedelta(seconds=max((p.lead_time_s for p in config.pools), default=0))
-            + cycle
-        )
-    )
-    burst = burst_demand_by_model(
-        config, dict(forecasts), dict(history or {}), grid, q, reach, policy.headroom_fraction
-    )
+    near_need: dict[str, float] = {}
+    windows: dict[str, np.ndarray] = {}
     for model in models:
         pools = config.pools_for(model)
         d = demand.get(model, np.zeros(len(grid)))
         floor = observed.get(model, 0.0)
         lead_max = pd.Timedelta(seconds=max(p.lead_time_s for p in pools))
         near = grid < now + lead_max + cycle
-        keep = _window_max(
-            steady.get(model, np.zeros(len(grid))), grid, now, now + lead_max + stab + cycle
-        )
-        need = d.astype(float).copy()
-        # Within reach of this cycle's action, the forecast conditioned on the newest
-        # observation replaces the unconditioned quantile (module docstring).
-        need[near] = np.maximum(anchored.get(model, np.zeros(len(grid)))[near], max(floor, keep))
-        need[near] = np.maximum(need[near], burst.get(model, np.zeros(len(grid)))[near])
+        window = grid < now + lead_max + stab + cycle
+        windows[model] = window
+        is_held = model in held_models
+        if is_held:
+            # Stale or missing data: no forecast counts, only the demand already
+            # observed; the pools hold (lower bound) and grow only where it exceeds them.
+            need = np.full(len(grid), newest.get(model, 0.0))
+        else:
+            keep = _window_max(
+                steady.get(model, np.zeros(len(grid))), grid, now, now + lead_max + stab + cycle
+            )
+            need = d.astype(float).copy()
+            # Within reach of this cycle's action, the forecast conditioned on the newest
+            # observation replaces the unconditioned quantile (module docstring).
+            anchor = anchored.get(model, np.zeros(len(grid)))
+            need[near] = np.maximum(anchor[near], max(floor, keep))
+            # Up to lead time + stabilization, too: what the hold rules below keep is
+            # the forecast conditioned on now, not the day-ahead quantile's level.
+            need[window & ~near] = anchor[window & ~near]
+        # What this cycle itself asks for near term; later cycles' hysteresis reads it.
+        near_need[model] = round(float(need[near].max()) if near.any() else 0.0, 4)
+        recent = [c for c in past if now - (lead_max + stab) < pd.Timestamp(c.at) < now]
+        if not is_held:
+            # No flapping (module docstring): capacity that this plan's own need, or
+            # the need of a cycle within lead time + stabilization, asks for again
+            # within that window is not released; never more than is held now.
+            cover_now = sum(
+                covered_gpus(p, current[p.name], spare_nodes(p, current[p.name], q, policy.cycle_s))
+                for p in pools
+            )
+            again = max(
+                float(need[window].max()) if window.any() else 0.0,
+                max((c.need_gpus.get(model, 0.0) for c in recent), default=0.0),
+            )
+            need[window] = np.maximum(need[window], min(cover_now, again))
         need_by_model[model] = need
         top = float(need.max()) if len(need) else 0.0
         spares = {
@@ -532,13 +675,36 @@ def plan_capacity(
             cycle_s=policy.cycle_s,
             spares=spares,
         )
+        moves = {
+            p.name: _recent_moves(past, p.name, current[p.name], now, lead_max + stab)
+            for p in pools
+        }
+        released = [p for p in pools if moves[p.name][1]]
+        if released and not prob.held:
+            # Released within lead time + stabilization: requested again only as far
+            # as the observed floor (demand already there, with headroom) forces it.
+            covered_now = sum(
+                covered_gpus(p, current[p.name], spares.get(p.name, 0)) for p in pools
+            )
+            forced = allocate(pools, floor, policy.cycle_s, spares)
+            prob.cap_now = {
+                p.name: max(current[p.name], forced[p.name] if floor > covered_now else 0)
+                for p in released
+            }
+        # Raised within lead time + stabilization: not released before the window
+        # has passed (the hysteresis across cycles, from the past cycles' requests).
+        prob.floor_now = {p.name: current[p.name] for p in pools if moves[p.name][0]}
+        # Reserved capacity is a commitment: held where it is, never scaled as elastic.
+        prob.fixed = {p.name: current[p.name] for p in pools if p.tier == "reserved"}
         if prob.budget is not None:
             # Never force a scale-down for money: the cap stops growth, it does not evict.
             least = sum(
                 max(
                     p.min_nodes,
                     current[p.name] - policy.max_step_nodes,
-                    current[p.name] if prob.held else 0,
+                    current[p.name]
+                    if prob.held or p.name in prob.floor_now or p.name in prob.fixed
+                    else 0,
                 )
                 * p.price_per_node_hour
                 for p in pools
@@ -554,13 +720,28 @@ def plan_capacity(
         sol = solve(prob, solver)
         solvers.add(sol.solver)
         notes.extend(f"{model}: {n}" for n in sol.notes)
+        reach_window = max(1, int(windows[model].sum()))
         for p in pools:
-            timelines[p.name] = [int(x) for x in sol.nodes[p.name]]
+            tl = [int(x) for x in sol.nodes[p.name]]
+            again_nodes = max(tl[1:reach_window], default=tl[0])
+            if tl[0] < current[p.name] and again_nodes > tl[0]:
+                # Never release nodes that this plan's own projection asks for again
+                # within lead time + stabilization (a swap between pools included).
+                tl[0] = min(current[p.name], again_nodes)
+            timelines[p.name] = tl
         for p in pools:
             lead = pd.Timedelta(seconds=p.lead_time_s)
             need_up = _window_max(need, grid, now + lead, now + lead + cycle)
-            levels_now[p.name] = (need_up, max(floor, keep), now + lead)
+            kept = float(need[windows[model]].max()) if windows[model].any() else need_up
+            levels_now[p.name] = (need_up, kept, now + lead)
+            hold_until[p.name] = (now + lead_max + stab, lead_max)
             n0 = timelines[p.name][0]
+            if (
+                p.name in prob.cap_now
+                and n0 == prob.cap_now[p.name]
+                and n0 < allocate(pools, need_up, policy.cycle_s, spares)[p.name]
+            ):
+                binding[p.name].append("released-recently")
             if prob.held and n0 == current[p.name]:
                 binding[p.name].append("stale-data")
             if (
@@ -583,13 +764,18 @@ def plan_capacity(
             k = int(late[0])
             causes: list[str] = []
             at_k = {p.name: timelines[p.name][k] for p in pools}
-            if all(at_k[p.name] >= p.max_nodes for p in pools):
+            # A reserved pool is at its bound at its commitment.
+            if all(at_k[p.name] >= prob.fixed.get(p.name, p.max_nodes) for p in pools):
                 causes.append("max_nodes")
             if prob.budget is not None:
                 spend = sum(at_k[p.name] * p.price_per_node_hour for p in pools)
                 cheapest = (
-                    min(p.price_per_node_hour for p in pools if at_k[p.name] < p.max_nodes)
-                    if any(at_k[p.name] < p.max_nodes for p in pools)
+                    min(
+                        p.price_per_node_hour
+                        for p in pools
+                        if at_k[p.name] < prob.fixed.get(p.name, p.max_nodes)
+                    )
+                    if any(at_k[p.name] < prob.fixed.get(p.name, p.max_nodes) for p in pools)
                     else math.inf
                 )
                 if spend + cheapest > prob.budget + 1e-9:
@@ -599,7 +785,7 @@ def plan_capacity(
             for p in pools:
                 for c in causes:
                     if c not in binding[p.name] and (
-                        c != "max_nodes" or at_k[p.name] >= p.max_nodes
+                        c != "max_nodes" or at_k[p.name] >= prob.fixed.get(p.name, p.max_nodes)
                     ):
                         binding[p.name].append(c)
             shortfalls.append(
@@ -614,6 +800,18 @@ def plan_capacity(
                 f"{model}: {qname} demand cannot be covered from {_hhmm(grid[k])} "
                 f"(up to {float(short[first_reach:].max()):.1f} GPUs short; bound: {', '.join(causes)})"
             )
+    margin_notes: dict[str, str] = {}
+    for w in config.workloads:
+        key = gpu_model(w.gpu_model).name
+        m = learned.get(w.signal)
+        clause = (
+            m.describe()
+            if m is not None
+            else f"margin {100 * headroom[w.signal]:.1f}% for {w.signal!r} "
+            "(policy.headroom_fraction: too little history to learn one)"
+        )
+        if clause not in margin_notes.get(key, ""):
+            margin_notes[key] = "; ".join(x for x in (margin_notes.get(key), clause) if x)
     actions: list[Action] = []
     pool_plans: list[PoolPlan] = []
     for p in config.pools:
@@ -625,7 +823,14 @@ def plan_capacity(
         delta_cost = (target - cur) * p.price_per_node_hour
         bound = f" (bound: {', '.join(binding[p.name])})" if binding[p.name] else ""
         decision: Decision
-        if target > cur:
+        if model in held_models and target > cur:
+            decision = "scale-up"
+            reason = (
+                f"{held_models[model]}, forecast not used; the newest observation needs "
+                f"{need_up:.1f} GPUs of {model}, above what is held; +{target - cur} node(s) at "
+                f"{p.price_per_node_hour:.2f}/h each, +{delta_cost:.2f}/h{bound}"
+            )
+        elif target > cur:
             decision = "scale-up"
             reason = (
                 f"{qname} demand for {model} reaches {need_up:.1f} GPUs by {_hhmm(needed_at)} "
@@ -634,10 +839,11 @@ def plan_capacity(
             )
         elif target < cur:
             decision = "scale-down"
-            until = needed_at + stab
+            until, lead_hold = hold_until[p.name]
             reason = (
-                f"{qname} demand for {model} stays under {need_keep:.1f} GPUs until {_hhmm(until)} "
-                f"(lead time {lead_min:.0f} min + {policy.scale_down_stabilization_s / 60:.0f} min "
+                f"{qname} demand for {model} stays at or under {need_keep:.1f} GPUs until {_hhmm(until)} "
+                f"(lead time {lead_hold.total_seconds() / 60:.0f} min + "
+                f"{policy.scale_down_stabilization_s / 60:.0f} min "
                 f"stabilization); -{cur - target} node(s) saves {-delta_cost:.2f}/h{bound}"
             )
         else:
@@ -648,6 +854,8 @@ def plan_capacity(
                 f"{_hhmm(needed_at)} (lead time {lead_min:.0f} min){held}{bound}; "
                 f"cost unchanged at {cur * p.price_per_node_hour:.2f}/h"
             )
+        if model not in held_models and margin_notes.get(model):
+            reason += "; " + margin_notes[model]
         actions.append(
             Action(
                 pool=p.name,
@@ -687,9 +895,16 @@ def plan_capacity(
         cap = np.zeros(len(grid))
         for p in config.pools_for(model):
             cap += np.array([effective_gpus(p, n, policy.cycle_s) for n in timelines[p.name]])
-        unserved += _expected_unserved(
-            {qq: demand_all[qq].get(model, np.zeros(len(grid))) for qq in quantiles}, cap, step_h
-        )
+        if model in held_models:
+            # Held on bad data: the risk is measured against the demand the plan
+            # covers (the newest observation), as the shortfall is, not a stale forecast.
+            unserved += float(np.maximum(0.0, need_by_model[model] - cap).sum()) * step_h
+        else:
+            unserved += _expected_unserved(
+                {qq: demand_all[qq].get(model, np.zeros(len(grid))) for qq in quantiles},
+                cap,
+                step_h,
+            )
     cost = {
         "per_hour_now": round(
             sum(timelines[p.name][0] * p.price_per_node_hour for p in config.pools), 4
@@ -711,6 +926,16 @@ def plan_capacity(
         "shortfall": shortfalls,
         "solver": "+".join(sorted(solvers)),
         "spot_spare_nodes": spare_by_pool,
+        "near_need_gpus": near_need,
+        "observed_gpus": {k: round(v, 4) for k, v in sorted(observed.items())},
+        "margins": {
+            s.name: (
+                {"source": "learned", **learned[s.name].to_dict()}
+                if s.name in learned
+                else {"source": "policy.headroom_fraction", "margin": headroom[s.name]}
+            )
+            for s in config.signals
+        },
     }
     signals = []
     for s in config.signals if with_signals else ():

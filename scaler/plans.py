@@ -112,6 +112,51 @@ class CapacityPlan:
         return [a for a in self.actions if a.decision != "no-op"]
 
 
+@dataclass(frozen=True)
+class PastCycle:
+    """What one earlier cycle asked for: the state the planner's hysteresis reads.
+
+    Built from the run records (:func:`past_cycle`) or, in the replay, from the
+    plans it made. ``need_gpus`` is the largest near-term need per GPU model that
+    the cycle covered (its ``demand_gpus`` over the first lead time).
+    """
+
+    at: pd.Timestamp
+    targets: dict[str, int]
+    """Nodes per pool the cycle requested."""
+    need_gpus: dict[str, float]
+    observed_gpus: dict[str, float] = field(default_factory=dict)
+    """The observed floor per GPU model at that cycle (newest demand with headroom)."""
+    current: dict[str, int] = field(default_factory=dict)
+    """Nodes per pool the cycle started from: ``targets`` against it is the cycle's move."""
+
+
+def past_cycle(plan: CapacityPlan | dict[str, Any]) -> PastCycle:
+    """The state a later cycle needs from ``plan``: a plan, its JSON form, or the
+    summary a run record keeps (``scaler.records.plan_summary``)."""
+    data = plan.to_dict() if isinstance(plan, CapacityPlan) else plan
+    pools = data.get("pools", [])
+    if isinstance(pools, dict):
+        # A run record's summary: pool -> current_nodes, target_nodes_now.
+        targets = {str(k): int(v["target_nodes_now"]) for k, v in pools.items()}
+        current = {str(k): int(v["current_nodes"]) for k, v in pools.items()}
+    else:
+        targets = {
+            str(p["pool"]): int(p["target_nodes"][0] if p["target_nodes"] else p["current_nodes"])
+            for p in pools
+        }
+        current = {str(p["pool"]): int(p["current_nodes"]) for p in pools}
+    near = data.get("risk", {}).get("near_need_gpus", {})
+    observed = data.get("risk", {}).get("observed_gpus", {})
+    return PastCycle(
+        at=pd.Timestamp(str(data["created_at"])).tz_localize(None),
+        targets=targets,
+        need_gpus={str(k): float(v) for k, v in near.items()},
+        observed_gpus={str(k): float(v) for k, v in observed.items()},
+        current=current,
+    )
+
+
 def actions_table(plan: CapacityPlan) -> str:
     """A readable table of the plan's actions, one row per pool."""
     rows = [("POOL", "DECISION", "NODES", "NEEDED AT", "COST/H", "REASON")]

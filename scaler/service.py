@@ -54,9 +54,9 @@ from forecaster.errors import BadInputError, TemporaryError, TiercastError
 from forecaster.series import History
 from scaler.actuators import ActionResult, CapacityProvider, RecordingProvider
 from scaler.config import Config, parse_schedule
-from scaler.cycle import CycleResult, run_cycle
+from scaler.cycle import CycleResult, past_cycles, run_cycle
 from scaler.leader import AlwaysLeader, Leadership
-from scaler.plans import Action, iso
+from scaler.plans import Action, PastCycle, iso
 from scaler.records import (
     RecordsError,
     RunRecord,
@@ -253,6 +253,20 @@ class CycleJob:
     retries: int = 2
     sleep: Callable[[float], Any] | None = None
 
+    def _past_cycles(self) -> list[PastCycle]:
+        """Recent cycles from the run records, for the planner's hysteresis across cycles.
+
+        No records yet, or unreadable ones, give no state (the planner then holds
+        only what the plan itself and the observed floor ask for).
+        """
+        if self.store is None:
+            return []
+        try:
+            return past_cycles(self.store.recent(limit=24, job="cycle"))
+        except (TiercastError, TypeError, ValueError) as exc:
+            log.info("no run records for hysteresis: %s", str(exc)[:200])
+            return []
+
     def __call__(self) -> JobOutcome:
         started, t0 = self.clock(), time.monotonic()
         run_id = uuid.uuid4().hex[:12]
@@ -282,7 +296,12 @@ class CycleJob:
             stage = "forecast"
             now = inputs.now if inputs.now is not None else self.clock()
             result = run_cycle(
-                config, inputs.history, guard, now, dry_run=self.dry_run or not leader
+                config,
+                inputs.history,
+                guard,
+                now,
+                dry_run=self.dry_run or not leader,
+                past=self._past_cycles(),
             )
             abandoned = guard.abandoned
             stage = "record"

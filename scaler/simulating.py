@@ -4,16 +4,23 @@ The replay follows one fixed protocol so that numbers are comparable across
 policies and series (README, "Replay"):
 
 * Demand is GPUs per 5-minute step, ``ceil(signal / units_per_gpu)``; a source
-  with a longer step holds each value over its 5-minute steps. A gap in the
-  source is a gap for the policies (they see no data) and is scored with the
-  last known demand held.
+  with a longer step holds each value over its 5-minute steps for scoring. A gap
+  in the source is a gap for the policies (they see no data) and is scored with
+  the last known demand held.
+* A value becomes visible to the policies at the *end* of its interval: the
+  decision at step t sees the values whose intervals ended by t (for a 30-minute
+  source, the decision at 10:20 knows the 9:30-10:00 value, not 10:00-10:30's).
+  The scored demand and the clairvoyant and oracle yardsticks are unchanged.
 * Nodes have ``gpus_per_node`` GPUs. ``R(t)`` is the nodes requested at step t,
   all of them billed (booting ones included). A node is usable once requested
   continuously for the lead time (L steps): ``U(t) = min(R(t), max(U(t-1),
   min(R(t-L..t))))``; lowering the request cancels booting nodes first and
   releases usable ones at once. Every policy starts the test period warm: before
   its first step it is taken to have requested, and be serving, its first request.
-* The decision at step t uses demand up to t-1 only (walk-forward).
+* The decision at step t uses demand up to t-1 only (walk-forward), and of a
+  coarse source only the intervals that ended by t.
+* A *reversal* is a change of a pool's request undone within 30 minutes (a raise
+  followed by a cut, or a cut by a raise); the table counts them for every policy.
 * The test period is the last 7 days (the last 4 for series of 14 days or less);
   everything before it is training.
 
@@ -35,6 +42,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -43,8 +51,9 @@ from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast, forecast_series
 from forecaster.series import clean_series, infer_step
 from scaler.config import Config, parse_config
+from scaler.margins import Margin, learn_margin
 from scaler.planning import Solver, allocate, plan_capacity, reclaim_spares
-from scaler.translating import BURST_WINDOW
+from scaler.plans import PastCycle
 
 STEP = pd.Timedelta(minutes=5)
 STEP_H = STEP / pd.Timedelta(hours=1)
@@ -79,13 +88,17 @@ class ReplaySetup:
     quantile: float = 0.9
     """Predictive: forecast quantile the planner covers."""
     headroom_fraction: float = 0.1
-    """Predictive: the planner's floor over observed demand (policy.headroom_fraction).
-    The product's default, not reactive's 20%: the planner's burst guard adds margin
-    from each series' own recent rises where it needs more."""
-    stabilization_s: int = 0
-    """Predictive: policy.scale_down_stabilization_s. 0: the planner's observed floor
-    already keeps the last hour's peak, which is the replay's stabilization."""
-    horizon_s: int = 3 * 3600
+    """Predictive: policy.headroom_fraction, the margin only where a signal has too little
+    history to learn its own (scaler.margins); the replay's training period always has."""
+    stabilization_s: int = 1200
+    """Predictive: policy.scale_down_stabilization_s. 1200: with the 10-minute lead time
+    the hold window (lead + stabilization) is the 30 minutes over which reversals are
+    counted and reactive holds its target (chosen on servegen and azure_vm2019: 600
+    gave m_small 58 reversals instead of 13 for no saving)."""
+    unserved_budget: float = 0.005
+    """Predictive: policy.unserved_budget, what the learnt margin may leave unserved
+    in the walk-forward replay of the training period (scaler.margins)."""
+    horizon_s: int = 3600
     """Predictive: planning horizon of each step's plan (only the first step is acted on)."""
     # Tier replay.
     reserved_price_per_gpu_hour: float = 2.40
@@ -94,6 +107,8 @@ class ReplaySetup:
     spot_max_share: float = 0.5
     """Spot market depth: at most this share of the training peak's nodes can be spot."""
     seed: int = 0
+    reversal_window_s: int = 1800
+    """A change of a pool's request undone within this many seconds is a reversal."""
 
     @property
     def lead_steps(self) -> int:
@@ -119,6 +134,17 @@ class Trace:
     units_per_gpu: float
     test_start: int
     """Index of the first test step."""
+    hold: int = 1
+    """5-minute steps per source interval (6 for a 30-minute source)."""
+
+    def visible_end(self, t: int) -> int:
+        """Steps visible to the decision at step ``t``: those whose source interval ended by t."""
+        return (t // self.hold) * self.hold
+
+    def visible_demand(self, t: int) -> float:
+        """The newest demand the decision at step ``t`` knows (the scored demand, held over gaps)."""
+        end = self.visible_end(t)
+        return float(self.demand[end - 1]) if end > 0 else 0.0
 
     @property
     def index(self) -> pd.DatetimeIndex:
@@ -165,7 +191,7 @@ def prepare_trace(
             f"series {name!r} spans {span}; the replay needs at least one day of training "
             f"before its {days}-day test period"
         )
-    return Trace(name, signal, np.maximum(demand, 0.0), units_per_gpu, test_start)
+    return Trace(name, signal, np.maximum(demand, 0.0), units_per_gpu, test_start, hold)
 
 
 # --------------------------------------------------------------------------- rules
@@ -233,14 +259,17 @@ def static_requests(trace: Trace, setup: ReplaySetup) -> np.ndarray:
 
 
 def reactive_requests(trace: Trace, setup: ReplaySetup) -> np.ndarray:
-    """Target ``ceil(d(t-1) * 1.2 / 8)``; a lower target applies once it has held the window."""
+    """Target ``ceil(d(t-1) * 1.2 / 8)``; a lower target applies once it has held the window.
+
+    ``d(t-1)`` is the newest demand visible at t: of a coarse source, the last
+    interval that ended by t.
+    """
     d = trace.demand
     hold = max(1, round(setup.reactive_hold_s / STEP.total_seconds()))
     start = trace.test_start
-    # target[i] is the target of step start - hold + 1 + i, from demand one step earlier.
-    target = np.ceil(
-        d[start - hold : -1] * (1 + setup.reactive_headroom) / setup.gpus_per_node - 1e-9
-    )
+    # target[i] is the target of step start - hold + 1 + i, from the demand it sees.
+    seen = np.array([trace.visible_demand(t) for t in range(start - hold + 1, len(d))])
+    target = np.ceil(seen * (1 + setup.reactive_headroom) / setup.gpus_per_node - 1e-9)
     # R(t) is the largest target of the last ``hold`` steps: it rises at once and falls
     # only once every target in the window has been lower.
     out = np.array([target[i : i + hold].max() for i in range(len(d) - start)])
@@ -315,6 +344,7 @@ def replay_config(trace: Trace, setup: ReplaySetup, tiers: bool = False) -> Conf
             "quantile": setup.quantile,
             "headroom_fraction": setup.headroom_fraction,
             "scale_down_stabilization_s": setup.stabilization_s,
+            "unserved_budget": setup.unserved_budget,
             "horizon_s": setup.horizon_s,
             "cycle_s": int(STEP.total_seconds()),
         },
@@ -363,6 +393,8 @@ class FleetRun:
     reclaimed: int = 0
     seconds: float = 0.0
     plans: int = 0
+    margin: Margin | None = None
+    """The margin the planner learnt from the training period (tiercast's runs)."""
 
     @property
     def requested_total(self) -> np.ndarray:
@@ -416,8 +448,12 @@ def tiercast_run(
     policy: str = "predictive",
     solver: Solver = "auto",
     progress: Callable[[str], None] | None = None,
+    forecast_cache: dict[pd.Timestamp, SeriesForecast] | None = None,
 ) -> FleetRun:
     """Replay tiercast's planner walk-forward: every step plans from data before it.
+
+    ``forecast_cache``: forecasts by refresh time, shared between runs on the same
+    trace and setup (the on-demand and the tiered replay forecast the same data).
 
     The forecast is refreshed every ``reforecast_s`` of simulated time from the last
     ``lookback_s`` of history; each 5-minute step re-plans from that forecast and
@@ -442,24 +478,49 @@ def tiercast_run(
         + 2 * STEP
     )
     lookback = pd.Timedelta(seconds=setup.lookback_s)
-    limit = pd.Timedelta(seconds=config.policy.staleness_limit_s)
+    # A coarse source's newest value is one interval old when it becomes visible:
+    # stale only once it is older than that plus the policy's limit.
+    limit = pd.Timedelta(seconds=config.policy.staleness_limit_s) + trace.hold * STEP
     n_test = len(index) - trace.test_start
     requested = {p.name: np.zeros(n_test, dtype=np.int64) for p in pools}
     usable = {p.name: np.zeros(n_test, dtype=np.int64) for p in pools}
-    d_prev = trace.demand[trace.test_start - 1]
+    d_prev = trace.visible_demand(trace.test_start)
     start_alloc = allocate(
         pools, d_prev * (1 + config.policy.headroom_fraction), config.policy.cycle_s
     )
     inventory = {p.name: start_alloc[p.name] for p in pools}
     fc: SeriesForecast | None = None
-    burst_steps = int(BURST_WINDOW / STEP) + 1
     next_refresh = index[trace.test_start]
+    # The state across cycles the product reads from its run records.
+    past: list[PastCycle] = []
+    memory = pd.Timedelta(seconds=config.policy.scale_down_stabilization_s) + pd.Timedelta(
+        seconds=max(p.lead_time_s for p in pools)
+    )
+    floor_steps = int(memory / STEP) + 1
+    # Margins learnt once, from the training period as the policies see it (its
+    # source intervals that ended by the first test step): never from the test period.
+    training = signal.iloc[: trace.visible_end(trace.test_start) : trace.hold]
+    margin = learn_margin(
+        training,
+        setup.lead_time_s,
+        config.policy.unserved_budget,
+        step=trace.hold * STEP,
+        signal="demand",
+        floor_window=memory,
+    )
     for i in range(n_test):
         t = trace.test_start + i
         now = index[t]
-        window = signal.iloc[max(0, t - int(lookback / STEP)) : t]
+        # Only the source intervals that ended by now are visible (module docstring).
+        end = trace.visible_end(t)
+        window = signal.iloc[max(0, end - int(lookback / STEP)) : end]
         if now >= next_refresh or fc is None:
-            fc = forecast_series(window.rename("demand"), horizon, quantiles, setup.forecast_method)
+            cache = forecast_cache if forecast_cache is not None else {}
+            if now not in cache:
+                cache[now] = forecast_series(
+                    window.rename("demand"), horizon, quantiles, setup.forecast_method
+                )
+            fc = cache[now]
             next_refresh = now + pd.Timedelta(seconds=setup.reforecast_s)
         forecasts = {"demand": _observed_forecast(fc, window, now)}
         stale = {"demand"} if now - forecasts["demand"].last_timestamp > limit else set()
@@ -471,10 +532,22 @@ def tiercast_run(
             stale,
             solver=solver,
             with_signals=False,
-            # What the planner's burst guard learns from: the last day observed.
-            history={"demand": window.iloc[-burst_steps:]},
+            margins={"demand": margin},
+            # What the observed floor's peak is taken over (lead + stabilization).
+            history={"demand": window.iloc[-floor_steps:]},
+            past=past,
         )
         targets = {a.pool: a.target_nodes for a in plan.actions}
+        past = [c for c in past if now - c.at < memory]
+        past.append(
+            PastCycle(
+                at=now,
+                targets=dict(targets),
+                need_gpus=dict(plan.risk["near_need_gpus"]),
+                observed_gpus=dict(plan.risk["observed_gpus"]),
+                current=dict(inventory),
+            )
+        )
         for p in pools:
             fleet = fleets[p.name]
             if i == 0:
@@ -490,6 +563,7 @@ def tiercast_run(
     run.reclaimed = sum(f.reclaimed for f in fleets.values())
     run.seconds = time.perf_counter() - started
     run.plans = n_test
+    run.margin = margin
     return run
 
 
@@ -507,12 +581,43 @@ class Score:
     unserved_gpu_hours: float
     unserved_share: float
     steps_short_share: float
+    changes: int = 0
+    """Steps at which a pool's request changed, summed over pools."""
+    reversals: int = 0
+    """Of those, the changes undone (opposite direction) within the reversal window."""
+
+
+def count_reversals(requested: Sequence[int] | np.ndarray, window_steps: int) -> tuple[int, int]:
+    """``(changes, reversed)`` of one request series.
+
+    A change is a step whose request differs from the step before; it is reversed
+    when a change in the other direction follows within ``window_steps`` steps
+    (2 -> 3 at 08:35 after 3 -> 2 at 08:30 reverses the cut).
+    """
+    r = np.asarray(requested, dtype=np.int64)
+    sign = np.sign(np.diff(r))
+    at = np.flatnonzero(sign)
+    undone = 0
+    for k, i in enumerate(at):
+        for j in at[k + 1 :]:
+            if j - i > window_steps:
+                break
+            if sign[j] == -sign[i]:
+                undone += 1
+                break
+    return len(at), undone
 
 
 def score(
-    run: FleetRun, demand: np.ndarray, gpus_per_node: int, oracle: float, clairvoyant: float
+    run: FleetRun,
+    demand: np.ndarray,
+    gpus_per_node: int,
+    oracle: float,
+    clairvoyant: float,
+    reversal_steps: int = 6,
 ) -> Score:
     short = np.maximum(0.0, demand - run.usable_total * gpus_per_node)
+    flips = [count_reversals(r, reversal_steps) for r in run.requested.values()]
     total = float(demand.sum())
     cost = run.cost()
     return Score(
@@ -523,6 +628,8 @@ def score(
         unserved_gpu_hours=float(short.sum()) * STEP_H,
         unserved_share=float(short.sum()) / total if total > 0 else 0.0,
         steps_short_share=float((short > 1e-9).mean()) if len(short) else 0.0,
+        changes=sum(c for c, _ in flips),
+        reversals=sum(u for _, u in flips),
     )
 
 
@@ -556,26 +663,33 @@ def run_replay(
         "oracle": oracle_requests,
     }
     runs: dict[str, FleetRun] = {}
+    cache: dict[pd.Timestamp, SeriesForecast] = {}
     for name in (*policies, "clairvoyant", "oracle"):
         if name in runs:
             continue
         if name == "predictive":
             runs[name] = tiercast_run(
-                trace, setup, replay_config(trace, setup), name, progress=progress
+                trace,
+                setup,
+                replay_config(trace, setup),
+                name,
+                progress=progress,
+                forecast_cache=cache,
             )
         else:
             runs[name] = single_pool_run(name, baselines[name](trace, setup), setup)
     if tiers:
         config = replay_config(trace, setup, tiers=True)
         runs["predictive-tiers"] = tiercast_run(
-            trace, setup, config, "predictive-tiers", progress=progress
+            trace, setup, config, "predictive-tiers", progress=progress, forecast_cache=cache
         )
     demand = trace.demand[trace.test_start :]
     oracle = runs["oracle"].cost()
     clair = runs["clairvoyant"].cost()
     # The clairvoyant and the oracle are always reported: every cost is measured against them.
     order = [p for p in POLICIES if p in runs] + [p for p in runs if p not in POLICIES]
-    scores = {p: score(runs[p], demand, setup.gpus_per_node, oracle, clair) for p in order}
+    window = max(1, round(setup.reversal_window_s / STEP.total_seconds()))
+    scores = {p: score(runs[p], demand, setup.gpus_per_node, oracle, clair, window) for p in order}
     return Replay(trace, setup, runs, scores)
 
 
@@ -589,6 +703,8 @@ def format_table(replay: Replay) -> str:
         "unserved GPU-h",
         "unserved %",
         "steps short %",
+        "changes",
+        "reversals",
     )
     rows = [header]
     for s in replay.scores.values():
@@ -601,6 +717,8 @@ def format_table(replay: Replay) -> str:
                 f"{s.unserved_gpu_hours:.2f}",
                 f"{100 * s.unserved_share:.3f}",
                 f"{100 * s.steps_short_share:.2f}",
+                str(s.changes),
+                str(s.reversals),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -681,3 +799,182 @@ def write_chart(replay: Replay, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- suites
+
+SUITE_FILE = Path(__file__).with_name("replay_suite.yaml")
+"""The dev suite: which files, in which units and groups (documented in the file)."""
+
+
+@dataclass(frozen=True)
+class SuiteSeries:
+    """One series of a suite: its file under the suite folder, units and group."""
+
+    path: str
+    units_per_gpu: float
+    group: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    series: tuple[SuiteSeries, ...]
+    tuned_on: tuple[str, ...] = ()
+    """Groups the replay policy's parameters were chosen on; the rest confirm them."""
+
+
+def load_suite(path: str | Path = SUITE_FILE) -> Suite:
+    """Read a suite definition (YAML: ``name``, ``tuned_on``, ``series`` of path/units/group)."""
+    import yaml
+
+    where = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise BadInputError(f"suite {where!r}: cannot read: {str(exc)[:200]}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("series"), list):
+        raise BadInputError(f"suite {where!r}: expected a mapping with a 'series' list")
+    out = []
+    for i, item in enumerate(data["series"]):
+        if not isinstance(item, dict):
+            raise BadInputError(f"suite {where!r}: series[{i}] must be a mapping; got {item!r:.80}")
+        path_i, units, group = item.get("path"), item.get("units_per_gpu"), item.get("group")
+        if not isinstance(path_i, str) or not path_i:
+            raise BadInputError(f"suite {where!r}: series[{i}].path must be a file path")
+        if (
+            isinstance(units, bool)
+            or not isinstance(units, int | float)
+            or not math.isfinite(units)
+            or units <= 0
+        ):
+            raise BadInputError(
+                f"suite {where!r}: series[{i}].units_per_gpu must be a number > 0; got {units!r:.40}"
+            )
+        if not isinstance(group, str) or not group:
+            raise BadInputError(f"suite {where!r}: series[{i}].group must be a name")
+        out.append(SuiteSeries(path_i, float(units), group))
+    tuned = data.get("tuned_on") or []
+    if not isinstance(tuned, list) or not all(isinstance(g, str) for g in tuned):
+        raise BadInputError(f"suite {where!r}: tuned_on must be a list of group names")
+    return Suite(str(data.get("name", Path(path).stem)), tuple(out), tuple(tuned))
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    """The figures of one suite series that the summary needs."""
+
+    entry: SuiteSeries
+    name: str
+    scores: dict[str, Score]
+    tiers_gpu_hours: dict[str, float] = field(default_factory=dict)
+    margin: str = ""
+
+
+def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
+    tiered = replay.runs.get("predictive-tiers")
+    gpu_h = (
+        {
+            p: float(n.sum()) * replay.setup.gpus_per_node * STEP_H
+            for p, n in tiered.requested.items()
+        }
+        if tiered is not None
+        else {}
+    )
+    pred = replay.runs.get("predictive")
+    margin = pred.margin.describe() if pred is not None and pred.margin is not None else ""
+    return SuiteResult(entry, replay.trace.name, dict(replay.scores), gpu_h, margin)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def format_summary(results: Sequence[SuiteResult], suite: Suite) -> str:
+    """One row per series (predictive against reactive, tiers against on-demand only), then
+    the averages over groups (series of a group first, then groups) for the groups the
+    parameters were tuned on, the others, and all."""
+    header = (
+        "series",
+        "group",
+        "x clairv. pred/react",
+        "unserved % pred/react",
+        "reversals pred/react",
+        "cost<=react",
+        "unserved<=react",
+        "reversals<=react",
+        "tiers cheaper %",
+        "unserved GPU-h tiers/od",
+        "tiers ok",
+    )
+    rows = [header]
+    for r in results:
+        s = r.scores
+        p, re_ = s.get("predictive"), s.get("reactive")
+        t = s.get("predictive-tiers")
+        if p is None or re_ is None:
+            continue
+        saving = 1 - t.cost / p.cost if t is not None and p.cost > 0 else math.nan
+        rows.append(
+            (
+                Path(r.entry.path).stem,
+                r.entry.group,
+                f"{p.cost_vs_clairvoyant:.3f}/{re_.cost_vs_clairvoyant:.3f}",
+                f"{100 * p.unserved_share:.3f}/{100 * re_.unserved_share:.3f}",
+                f"{p.reversals}/{re_.reversals}",
+                "yes" if p.cost <= re_.cost + 1e-9 else "NO",
+                "yes" if p.unserved_gpu_hours <= re_.unserved_gpu_hours + 1e-9 else "NO",
+                "yes" if p.reversals <= re_.reversals else "NO",
+                f"{100 * saving:.1f}" if t is not None else "-",
+                f"{t.unserved_gpu_hours:.2f}/{p.unserved_gpu_hours:.2f}" if t is not None else "-",
+                (
+                    "yes"
+                    if t is not None
+                    and saving >= 0.4
+                    and t.unserved_gpu_hours <= p.unserved_gpu_hours + 1e-9
+                    else ("NO" if t is not None else "-")
+                ),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i > 1 else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.append("")
+    groups = sorted({r.entry.group for r in results})
+    tuned = [g for g in groups if g in suite.tuned_on]
+    confirm = [g for g in groups if g not in suite.tuned_on]
+
+    def averaged(which: Sequence[str], policy: str) -> tuple[float, float]:
+        per_group = []
+        for g in which:
+            members = [
+                r.scores[policy] for r in results if r.entry.group == g and policy in r.scores
+            ]
+            if members:
+                per_group.append(
+                    (
+                        _mean([m.cost_vs_clairvoyant for m in members]),
+                        _mean([m.unserved_share for m in members]),
+                    )
+                )
+        return _mean([c for c, _ in per_group]), _mean([u for _, u in per_group])
+
+    for label, which in (
+        (f"tuned on ({', '.join(tuned) or '-'})", tuned),
+        (f"confirming ({', '.join(confirm) or '-'})", confirm),
+        ("all groups", groups),
+    ):
+        if not which:
+            continue
+        parts = []
+        for policy in ("reactive", "predictive", "predictive-tiers"):
+            cost, unserved = averaged(which, policy)
+            if not math.isnan(cost):
+                parts.append(f"{policy} {cost:.3f} x clairvoyant, {100 * unserved:.3f}% unserved")
+        lines.append(f"average over groups, {label}: " + "; ".join(parts))
+    return "\n".join(lines)

@@ -23,16 +23,11 @@ step) is right; anchoring keeps the shape and drops the level error, so a wrong
 forecast degrades to reactive scaling. See :mod:`scaler.planning` for how the
 planner uses it.
 
-Bursts no forecast foresees (a load that doubles within minutes) are covered by
-the *burst guard*, learnt from the signal's own recent history: for a grid step m
-signal steps after the newest observation,
-
-    burst(m) = last * Q_q( max(y[i+1..i+m]) / y[i] )
-
-the policy quantile ``q`` of the largest rise over m steps seen in the last day
-(:data:`BURST_WINDOW`). Where the series rises calmly it is close to 1 and costs
-nothing; where it jumps, the planner keeps the margin those jumps needed, the
-way a reactive autoscaler's fixed headroom would, but sized from the data.
+What demand does within a lead time beyond the forecast's predicted change (a
+load that doubles within minutes) is covered by a *margin* over the newest
+observation, one per signal: learnt from the signal's own history
+(:mod:`scaler.margins`), or ``policy.headroom_fraction`` where the history is too
+short to learn from.
 
 Signals are put on the planning grid (``now`` to ``now + horizon`` at the cycle
 step) by taking, for each grid step, the largest forecast value inside it: the
@@ -42,6 +37,7 @@ capacity chosen for a step must cover its worst sub-step.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -68,86 +64,6 @@ def gpus_for(workload: WorkloadConfig, value: float | np.ndarray) -> np.ndarray:
         profile = resolve_profile(workload.gpu_model, workload.mig_profile, workload.memory_gb)
         return replicas * gpu_fraction(workload.gpu_model, profile)
     return replicas * workload.gpus_per_replica
-
-
-BURST_WINDOW = pd.Timedelta(days=1)
-"""History the burst guard learns rises from: one day sees every hour of a daily cycle."""
-BURST_MIN_SAMPLES = 12
-"""Fewer rises than this (an hour at 5-minute steps) say nothing about bursts: no guard."""
-
-
-def rise_quantiles(
-    observed: pd.Series, step: pd.Timedelta, max_steps: int, quantile: float
-) -> np.ndarray:
-    """``Q_q(max(y[i+1..i+m]) / y[i])`` for m = 1..max_steps over the last :data:`BURST_WINDOW`.
-
-    ``observed`` is the signal's recent history (NaN for gaps); an entry is NaN where
-    fewer than :data:`BURST_MIN_SAMPLES` rises with a positive base were seen.
-    """
-    out = np.full(max_steps, np.nan)
-    seen = observed.dropna()
-    if seen.empty or max_steps < 1 or step <= pd.Timedelta(0):
-        return out
-    last = seen.index[-1]
-    seen = seen[seen.index > last - BURST_WINDOW]
-    grid = pd.date_range(seen.index[0], last, freq=step)
-    # Samples off the step (a source that moved its scrape offset) are gaps, not rises.
-    v = seen.reindex(grid).to_numpy(dtype=float)
-    base = v[:-1]
-    ahead = np.full(len(base), np.nan)
-    for m in range(1, max_steps + 1):
-        nxt = np.full(len(base), np.nan)
-        nxt[: len(v) - m] = v[m:]
-        # Largest value over the next m steps: a burst that comes and goes still needed GPUs.
-        ahead = np.fmax(ahead, nxt)
-        valid = np.isfinite(base) & (base > 0) & np.isfinite(ahead)
-        valid[len(v) - m :] = False
-        if valid.sum() >= BURST_MIN_SAMPLES:
-            out[m - 1] = float(np.quantile(ahead[valid] / base[valid], quantile))
-    return out
-
-
-def burst_demand_by_model(
-    config: Config,
-    forecasts: dict[str, SeriesForecast],
-    observed: dict[str, pd.Series],
-    grid: pd.DatetimeIndex,
-    quantile: float,
-    reach: int,
-    headroom_fraction: float = 0.0,
-) -> dict[str, np.ndarray]:
-    """The burst guard in GPUs per GPU model on the first ``reach`` grid steps (0 beyond).
-
-    Grid step j covers the signal steps up to ``grid[j] + cycle``; a workload's guard
-    is its newest observation times the larger of ``1 + headroom_fraction`` and the
-    ``quantile`` of the rises seen over that many steps (the headroom alone where its
-    recent history is too short), so the sum over workloads never drops below any
-    one workload's headroom floor.
-    """
-    cycle = grid[1] - grid[0] if len(grid) > 1 else pd.Timedelta(minutes=5)
-    out: dict[str, np.ndarray] = {}
-    for w in config.workloads:
-        fc = forecasts.get(w.signal)
-        history = observed.get(w.signal)
-        if fc is None:
-            continue
-        step = fc.step if fc.step > pd.Timedelta(0) else cycle
-        if history is None:
-            history = pd.Series(dtype=float, index=pd.DatetimeIndex([]))
-        near = grid[: max(0, min(reach, len(grid)))]
-        if len(near) == 0:
-            continue
-        # Signal steps between the newest observation and the end of each grid step.
-        ahead = (near + cycle - step - fc.last_timestamp) / step
-        steps = np.maximum(1, np.ceil(np.asarray(ahead, dtype=float) - 1e-9)).astype(int)
-        recent = history[history.index <= fc.last_timestamp]
-        rises = rise_quantiles(recent, step, int(steps.max()), quantile)
-        ratio = np.fmax(rises[steps - 1], 1.0 + headroom_fraction)
-        gpus = np.zeros(len(grid))
-        gpus[: len(near)] = gpus_for(w, fc.last_value * ratio)
-        key = gpu_model(w.gpu_model).name
-        out[key] = out.get(key, np.zeros(len(grid))) + gpus
-    return out
 
 
 def planning_grid(now: pd.Timestamp, horizon_s: int, step_s: int) -> pd.DatetimeIndex:
@@ -197,15 +113,30 @@ def demand_by_model(
     return out
 
 
+Headroom = float | Mapping[str, float]
+"""One margin for every signal, or a margin per signal name (a learned one, scaler.margins)."""
+
+
+def headroom_for(headroom: Headroom, signal: str, default: float = 0.0) -> float:
+    """The margin of ``signal``: its own where ``headroom`` maps it, else ``default``."""
+    if isinstance(headroom, Mapping):
+        return float(headroom.get(signal, default))
+    return float(headroom)
+
+
 def current_demand_by_model(
-    config: Config, forecasts: dict[str, SeriesForecast], headroom_fraction: float = 0.0
+    config: Config,
+    forecasts: dict[str, SeriesForecast],
+    headroom_fraction: Headroom = 0.0,
+    recent_peaks: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """The observed floor per GPU model: GPUs for what is running now, with headroom.
 
-    Per workload ``max(gpus(last * (1 + headroom)), gpus(largest value of the last
-    hour))``: the newest demand plus a margin for growth while new nodes boot, and
-    never less than what the last hour actually needed (a dip of one sample does not
-    release capacity).
+    Per workload ``max(gpus(last * (1 + headroom)), gpus(recent peak))``: the newest
+    demand plus a margin for growth while new nodes boot, and never less than what
+    the recent past actually needed (a dip of one sample does not release
+    capacity). The recent peak is ``recent_peaks[signal]`` where given (the planner's
+    lead time + stabilization window), else the forecast's last hour.
     """
     out: dict[str, float] = {}
     for w in config.workloads:
@@ -213,8 +144,27 @@ def current_demand_by_model(
         if fc is None:
             continue
         key = gpu_model(w.gpu_model).name
-        level = max(fc.last_value * (1.0 + headroom_fraction), fc.recent_max)
+        peak = (recent_peaks or {}).get(w.signal, fc.recent_max)
+        level = max(fc.last_value * (1.0 + headroom_for(headroom_fraction, w.signal)), peak)
         out[key] = out.get(key, 0.0) + float(gpus_for(w, level))
+    return out
+
+
+def newest_demand_by_model(
+    config: Config, forecasts: dict[str, SeriesForecast]
+) -> dict[str, float]:
+    """GPUs per GPU model for the newest observation of each signal, no margin.
+
+    What a pool held on stale or missing data may still scale up to: the demand
+    that is already there, not a forecast made from old data.
+    """
+    out: dict[str, float] = {}
+    for w in config.workloads:
+        fc = forecasts.get(w.signal)
+        if fc is None:
+            continue
+        key = gpu_model(w.gpu_model).name
+        out[key] = out.get(key, 0.0) + float(gpus_for(w, fc.last_value))
     return out
 
 
@@ -239,7 +189,7 @@ def anchored_demand_by_model(
     config: Config,
     forecasts: dict[str, SeriesForecast],
     grid: pd.DatetimeIndex,
-    headroom_fraction: float = 0.0,
+    headroom_fraction: Headroom = 0.0,
 ) -> dict[str, np.ndarray]:
     """GPUs per GPU model for ``last * (1 + headroom) * median ratio`` on ``grid``."""
     out: dict[str, np.ndarray] = {}
@@ -247,7 +197,8 @@ def anchored_demand_by_model(
         fc = forecasts.get(w.signal)
         if fc is None:
             continue
-        values = fc.last_value * (1.0 + headroom_fraction) * median_ratio(fc, grid)
+        margin = headroom_for(headroom_fraction, w.signal)
+        values = fc.last_value * (1.0 + margin) * median_ratio(fc, grid)
         key = gpu_model(w.gpu_model).name
         out[key] = out.get(key, np.zeros(len(grid))) + gpus_for(w, values)
     return out

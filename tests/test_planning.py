@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from forecaster.forecasting import SeriesForecast
 from scaler.actuators import RecordingProvider
 from scaler.config import Config, parse_config
+from scaler.margins import learn_margin, unserved_by_margin
 from scaler.planning import (
     covered_gpus,
     lead_steps,
@@ -23,7 +24,6 @@ from scaler.planning import (
     spot_loss_fraction,
 )
 from scaler.plans import CapacityPlan
-from scaler.translating import rise_quantiles
 from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "scaler" / "plan.schema.json").read_text())
@@ -341,34 +341,54 @@ def history(values: list[float], step: str = "5min") -> pd.Series:
     return pd.Series(values, index=idx, dtype=float)
 
 
-def test_rise_quantiles_measure_the_largest_rise_over_each_horizon() -> None:
-    # Every other step doubles: over one step the rises are x2 and x0.5; over two, x2.
-    y = history([10.0, 20.0] * 48)
-    q = rise_quantiles(y, STEP, 3, 0.9)
-    assert q.tolist() == pytest.approx([2.0, 2.0, 2.0])
-    assert rise_quantiles(y, STEP, 1, 0.4)[0] == pytest.approx(0.5)
-    # Too little history, or none with a positive base, says nothing.
-    assert np.isnan(rise_quantiles(history([10.0, 20.0] * 3), STEP, 2, 0.9)).all()
-    assert np.isnan(rise_quantiles(history([0.0] * 60), STEP, 1, 0.9)).all()
-    # Gaps are not rises: NaN samples neither count as a base nor as a value.
-    gappy = history([10.0, np.nan] * 48)
-    assert np.isnan(rise_quantiles(gappy, STEP, 1, 0.9)[0])
+def test_unserved_by_margin_replays_the_near_term_rule() -> None:
+    # Lead of one step: step j is served by min(R[j-2], R[j-1]); no hour floor.
+    y = np.array([10.0, 10.0, 10.0, 20.0, 10.0, 10.0])
+    got = unserved_by_margin(y, 1, 1, np.array([0.0, 1.0]))
+    # Steps 2..5 are scored (the first two have no full lead time behind them).
+    # Margin 0: step 3 (20) is served by 10: 10 of 50 short; margin 1 serves it.
+    assert got.tolist() == pytest.approx([10 / 50, 0.0])
 
 
-def test_the_burst_guard_keeps_the_margin_recent_jumps_needed() -> None:
+def test_the_margin_is_the_cheapest_that_keeps_unserved_within_budget() -> None:
+    # A jump by half every 95 minutes: the last hour's peak has gone by each jump.
+    jumpy = history(([40.0] * 15 + [60.0] * 4) * 16 * 3)
+    m = learn_margin(jumpy, 600, 0.0, signal="rps")
+    assert m is not None and m.margin == pytest.approx(0.5) and m.within_budget
+    assert m.smaller_unserved_share is not None and m.smaller_unserved_share > 0
+    # A looser budget buys a smaller margin; a calm series needs none.
+    loose = learn_margin(jumpy, 600, 0.05, signal="rps")
+    assert loose is not None and loose.margin < m.margin and loose.unserved_share <= 0.05
+    calm = learn_margin(history([60.0] * 600), 600, 0.0, signal="rps")
+    assert calm is not None and calm.margin == 0.0
+    # Too little history says nothing.
+    assert learn_margin(history([60.0] * 100), 600, 0.0) is None
+    # Demand that appears from nothing: no margin reaches the budget, so the margin
+    # stops where more buys nothing, and says so.
+    bursts = history(([0.0] * 30 + [50.0] * 6) * 20)
+    b = learn_margin(bursts, 600, 0.0, signal="rps")
+    assert b is not None and not b.within_budget and b.margin == 0.0
+    assert "budget not reachable" in b.describe()
+
+
+def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     config, _, inventory = _fleet()
-    fc = forecast(np.full(30, 60.0), 0.0, 60.0, 60.0)
-    # A series that jumps by half within minutes, again and again.
-    jumpy = history([60.0, 60.0, 90.0] * 96)
-    calm = history([60.0] * 288)
+    config = config.model_copy(
+        update={"policy": config.policy.model_copy(update={"unserved_budget": 0.0})}
+    )
+    fc = forecast(np.full(30, 40.0), 0.0, 40.0, 40.0)
+    jumpy = history(([40.0] * 15 + [60.0] * 4) * 16 * 3)
+    calm = history([40.0] * 900)
     guarded = plan_capacity(config, {"rps": fc}, inventory, NOW, history={"rps": jumpy})
     plain = plan_capacity(config, {"rps": fc}, inventory, NOW, history={"rps": calm})
     none = plan_capacity(config, {"rps": fc}, inventory, NOW)
     reach = lead_steps(config.pools[0], 300) + 1
-    assert min(guarded.demand_gpus["H100-80GB"][:reach]) == pytest.approx(90.0)
-    # A calm history costs nothing beyond the headroom; without history, the same.
-    assert plain.demand_gpus == none.demand_gpus
-    assert max(plain.demand_gpus["H100-80GB"][:reach]) == pytest.approx(66.0)
-    # Beyond reach the forecast quantile plans, guard or not.
-    assert guarded.demand_gpus["H100-80GB"][reach:] == plain.demand_gpus["H100-80GB"][reach:]
-    assert sum(a.target_nodes for a in guarded.actions) > sum(a.target_nodes for a in plain.actions)
+    assert min(guarded.demand_gpus["H100-80GB"][:reach]) == pytest.approx(60.0)
+    assert guarded.risk["margins"]["rps"]["margin"] == pytest.approx(0.5)
+    # A calm history learns no margin; without history the configured headroom applies.
+    assert max(plain.demand_gpus["H100-80GB"][:reach]) == pytest.approx(40.0)
+    assert none.risk["margins"]["rps"] == {"source": "policy.headroom_fraction", "margin": 0.1}
+    assert max(none.demand_gpus["H100-80GB"][:reach]) == pytest.approx(44.0)
+    # The reasons name the margin and its evidence.
+    assert all("margin 50.0% learned for 'rps'" in a.reason for a in guarded.actions)
+    assert all("policy.headroom_fraction" in a.reason for a in none.actions)

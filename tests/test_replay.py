@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,8 +17,16 @@ from scaler.simulating import (
     STEP,
     FleetRun,
     ReplaySetup,
+    Score,
     SpotFleet,
+    Suite,
+    SuiteResult,
+    SuiteSeries,
     clairvoyant_requests,
+    count_reversals,
+    format_summary,
+    format_table,
+    load_suite,
     oracle_requests,
     prepare_trace,
     reactive_requests,
@@ -148,9 +157,12 @@ def test_walk_forward_never_sees_the_future() -> None:
     future = base.copy()
     future.iloc[cut:] = future.iloc[cut:] * 3 + 50
     changed = short_trace(future, 30)
-    config = replay_config(trace, FAST)
-    a = tiercast_run(trace, FAST, config)
-    b = tiercast_run(changed, FAST, config)
+    # With the product's forecaster selection: 'auto' backtests candidates on the
+    # history, so a peek anywhere in it would show.
+    auto = replace(FAST, forecast_method="auto")
+    config = replay_config(trace, auto)
+    a = tiercast_run(trace, auto, config)
+    b = tiercast_run(changed, auto, config)
     upto = cut - trace.test_start  # decisions at steps test_start .. cut use data before cut
     assert a.requested_total[: upto + 1].tolist() == b.requested_total[: upto + 1].tolist()
     assert a.requested_total[upto + 1 :].tolist() != b.requested_total[upto + 1 :].tolist()
@@ -199,7 +211,7 @@ def test_a_reclaimed_spot_node_leaves_the_demand_served() -> None:
     assert served[lost <= 1].all()
 
 
-def test_the_replay_plans_with_the_observed_day_for_the_burst_guard() -> None:
+def test_the_replay_plans_with_the_margin_learnt_from_training() -> None:
     # Demand that jumps by half within a lead time every 95 minutes: more than an
     # hour apart, so the last hour's peak does not hold the margin, and out of step
     # with the day, so yesterday's forecast does not foresee them.
@@ -207,8 +219,8 @@ def test_the_replay_plans_with_the_observed_day_for_the_burst_guard() -> None:
     trace = short_trace(values, 36)
     run = tiercast_run(trace, FAST, replay_config(trace, FAST))
     d = trace.demand[trace.test_start :]
-    # The guard keeps the jumps' margin: every jump is served, though the headroom
-    # (0.1) alone would leave each one short.
+    # The margin learnt from the training period keeps the jumps' margin: every jump
+    # is served, though the headroom (0.1) alone would leave each one short.
     assert (run.usable_total * 8 >= d).all()
     assert (run.requested_total * 8 >= 60).all()
 
@@ -248,6 +260,10 @@ def test_simulate_rejects_bad_flags(workdir, capsys) -> None:
     daily(6).to_frame("value").to_csv(workdir / "d.csv")
     assert main(["simulate", "--history", "d.csv", "--spot-max-share", "2"]) == 2
     assert "spot-max-share" in capsys.readouterr().err
+    assert main(["simulate", "--history", "d.csv", "--unserved-budget", "0.9"]) == 2
+    assert "--unserved-budget must be between 0 and 0.5" in capsys.readouterr().err
+    assert main(["simulate", "--history", "d.csv", "--stabilization", "soon"]) == 2
+    assert "--stabilization" in capsys.readouterr().err
 
 
 @pytest.mark.traces
@@ -265,3 +281,182 @@ def test_replay_rules_on_a_public_trace() -> None:
     assert s["reactive"].cost > s["clairvoyant"].cost > s["oracle"].cost
     assert s["reactive"].unserved_gpu_hours > 0 == s["clairvoyant"].unserved_gpu_hours
     assert isinstance(replay.runs["reactive"], FleetRun)
+
+
+# --------------------------------------------------------------------------- coarse sources
+
+
+def test_a_coarse_value_is_visible_only_once_its_interval_has_ended() -> None:
+    # 30-minute source: value k covers steps 6k .. 6k+5 and is known from step 6k+6.
+    values = [10.0] * (6 * 48)
+    values[200] = 90.0
+    trace = prepare_trace(series(values, "30min"), 1, SETUP)
+    assert trace.hold == 6
+    assert [trace.visible_end(t) for t in (0, 5, 6, 11, 12)] == [0, 0, 6, 6, 12]
+    spike = 200 * 6
+    # Scored demand is held over the interval from its start, as before.
+    assert trace.demand[spike : spike + 6].tolist() == [90.0] * 6
+    assert trace.visible_demand(spike + 5) == 10.0 and trace.visible_demand(spike + 6) == 90.0
+    # Reactive sees the spike when its interval has ended, not at its start.
+    reactive = reactive_requests(trace, SETUP)
+    at = spike - trace.test_start
+    assert reactive[at : at + 6].tolist() == [2] * 6  # ceil(10 * 1.2 / 8)
+    assert reactive[at + 6] == 14  # ceil(90 * 1.2 / 8)
+    # The yardsticks see demand itself: the clairvoyant serves the spike from its start.
+    clair = single_pool_run("clairvoyant", clairvoyant_requests(trace, SETUP), SETUP)
+    assert (clair.usable_total * 8 >= trace.demand[trace.test_start :]).all()
+
+
+@given(st.integers(0, 3), st.floats(2, 20))
+@settings(max_examples=4, deadline=None)
+def test_predictive_decisions_ignore_an_interval_that_has_not_ended(k: int, factor: float) -> None:
+    base = daily(6, "30min")
+    trace = short_trace(base, 48)
+    # Change the value of one 30-minute interval of the test period.
+    first = trace.visible_end(trace.test_start) // 6 + 1 + k
+    changed = base.copy()
+    changed.iloc[first] = changed.iloc[first] * factor + 40
+    other = short_trace(changed, 48)
+    config = replay_config(trace, FAST)
+    a = tiercast_run(trace, FAST, config)
+    b = tiercast_run(other, FAST, config)
+    # Decisions up to the interval's end (step 6 * (first + 1)) cannot have seen it.
+    upto = 6 * (first + 1) - trace.test_start
+    assert a.requested_total[:upto].tolist() == b.requested_total[:upto].tolist()
+    assert a.requested_total[upto:].tolist() != b.requested_total[upto:].tolist()
+
+
+# --------------------------------------------------------------------------- reversals
+
+
+def test_a_change_undone_within_the_window_is_a_reversal() -> None:
+    # 3 -> 2 at step 1 is undone at step 2 (one reversal: the change undone); the
+    # raises at steps 2 and 5 are not undone within 6 steps.
+    assert count_reversals([3, 2, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 3], 6) == (4, 1)
+    assert count_reversals([5, 5, 5], 6) == (0, 0)
+    # A cut 7 steps after a raise is outside a 6-step window.
+    assert count_reversals([1, 2, 2, 2, 2, 2, 2, 2, 1], 6) == (2, 0)
+
+
+def test_the_table_counts_changes_and_reversals_for_every_policy() -> None:
+    trace = prepare_trace(daily(6), 1, SETUP)
+    replay = run_replay(trace, SETUP, ["static", "reactive"])
+    table = format_table(replay)
+    assert "reversals" in table.splitlines()[0]
+    assert replay.scores["static"].changes == 0
+    reactive = replay.runs["reactive"].requested_total
+    assert (replay.scores["reactive"].changes, replay.scores["reactive"].reversals) == (
+        count_reversals(reactive, 6)
+    )
+
+
+# --------------------------------------------------------------------------- learnt margins
+
+
+@given(st.floats(0.1, 10), st.integers(0, 29))
+@settings(max_examples=4, deadline=None)
+def test_margins_learnt_from_training_ignore_the_test_period(scale: float, at: int) -> None:
+    values = series(([40.0] * 15 + [60.0] * 4) * 16 * 6)
+    trace = short_trace(values, 30)
+    altered = values.copy()
+    altered.iloc[trace.test_start + at :] = altered.iloc[trace.test_start + at :] * scale
+    other = short_trace(altered, 30)
+    config = replay_config(trace, FAST)
+    a = tiercast_run(trace, FAST, config)
+    b = tiercast_run(other, FAST, config)
+    assert a.margin is not None and a.margin == b.margin
+    assert a.margin.margin > 0
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def test_the_dev_suite_is_the_documented_one() -> None:
+    suite = load_suite()
+    groups = {e.group for e in suite.series}
+    assert groups == {"servegen", "azure_vm2019", "nyc_taxi", "helios_earth"}
+    units = {Path(e.path).name: e.units_per_gpu for e in suite.series}
+    assert units["m_small_rps_10min.csv"] == 20
+    assert units["vm_cpu_cores_used_5min.csv"] == 50000
+    assert units["nyc_taxi_passengers_30min.csv"] == 300
+    assert sum(e.group == "helios_earth" for e in suite.series) == 13
+    assert set(suite.tuned_on) < groups
+
+
+@pytest.mark.traces
+def test_the_suites_helios_tenants_are_those_peaking_at_32_gpus_or_more() -> None:
+    from forecaster.series import read_history_csv
+
+    folder = Path(trace_path("helios_earth/helios_earth_16vc_gpus_running_5min.csv")).parent
+    listed = {Path(e.path).name for e in load_suite().series}
+    for f in sorted(folder.glob("helios_earth_vc*_gpus_running_5min.csv")):
+        peak = float(next(iter(read_history_csv(f).values())).max())
+        assert (f.name in listed) == (peak >= 32), f.name
+
+
+def test_bad_suites_are_one_line_errors(tmp_path) -> None:
+    bad = tmp_path / "s.yaml"
+    bad.write_text("series:\n  - {path: a.csv, units_per_gpu: 0, group: g}\n")
+    with pytest.raises(BadInputError, match=r"series\[0\]\.units_per_gpu must be a number > 0"):
+        load_suite(bad)
+    bad.write_text("series: 3\n")
+    with pytest.raises(BadInputError, match="'series' list"):
+        load_suite(bad)
+
+
+def _score(policy: str, cost: float, unserved: float, reversals: int) -> Score:
+    return Score(
+        policy, cost, cost / 100, cost / 100, unserved, unserved / 1000, 0.0, 10, reversals
+    )
+
+
+def test_the_summary_averages_over_series_of_a_group_then_over_groups() -> None:
+    suite = Suite("t", (), ("a",))
+    results = [
+        SuiteResult(
+            SuiteSeries(f"{g}{i}.csv", 1, g),
+            f"{g}{i}",
+            {
+                "reactive": _score("reactive", 120, 2.0, 5),
+                "predictive": _score("predictive", c, u, 3),
+                "predictive-tiers": _score("predictive-tiers", c / 2, u, 0),
+            },
+        )
+        for g, i, c, u in (("a", 0, 100, 1.0), ("b", 0, 110, 0.0), ("b", 1, 130, 4.0))
+    ]
+    text = format_summary(results, suite)
+    # Group b averages its two series (1.2 x clairvoyant) before meeting group a (1.0).
+    assert "all groups: reactive 1.200 x clairvoyant" in text
+    assert "predictive 1.100 x clairvoyant, 0.150% unserved" in text
+    assert "tuned on (a)" in text and "confirming (b)" in text
+    row = next(line for line in text.splitlines() if line.startswith("b1"))
+    assert "NO" in row  # b1 costs more than reactive and leaves more unserved
+
+
+def test_simulate_suite_prints_a_table_per_series_and_the_summary(workdir, capsys) -> None:
+    (workdir / "traces").mkdir()
+    daily(6).to_frame("value").to_csv(workdir / "traces" / "one.csv")
+    daily(6, seed=1).to_frame("value").to_csv(workdir / "traces" / "two.csv")
+    (workdir / "suite.yaml").write_text(
+        "name: t\ntuned_on: [x]\nseries:\n"
+        "  - {path: one.csv, units_per_gpu: 1, group: x}\n"
+        "  - {path: two.csv, units_per_gpu: 2, group: y}\n"
+    )
+    code = main(
+        [
+            "simulate",
+            "--suite",
+            "traces",
+            "--suite-file",
+            "suite.yaml",
+            "--policies",
+            "static,reactive",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "== one.csv (x)" in out and "== two.csv (y)" in out
+    assert out.count("reversals") >= 2
+    assert main(["simulate", "--suite", "nowhere"]) == 2
+    assert main(["simulate"]) == 2
+    assert "exactly one of --history CSV or --suite DIR" in capsys.readouterr().err
