@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from forecaster import __version__
+from forecaster.artifacts import load_signing_key
 from forecaster.errors import BadInputError, TiercastError
 from forecaster.estimators import check_quantiles, quantile_column
 from forecaster.forecasting import forecast_series
@@ -289,7 +290,11 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     quantiles = parse_quantiles(args.quantiles)
     horizon = parse_duration(args.horizon)
     # A store path makes repeated forecasts of the same series reuse the selected model.
-    store = ModelStore(args.model_store) if getattr(args, "model_store", None) else None
+    store = (
+        ModelStore(args.model_store, signing_key=load_signing_key(None))
+        if getattr(args, "model_store", None)
+        else None
+    )
     frames = []
     for name, y in history.items():
         fc = forecast_series(y.rename(name), horizon, [q for q, _ in quantiles], args.method, store)

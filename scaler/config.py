@@ -271,6 +271,11 @@ class ModelStoreConfig(_Model):
     """Folder with one fitted model per series. Default ``models``."""
     max_age_s: int = Field(default=86400, ge=0)
     """Refit a stored model older than this. Default 86400 (daily)."""
+    signing_key_file: str | None = None
+    """File (a mounted Secret) holding the HMAC key that signs the pickled parts of
+    stored models (scikit-learn's trees, which have no code-free form). Default None:
+    ``$TIERCAST_MODEL_SIGNING_KEY_FILE``, else such models are refitted every cycle and
+    never written. Every other model is stored in a format that cannot run code."""
 
 
 _DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")

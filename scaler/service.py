@@ -435,12 +435,17 @@ class ScheduledJob:
 
 def refit_models(inputs: Inputs) -> list[str]:
     """Refit every signal's model now (a quiet hour), so cycles reuse fresh fits."""
+    from forecaster.artifacts import load_signing_key
     from forecaster.forecasting import forecast_history
     from forecaster.store import ModelStore
 
     config = inputs.config
     # max_age_s=0: every stored model is due, so each one is refitted and written.
-    store = ModelStore(config.model_store.path, max_age_s=0)
+    store = ModelStore(
+        config.model_store.path,
+        max_age_s=0,
+        signing_key=load_signing_key(config.model_store.signing_key_file),
+    )
     now = inputs.now if inputs.now is not None else utc_now()
     history = {n: y[y.index < now] for n, y in inputs.history.items()}
     usable = {n: y for n, y in history.items() if y.notna().sum() >= 2}
