@@ -23,6 +23,7 @@ from forecaster.artifacts import load_signing_key
 from forecaster.errors import BadInputError, TiercastError
 from forecaster.estimators import check_quantiles, quantile_column
 from forecaster.forecasting import forecast_series
+from forecaster.secrets import RedactSecrets, redact
 from forecaster.series import History, parse_duration, read_history_csv
 from forecaster.store import ModelStore
 from scaler.actuators import RecordingProvider
@@ -32,6 +33,16 @@ from scaler.demo import demo_inputs
 from scaler.plans import actions_table, iso
 
 log = logging.getLogger("tiercast")
+
+MAX_ERROR_CHARS = 300
+"""The final error line is cut to this many characters (an input may be megabytes)."""
+
+
+def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` redacted, on one line, at most ``limit`` characters (the CLI's final error line)."""
+    flat = " ".join(redact(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
 
 # Feature modules that add subcommands: module path -> must expose register(subparsers).
 _EXTENSIONS: tuple[str, ...] = (
@@ -453,10 +464,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Masking is on before the first log line (a retry warning may quote a server's echo).
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactSecrets) for f in handler.filters):
+            handler.addFilter(RedactSecrets())
     try:
         return int(args.func(args) or 0)
     except TiercastError as exc:
-        print(f"tiercast: error: {exc}", file=sys.stderr)
+        print(one_line(f"tiercast: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tiercast: interrupted", file=sys.stderr)

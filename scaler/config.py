@@ -235,8 +235,11 @@ class ForecastConfig(_Model):
 class PrometheusConfig(_Model):
     """Where signals with a ``query`` are read; see ``forecaster/prometheus.py``."""
 
-    url: str = Field(pattern=r"^https?://")
-    """Base URL, e.g. ``http://prometheus.monitoring:9090``."""
+    url: str = Field(pattern=r"^https?://", max_length=2048)
+    """Base URL, e.g. ``https://prometheus.monitoring:9090``."""
+    allow_insecure: bool = False
+    """Send ``bearer_token_file`` or the password over plain ``http://`` anyway (anyone on
+    the network path can read them). Default false: such a config is refused at load."""
     bearer_token_file: str | None = None
     """File holding a bearer token (a Kubernetes secret mount); read each cycle, never logged."""
     username: str | None = None
@@ -246,15 +249,23 @@ class PrometheusConfig(_Model):
     """CA bundle (PEM) that signed the server's certificate; default: the system's."""
     verify_tls: bool = True
     """Verify the server's TLS certificate. Default true."""
-    timeout_s: float = Field(default=30.0, gt=0)
-    """Timeout of one HTTP request, in seconds. Default 30."""
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """Deadline of one whole HTTP request (connect, headers and body), in seconds; at most
+    600 so one slow chunk cannot hold a cycle for longer than ten minutes. Default 30."""
     retries: int = Field(default=3, ge=0, le=10)
     """Retries of a request after a connection error, timeout, 429 or 5xx. Default 3."""
     retry_backoff_s: float = Field(default=1.0, ge=0, le=30)
     """First wait before a retry, doubled each time (capped at 30 s). Default 1."""
-    lookback_s: int = Field(default=14 * 86400, ge=3600)
-    """History window read each cycle. Default 14 days."""
-    max_fill_gap_s: int = Field(default=900, ge=0)
+    lookback_s: int = Field(default=14 * 86400, ge=3600, le=400 * 86400)
+    """History window read each cycle. Default 14 days; at most 400 days (a year and its
+    seasons is the most any estimator uses, and each cycle reads the whole window)."""
+    max_response_bytes: int = Field(default=256 * 1024 * 1024, ge=1024, le=4 * 1024**3)
+    """Largest decoded answer read from one request; a larger one is a one-line error,
+    not an out-of-memory pod. Default 256 MiB (11,000 points x ~1,000 series)."""
+    max_series: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Most series one query may return; more means the query lost its aggregation.
+    Default 10,000."""
+    max_fill_gap_s: int = Field(default=900, ge=0, le=86400)
     """Gaps up to this long are interpolated; longer ones stay missing and are reported. Default 900."""
 
     @model_validator(mode="after")
@@ -263,6 +274,13 @@ class PrometheusConfig(_Model):
             raise ValueError("prometheus: give either bearer_token_file or username, not both")
         if self.password_file is not None and self.username is None:
             raise ValueError("prometheus: password_file needs username")
+        credentials = self.bearer_token_file is not None or self.username is not None
+        if credentials and self.url.startswith("http://") and not self.allow_insecure:
+            kind = "bearer token" if self.bearer_token_file is not None else "password"
+            raise ValueError(
+                f"prometheus.url: {self.url[:200]!r} is plain http:// and the {kind} would be "
+                "sent in clear; use https:// or set prometheus.allow_insecure: true"
+            )
         return self
 
 
@@ -507,21 +525,38 @@ def _known_mig_layout(field: str, model: str, spec: str) -> None:
         raise ValueError(str(exc)) from None
 
 
+MAX_SHOWN = 80
+"""Characters of an offending value shown in an error (a value may be megabytes)."""
+
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters, never built whole for big input."""
+    if isinstance(value, str | bytes) and len(value) > limit:
+        value = value[: limit + 1]
+    elif isinstance(value, dict | list | tuple):
+        return f"a {type(value).__name__} of {len(value)} item(s)"
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _format_error(source: str, exc: ValidationError) -> str:
-    err = exc.errors()[0]
+    err = exc.errors(include_url=False, include_context=False, include_input=True)[0]
     loc = ""
     for part in err["loc"]:
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "value_error" and not loc:
-        return f"{source}: {msg}"
+    msg = " ".join(str(err["msg"]).removeprefix("Value error, ").split())[:240]
+    if err["type"] == "value_error":
+        # Our own checks name the field and the value already.
+        if not loc or msg.startswith(loc.split(".")[0]):
+            return f"{source}: {msg}"
+        return f"{source}: {loc}: {msg}"
     if err["type"] == "missing":
         return f"{source}: {loc}: required field is missing"
     if err["type"] == "extra_forbidden":
         return (
             f"{source}: {loc}: unknown field (check the spelling against data/example-config.yaml)"
         )
-    return f"{source}: {loc or 'top level'}: {msg}; got {err.get('input')!r}"
+    return f"{source}: {loc or 'top level'}: {msg}; got {shown(err.get('input'))}"
 
 
 def parse_config(data: Any, source: str = "config") -> Config:

@@ -518,12 +518,24 @@ def run_once(
     load: Callable[[], Inputs],
     show: Callable[[CycleResult, str], None],
 ) -> int:
-    """``tiercast run``: one cycle through :class:`CycleJob`; returns the exit code."""
-    inputs = load()
-    config = inputs.config
-    configure_logging(os.environ.get("TIERCAST_LOG_FORMAT") or config.service.log_format)
+    """``tiercast run``: one cycle through :class:`CycleJob`; returns the exit code.
+
+    With ``--config``, only the config is read before the job starts; collection (the
+    part that talks to Prometheus and can fail or be interrupted) runs inside the job,
+    so a failed or SIGTERM-ed collection still leaves its run record.
+    """
     stop = Stop()
     stop.install()
+    config_path = getattr(args, "config", None)
+    inputs: Inputs | None = None
+    if config_path and getattr(args, "history", None) is None:
+        from scaler.config import load_config
+
+        config = load_config(config_path)
+    else:
+        inputs = load()
+        config = inputs.config
+    configure_logging(os.environ.get("TIERCAST_LOG_FORMAT") or config.service.log_format)
     dry_run = bool(args.dry_run or getattr(args, "server_dry_run", False))
     make = provider_factory(
         dry_run,
@@ -536,8 +548,9 @@ def run_once(
         if not args.dry_run:
             log.info("no cluster provider is configured for these pools; recording actions instead")
         dry_run = True
+    loaded = inputs
     job = CycleJob(
-        load=lambda: inputs,
+        load=(lambda: loaded) if loaded is not None else load,
         make_provider=lambda _config: provider,
         store=RunStore(config.service.records_path, config.service.records_keep_days),
         dry_run=dry_run,
@@ -547,7 +560,7 @@ def run_once(
     )
     outcome = job()
     if outcome.result is not None:
-        show(outcome.result, inputs.source)
+        show(outcome.result, outcome.record.source)
     if outcome.error is not None:
         if isinstance(outcome.error, TiercastError):
             raise outcome.error

@@ -33,6 +33,8 @@ from prometheus_client import (
 from forecaster import __version__
 from forecaster.errors import TemporaryError
 from forecaster.forecasting import SeriesForecast
+from forecaster.secrets import RedactSecrets
+from forecaster.secrets import redact as redact  # re-exported: the service masks with it
 from scaler.actuators import ActionResult
 from scaler.config import Config
 from scaler.plans import CapacityPlan
@@ -286,38 +288,6 @@ class MetricsServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-_SECRET = re.compile(
-    r"(?i)(authorization|bearer|token|password|passwd|secret|api[_-]?key)"
-    r"(\s*[:=]\s*|\s+)"
-    r"(bearer\s+)?"
-    r"[^\s,;'\"&}]+"
-)
-_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
-
-
-def redact(text: str) -> str:
-    """Mask what looks like a credential: ``token=...``, ``Bearer ...``, ``user:pass@``."""
-    text = _URL_CREDENTIALS.sub(r"\1***:***@", text)
-    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}***", text)
-
-
-class RedactSecrets(logging.Filter):
-    """Rewrites a record's message with credentials masked (both log formats)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        masked = redact(message)
-        if record.exc_info and record.exc_info[1] is not None:
-            # The traceback text is formatted later from exc_info; keep the masked
-            # one-line form instead so no secret in an exception reaches the log.
-            exc = record.exc_info[1]
-            masked += f" ({type(exc).__name__}: {redact(str(exc))})"
-            record.exc_info = None
-            record.exc_text = None
-        record.msg, record.args = masked, None
-        return True
 
 
 # Attributes every LogRecord has; anything else came through ``extra=`` and is a field.
