@@ -8,7 +8,8 @@ rules are these, in this order:
    usable level (Prometheus makes them from ``0/0`` and ``x/0`` in ratios), and
    demand (requests, tokens, GPUs, bytes) is never below zero: a negative sample
    is a broken exporter or a counter read without ``rate()``, and forecasting it
-   would plan negative capacity. Each becomes a gap, counted in the report.
+   would plan negative capacity. So is a magnitude over 1e15 (no signal reaches it;
+   sums of such values overflow). Each becomes a gap, counted in the report.
 2. **Duplicates and out-of-order samples are resolved.** Samples are sorted by
    time with a stable sort; of several samples at one timestamp the last one
    received wins (the same rule as :func:`forecaster.series.clean_series` and
@@ -42,6 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+MAX_VALUE = 1e15
+"""Samples larger than this are dropped with the negative ones (see rule 1)."""
 DEFAULT_MAX_FILL_GAP = pd.Timedelta(minutes=15)
 DEFAULT_STALENESS_LIMIT = pd.Timedelta(minutes=15)
 
@@ -141,7 +144,7 @@ def clean(
 
     finite = np.isfinite(values)
     report.nonfinite_dropped = int((~finite).sum())
-    negative = finite & (values < 0)
+    negative = finite & ((values < 0) | (np.abs(values) > MAX_VALUE))
     report.negative_dropped = int(negative.sum())
     finite &= ~negative
     stamps = index.as_unit("ns").asi8[finite]

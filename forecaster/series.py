@@ -42,6 +42,11 @@ MAX_HISTORY_BYTES = 512 * 1024 * 1024
 """Largest history file read (about 10 million rows of ``timestamp,value``)."""
 MAX_ROWS = 5_000_000
 """Most rows read from one file."""
+MAX_CELL_CHARS = 64
+"""Longest timestamp or value cell read (an ISO timestamp with nanoseconds is 35)."""
+MAX_VALUE = 1e15
+"""Larger magnitudes are dropped as bad samples: no demand signal reaches it, and sums of
+such values overflow to infinity in the planner."""
 MAX_SERIES = 2000
 """Most series in one long-format file (a config holds at most 2,000 signals)."""
 EARLIEST = pd.Timestamp("1970-01-01")
@@ -104,6 +109,15 @@ def read_history_csv(path: str | Path) -> History:
             "aggregate it to a coarser step"
         )
 
+    for col, what in ((tcol, "an ISO-8601 timestamp"), (vcol, "a number or empty")):
+        # A 10 MB cell would take minutes to parse as a number or a date.
+        too_long = frame[col].str.len() > MAX_CELL_CHARS
+        if too_long.any():
+            i = int(np.flatnonzero(too_long.to_numpy())[0])
+            raise DataError(
+                f"history file {str(path)!r} line {i + 2}: column {col!r} has "
+                f"{len(frame[col].iloc[i])} characters, expected {what}"
+            )
     stamps = pd.to_datetime(frame[tcol], errors="coerce", utc=True, format="mixed")
     bad_t = stamps.isna()
     if bad_t.any():
@@ -129,10 +143,11 @@ def read_history_csv(path: str | Path) -> History:
             f"history file {str(path)!r} line {i + 2}: column {vcol!r} has "
             f"{_shown(frame[vcol].iloc[i])}, expected a number or empty"
         )
-    negative = values < 0
+    negative = (values < 0) | (values.abs() > MAX_VALUE)
     if negative.any():
         log.warning(
-            "history file %s: %d negative value(s) dropped as bad samples (first on line %d)",
+            "history file %s: %d negative or absurd (> 1e15) value(s) dropped as bad samples "
+            "(first on line %d)",
             path,
             int(negative.sum()),
             int(np.flatnonzero(negative.to_numpy())[0]) + 2,

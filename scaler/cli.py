@@ -20,7 +20,7 @@ import pandas as pd
 
 from forecaster import __version__
 from forecaster.artifacts import load_signing_key
-from forecaster.errors import BadInputError, TiercastError
+from forecaster.errors import BadInputError, DataError, TiercastError
 from forecaster.estimators import check_quantiles, quantile_column
 from forecaster.forecasting import forecast_series
 from forecaster.secrets import RedactSecrets, redact
@@ -88,7 +88,10 @@ def _config_from_history(history: History, args: argparse.Namespace) -> Config:
 
 def _default_now(history: History) -> pd.Timestamp:
     """Just after the newest sample, so a plan on an export starts where the data ends."""
-    last = max(y.dropna().index[-1] for y in history.values() if y.notna().any())
+    observed = [y.dropna().index[-1] for y in history.values() if y.notna().any()]
+    if not observed:
+        raise DataError("history: no series has a finite, non-negative value; nothing to plan from")
+    last = max(observed)
     steps = [y.index[1] - y.index[0] for y in history.values() if len(y) > 1]
     return pd.Timestamp(last) + (min(steps) if steps else pd.Timedelta(minutes=5))
 

@@ -68,7 +68,7 @@ class _Model(BaseModel):
 class SignalConfig(_Model):
     """A demand signal: where its history comes from and what it measures."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
     """Identifier workloads refer to."""
     unit: str = "1"
     """Unit of the values, for reports (``requests/s``, ``%``, ``GiB``)."""
@@ -91,7 +91,7 @@ class SignalConfig(_Model):
 class WorkloadConfig(_Model):
     """A service whose demand is driven by one signal and served on one GPU model."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
     signal: str
     """Name of the signal that drives this workload."""
     gpu_model: str
@@ -184,7 +184,7 @@ KUBERNETES_PROVIDER_KINDS: tuple[str, ...] = ("cluster-api", "karpenter", "place
 class PoolConfig(_Model):
     """A group of identical GPU nodes bought on one tier."""
 
-    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Kubernetes-style name (lower case, digits, '-')."""
     tier: Tier
     gpu_model: str
