@@ -626,7 +626,11 @@ class Service:
             with self._lock:
                 self._running[name] = time.monotonic()
             try:
-                fn()
+                outcome = fn()
+                # Ready once a cycle has planned (ok or held): a service that cannot
+                # reach Prometheus yet stays up, not ready, and retries on schedule.
+                if name == "cycle" and getattr(outcome, "status", None) in ("ok", "held"):
+                    self._ready = True
             finally:
                 with self._lock:
                     self._running.pop(name, None)
@@ -662,7 +666,7 @@ class Service:
         if self.stop.is_set():
             return False, "shutting down"
         if not self._ready:
-            return False, "starting"
+            return False, "no cycle has completed yet"
         return True, "ok"
 
     def start(self) -> None:
@@ -673,7 +677,8 @@ class Service:
             ).start()
         self.leadership.start()
         self.scheduler.start()
-        self._ready = True
+        if "cycle" not in self.jobs:
+            self._ready = True
         for job in self.scheduler.get_jobs():
             log.info("scheduled %s: next run %s", job.id, job.next_run_time)
 
@@ -727,7 +732,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         live = live_signals(config) and not args.now
         return Inputs(config, history, None if live else now, label)
 
-    config = load().config
+    if getattr(args, "config", None) and getattr(args, "history", None) is None:
+        # Only the config at start-up: Prometheus may be down now and up by the next cycle.
+        from scaler.config import load_config
+
+        config = load_config(args.config)
+    else:
+        config = load().config
     svc = config.service
     configure_logging(args.log_format or os.environ.get("TIERCAST_LOG_FORMAT") or svc.log_format)
     overrides: dict[str, Any] = {}
