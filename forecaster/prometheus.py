@@ -219,9 +219,9 @@ class PrometheusSource:
         credentials = settings.bearer_token_file or settings.username is not None
         if credentials and settings.url.startswith("http://") and not settings.allow_insecure:
             raise BadInputError(
-                f"prometheus.url: {redact_url(settings.url)!r} is plain http:// and a "
-                f"{'bearer token' if settings.bearer_token_file else 'password'} would be sent "
-                "in clear; use https:// or set prometheus.allow_insecure: true"
+                f"prometheus.url: {redact_url(settings.url)!r} is plain http:// and the "
+                f"credential in {'bearer_token_file' if settings.bearer_token_file else 'password_file'}"
+                " would be sent in clear; use https:// or set prometheus.allow_insecure: true"
             )
         if settings.max_points < 2:
             raise BadInputError(f"max_points must be at least 2, got {settings.max_points}")

@@ -328,10 +328,11 @@ class PrometheusConfig(_Model):
             raise ValueError("prometheus: password_file needs username")
         credentials = self.bearer_token_file is not None or self.username is not None
         if credentials and self.url.startswith("http://") and not self.allow_insecure:
-            kind = "bearer token" if self.bearer_token_file is not None else "password"
+            # Worded so that redaction (which masks the word after "token") keeps it readable.
+            kind = "bearer_token_file" if self.bearer_token_file is not None else "password_file"
             raise ValueError(
-                f"prometheus.url: {self.url[:200]!r} is plain http:// and the {kind} would be "
-                "sent in clear; use https:// or set prometheus.allow_insecure: true"
+                f"prometheus.url: {self.url[:200]!r} is plain http:// and the credential in "
+                f"{kind} would be sent in clear; use https:// or set prometheus.allow_insecure: true"
             )
         return self
 

@@ -294,7 +294,9 @@ def _hourly(n: int, start_year: int = 2026) -> list[str]:
 
 def _million_rows() -> bytes:
     base = 1_764_000_000
-    lines = ["timestamp,value"] + [f"{base + i},{50 + (i % 600) / 10}" for i in range(1_000_000)]
+    lines = ["timestamp,value"] + [
+        f"{_iso(base + i)},{50 + (i % 600) / 10}" for i in range(1_000_000)
+    ]
     return ("\n".join(lines) + "\n").encode()
 
 

@@ -261,7 +261,7 @@ def test_a_token_or_password_over_plain_http_is_refused_unless_allowed(tmp_path:
     token.write_text(TOKEN)
     with pytest.raises(BadInputError, match=r"plain http:// .*allow_insecure: true"):
         make("http://prom:9090", bearer_token_file=str(token))
-    with pytest.raises(BadInputError, match="password would be sent in clear"):
+    with pytest.raises(BadInputError, match="credential in password_file would be sent in clear"):
         make("http://prom:9090", username="u")
     make("http://prom:9090", bearer_token_file=str(token), allow_insecure=True)
     make("https://prom:9090", bearer_token_file=str(token))
