@@ -577,3 +577,38 @@ def test_serve_starts_with_prometheus_down_is_not_ready_and_records_each_failed_
     runs = RunStore(records).recent()
     assert len(runs) >= 2 and all(r.status in ("failed", "abandoned") for r in runs)
     assert any("cannot be reached" in (r.error or "") for r in runs)
+
+
+def test_agent_state_needs_the_token_and_idle_connections_are_capped() -> None:
+    import socket
+
+    from scaler.agent import Agent, StaticGate, serve
+    from scaler.nvml import FakeNvml
+    from scaler.telemetry import MAX_CONNECTIONS
+
+    token = "a-token-of-enough-length"
+    server = serve(Agent(FakeNvml(["H100-80GB"]), StaticGate(True), None), "127.0.0.1", 0, token)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(base + "/state", timeout=5)
+        assert info.value.code == 401
+        request = urllib.request.Request(
+            base + "/state", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert urllib.request.urlopen(request, timeout=5).status == 200
+        assert urllib.request.urlopen(base + "/metrics", timeout=5).status == 200
+        idle = [
+            socket.create_connection(server.server_address, timeout=5)
+            for _ in range(MAX_CONNECTIONS + 20)
+        ]
+        time.sleep(0.5)
+        workers = [t for t in threading.enumerate() if t.name.startswith("Thread-")]
+        assert len(workers) <= MAX_CONNECTIONS + 5
+        for s in idle:
+            s.close()
+        time.sleep(0.3)
+        assert urllib.request.urlopen(base + "/healthz", timeout=5).status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
