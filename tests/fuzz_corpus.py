@@ -384,7 +384,7 @@ NUMERIC_FIELDS = [
 ABSURD_NUMBERS: list[Any] = [
     True,
     False,
-    -1,
+    -7,
     -1e308,
     1e308,
     10**30,
@@ -397,7 +397,16 @@ ABSURD_NUMBERS: list[Any] = [
     [1, 2],
     "x" * 5000,
 ]
-"""Values no quantity may take (.inf and .nan are in the YAML-text cases)."""
+"""Values no quantity may take (.inf and .nan are in the YAML-text cases); ``None`` only
+where the field is required (see :data:`OPTIONAL`)."""
+
+OPTIONAL = {"policy.budget_per_hour", "pools.0.current_nodes"}
+"""Quantity fields where ``null`` is a valid value (none; unknown)."""
+
+
+def is_absurd(path: str, value: Any) -> bool:
+    """Whether ``value`` is invalid for the field at ``path`` (the oracle of the random cases)."""
+    return not (value is None and path in OPTIONAL)
 
 
 def random_config_cases(count: int, seed: int = 0) -> Iterator[Case]:
@@ -406,6 +415,8 @@ def random_config_cases(count: int, seed: int = 0) -> Iterator[Case]:
     for i in range(count):
         path = rng.choice(NUMERIC_FIELDS)
         value = rng.choice(ABSURD_NUMBERS)
+        while not is_absurd(path, value):
+            value = rng.choice(ABSURD_NUMBERS)
         yield absurd_case(path, value, f"random-{i}")
 
 
