@@ -25,7 +25,7 @@ import pandas as pd
 
 from forecaster.errors import DataError, TiercastError
 from forecaster.estimators import BaseEstimator, SeasonalNaive, check_quantiles, make
-from forecaster.series import History, infer_step, regularize
+from forecaster.series import History, check_forecast_size, infer_step, regularize
 from forecaster.store import ModelStore
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ def forecast_series(
     """
     name = str(y.name)
     qs = check_quantiles(quantiles, "forecast")
+    check_forecast_size(y, horizon)
     y = regularize(y)
     observed = y.dropna()
     if len(observed) < 2:

@@ -4,9 +4,12 @@ Real Prometheus data has gaps, counter resets, NaN and ``±Inf``, restarts and
 stale series. Every collected series goes through :func:`clean` once, and the
 rules are these, in this order:
 
-1. **Non-finite values are dropped.** NaN and ``±Inf`` carry no usable level
-   (Prometheus makes them from ``0/0`` and ``x/0`` in ratios); the sample becomes
-   a gap, counted in the report.
+1. **Non-finite and negative values are dropped.** NaN and ``±Inf`` carry no
+   usable level (Prometheus makes them from ``0/0`` and ``x/0`` in ratios), and
+   demand (requests, tokens, GPUs, bytes) is never below zero: a negative sample
+   is a broken exporter or a counter read without ``rate()``, and forecasting it
+   would plan negative capacity. So is a magnitude over 1e15 (no signal reaches it;
+   sums of such values overflow). Each becomes a gap, counted in the report.
 2. **Duplicates and out-of-order samples are resolved.** Samples are sorted by
    time with a stable sort; of several samples at one timestamp the last one
    received wins (the same rule as :func:`forecaster.series.clean_series` and
@@ -40,6 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+MAX_VALUE = 1e15
+"""Samples larger than this are dropped with the negative ones (see rule 1)."""
 DEFAULT_MAX_FILL_GAP = pd.Timedelta(minutes=15)
 DEFAULT_STALENESS_LIMIT = pd.Timedelta(minutes=15)
 
@@ -72,6 +77,7 @@ class HygieneReport:
     """The cleaned series on the grid (long gaps NaN)."""
     received: int = 0
     nonfinite_dropped: int = 0
+    negative_dropped: int = 0
     duplicates_resolved: int = 0
     out_of_order: int = 0
     filled_points: int = 0
@@ -86,10 +92,16 @@ class HygieneReport:
     def summary(self) -> str:
         """One line: what was wrong and what was done."""
         if self.empty:
-            return f"{self.name}: no finite sample ({self.received} received); treated as stale"
+            negatives = f", {self.negative_dropped} negative" if self.negative_dropped else ""
+            return (
+                f"{self.name}: no finite sample ({self.received} received{negatives}); "
+                "treated as stale"
+            )
         parts = [f"{self.received} samples"]
         if self.nonfinite_dropped:
             parts.append(f"{self.nonfinite_dropped} NaN/Inf dropped")
+        if self.negative_dropped:
+            parts.append(f"{self.negative_dropped} negative dropped")
         if self.duplicates_resolved:
             parts.append(f"{self.duplicates_resolved} duplicate(s) resolved")
         if self.out_of_order:
@@ -132,6 +144,9 @@ def clean(
 
     finite = np.isfinite(values)
     report.nonfinite_dropped = int((~finite).sum())
+    negative = finite & ((values < 0) | (np.abs(values) > MAX_VALUE))
+    report.negative_dropped = int(negative.sum())
+    finite &= ~negative
     stamps = index.as_unit("ns").asi8[finite]
     values = values[finite]
     if len(values) == 0:

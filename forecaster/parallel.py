@@ -43,6 +43,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 import pandas as pd
 
+from forecaster.artifacts import load_signing_key
 from forecaster.errors import BadInputError, DataError, TemporaryError, TiercastError
 from forecaster.forecasting import DEFAULT_QUANTILES, SeriesForecast, forecast_series
 from forecaster.store import ModelStore
@@ -79,6 +80,9 @@ class ForecastSpec:
     setup: Callable[[], None] | None = None
     """Run in the worker before each batch (picklable, idempotent): registers custom
     estimators or configures logging where the forecasts actually run."""
+    signing_key_file: str | None = None
+    """The model store's HMAC key file, read by each worker from its own mount (the key
+    itself never travels with the batch); None: ``$TIERCAST_MODEL_SIGNING_KEY_FILE``."""
 
 
 @dataclass
@@ -172,7 +176,11 @@ def run_batch(batch: list[pd.Series], spec: ForecastSpec) -> list[SeriesOutcome]
     """
     if spec.setup is not None:
         spec.setup()
-    store = ModelStore(spec.store_path, max_age_s=spec.max_age_s)
+    store = ModelStore(
+        spec.store_path,
+        max_age_s=spec.max_age_s,
+        signing_key=load_signing_key(spec.signing_key_file),
+    )
     return [forecast_one(y, spec, store) for y in batch]
 
 

@@ -22,12 +22,21 @@
 * **Auth and transport.** A bearer token read from a file at each source
   construction (so a rotated Kubernetes secret mount is picked up), or basic auth
   with the password read from a file; a custom CA bundle; TLS verification is on
-  unless turned off. No credential is ever put in a log line or an error: errors
-  name the URL with any ``user:password@`` removed and never echo headers.
+  unless turned off. A token or password is refused over plain ``http://``
+  (anyone on the path reads it) unless ``allow_insecure`` says so. No credential
+  is ever put in a log line or an error: errors name the URL with any
+  ``user:password@`` removed, never echo headers, and every secret value read is
+  remembered (:mod:`forecaster.secrets`) so redaction masks it wherever it shows up.
+* **Bounds.** Each request has one deadline for the whole answer
+  (``timeout_s``), not per socket read, so a server that drips a byte at a time
+  cannot hold a cycle; an answer over ``max_response_bytes`` or with more than
+  ``max_series`` series is refused with one line; a sample that is not a
+  ``[number, "number"]`` pair is a one-line error, not a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -48,6 +57,7 @@ from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 from forecaster.errors import BadInputError, TemporaryError
+from forecaster.secrets import remember
 from forecaster.sources import LabelledSeries
 
 log = logging.getLogger(__name__)
@@ -66,6 +76,74 @@ class PrometheusQueryError(BadInputError):
     """Prometheus refused the query itself (bad PromQL, bad parameters); fix the config."""
 
 
+class PrometheusAnswerTooLarge(BadInputError):
+    """The answer is over the size or series cap; narrow the query or raise the cap."""
+
+
+class _TooLarge(requests.exceptions.RequestException):
+    """Raised inside the session when the body passes ``max_response_bytes``."""
+
+
+class _BoundedSession(requests.Session):
+    """A session whose every request has one deadline for the whole answer and a size cap.
+
+    requests' ``timeout`` bounds each socket read, so a server sending a byte
+    every few seconds holds a request for ever; here the body is read with
+    ``read1`` (returns as soon as any bytes arrive), the socket's timeout is set
+    to the time left before every read, and the request fails once the deadline
+    passes. The cap applies to the decoded body, so a compressed bomb is cut off too.
+    """
+
+    def __init__(self, deadline_s: float, max_bytes: int) -> None:
+        super().__init__()
+        self.deadline_s = deadline_s
+        self.max_bytes = max_bytes
+
+    def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        deadline = time.monotonic() + self.deadline_s
+        kwargs["stream"] = True
+        response = super().request(method, url, *args, **kwargs)
+        try:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > self.max_bytes:
+                raise _TooLarge(f"declares {int(declared)} bytes")
+            chunks: list[bytes] = []
+            size = 0
+            raw = response.raw
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise requests.exceptions.ReadTimeout("whole-request deadline passed")
+                _set_socket_timeout(raw, remaining)
+                try:
+                    chunk = raw.read1(65536, decode_content=True)
+                except (TimeoutError, urllib3.exceptions.ReadTimeoutError) as exc:
+                    raise requests.exceptions.ReadTimeout("whole-request deadline passed") from exc
+                except (urllib3.exceptions.ProtocolError, OSError) as exc:
+                    raise requests.exceptions.ConnectionError(str(type(exc).__name__)) from exc
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise _TooLarge(f"passed {self.max_bytes} bytes")
+                chunks.append(chunk)
+            response._content = b"".join(chunks)
+        finally:
+            response.close()
+        return response
+
+
+def _set_socket_timeout(raw: Any, seconds: float) -> None:
+    """Give the response's socket ``seconds`` for its next read (best effort)."""
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)
+    if sock is None:
+        fp = getattr(getattr(raw, "_fp", None), "fp", None)
+        sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.settimeout(max(seconds, 0.001))
+
+
 def redact_url(url: str) -> str:
     """``url`` without any ``user:password@`` part, for messages."""
     parts = urlsplit(url)
@@ -78,6 +156,12 @@ def redact_url(url: str) -> str:
 
 
 def _read_secret(path: str, field: str) -> str:
+    text = _read_secret_file(path, field)
+    remember(text)
+    return text
+
+
+def _read_secret_file(path: str, field: str) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
@@ -104,6 +188,9 @@ class PrometheusSettings:
     retries: int = 3
     retry_backoff_s: float = 1.0
     max_points: int = MAX_POINTS_PER_QUERY
+    allow_insecure: bool = False
+    max_response_bytes: int = 256 * 1024 * 1024
+    max_series: int = 10_000
 
 
 def _error_detail(exc: PrometheusApiClientException) -> tuple[int | None, str, str]:
@@ -129,6 +216,13 @@ class PrometheusSource:
             raise BadInputError(
                 f"prometheus.url: {redact_url(settings.url)!r} is not an http:// or https:// URL"
             )
+        credentials = settings.bearer_token_file or settings.username is not None
+        if credentials and settings.url.startswith("http://") and not settings.allow_insecure:
+            raise BadInputError(
+                f"prometheus.url: {redact_url(settings.url)!r} is plain http:// and the "
+                f"credential in {'bearer_token_file' if settings.bearer_token_file else 'password_file'}"
+                " would be sent in clear; use https:// or set prometheus.allow_insecure: true"
+            )
         if settings.max_points < 2:
             raise BadInputError(f"max_points must be at least 2, got {settings.max_points}")
         self.settings = settings
@@ -147,7 +241,7 @@ class PrometheusSource:
                 else ""
             )
             auth = (settings.username, password)
-        session = requests.Session()
+        session = _BoundedSession(settings.timeout_s, settings.max_response_bytes)
         # A CA bundle path makes requests verify against it; verify_tls false turns checks off.
         session.verify = (settings.ca_file or True) if settings.verify_tls else False
         if settings.ca_file and not Path(settings.ca_file).is_file():
@@ -189,6 +283,12 @@ class PrometheusSource:
                 labels = tuple(sorted((str(k), str(v)) for k, v in item["metric"].items()))
                 pieces.setdefault(labels, []).append(_to_series(item.get("values", [])))
             chunk_start = chunk_end + step_i
+            if len(pieces) > self.settings.max_series:
+                raise PrometheusAnswerTooLarge(
+                    f"Prometheus at {self.url} answered {len(pieces)} series to query "
+                    f"{query[:200]!r}; at most prometheus.max_series ({self.settings.max_series}) "
+                    "are read: aggregate the query"
+                )
         out = []
         for labels, parts in sorted(pieces.items()):
             s = pd.concat(parts) if len(parts) > 1 else parts[0]
@@ -211,7 +311,7 @@ class PrometheusSource:
                         end_time=pd.Timestamp(end_s, unit="s", tz="UTC").to_pydatetime(),
                         step=str(step_s),
                     )
-                return _check_result(result, self.url)
+                return _check_result(result, self.url, self.settings.max_series, query)
             except PrometheusApiClientException as exc:
                 status, etype, detail = _error_detail(exc)
                 if status == 400 or etype == "bad_data":
@@ -226,6 +326,14 @@ class PrometheusSource:
                         + _hint(status)
                     ) from None
                 last_problem = f"answered {problem}"
+            except PrometheusAnswerTooLarge:
+                raise
+            except _TooLarge as exc:
+                raise PrometheusAnswerTooLarge(
+                    f"Prometheus at {self.url} answered query {query!r} with a body that {exc}; "
+                    f"narrow the query or raise prometheus.max_response_bytes "
+                    f"({self.settings.max_response_bytes})"
+                ) from None
             except requests.exceptions.SSLError as exc:
                 raise PrometheusUnavailable(
                     f"TLS verification of Prometheus at {self.url} failed ({_reason(exc)}); "
@@ -235,7 +343,7 @@ class PrometheusSource:
                 last_problem = f"did not answer within {self.settings.timeout_s:g} s"
             except (requests.exceptions.ConnectionError, urllib3.exceptions.HTTPError) as exc:
                 last_problem = f"cannot be reached ({_reason(exc)})"
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 # A 200 that is not Prometheus JSON: a proxy's login page, a wrong URL path.
                 raise PrometheusUnavailable(
                     f"{self.url} did not answer like a Prometheus API ({type(exc).__name__}); "
@@ -287,21 +395,53 @@ def _aligned_seconds(ts: pd.Timestamp, step_s: float) -> int:
     return int(math.floor(seconds / step_s) * step_s)
 
 
-def _check_result(result: Any, url: str) -> list[dict]:
+def _check_result(result: Any, url: str, max_series: int, query: str) -> list[dict]:
     if not isinstance(result, list) or not all(
-        isinstance(r, dict) and "metric" in r for r in result
+        isinstance(r, dict) and isinstance(r.get("metric"), dict) for r in result
     ):
         raise PrometheusUnavailable(f"Prometheus at {url} answered a result that is not a matrix")
+    if len(result) > max_series:
+        raise PrometheusAnswerTooLarge(
+            f"Prometheus at {url} answered {len(result)} series to query {query[:200]!r}; "
+            f"at most prometheus.max_series ({max_series}) are read: aggregate the query"
+        )
+    for r in result:
+        r["values"] = _checked_samples(r.get("values", []), url)
     return result
 
 
-def _to_series(values: list) -> pd.Series:
-    """Prometheus ``[[ts, "value"], ...]`` to a float series (``"NaN"``, ``"+Inf"`` kept)."""
+def _checked_samples(values: Any, url: str) -> list[tuple[float, float]]:
+    """``[[ts, "value"], ...]`` as float pairs; one line naming the first bad sample otherwise."""
+    if not isinstance(values, list):
+        raise PrometheusUnavailable(f"Prometheus at {url} answered 'values' that are not a list")
+    out = []
+    for i, pair in enumerate(values):
+        try:
+            ok = isinstance(pair, list | tuple) and len(pair) == 2
+            ts: Any = pair[0] if ok else None
+            ok = ok and isinstance(ts, int | float) and not isinstance(ts, bool)
+            ok = ok and 0 <= float(ts) < 32503680000  # years 1970-2999
+            ok = ok and isinstance(pair[1], str | int | float) and not isinstance(pair[1], bool)
+            value = float(pair[1]) if ok else math.nan
+        except (ValueError, OverflowError):
+            ok = False
+        if not ok:
+            shown = repr(pair)[:80]
+            raise PrometheusUnavailable(
+                f"Prometheus at {url} answered a malformed sample #{i} {shown}; "
+                'expected [unix seconds, "number"]'
+            )
+        out.append((float(ts), value))
+    return out
+
+
+def _to_series(values: list[tuple[float, float]]) -> pd.Series:
+    """Checked ``(seconds, value)`` pairs to a float series (``NaN``, ``+Inf`` kept)."""
     if not values:
         return pd.Series([], index=pd.DatetimeIndex([], name="timestamp"), dtype=float)
-    arr = np.asarray(values, dtype=object)
-    seconds = arr[:, 0].astype(float)
-    numbers = np.array([float(v) for v in arr[:, 1]], dtype=float)
+    arr = np.asarray(values, dtype=float)
+    seconds = arr[:, 0]
+    numbers = arr[:, 1]
     index = pd.DatetimeIndex(pd.to_datetime(np.round(seconds * 1000).astype("int64"), unit="ms"))
     index.name = "timestamp"
     return pd.Series(numbers, index=index, dtype=float)

@@ -1,8 +1,8 @@
 """The model store: one fitted forecaster per series, reused between runs.
 
 Selecting and calibrating a model costs a backtest; forecasting from a selected
-model costs almost nothing. The store keeps the fitted model of each series (a
-joblib file) with a JSON sidecar of metadata (estimator, parameters, training
+model costs almost nothing. The store keeps the fitted model of each series (an
+``.npz`` artifact, see :mod:`forecaster.artifacts`) with a JSON sidecar of metadata (estimator, parameters, training
 window, backtest scores, tiercast version, creation time), and on the next run
 
 * **reuses** it when it is still good: the model is moved onto the new data
@@ -16,6 +16,13 @@ window, backtest scores, tiercast version, creation time), and on the next run
   another format or tiercast version, for another series or method, or whose
   training data does not match the history now given. These never fail a run:
   the model is refitted and the reason recorded.
+
+Reading never executes code from the volume: the artifact format has no code
+in it, pickled parts (scikit-learn trees) load only when their HMAC verifies
+with the store's signing key (``model_store.signing_key_file``), and every
+sidecar field is type-checked before use, so a sidecar that is valid JSON of
+the wrong shape is replaced, not fatal every cycle. Files of the earlier
+``.joblib`` format are never opened.
 
 ``path=None`` keeps models in memory only (what a replay that re-forecasts every
 cycle in one process wants); a path also keeps an in-memory copy so repeated
@@ -36,16 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import joblib
 import numpy as np
 import pandas as pd
 
 from forecaster import __version__
+from forecaster.artifacts import ArtifactError, Unpersistable, UntrustedArtifact, dumps, loads
 from forecaster.estimators import BaseEstimator
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2
+FORMAT = 3
 """Bumped when the artifact layout changes; older artifacts are refitted, not read."""
 
 TAIL = pd.Timedelta(days=1)
@@ -67,6 +74,51 @@ class _Entry:
     model: BaseEstimator
     meta: dict[str, Any]
     tail: pd.Series
+
+
+MAX_SIDECAR_BYTES = 1024 * 1024
+"""A sidecar larger than this is not read (a real one is a few kilobytes)."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def sidecar_problem(meta: Any) -> str:
+    """Why a sidecar's fields cannot be used ('' when every field has the type the store reads)."""
+    if not isinstance(meta, dict):
+        return f"expected a JSON object, got {type(meta).__name__}"
+    for name, kind in (
+        ("format", int),
+        ("series", str),
+        ("method", str),
+        ("tiercast_version", str),
+    ):
+        if not isinstance(meta.get(name), kind) or isinstance(meta.get(name), bool):
+            return f"field {name!r} is not a {kind.__name__}"
+    if not _number(meta.get("created_at_epoch")):
+        return "field 'created_at_epoch' is not a finite number"
+    window = meta.get("training_window")
+    if not isinstance(window, dict):
+        return "field 'training_window' is not an object"
+    if not _number(window.get("step_s")) or window["step_s"] <= 0:
+        return "field 'training_window.step_s' is not a positive number"
+    for name in ("start", "end"):
+        try:
+            pd.Timestamp(str(window.get(name)))
+        except (ValueError, TypeError, OverflowError):
+            return f"field 'training_window.{name}' is not a timestamp"
+        if not isinstance(window.get(name), str):
+            return f"field 'training_window.{name}' is not a timestamp"
+    backtest = meta.get("backtest", {})
+    if not isinstance(backtest, dict):
+        return "field 'backtest' is not an object"
+    mase = backtest.get("backtest_mase")
+    if mase is not None and (not isinstance(mase, int | float) or isinstance(mase, bool)):
+        return "field 'backtest.backtest_mase' is not a number"
+    if not isinstance(meta.get("created_at", ""), str):
+        return "field 'created_at' is not a string"
+    return ""
 
 
 def _jsonable(value: Any) -> Any:
@@ -93,12 +145,14 @@ class ModelStore:
         drift_ratio: float = 2.0,
         min_drift_points: int = 12,
         clock: Callable[[], float] = time.time,
+        signing_key: bytes | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.max_age_s = max_age_s
         self.drift_ratio = drift_ratio
         self.min_drift_points = min_drift_points
         self.clock = clock
+        self.signing_key = signing_key
         self._memory: dict[str, _Entry] = {}
         self.stats = {"reused": 0, "fitted": 0}
 
@@ -110,7 +164,7 @@ class ModelStore:
 
     def _files(self, key: str) -> tuple[Path, Path]:
         assert self.path is not None
-        return self.path / f"{key}.joblib", self.path / f"{key}.json"
+        return self.path / f"{key}.npz", self.path / f"{key}.json"
 
     def _read(self, key: str) -> tuple[_Entry | None, str]:
         if key in self._memory:
@@ -121,12 +175,29 @@ class ModelStore:
         if not model_file.exists():
             return None, ""
         try:
+            if meta_file.stat().st_size > MAX_SIDECAR_BYTES:
+                return None, f"sidecar {meta_file.name} is over {MAX_SIDECAR_BYTES} bytes"
             meta = json.loads(meta_file.read_text(encoding="utf-8"))
-            payload = joblib.load(model_file)
-            entry = _Entry(payload["model"], meta, payload["tail"])
-        except Exception as exc:  # a corrupt pickle can raise nearly anything
+        except (OSError, ValueError, RecursionError) as exc:
+            return None, f"sidecar {meta_file.name} is unreadable ({type(exc).__name__})"
+        problem = sidecar_problem(meta)
+        if problem:
+            return None, f"sidecar {meta_file.name} is malformed: {problem}"
+        try:
+            payload = loads(model_file, key, self.signing_key)
+        except UntrustedArtifact as exc:
+            log.warning("model store: refused %s: %s; refitting", model_file.name, exc)
+            return None, f"stored model {model_file.name} refused: {exc}"
+        except ArtifactError as exc:
+            return None, f"stored model {model_file.name} is unreadable ({exc})"
+        except Exception as exc:  # a malformed (code-free) description can raise many things
             return None, f"stored model {model_file.name} is unreadable ({type(exc).__name__})"
-        return entry, ""
+        if not isinstance(payload, dict) or not isinstance(payload.get("tail"), pd.Series):
+            return None, f"stored model {model_file.name} has no training tail"
+        model = payload.get("model")
+        if not isinstance(model, BaseEstimator):
+            return None, f"stored model {model_file.name} is not a tiercast estimator"
+        return _Entry(model, meta, payload["tail"]), ""
 
     def _check(self, entry: _Entry, series: str, method: str, y: pd.Series) -> str:
         """Why the stored entry cannot be reused for ``y`` ('' when it can)."""
@@ -175,9 +246,14 @@ class ModelStore:
         key = self.key(series, method)
         entry, problem = self._read(key)
         if entry is not None:
-            problem = self._check(entry, series, method, y)
-            if not problem:
-                model = copy.deepcopy(entry.model).update(y)
+            model = None
+            try:
+                problem = self._check(entry, series, method, y)
+                if not problem:
+                    model = copy.deepcopy(entry.model).update(y)
+            except Exception as exc:  # an artifact that reads but does not work: refit it
+                problem = f"stored model cannot be used ({type(exc).__name__})"
+            if model is not None:
                 self.stats["reused"] += 1
                 self._memory[key] = entry
                 created = entry.meta.get("created_at", "?")
@@ -222,9 +298,17 @@ class ModelStore:
             return
         model_file, meta_file = self._files(key)
         try:
+            blob = dumps({"model": entry.model, "tail": entry.tail}, key, self.signing_key)
+        except Unpersistable as exc:
+            log.info("model store: %s not written: %s", model_file.name, exc)
+            # An older artifact left in place would be read (and refused) every cycle.
+            for stale in (model_file, meta_file):
+                stale.unlink(missing_ok=True)
+            return
+        try:
             self.path.mkdir(parents=True, exist_ok=True)
             tmp = model_file.with_name(model_file.name + ".tmp")
-            joblib.dump({"model": entry.model, "tail": entry.tail}, tmp)
+            tmp.write_bytes(blob)
             tmp.replace(model_file)
             tmp = meta_file.with_name(meta_file.name + ".tmp")
             tmp.write_text(json.dumps(entry.meta, indent=2, sort_keys=True), encoding="utf-8")

@@ -30,6 +30,7 @@ On a machine without the NVIDIA driver it exits with one line (status 1).
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import logging
 import os
@@ -46,6 +47,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from forecaster.errors import BadInputError, TemporaryError
+from forecaster.secrets import remember
 from scaler.mig import Layout, config_name, parse_mig_parted_entry, place
 from scaler.nvml import FakeNvml, NvmlBackend, NvmlError, PynvmlBackend
 
@@ -414,11 +416,25 @@ class Agent:
             return generate_latest(registry)
 
 
-def serve(agent: Agent, host: str, port: int) -> ThreadingHTTPServer:
-    """Start /metrics, /state and /healthz on a background thread; returns the server."""
+def serve(agent: Agent, host: str, port: int, token: str | None = None) -> ThreadingHTTPServer:
+    """Start /metrics, /state and /healthz on a background thread; returns the server.
+
+    With ``token``, ``/state`` (process IDs and memory per GPU) answers only a request
+    carrying ``Authorization: Bearer <token>``; ``/metrics`` and ``/healthz`` stay open
+    for the scraper (the DaemonSet's NetworkPolicy limits who can reach the port).
+    Connections are capped and idle ones time out (``scaler.telemetry.BoundedHTTPServer``).
+    """
+    from scaler.telemetry import IDLE_TIMEOUT_S, BoundedHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = IDLE_TIMEOUT_S
+
         def do_GET(self) -> None:
+            if self.path == "/state" and token is not None:
+                given = self.headers.get("Authorization", "")
+                if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                    self.send_error(401, "/state needs Authorization: Bearer <token>")
+                    return
             try:
                 if self.path == "/metrics":
                     body, ctype = agent.metrics(), "text/plain; version=0.0.4; charset=utf-8"
@@ -443,7 +459,7 @@ def serve(agent: Agent, host: str, port: int) -> ThreadingHTTPServer:
         def log_message(self, format: str, *args: Any) -> None:
             log.debug("http: " + format, *args)
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = BoundedHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True, name="agent-http").start()
     return server
 
@@ -479,7 +495,19 @@ def cmd_agent(args: argparse.Namespace) -> int:
             print(json.dumps(agent.state(), indent=2))
             return 0 if report is None or report.outcome == "success" else 1
         host, _, port = args.listen.rpartition(":")
-        server = serve(agent, host or "0.0.0.0", int(port))
+        token = None
+        token_file = args.token_file or os.environ.get("TIERCAST_AGENT_TOKEN_FILE")
+        if token_file:
+            try:
+                token = Path(token_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise BadInputError(
+                    f"--token-file: cannot read {token_file!r} ({exc.strerror or exc})"
+                ) from None
+            if len(token) < 16:
+                raise BadInputError(f"--token-file: {token_file!r} holds under 16 characters")
+            remember(token)
+        server = serve(agent, host or "127.0.0.1", int(port), token)
         log.warning("tiercast agent serving on %s (/metrics, /state)", args.listen)
         try:
             while True:
@@ -504,7 +532,12 @@ def register(subparsers: Any) -> None:
             "cluster the GPU Operator's MIG manager applies layouts. Needs the NVIDIA driver."
         ),
     )
-    p.add_argument("--listen", default="0.0.0.0:9402", help="HOST:PORT (default: %(default)s)")
+    p.add_argument("--listen", default="127.0.0.1:9402", help="HOST:PORT (default: %(default)s)")
+    p.add_argument(
+        "--token-file",
+        help="file with a bearer token that /state requires "
+        "(default: $TIERCAST_AGENT_TOKEN_FILE; unset: /state is open)",
+    )
     p.add_argument("--node", help="this node's name (default: $NODE_NAME); enables cordon checks")
     p.add_argument("--desired-file", help="mig-parted config (or one entry) to apply")
     p.add_argument("--config-name", help="which entry of a mig-parted file to apply")

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forecaster import __version__
-from forecaster.errors import BadInputError, TiercastError
+from forecaster.errors import BadInputError, DataError, TiercastError
+from forecaster.secrets import RedactSecrets, redact
 
 if TYPE_CHECKING:
     # Only for annotations: a command imports what it runs, so `tiercast --version`
@@ -32,6 +33,16 @@ if TYPE_CHECKING:
     from scaler.cycle import CycleResult
 
 log = logging.getLogger("tiercast")
+
+MAX_ERROR_CHARS = 300
+"""The final error line is cut to this many characters (an input may be megabytes)."""
+
+
+def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` redacted, on one line, at most ``limit`` characters (the CLI's final error line)."""
+    flat = " ".join(redact(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
 
 IN_CLUSTER_CONFIG = Path("/etc/tiercast/config.yaml")
 """Where deploy/ mounts the config; used when neither --config nor $TIERCAST_CONFIG is set."""
@@ -99,7 +110,10 @@ def _default_now(history: History) -> pd.Timestamp:
     """Just after the newest sample, so a plan on an export starts where the data ends."""
     import pandas as pd
 
-    last = max(y.dropna().index[-1] for y in history.values() if y.notna().any())
+    observed = [y.dropna().index[-1] for y in history.values() if y.notna().any()]
+    if not observed:
+        raise DataError("history: no series has a finite, non-negative value; nothing to plan from")
+    last = max(observed)
     steps = [y.index[1] - y.index[0] for y in history.values() if len(y) > 1]
     return pd.Timestamp(last) + (min(steps) if steps else pd.Timedelta(minutes=5))
 
@@ -384,6 +398,7 @@ def parse_quantiles(text: str) -> list[tuple[float, str]]:
 def cmd_forecast(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from forecaster.artifacts import load_signing_key
     from forecaster.estimators import quantile_column
     from forecaster.forecasting import forecast_series
     from forecaster.series import parse_duration, read_history_csv
@@ -400,7 +415,11 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     quantiles = parse_quantiles(args.quantiles)
     horizon = parse_duration(args.horizon)
     # A store path makes repeated forecasts of the same series reuse the selected model.
-    store = ModelStore(args.model_store) if getattr(args, "model_store", None) else None
+    store = (
+        ModelStore(args.model_store, signing_key=load_signing_key(None))
+        if getattr(args, "model_store", None)
+        else None
+    )
     frames = []
     for name, y in history.items():
         fc = forecast_series(y.rename(name), horizon, [q for q, _ in quantiles], args.method, store)
@@ -633,10 +652,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Masking is on before the first log line (a retry warning may quote a server's echo).
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactSecrets) for f in handler.filters):
+            handler.addFilter(RedactSecrets())
     try:
         return int(args.func(args) or 0)
     except TiercastError as exc:
-        print(f"tiercast: error: {exc}", file=sys.stderr)
+        print(one_line(f"tiercast: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tiercast: interrupted", file=sys.stderr)

@@ -74,6 +74,9 @@ def settings_from_config(prometheus: PrometheusConfig) -> PrometheusSettings:
         timeout_s=prometheus.timeout_s,
         retries=prometheus.retries,
         retry_backoff_s=prometheus.retry_backoff_s,
+        allow_insecure=prometheus.allow_insecure,
+        max_response_bytes=prometheus.max_response_bytes,
+        max_series=prometheus.max_series,
     )
 
 

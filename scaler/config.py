@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from forecaster.errors import BadInputError
 from scaler.catalog import GPU_MODELS, gpu_model
@@ -22,18 +29,47 @@ TIER_ORDER: dict[str, int] = {"reserved": 0, "on-demand": 1, "spot": 2}
 CommitmentTerm = Literal["1y", "3y"]
 
 
+MAX_SIGNALS = 2000
+MAX_WORKLOADS = 2000
+MAX_POOLS = 500
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A config file larger than this is refused before parsing (a real one is kilobytes)."""
+MAX_YAML_DEPTH = 32
+"""Deepest nesting of mappings and lists read from YAML (the schema needs 5)."""
+MAX_YAML_ALIASES = 100
+"""Most ``*alias`` references in one file: anchors are for sharing, not for multiplying."""
+MAX_YAML_NODES = 200_000
+"""Most values in the parsed document, aliases expanded (a billion-laughs file stops here)."""
+
+
 class ConfigError(BadInputError):
     """The configuration file is missing, unreadable or invalid."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: ``.inf`` or ``.nan`` is never a price, a rate or a duration.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        # Pydantic's lax mode reads ``true`` as 1 for an int field: ``max_nodes: true`` is a typo.
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name) if isinstance(name, str) else None
+                if (
+                    isinstance(value, bool)
+                    and field is not None
+                    and "bool" not in str(field.annotation)
+                ):
+                    raise ValueError(f".{name}: expected a number, got {str(value).lower()}")
+        return data
 
 
 class SignalConfig(_Model):
     """A demand signal: where its history comes from and what it measures."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
     """Identifier workloads refer to."""
     unit: str = "1"
     """Unit of the values, for reports (``requests/s``, ``%``, ``GiB``)."""
@@ -56,18 +92,20 @@ class SignalConfig(_Model):
 class WorkloadConfig(_Model):
     """A service whose demand is driven by one signal and served on one GPU model."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
     signal: str
     """Name of the signal that drives this workload."""
     gpu_model: str
     """Catalog name (``H100-80GB``) or alias (``H100``); pools of this model serve it."""
-    units_per_replica: float = Field(gt=0)
-    """Signal units one replica serves at its latency target (e.g. requests/s per replica)."""
+    units_per_replica: float = Field(gt=0, le=1e9)
+    """Signal units one replica serves at its latency target (e.g. requests/s per replica);
+    finite, at most 1e9: beyond that every demand rounds to zero replicas, which would
+    release capacity on a typo."""
     gpus_per_replica: int = Field(default=1, ge=1, le=64)
     """Whole GPUs one replica needs. Default 1."""
-    min_replicas: int = Field(default=0, ge=0)
-    """Replicas kept whatever the forecast says. Default 0."""
-    memory_gb: float | None = Field(default=None, gt=0)
+    min_replicas: int = Field(default=0, ge=0, le=1_000_000)
+    """Replicas kept whatever the forecast says. Default 0; at most 1,000,000."""
+    memory_gb: float | None = Field(default=None, gt=0, le=4096)
     """GPU memory one replica needs, for MIG profile choice; optional."""
     mig_profile: str | None = None
     """MIG profile one replica runs on (``1g.10gb``); replicas then use slices, not GPUs."""
@@ -147,18 +185,21 @@ KUBERNETES_PROVIDER_KINDS: tuple[str, ...] = ("cluster-api", "karpenter", "place
 class PoolConfig(_Model):
     """A group of identical GPU nodes bought on one tier."""
 
-    name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Kubernetes-style name (lower case, digits, '-')."""
     tier: Tier
     gpu_model: str
     gpus_per_node: int = Field(ge=1, le=16)
-    price_per_gpu_hour: float = Field(gt=0)
-    """Price of one GPU-hour on this pool, in the config's currency."""
+    price_per_gpu_hour: float = Field(gt=0, le=10_000)
+    """Price of one GPU-hour on this pool, in the config's currency; finite, at most 10,000
+    (no GPU rents for more: a larger number is a unit mistake, and it would overflow costs)."""
     lead_time_s: int = Field(default=600, ge=0, le=86400)
     """Seconds from asking for a node to it serving (boot, driver, image, model load). Default 600."""
-    min_nodes: int = Field(default=0, ge=0)
-    max_nodes: int = Field(default=100, ge=0)
-    current_nodes: int | None = Field(default=None, ge=0)
+    min_nodes: int = Field(default=0, ge=0, le=100_000)
+    """Nodes kept whatever the forecast says. Default 0; at most 100,000 (any real pool)."""
+    max_nodes: int = Field(default=100, ge=0, le=100_000)
+    """Most nodes the pool may have. Default 100; at most 100,000."""
+    current_nodes: int | None = Field(default=None, ge=0, le=100_000)
     """Nodes running now, for file-based inventories (dry-run without a cluster)."""
     spot_interruption_rate_per_hour: float = Field(default=0.0, ge=0, lt=1)
     """Probability that a node is reclaimed within an hour (spot tiers). Default 0."""
@@ -169,7 +210,7 @@ class PoolConfig(_Model):
     """MIG-managed pool: the current layout of each node's GPUs, one entry per node (``whole``,
     or profile counts such as ``1g.10gb:7`` or ``3g.40gb:1,2g.20gb:2``); nodes past the list
     are whole. None (default): the MIG planner leaves the pool alone. See ``scaler.mig_planning``."""
-    mig_whole_gpus: int = Field(default=0, ge=0)
+    mig_whole_gpus: int = Field(default=0, ge=0, le=1_600_000)
     """GPUs of a MIG-managed pool kept whole (MIG off) for jobs needing a full GPU. Default 0."""
     mig_change_s: int = Field(default=900, ge=60, le=86400)
     """Seconds to drain a node and re-partition its GPUs. Default 900."""
@@ -184,6 +225,12 @@ class PoolConfig(_Model):
     def _bounds(self) -> PoolConfig:
         if self.max_nodes < self.min_nodes:
             raise ValueError(f"max_nodes ({self.max_nodes}) is below min_nodes ({self.min_nodes})")
+        if self.current_nodes is not None and self.current_nodes > self.max_nodes:
+            # A file inventory above the ceiling would be cut to max_nodes in one cycle.
+            raise ValueError(
+                f".current_nodes: {self.current_nodes} is above max_nodes ({self.max_nodes}); "
+                "raise max_nodes (the planner steps down by at most max_step_nodes a cycle)"
+            )
         if self.tier != "spot" and self.spot_interruption_rate_per_hour > 0:
             raise ValueError("spot_interruption_rate_per_hour applies to tier 'spot' only")
         if self.tier != "reserved" and self.commitment_price_per_gpu_hour:
@@ -210,18 +257,22 @@ class PolicyConfig(_Model):
     """Forecast quantile capacity is sized to. Default 0.9."""
     headroom_fraction: float = Field(default=0.1, ge=0, le=2)
     """Extra capacity over current observed demand, the reactive floor. Default 0.1 (10%)."""
-    scale_down_stabilization_s: int = Field(default=1800, ge=0)
-    """Capacity is only released if it is not needed again within this window. Default 1800."""
-    max_step_nodes: int = Field(default=8, ge=1)
+    scale_down_stabilization_s: int = Field(default=1800, ge=0, le=7 * 86400)
+    """Capacity is only released if it is not needed again within this window. Default 1800;
+    at most 7 days (the forecast must reach that far)."""
+    max_step_nodes: int = Field(default=8, ge=1, le=100_000)
     """Most nodes one pool may gain or lose in one cycle. Default 8."""
-    budget_per_hour: float | None = Field(default=None, gt=0)
-    """Cap on the fleet's spend per hour; none by default."""
-    horizon_s: int = Field(default=86400, ge=300)
-    """How far ahead to forecast and plan, in seconds. Default 86400 (24 h)."""
-    cycle_s: int = Field(default=300, ge=60)
-    """How often the cycle runs, in seconds. Default 300."""
-    staleness_limit_s: int = Field(default=900, ge=60)
-    """A signal whose newest sample is older than this is stale: no scale-down. Default 900."""
+    budget_per_hour: float | None = Field(default=None, gt=0, le=1e9)
+    """Cap on the fleet's spend per hour; none by default. Finite, at most 1e9."""
+    horizon_s: int = Field(default=86400, ge=300, le=366 * 86400)
+    """How far ahead to forecast and plan, in seconds. Default 86400 (24 h); at most 366
+    days, the longest finance projection (memory grows with horizon x signals)."""
+    cycle_s: int = Field(default=300, ge=60, le=86400)
+    """How often the cycle runs, in seconds. Default 300; at most a day (a plan older than
+    that acts on a stale forecast)."""
+    staleness_limit_s: int = Field(default=900, ge=60, le=30 * 86400)
+    """A signal whose newest sample is older than this is stale: no scale-down. Default 900;
+    at most 30 days."""
     unserved_budget: float = Field(default=0.005, ge=0, le=0.5)
     """Share of demand GPU-hours a signal's learned margin may leave unserved in the
     walk-forward replay of its own history (scaler.margins). Default 0.005 (0.5%)."""
@@ -230,17 +281,18 @@ class PolicyConfig(_Model):
 class ForecastConfig(_Model):
     method: str = "auto"
     """Estimator name from the registry, or ``auto`` (chosen per series by backtest)."""
-    quantiles: tuple[float, ...] = (0.1, 0.5, 0.9)
+    quantiles: tuple[float, ...] = Field(default=(0.1, 0.5, 0.9), min_length=1, max_length=99)
     """Quantiles computed and reported; the policy quantile is added if missing."""
-    jobs: int = Field(default=1, ge=-1)
+    jobs: int = Field(default=1, ge=-1, le=1024)
     """Worker processes forecasting series in parallel (``-1``: every core; ``dask``: LocalCluster
-    workers). Default 1: in the cycle's own process. See ``forecaster/parallel.py``."""
+    workers). Default 1: in the cycle's own process; at most 1024 (each is a process). See
+    ``forecaster/parallel.py``."""
     backend: Literal["joblib", "dask"] = "joblib"
     """``joblib`` (processes on this machine) or ``dask`` (``pip install 'tiercast[distributed]'``).
     Default joblib."""
     scheduler: str | None = None
     """Dask scheduler address (``tcp://host:8786``); unset with ``dask``: a LocalCluster per cycle."""
-    batch_size: int = Field(default=8, ge=1)
+    batch_size: int = Field(default=8, ge=1, le=10_000)
     """Series sent to a worker at a time; about ``2 * jobs`` batches are in flight. Default 8."""
 
     @model_validator(mode="after")
@@ -255,8 +307,11 @@ class ForecastConfig(_Model):
 class PrometheusConfig(_Model):
     """Where signals with a ``query`` are read; see ``forecaster/prometheus.py``."""
 
-    url: str = Field(pattern=r"^https?://")
-    """Base URL, e.g. ``http://prometheus.monitoring:9090``."""
+    url: str = Field(pattern=r"^https?://", max_length=2048)
+    """Base URL, e.g. ``https://prometheus.monitoring:9090``."""
+    allow_insecure: bool = False
+    """Send ``bearer_token_file`` or the password over plain ``http://`` anyway (anyone on
+    the network path can read them). Default false: such a config is refused at load."""
     bearer_token_file: str | None = None
     """File holding a bearer token (a Kubernetes secret mount); read each cycle, never logged."""
     username: str | None = None
@@ -266,15 +321,23 @@ class PrometheusConfig(_Model):
     """CA bundle (PEM) that signed the server's certificate; default: the system's."""
     verify_tls: bool = True
     """Verify the server's TLS certificate. Default true."""
-    timeout_s: float = Field(default=30.0, gt=0)
-    """Timeout of one HTTP request, in seconds. Default 30."""
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """Deadline of one whole HTTP request (connect, headers and body), in seconds; at most
+    600 so one slow chunk cannot hold a cycle for longer than ten minutes. Default 30."""
     retries: int = Field(default=3, ge=0, le=10)
     """Retries of a request after a connection error, timeout, 429 or 5xx. Default 3."""
     retry_backoff_s: float = Field(default=1.0, ge=0, le=30)
     """First wait before a retry, doubled each time (capped at 30 s). Default 1."""
-    lookback_s: int = Field(default=14 * 86400, ge=3600)
-    """History window read each cycle. Default 14 days."""
-    max_fill_gap_s: int = Field(default=900, ge=0)
+    lookback_s: int = Field(default=14 * 86400, ge=3600, le=400 * 86400)
+    """History window read each cycle. Default 14 days; at most 400 days (a year and its
+    seasons is the most any estimator uses, and each cycle reads the whole window)."""
+    max_response_bytes: int = Field(default=256 * 1024 * 1024, ge=1024, le=4 * 1024**3)
+    """Largest decoded answer read from one request; a larger one is a one-line error,
+    not an out-of-memory pod. Default 256 MiB (11,000 points x ~1,000 series)."""
+    max_series: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Most series one query may return; more means the query lost its aggregation.
+    Default 10,000."""
+    max_fill_gap_s: int = Field(default=900, ge=0, le=86400)
     """Gaps up to this long are interpolated; longer ones stay missing and are reported. Default 900."""
 
     @model_validator(mode="after")
@@ -283,14 +346,27 @@ class PrometheusConfig(_Model):
             raise ValueError("prometheus: give either bearer_token_file or username, not both")
         if self.password_file is not None and self.username is None:
             raise ValueError("prometheus: password_file needs username")
+        credentials = self.bearer_token_file is not None or self.username is not None
+        if credentials and self.url.startswith("http://") and not self.allow_insecure:
+            # Worded so that redaction (which masks the word after "token") keeps it readable.
+            kind = "bearer_token_file" if self.bearer_token_file is not None else "password_file"
+            raise ValueError(
+                f"prometheus.url: {self.url[:200]!r} is plain http:// and the credential in "
+                f"{kind} would be sent in clear; use https:// or set prometheus.allow_insecure: true"
+            )
         return self
 
 
 class ModelStoreConfig(_Model):
     path: str = "models"
     """Folder with one fitted model per series. Default ``models``."""
-    max_age_s: int = Field(default=86400, ge=0)
+    max_age_s: int = Field(default=86400, ge=0, le=366 * 86400)
     """Refit a stored model older than this. Default 86400 (daily)."""
+    signing_key_file: str | None = None
+    """File (a mounted Secret) holding the HMAC key that signs the pickled parts of
+    stored models (scikit-learn's trees, which have no code-free form). Default None:
+    ``$TIERCAST_MODEL_SIGNING_KEY_FILE``, else such models are refitted every cycle and
+    never written. Every other model is stored in a format that cannot run code."""
 
 
 _DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -362,16 +438,17 @@ class ServiceConfig(_Model):
     """When stored models are refitted (cron, UTC). Default daily at 03:17, a quiet hour."""
     report_schedule: str = "0 6 * * 1"
     """When the capacity report is written (cron, UTC). Default Mondays 06:00."""
-    misfire_grace_s: int = Field(default=120, ge=1)
+    misfire_grace_s: int = Field(default=120, ge=1, le=86400)
     """A run that starts late by up to this many seconds still runs; later ones are
     dropped, and missed runs are coalesced into one. Default 120."""
-    shutdown_grace_s: float = Field(default=25.0, ge=0)
+    shutdown_grace_s: float = Field(default=25.0, ge=0, le=3600)
     """After SIGTERM, seconds to let a running job finish before exiting; keep it below
     the pod's terminationGracePeriodSeconds (30). Default 25."""
     records_path: str = "tiercast-records.sqlite"
     """SQLite file of run records (``tiercast history`` reads it)."""
-    records_keep_days: int = Field(default=30, ge=1)
-    """Run records older than this are deleted. Default 30 days."""
+    records_keep_days: int = Field(default=30, ge=1, le=3650)
+    """Run records older than this are deleted. Default 30 days; at most 3650 (ten years;
+    the cut-off date must stay a representable timestamp)."""
     plan_out: str | None = None
     """Where each cycle writes its plan JSON; none by default in ``serve``."""
     report_out: str = "reports"
@@ -387,9 +464,9 @@ class ServiceConfig(_Model):
     lease_name: str = "tiercast-leader"
     lease_namespace: str | None = None
     """Namespace of the Lease; default: the pod's namespace (service-account file) or ``default``."""
-    lease_duration_s: int = Field(default=15, ge=2)
+    lease_duration_s: int = Field(default=15, ge=2, le=3600)
     """A leader that has not renewed for this long loses the Lease. Default 15."""
-    lease_renew_s: float = Field(default=5.0, gt=0)
+    lease_renew_s: float = Field(default=5.0, gt=0, le=3600)
     """How often the leader renews and candidates retry. Default 5; below lease_duration_s."""
     action_retries: int = Field(default=2, ge=0, le=10)
     """Retries of an action that failed temporarily (429, 500, timeout); each re-reads the
@@ -418,23 +495,23 @@ class KubernetesConfig(_Model):
     """Node label whose value names the pool; checked before each provider's own label."""
     tier_label: str = "karpenter.sh/capacity-type"
     """Node label giving the tier (``spot``, ``on-demand``, ``reserved``), for the inventory."""
-    max_changes_per_cycle: int = Field(default=10, ge=0)
+    max_changes_per_cycle: int = Field(default=10, ge=0, le=10_000)
     """Most actions one cycle may apply; the rest wait for the next cycle. Default 10."""
-    request_timeout_s: float = Field(default=10.0, gt=0)
+    request_timeout_s: float = Field(default=10.0, gt=0, le=600)
     """Timeout of one API request in seconds. Default 10."""
     retries: int = Field(default=4, ge=0, le=10)
     """Retries of a request answered 429, 5xx or timed out. Default 4."""
-    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_base_s: float = Field(default=0.5, ge=0, le=600)
     """First retry delay; doubles each retry (or the server's Retry-After). Default 0.5."""
-    backoff_max_s: float = Field(default=8.0, ge=0)
+    backoff_max_s: float = Field(default=8.0, ge=0, le=3600)
     """Longest delay between retries. Default 8."""
     conflict_retries: int = Field(default=5, ge=0, le=20)
     """Re-reads after a 409 Conflict (someone else changed the object). Default 5."""
-    drain_timeout_s: int = Field(default=600, ge=0)
+    drain_timeout_s: int = Field(default=600, ge=0, le=86400)
     """How long evictions may be refused (PodDisruptionBudgets) before a MIG change aborts. Default 600."""
-    mig_timeout_s: int = Field(default=900, ge=0)
+    mig_timeout_s: int = Field(default=900, ge=0, le=86400)
     """How long to wait for ``nvidia.com/mig.config.state=success`` after relabelling. Default 900."""
-    poll_interval_s: float = Field(default=5.0, gt=0)
+    poll_interval_s: float = Field(default=5.0, gt=0, le=3600)
     """Delay between polls while draining or waiting for the MIG manager. Default 5."""
     gpu_operator_namespace: str = Field(
         default="gpu-operator", min_length=1, max_length=63, pattern=_K8S_NAME
@@ -465,9 +542,12 @@ class FinanceConfig(_Model):
 
 
 class Config(_Model):
-    signals: tuple[SignalConfig, ...] = Field(min_length=1)
-    workloads: tuple[WorkloadConfig, ...] = Field(min_length=1)
-    pools: tuple[PoolConfig, ...] = Field(min_length=1)
+    signals: tuple[SignalConfig, ...] = Field(min_length=1, max_length=MAX_SIGNALS)
+    """Demand signals; at most 2,000 (each is a query and a model per cycle)."""
+    workloads: tuple[WorkloadConfig, ...] = Field(min_length=1, max_length=MAX_WORKLOADS)
+    """Workloads; at most 2,000."""
+    pools: tuple[PoolConfig, ...] = Field(min_length=1, max_length=MAX_POOLS)
+    """Node pools; at most 500 (the planner's work grows with pools x horizon steps)."""
     policy: PolicyConfig = PolicyConfig()
     forecast: ForecastConfig = ForecastConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
@@ -549,21 +629,42 @@ def _known_mig_layout(field: str, model: str, spec: str) -> None:
         raise ValueError(str(exc)) from None
 
 
+MAX_SHOWN = 80
+"""Characters of an offending value shown in an error (a value may be megabytes)."""
+
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters, never built whole for big input."""
+    if isinstance(value, str | bytes) and len(value) > limit:
+        value = value[: limit + 1]
+    elif isinstance(value, dict | list | tuple):
+        return f"a {type(value).__name__} of {len(value)} item(s)"
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _format_error(source: str, exc: ValidationError) -> str:
-    err = exc.errors()[0]
+    err = exc.errors(include_url=False, include_context=False, include_input=True)[0]
     loc = ""
     for part in err["loc"]:
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "value_error" and not loc:
-        return f"{source}: {msg}"
+    msg = " ".join(str(err["msg"]).removeprefix("Value error, ").split())[:240]
+    if err["type"] == "value_error":
+        if msg.startswith(".") and loc:  # a check on one field of this model: '.name: ...'
+            return f"{source}: {loc}{msg}"
+        if msg.startswith("."):
+            return f"{source}: {msg[1:]}"
+        # Our own checks name the field and the value already.
+        if not loc or msg.startswith(loc.split(".")[0]):
+            return f"{source}: {msg}"
+        return f"{source}: {loc}: {msg}"
     if err["type"] == "missing":
         return f"{source}: {loc}: required field is missing"
     if err["type"] == "extra_forbidden":
         return (
             f"{source}: {loc}: unknown field (check the spelling against data/example-config.yaml)"
         )
-    return f"{source}: {loc or 'top level'}: {msg}; got {err.get('input')!r}"
+    return f"{source}: {loc or 'top level'}: {msg}; got {shown(err.get('input'))}"
 
 
 def parse_config(data: Any, source: str = "config") -> Config:
@@ -578,20 +679,104 @@ def parse_config(data: Any, source: str = "config") -> Config:
         raise ConfigError(_format_error(source, exc)) from None
 
 
+class _YamlLimit(yaml.YAMLError):
+    """A YAML document over one of the limits above."""
+
+    def __init__(self, problem: str, mark: Any = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys and bounds nesting and aliases."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                mark = self.peek_event().start_mark
+                raise _YamlLimit(f"more than {MAX_YAML_ALIASES} *alias references", mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _YamlLimit(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(
+                    key_node, yaml.ScalarNode
+                ):
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise _YamlLimit(
+                        f"duplicate key {shown(key)} (the later one would silently win)",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _too_many_values(data: Any, budget: int = MAX_YAML_NODES) -> bool:
+    """Whether ``data`` holds more than ``budget`` values with aliases expanded (stops early)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        budget -= 1
+        if budget < 0:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse config YAML with the limits above; one-line :class:`ConfigError` otherwise."""
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no tags run code
+    except (yaml.YAMLError, RecursionError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(
+            f"config file {source!r}{where}: {' '.join(str(problem).split())[:200]}"
+        ) from None
+    if _too_many_values(data):
+        raise ConfigError(
+            f"config file {source!r}: more than {MAX_YAML_NODES} values once aliases are expanded"
+        )
+    return data
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file."""
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"config file {str(p)!r} is {size} bytes; at most {MAX_CONFIG_BYTES} are read"
+            )
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file {str(p)!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {str(p)!r} cannot be read: {exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"config file {str(p)!r}{where}: {problem}") from None
-    return parse_config(data, source=str(p))
+        raise ConfigError(
+            f"config file {str(p)!r} cannot be read: {' '.join(str(exc).split())[:200]}"
+        ) from exc
+    return parse_config(parse_yaml(text, str(p)), source=str(p))

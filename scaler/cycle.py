@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from forecaster.artifacts import load_signing_key
 from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast, forecast_history
 from forecaster.parallel import ForecastSpec, forecast_history_parallel
@@ -64,7 +65,7 @@ def stale_signals(
     return {name for name, fc in forecasts.items() if now - fc.last_timestamp > limit}
 
 
-_STORES: dict[tuple[str, int], ModelStore] = {}
+_STORES: dict[tuple[str, int, str | None], ModelStore] = {}
 
 
 def model_store_for(config: Config) -> ModelStore:
@@ -74,9 +75,12 @@ def model_store_for(config: Config) -> ModelStore:
     model from disk once, not every cycle.
     """
     path = Path(config.model_store.path).resolve()  # a relative path means the working dir
-    key = (str(path), config.model_store.max_age_s)
+    key_file = config.model_store.signing_key_file
+    key = (str(path), config.model_store.max_age_s, key_file)
     if key not in _STORES:
-        _STORES[key] = ModelStore(path, max_age_s=config.model_store.max_age_s)
+        _STORES[key] = ModelStore(
+            path, max_age_s=config.model_store.max_age_s, signing_key=load_signing_key(key_file)
+        )
     return _STORES[key]
 
 
@@ -104,6 +108,7 @@ def forecast_for_plan(
             str(store.path) if store.path is not None else None,
             store.max_age_s,
             now,
+            signing_key_file=config.model_store.signing_key_file,
         )
         return forecast_history_parallel(
             usable, spec, settings.backend, settings.jobs, settings.scheduler, settings.batch_size

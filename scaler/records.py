@@ -13,8 +13,10 @@ never share one. ``tiercast history`` prints the records as a table or JSON.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sqlite3
+import sys
 import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -27,6 +29,7 @@ import pandas as pd
 from forecaster.errors import BadInputError, TemporaryError
 from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
+from forecaster.secrets import redact
 from forecaster.series import History
 from scaler.plans import CapacityPlan, iso
 
@@ -163,6 +166,8 @@ class RunStore:
     def __init__(self, path: str | Path, keep_days: int = 30) -> None:
         self.path = Path(path)
         self.keep_days = keep_days
+        self.skipped: list[Any] = []
+        """Row numbers (``seq``) the last :meth:`recent` skipped as corrupt."""
 
     def _connect(self, create: bool) -> sqlite3.Connection:
         if not create and not self.path.is_file():
@@ -185,6 +190,12 @@ class RunStore:
         """Write one record (and its full plan) atomically; prune records past retention."""
         if record.status not in STATUSES:
             raise ValueError(f"status {record.status!r} is not one of {', '.join(STATUSES)}")
+        # Whatever an error or note quotes (a server's echo of a header) is masked first.
+        record = dataclasses.replace(
+            record,
+            error=redact(record.error) if record.error is not None else None,
+            notes=[redact(str(n)) for n in record.notes],
+        )
         # Serialize before opening the transaction: a value that cannot be written
         # must fail here, not leave a transaction half done.
         try:
@@ -221,10 +232,14 @@ class RunStore:
             conn.close()
 
     def recent(self, limit: int = 20, job: str | None = None) -> list[RunRecord]:
-        """The newest records first (by write order, not by clock: clocks jump)."""
+        """The newest records first (by write order, not by clock: clocks jump).
+
+        A row that cannot be read back as a record (hand-edited, half-written by an old
+        version, another tool's table) is skipped; :attr:`skipped` says how many.
+        """
         conn = self._connect(create=False)
         try:
-            sql = "SELECT body FROM runs"
+            sql = "SELECT seq, body FROM runs"
             params: tuple[Any, ...] = ()
             if job:
                 sql += " WHERE job = ?"
@@ -234,7 +249,15 @@ class RunStore:
             raise RecordsError(f"run records {str(self.path)!r}: cannot read: {exc}") from exc
         finally:
             conn.close()
-        return [RunRecord(**json.loads(body)) for (body,) in rows]
+        out = []
+        self.skipped = []
+        for seq, body in rows:
+            record = _record_from_row(body)
+            if record is None:
+                self.skipped.append(seq)
+            else:
+                out.append(record)
+        return out
 
     def full_plan(self, run_id: str) -> dict[str, Any] | None:
         """The complete plan JSON of one run, or None when the run made no plan."""
@@ -246,8 +269,60 @@ class RunStore:
         finally:
             conn.close()
         if row is None:
-            raise BadInputError(f"--run: no run {run_id!r} in {str(self.path)!r}")
-        return json.loads(zlib.decompress(row[0])) if row[0] is not None else None
+            raise BadInputError(f"--run: no run {run_id[:100]!r} in {str(self.path)!r}")
+        if row[0] is None:
+            return None
+        try:
+            plan = json.loads(zlib.decompress(row[0]))
+        except (zlib.error, TypeError, ValueError, RecursionError) as exc:
+            raise RecordsError(
+                f"run records {str(self.path)!r}: the plan of run {run_id[:100]!r} is corrupt "
+                f"({type(exc).__name__})"
+            ) from None
+        return plan if isinstance(plan, dict) else None
+
+
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "job": str,
+    "started_at": str,
+    "finished_at": str,
+    "duration_s": (int, float),
+    "status": str,
+    "exit_code": int,
+    "dry_run": bool,
+    "leader": bool,
+    "identity": str,
+    "source": str,
+    "error": (str, type(None)),
+    "inputs": dict,
+    "forecast": dict,
+    "plan": (dict, type(None)),
+    "actions": list,
+    "notes": list,
+}
+
+
+def _record_from_row(body: Any) -> RunRecord | None:
+    """The record stored in one row, or None when the row is not a well-formed record."""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or set(data) - set(_FIELD_TYPES):
+        return None
+    for name, kind in _FIELD_TYPES.items():
+        if name in data and not isinstance(data[name], kind):
+            return None
+    if not all(isinstance(a, dict) for a in data.get("actions", [])):
+        return None
+    plan = data.get("plan")
+    if plan is not None and not isinstance(plan.get("cost", {}), dict):
+        return None
+    try:
+        return RunRecord(**data)
+    except TypeError:  # a required field is missing
+        return None
 
 
 def _actions_cell(record: RunRecord) -> str:
@@ -265,8 +340,10 @@ def history_table(records: list[RunRecord]) -> str:
     rows = [("STARTED", "JOB", "STATUS", "SECS", "MODE", "ACTIONS", "COST/H", "DETAIL")]
     for r in records:
         mode = "dry-run" if r.dry_run else ("leader" if r.leader else "follower")
-        cost = r.plan["cost"].get("per_hour_now") if r.plan else None
-        detail = r.error or next(iter(r.notes), "")
+        cost = r.plan.get("cost", {}).get("per_hour_now") if r.plan else None
+        if not isinstance(cost, int | float) or isinstance(cost, bool):
+            cost = None
+        detail = " ".join(redact(str(r.error or next(iter(r.notes), ""))).split())
         rows.append(
             (
                 r.started_at,
@@ -307,13 +384,25 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise BadInputError(f"--limit: {args.limit} is not a positive number of runs")
     records = store.recent(limit=args.limit, job=args.job)
+    if store.skipped:
+        shown = ", ".join(str(seq) for seq in store.skipped[:10])
+        more = "" if len(store.skipped) <= 10 else f" and {len(store.skipped) - 10} more"
+        print(
+            f"tiercast: warning: skipped {len(store.skipped)} corrupt run record(s) in "
+            f"{str(path)!r} (rows {shown}{more})",
+            file=sys.stderr,
+        )
     output = "json" if args.json else args.output
     if output == "table":
         print(history_table(records))
     else:
         from scaler.cli import print_document
 
-        print_document([r.to_dict() for r in records], output)
+        rows = [r.to_dict() for r in records]
+        for row in rows:
+            row["error"] = redact(row["error"]) if row["error"] is not None else None
+            row["notes"] = [redact(str(n)) for n in row["notes"]]
+        print_document(rows, output)
     return 0
 
 

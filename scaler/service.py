@@ -464,12 +464,17 @@ class ScheduledJob:
 
 def refit_models(inputs: Inputs) -> list[str]:
     """Refit every signal's model now (a quiet hour), so cycles reuse fresh fits."""
+    from forecaster.artifacts import load_signing_key
     from forecaster.forecasting import forecast_history
     from forecaster.store import ModelStore
 
     config = inputs.config
     # max_age_s=0: every stored model is due, so each one is refitted and written.
-    store = ModelStore(config.model_store.path, max_age_s=0)
+    store = ModelStore(
+        config.model_store.path,
+        max_age_s=0,
+        signing_key=load_signing_key(config.model_store.signing_key_file),
+    )
     now = inputs.now if inputs.now is not None else utc_now()
     history = {n: y[y.index < now] for n, y in inputs.history.items()}
     usable = {n: y for n, y in history.items() if y.notna().sum() >= 2}
@@ -542,12 +547,24 @@ def run_once(
     load: Callable[[], Inputs],
     show: Callable[[CycleResult, str], None],
 ) -> int:
-    """``tiercast run``: one cycle through :class:`CycleJob`; returns the exit code."""
-    inputs = load()
-    config = inputs.config
-    configure_logging(os.environ.get("TIERCAST_LOG_FORMAT") or config.service.log_format)
+    """``tiercast run``: one cycle through :class:`CycleJob`; returns the exit code.
+
+    With ``--config``, only the config is read before the job starts; collection (the
+    part that talks to Prometheus and can fail or be interrupted) runs inside the job,
+    so a failed or SIGTERM-ed collection still leaves its run record.
+    """
     stop = Stop()
     stop.install()
+    config_path = getattr(args, "config", None)
+    inputs: Inputs | None = None
+    if config_path and getattr(args, "history", None) is None:
+        from scaler.config import load_config
+
+        config = load_config(config_path)
+    else:
+        inputs = load()
+        config = inputs.config
+    configure_logging(os.environ.get("TIERCAST_LOG_FORMAT") or config.service.log_format)
     dry_run = bool(args.dry_run or getattr(args, "server_dry_run", False))
     make = provider_factory(
         dry_run,
@@ -560,8 +577,9 @@ def run_once(
         if not args.dry_run:
             log.info("no cluster provider is configured for these pools; recording actions instead")
         dry_run = True
+    loaded = inputs
     job = CycleJob(
-        load=lambda: inputs,
+        load=(lambda: loaded) if loaded is not None else load,
         make_provider=lambda _config: provider,
         store=RunStore(config.service.records_path, config.service.records_keep_days),
         dry_run=dry_run,
@@ -571,7 +589,7 @@ def run_once(
     )
     outcome = job()
     if outcome.result is not None:
-        show(outcome.result, inputs.source)
+        show(outcome.result, outcome.record.source)
     if outcome.error is not None:
         if isinstance(outcome.error, TiercastError):
             raise outcome.error
@@ -637,7 +655,11 @@ class Service:
             with self._lock:
                 self._running[name] = time.monotonic()
             try:
-                fn()
+                outcome = fn()
+                # Ready once a cycle has planned (ok or held): a service that cannot
+                # reach Prometheus yet stays up, not ready, and retries on schedule.
+                if name == "cycle" and getattr(outcome, "status", None) in ("ok", "held"):
+                    self._ready = True
             finally:
                 with self._lock:
                     self._running.pop(name, None)
@@ -673,7 +695,7 @@ class Service:
         if self.stop.is_set():
             return False, "shutting down"
         if not self._ready:
-            return False, "starting"
+            return False, "no cycle has completed yet"
         return True, "ok"
 
     def start(self) -> None:
@@ -684,7 +706,8 @@ class Service:
             ).start()
         self.leadership.start()
         self.scheduler.start()
-        self._ready = True
+        if "cycle" not in self.jobs:
+            self._ready = True
         for job in self.scheduler.get_jobs():
             log.info("scheduled %s: next run %s", job.id, job.next_run_time)
 
@@ -738,7 +761,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         live = live_signals(config) and not args.now
         return Inputs(config, history, None if live else now, label)
 
-    config = load().config
+    if getattr(args, "config", None) and getattr(args, "history", None) is None:
+        # Only the config at start-up: Prometheus may be down now and up by the next cycle.
+        from scaler.config import load_config
+
+        config = load_config(args.config)
+    else:
+        config = load().config
     svc = config.service
     configure_logging(args.log_format or os.environ.get("TIERCAST_LOG_FORMAT") or svc.log_format)
     overrides: dict[str, Any] = {}

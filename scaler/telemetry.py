@@ -33,6 +33,8 @@ from prometheus_client import (
 from forecaster import __version__
 from forecaster.errors import TemporaryError
 from forecaster.forecasting import SeriesForecast
+from forecaster.secrets import RedactSecrets
+from forecaster.secrets import redact as redact  # re-exported: the service masks with it
 from scaler.actuators import ActionResult
 from scaler.config import Config
 from scaler.plans import CapacityPlan
@@ -219,6 +221,45 @@ class Telemetry:
         return generate_latest(self.registry)
 
 
+MAX_CONNECTIONS = 32
+"""Most connections served at once by the metrics and agent endpoints; more are closed."""
+IDLE_TIMEOUT_S = 10.0
+"""A connection that sends nothing for this long is closed (a scrape takes milliseconds)."""
+
+
+class BoundedHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server with a cap on concurrent connections.
+
+    ``ThreadingHTTPServer`` starts a thread per connection with no limit, so idle
+    sockets pile up threads; here a connection past :data:`MAX_CONNECTIONS` is
+    closed at once, and handlers built on :class:`QuietHandler` time out idle reads.
+    """
+
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: Any, limit: int = MAX_CONNECTIONS
+    ) -> None:
+        self._slots = threading.BoundedSemaphore(limit)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class MetricsServer:
     """``/metrics``, ``/healthz`` and ``/readyz`` on one port, in a daemon thread.
 
@@ -240,6 +281,8 @@ class MetricsServer:
         probes = {"/healthz": healthz, "/readyz": readyz}
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = IDLE_TIMEOUT_S  # an idle client does not hold its thread for ever
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
@@ -265,7 +308,7 @@ class MetricsServer:
                 log.debug("metrics endpoint: " + format, *args)
 
         try:
-            self._server = ThreadingHTTPServer((host, port), Handler)
+            self._server: ThreadingHTTPServer = BoundedHTTPServer((host, port), Handler)
         except OSError as exc:
             raise TemporaryError(
                 f"service.metrics_port: cannot listen on {host}:{port}: {exc}"
@@ -286,38 +329,6 @@ class MetricsServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-_SECRET = re.compile(
-    r"(?i)(authorization|bearer|token|password|passwd|secret|api[_-]?key)"
-    r"(\s*[:=]\s*|\s+)"
-    r"(bearer\s+)?"
-    r"[^\s,;'\"&}]+"
-)
-_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
-
-
-def redact(text: str) -> str:
-    """Mask what looks like a credential: ``token=...``, ``Bearer ...``, ``user:pass@``."""
-    text = _URL_CREDENTIALS.sub(r"\1***:***@", text)
-    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}***", text)
-
-
-class RedactSecrets(logging.Filter):
-    """Rewrites a record's message with credentials masked (both log formats)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        masked = redact(message)
-        if record.exc_info and record.exc_info[1] is not None:
-            # The traceback text is formatted later from exc_info; keep the masked
-            # one-line form instead so no secret in an exception reaches the log.
-            exc = record.exc_info[1]
-            masked += f" ({type(exc).__name__}: {redact(str(exc))})"
-            record.exc_info = None
-            record.exc_text = None
-        record.msg, record.args = masked, None
-        return True
 
 
 # Attributes every LogRecord has; anything else came through ``extra=`` and is a field.

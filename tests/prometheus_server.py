@@ -233,6 +233,8 @@ class StubReply:
     status: int = 200
     body: bytes = b""
     delay_s: float = 0.0
+    drip_s: float = 0.0
+    """When set, the body is sent one byte at a time with this pause between bytes."""
 
 
 def matrix_body(series: list[tuple[dict[str, str], list[tuple[float, str]]]]) -> bytes:
@@ -275,7 +277,13 @@ class StubServer:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(answer.body)))
                     self.end_headers()
-                    self.wfile.write(answer.body)
+                    if answer.drip_s:
+                        for i in range(len(answer.body)):
+                            self.wfile.write(answer.body[i : i + 1])
+                            self.wfile.flush()
+                            time.sleep(answer.drip_s)
+                    else:
+                        self.wfile.write(answer.body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test): nothing to answer
 

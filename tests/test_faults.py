@@ -425,3 +425,51 @@ def test_refit_with_corrupt_or_unwritable_model_store_completes(tmp_path: Path) 
         store,
     )()
     assert broken.status == "failed" and errors(telemetry)[("temporary", "report")] == 1
+
+
+def test_sigterm_during_a_slow_collection_still_leaves_a_run_record(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    with StubServer(lambda _: StubReply(200, gauge_values(NOW, 8.0), delay_s=3.0)) as stub:
+        config = prom_config(tmp_path, stub.url)
+        data = yaml.safe_load(config.read_text())
+        data["prometheus"]["timeout_s"] = 10.0
+        data["service"] = {"records_path": str(tmp_path / "runs.sqlite")}
+        config.write_text(yaml.safe_dump(data))
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "scaler.cli",
+                "run",
+                "--dry-run",
+                "--config",
+                str(config),
+                "--now",
+                NOW.isoformat(),
+            ],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not stub.requests and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert stub.requests, "the run never queried Prometheus"
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 143, err[-1500:]
+    [record] = RunStore(tmp_path / "runs.sqlite").recent()
+    assert record.status == "abandoned" and record.exit_code == 143

@@ -67,7 +67,7 @@ def test_kustomization_lists_every_manifest_and_nothing_else() -> None:
     present = {p.name for p in BASE.glob("*.yaml")} - {"kustomization.yaml"}
     assert present - listed == set()
     assert listed - present <= {NODE_AGENT}
-    assert kustomization()["namespace"] == "tiercast-system"
+    assert "namespace" not in kustomization()  # each manifest names its trust zone
 
 
 @pytest.mark.parametrize("path", sorted(BASE.glob("*.yaml")), ids=lambda p: p.name)
@@ -137,7 +137,12 @@ def manifest_grants() -> set[Grant]:
         scope = "cluster" if binding["kind"] == "ClusterRoleBinding" else namespace
         for subject in binding["subjects"]:
             assert subject["kind"] == "ServiceAccount"
-            assert subject["namespace"] == "tiercast-system"
+            home = (
+                "tiercast-node-agent"
+                if subject["name"] == "tiercast-node-agent"
+                else "tiercast-system"
+            )
+            assert subject["namespace"] == home
             for rule in role["rules"]:
                 assert "resourceNames" not in rule or rule["resourceNames"]
                 for group in rule["apiGroups"]:
@@ -266,3 +271,27 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
             )
     unused = grants - used
     assert {g[3] for g in unused} == {"leases"}, unused
+
+
+def test_the_privileged_agent_is_alone_in_its_namespace_and_tiercast_is_restricted() -> None:
+    docs = documents()
+    namespaces = {
+        d["metadata"]["name"]: d["metadata"]["labels"] for d in docs if d["kind"] == "Namespace"
+    }
+    assert namespaces["tiercast-system"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert namespaces["tiercast-node-agent"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    placed = {
+        (d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace")
+        for d in docs
+        if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")
+    }
+    for (kind, name), namespace in placed.items():
+        expected = "tiercast-node-agent" if "node-agent" in name else "tiercast-system"
+        assert namespace == expected, (kind, name, namespace)
+    agent = next(d for d in docs if d["kind"] == "DaemonSet")
+    assert agent["spec"]["template"]["spec"]["hostPID"] is True  # only here
+    # tiercast's namespaced rights (Deployments for placeholders) are in the restricted zone.
+    assert {scope for _, scope, *_ in manifest_grants()} <= {"cluster", "tiercast-system"}
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == "tiercast-node-agent"
+    assert [p["port"] for p in policy["spec"]["ingress"][0]["ports"]] == [9402]

@@ -304,7 +304,7 @@ def test_warm_cycle_reuses_stored_models_whatever_the_backend(tmp_path: Path) ->
     spec = ForecastSpec(HORIZON, (0.1, 0.5, 0.9), "auto", store_path=str(tmp_path / "models"))
     first = forecast_all(cold, spec, JoblibBackend(2), batch_size=2)
     assert first.reused == 0 and first.count("ok") == 4
-    assert len(list((tmp_path / "models").glob("*.joblib"))) == 4
+    assert len(list((tmp_path / "models").glob("*.npz"))) == 4
     serial = forecast_all(warm, spec, JoblibBackend(1), batch_size=2)
     two = forecast_all(warm, spec, JoblibBackend(2), batch_size=2)
     assert serial.reused == two.reused == 4
@@ -401,7 +401,7 @@ def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
     for name, fc in serial.items():
         assert parallel[name].estimator == fc.estimator
         pd.testing.assert_frame_equal(parallel[name].frame, fc.frame, check_exact=True)
-    assert len(list((tmp_path / "b").glob("*.joblib"))) == len(history)
+    assert len(list((tmp_path / "b").glob("*.npz"))) == len(history)
     # The stale signal's forecast still reaches now + horizon.
     assert parallel["embed_rps"].frame.index[-1] >= now + pd.Timedelta(
         seconds=config.policy.horizon_s

@@ -128,22 +128,31 @@ def test_bearer_token_is_read_from_a_file_and_never_shown(tmp_path: Path) -> Non
         return StubReply(body=GOOD) if ok else StubReply(401, b"")
 
     with StubServer(reply) as stub:
-        assert fetch(make(stub.url, bearer_token_file=str(token))).tolist() == [1.5, 2.5]
+        assert fetch(
+            make(stub.url, bearer_token_file=str(token), allow_insecure=True)
+        ).tolist() == [1.5, 2.5]
         with pytest.raises(PrometheusUnavailable, match="401") as info:
             fetch(make(stub.url))
     assert TOKEN not in str(info.value) and TOKEN not in repr(make(stub.url))
     with StubServer(lambda _: StubReply(500, error_body("internal", "x"))) as stub:
         with pytest.raises(PrometheusUnavailable) as info:
-            fetch(make(stub.url, bearer_token_file=str(token), retries=0))
+            fetch(make(stub.url, bearer_token_file=str(token), retries=0, allow_insecure=True))
         assert TOKEN not in str(info.value)
     with pytest.raises(BadInputError, match=r"bearer_token_file: cannot read '/nope/token'"):
-        make(stub.url, bearer_token_file="/nope/token")
+        make(stub.url, bearer_token_file="/nope/token", allow_insecure=True)
 
 
 def test_basic_auth_password_from_a_file(tmp_path: Path) -> None:
     (tmp_path / "pw").write_text("hunter2\n")
     with StubServer(lambda _: StubReply(body=GOOD)) as stub:
-        fetch(make(stub.url, username="tiercast", password_file=str(tmp_path / "pw")))
+        fetch(
+            make(
+                stub.url,
+                username="tiercast",
+                password_file=str(tmp_path / "pw"),
+                allow_insecure=True,
+            )
+        )
         # base64("tiercast:hunter2")
         assert stub.requests[0]["headers"]["Authorization"] == "Basic dGllcmNhc3Q6aHVudGVyMg=="
 
@@ -242,3 +251,144 @@ def test_prometheus_config_defaults_are_pinned_and_auth_is_one_kind() -> None:
     data["prometheus"] = {"url": "prometheus:9090"}
     with pytest.raises(ConfigError, match=r"cfg.yaml: prometheus.url: .*'prometheus:9090'"):
         parse_config(data, "cfg.yaml")
+
+
+# -- credentials never in clear ----------------------------------------------------------
+
+
+def test_a_token_or_password_over_plain_http_is_refused_unless_allowed(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    with pytest.raises(BadInputError, match=r"plain http:// .*allow_insecure: true"):
+        make("http://prom:9090", bearer_token_file=str(token))
+    with pytest.raises(BadInputError, match="credential in password_file would be sent in clear"):
+        make("http://prom:9090", username="u")
+    make("http://prom:9090", bearer_token_file=str(token), allow_insecure=True)
+    make("https://prom:9090", bearer_token_file=str(token))
+    make("http://prom:9090")  # no credential: nothing to leak
+    data = config_dict("http://prom:9090", bearer_token_file=str(token))
+    with pytest.raises(ConfigError, match=r"prometheus.url: 'http://prom:9090' is plain http://"):
+        parse_config(data, "cfg.yaml")
+    data["prometheus"]["allow_insecure"] = True
+    assert parse_config(data, "cfg.yaml").prometheus.allow_insecure  # type: ignore[union-attr]
+    assert PrometheusConfig(url="http://p").allow_insecure is False
+
+
+def test_the_shipped_configmap_does_not_send_the_token_in_clear() -> None:
+    root = Path(__file__).resolve().parents[1]
+    manifest = yaml.safe_load((root / "deploy/base/configmap.yaml").read_text())
+    config = parse_config(yaml.safe_load(manifest["data"]["config.yaml"]), "configmap")
+    assert config.prometheus is not None
+    if config.prometheus.bearer_token_file or config.prometheus.username:
+        assert config.prometheus.url.startswith("https://") or config.prometheus.allow_insecure
+
+
+def _echo(handler: object) -> StubReply:
+    """A server that quotes the request's Authorization header in its error."""
+    header = getattr(handler, "headers").get("Authorization", "")  # noqa: B009
+    return StubReply(500, error_body("internal", f"bad header {header} / raw={header.split()[-1]}"))
+
+
+def test_an_echoed_token_is_masked_in_the_error_the_log_the_records_and_history(
+    workdir: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    token = workdir / "token"
+    token.write_text(TOKEN + "\n")
+    with StubServer(_echo) as stub:
+        data = config_dict(stub.url, bearer_token_file=str(token), allow_insecure=True, retries=1)
+        data["service"] = {"records_path": str(workdir / "runs.sqlite")}
+        (workdir / "cfg.yaml").write_text(yaml.safe_dump(data))
+        code = main(["run", "--config", str(workdir / "cfg.yaml"), "--dry-run"])
+    assert code == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 300 and "Prometheus at" in lines[0]
+    assert TOKEN not in err
+    assert TOKEN not in caplog.text
+    assert stub.requests and stub.requests[0]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    import sqlite3
+
+    rows = sqlite3.connect(workdir / "runs.sqlite").execute("SELECT body FROM runs").fetchall()
+    assert len(rows) == 1 and '"failed"' in rows[0][0]  # the failed collection left its record
+    assert TOKEN not in rows[0][0] and "***" in rows[0][0]
+    for extra in ([], ["--json"]):
+        assert main(["history", "--records", str(workdir / "runs.sqlite"), *extra]) == 0
+        out = capsys.readouterr().out
+        assert "failed" in out and TOKEN not in out
+
+
+# -- bounded answers ---------------------------------------------------------------------
+
+
+def test_a_slow_drip_answer_is_cut_at_the_whole_request_deadline() -> None:
+    import time
+
+    with StubServer(lambda _: StubReply(body=GOOD, drip_s=0.05)) as stub:  # ~6 s in all
+        began = time.monotonic()
+        with pytest.raises(PrometheusUnavailable, match=r"did not answer within 0.5 s"):
+            fetch(make(stub.url, timeout_s=0.5, retries=0))
+        assert time.monotonic() - began < 2.0
+
+
+def test_an_answer_over_the_size_cap_is_refused_in_one_line() -> None:
+    from forecaster.prometheus import PrometheusAnswerTooLarge
+
+    with (
+        StubServer(lambda _: StubReply(body=GOOD)) as stub,
+        pytest.raises(PrometheusAnswerTooLarge, match="max_response_bytes") as info,
+    ):
+        fetch(make(stub.url, max_response_bytes=50))
+    assert "\n" not in str(info.value)
+
+
+def test_too_many_series_are_refused_in_one_line() -> None:
+    from forecaster.prometheus import PrometheusAnswerTooLarge
+
+    many = matrix_body([({"pod": str(i)}, [(T0.timestamp(), "1")]) for i in range(5)])
+    with StubServer(lambda _: StubReply(body=many)) as stub:
+        with pytest.raises(PrometheusAnswerTooLarge, match=r"5 series .*max_series \(4\)"):
+            make(stub.url, max_series=4).range("up", T0, T0 + STEP, STEP)
+        assert len(make(stub.url, max_series=5).range("up", T0, T0 + STEP, STEP)) == 5
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [[1709251200, "abc"]],
+        [[1709251200]],
+        [["1709251200", "1"]],
+        [[1709251200, None]],
+        [[True, "1"]],
+        [[1e300, "1"]],
+        "not a list",
+        [[1709251200, "1", "extra"]],
+    ],
+    ids=[
+        "non-numeric",
+        "ragged",
+        "string-ts",
+        "null",
+        "bool-ts",
+        "far-future",
+        "not-list",
+        "triple",
+    ],
+)
+def test_a_malformed_sample_is_one_line_not_a_traceback(
+    values: object, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    body = json.dumps(
+        {
+            "status": "success",
+            "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]},
+        }
+    ).encode()
+    with StubServer(lambda _: StubReply(body=body)) as stub:
+        with pytest.raises(PrometheusUnavailable, match=r"malformed|not a list"):
+            fetch(make(stub.url))
+        cfg = write_config(workdir / "cfg.yaml", stub.url)
+        assert main(["run", "--config", str(cfg), "--dry-run"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 300 and "Traceback" not in lines[0]

@@ -163,3 +163,13 @@ def test_label_sets_are_summed_where_any_has_a_value_and_kept_apart() -> None:
 def test_a_query_signal_needs_a_prometheus_section() -> None:
     with pytest.raises(BadInputError, match="need a 'prometheus' section"):
         collect(_config(None), "rps", now=T0)
+
+
+def test_negative_values_are_dropped_as_bad_samples_and_counted() -> None:
+    raw = series([(0, 1.0), (1, -5.0), (2, 3.0), (3, -0.5), (4, 4.0)])
+    report = clean(raw, MIN, policy=HygienePolicy(max_fill_gap=pd.Timedelta(0)))
+    assert report.negative_dropped == 2 and report.nonfinite_dropped == 0
+    assert (report.series.dropna() >= 0).all() and report.series.isna().sum() == 2
+    assert "2 negative dropped" in report.summary()
+    gone = clean(series([(0, -1.0), (1, -2.0)]), MIN, now=T0)
+    assert gone.empty and gone.stale and "2 negative" in gone.summary()

@@ -133,3 +133,44 @@ def test_history_command_table_json_and_full_plan(
     assert plan["created_at"] == runs[0]["plan"]["created_at"] and plan["timeline"]
     assert main(["history", "--records", "nope.sqlite"]) == 2
     assert "do not exist" in capsys.readouterr().err
+
+
+def test_history_skips_corrupt_rows_and_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = RunStore(path)
+    store.add(record("good1"))
+    store.add(record("good2", error="TemporaryError: token=abc123 leaked"))
+    conn = sqlite3.connect(path)
+    for body in (
+        "not json",
+        "[1, 2]",
+        '{"run_id": 5}',
+        json.dumps({"run_id": "x", "job": "cycle"}),
+        json.dumps({**record("typed").to_dict(), "duration_s": "slow"}),
+        json.dumps({**record("plan").to_dict(), "plan": {"cost": 3}}),
+    ):
+        conn.execute(
+            "INSERT INTO runs (run_id, job, started_at, finished_at, status, body, plan_z)"
+            " VALUES (?, 'cycle', '2026-11-30T10:00:00Z', '2026-11-30T10:00:01Z', 'ok', ?, x'00')",
+            (f"bad-{len(body)}", body),
+        )
+    conn.commit()
+    conn.close()
+    assert main(["history", "--records", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "good1" not in err and out.count("cycle") == 2 and "abc123" not in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "skipped 6 corrupt run record(s)" in lines[0]
+    assert main(["history", "--records", str(path), "--json"]) == 0
+    assert "abc123" not in capsys.readouterr().out
+    bad = next(
+        r
+        for (r,) in sqlite3.connect(path).execute(
+            "SELECT run_id FROM runs WHERE run_id LIKE 'bad-%'"
+        )
+    )
+    assert main(["history", "--records", str(path), "--run", bad]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "corrupt" in err[0]

@@ -463,7 +463,10 @@ def test_service_overlay_renders_validates_and_is_consistent() -> None:
     assert ("StatefulSet", "tiercast-service") in kinds
     assert not any(k == "CronJob" for k, _ in kinds), "serve and the CronJob would both act"
     assert {("ServiceAccount", "tiercast"), ("ConfigMap", "tiercast-config")} <= kinds
-    assert all(d["metadata"].get("namespace") in (None, "tiercast-system") for d in docs)
+    zones = (None, "tiercast-system", "tiercast-node-agent")
+    assert all(d["metadata"].get("namespace") in zones for d in docs)
+    agent_zone = [d for d in docs if d["metadata"].get("namespace") == "tiercast-node-agent"]
+    assert all("node-agent" in d["metadata"]["name"] for d in agent_zone)
     deploy = next(d for d in docs if d["kind"] == "StatefulSet")
     pod = deploy["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -513,3 +516,99 @@ def test_grafana_dashboard_queries_only_metrics_tiercast_exports() -> None:
     assert {"tiercast_forecast", "tiercast_capacity_planned_nodes", "tiercast_errors_total"} <= used
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
+
+
+def test_serve_starts_with_prometheus_down_is_not_ready_and_records_each_failed_cycle(
+    workdir: Path,
+) -> None:
+    from tests.prometheus_server import free_port
+
+    metrics = free_port()
+    data = {
+        "signals": [{"name": "demand", "query": "demand", "step_s": 60}],
+        "workloads": [
+            {"name": "w", "signal": "demand", "gpu_model": "H100", "units_per_replica": 1.0}
+        ],
+        "pools": [
+            {
+                "name": "h100",
+                "tier": "on-demand",
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "price_per_gpu_hour": 2.0,
+                "current_nodes": 3,
+            }
+        ],
+        "prometheus": {"url": f"http://127.0.0.1:{free_port()}", "retries": 0, "timeout_s": 1},
+        "service": {
+            "cycle_schedule": "@every 1s",
+            "metrics_port": metrics,
+            "metrics_host": "127.0.0.1",
+        },
+    }
+    (workdir / "config.yaml").write_text(yaml.safe_dump(data))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaler.cli", "serve", "--config", "config.yaml", "--dry-run"],
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    records = workdir / "tiercast-records.sqlite"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if records.exists() and len(RunStore(records).recent()) >= 2:
+                break
+            time.sleep(0.3)
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics}/readyz", timeout=5)
+            raise AssertionError("ready without a successful cycle")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503 and b"no cycle has completed" in exc.read()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    runs = RunStore(records).recent()
+    assert len(runs) >= 2 and all(r.status in ("failed", "abandoned") for r in runs)
+    assert any("cannot be reached" in (r.error or "") for r in runs)
+
+
+def test_agent_state_needs_the_token_and_idle_connections_are_capped() -> None:
+    import socket
+
+    from scaler.agent import Agent, StaticGate, serve
+    from scaler.nvml import FakeNvml
+    from scaler.telemetry import MAX_CONNECTIONS
+
+    token = "a-token-of-enough-length"
+    server = serve(Agent(FakeNvml(["H100-80GB"]), StaticGate(True), None), "127.0.0.1", 0, token)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(base + "/state", timeout=5)
+        assert info.value.code == 401
+        request = urllib.request.Request(
+            base + "/state", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert urllib.request.urlopen(request, timeout=5).status == 200
+        assert urllib.request.urlopen(base + "/metrics", timeout=5).status == 200
+        idle = [
+            socket.create_connection(server.server_address, timeout=5)
+            for _ in range(MAX_CONNECTIONS + 20)
+        ]
+        time.sleep(0.5)
+        workers = [t for t in threading.enumerate() if t.name.startswith("Thread-")]
+        assert len(workers) <= MAX_CONNECTIONS + 5
+        for s in idle:
+            s.close()
+        time.sleep(0.3)
+        assert urllib.request.urlopen(base + "/healthz", timeout=5).status == 200
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -41,7 +41,7 @@ def test_a_second_store_on_the_same_folder_reuses_the_model(tmp_path: Path) -> N
     first = store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
     assert not first.reused and first.note == "fitted (no stored model)"
     files = sorted(p.suffix for p in tmp_path.iterdir())
-    assert files == [".joblib", ".json"]
+    assert files == [".json", ".npz"]
     meta = json.loads(next(tmp_path.glob("*.json")).read_text())
     assert meta["series"] == "rps" and meta["method"] == "auto"
     assert meta["estimator"] == first.model.label()
@@ -94,7 +94,7 @@ def test_drift_triggers_a_refit(tmp_path: Path) -> None:
 def test_an_unreadable_artifact_is_replaced(tmp_path: Path) -> None:
     y = series()
     store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
-    next(tmp_path.glob("*.joblib")).write_bytes(b"not a pickle at all")
+    next(tmp_path.glob("*.npz")).write_bytes(b"not an archive at all")
     outcome = store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
     assert not outcome.reused and "unreadable" in outcome.note
     assert store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto")).reused
@@ -140,3 +140,214 @@ def test_second_tiercast_run_reuses_stored_models(
     store = next(iter(cycle._STORES.values()))
     assert store.stats == {"reused": len(metas), "fitted": 0}
     assert {p.name: p.read_text() for p in (workdir / "models").glob("*.json")} == metas
+
+
+class _Touch:
+    """A pickle that creates a marker file when unpickled: what an attacker would plant."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (Path.touch, (str(self.marker),))  # type: ignore[return-value]
+
+
+def _planted_sidecar(store: ModelStore, y: pd.Series, method: str) -> dict[str, object]:
+    """A sidecar that passes every check of the store, so only the artifact decides."""
+    meta = store._meta(str(y.name), method, y, make("seasonal_naive_1d").fit(y))
+    meta["format"] = 2  # what the pickle-based store wrote
+    return meta
+
+
+def test_a_planted_joblib_artifact_is_never_unpickled(tmp_path: Path) -> None:
+    import joblib
+
+    y = series()
+    store = store_at(tmp_path)
+    stem = tmp_path / store.key("rps", "auto")
+    marker = tmp_path / "pwned"
+    joblib.dump({"model": _Touch(marker), "tail": y.tail(24)}, stem.with_suffix(".joblib"))
+    stem.with_suffix(".json").write_text(json.dumps(_planted_sidecar(store, y, "auto")))
+    outcome = store.get_or_fit(y, "auto", lambda: make("auto"))
+    assert not marker.exists()
+    assert not outcome.reused
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_a_planted_pickle_inside_the_archive_is_refused(tmp_path: Path, signed: bool) -> None:
+    import pickle
+
+    from forecaster import artifacts
+
+    y = series()
+    key = b"k" * 32 if signed else None
+    store = ModelStore(tmp_path, clock=Clock(), signing_key=key)
+    stem = tmp_path / store.key("rps", "auto")
+    marker = tmp_path / "pwned"
+    blob = np.frombuffer(pickle.dumps(_Touch(marker)), dtype=np.uint8)
+    state = {"$t": "dict", "v": [["model", {"$t": "pickle", "k": "p0", "hmac": "0" * 64}]]}
+    text = np.frombuffer(json.dumps(state).encode(), dtype=np.uint8)
+    with stem.with_suffix(".npz").open("wb") as handle:
+        np.savez(handle, __state__=text, p0=blob)
+    meta = _planted_sidecar(store, y, "auto")
+    meta["format"] = 3
+    stem.with_suffix(".json").write_text(json.dumps(meta))
+    with pytest.raises(artifacts.UntrustedArtifact):
+        artifacts.loads(stem.with_suffix(".npz"), store.key("rps", "auto"), key)
+    outcome = store.get_or_fit(y, "auto", lambda: make("auto"))
+    assert not marker.exists()
+    assert not outcome.reused and "refused" in outcome.note
+    # The refit replaced the planted file with one this store can read back.
+    assert (
+        ModelStore(tmp_path, clock=Clock(), signing_key=key)
+        .get_or_fit(y, "auto", lambda: make("auto"))
+        .reused
+    )
+
+
+def test_an_object_array_in_the_archive_is_refused(tmp_path: Path) -> None:
+    y = series()
+    store = store_at(tmp_path)
+    store.get_or_fit(y, "seasonal_naive_1d", lambda: make("seasonal_naive_1d"))
+    archive = next(tmp_path.glob("*.npz"))
+    marker = tmp_path / "pwned"
+    with np.load(archive) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    arrays["a0"] = np.array([_Touch(marker)], dtype=object)
+    with archive.open("wb") as handle:
+        np.savez(handle, **arrays)  # object arrays are pickled by numpy
+    outcome = store_at(tmp_path).get_or_fit(
+        y, "seasonal_naive_1d", lambda: make("seasonal_naive_1d")
+    )
+    assert not marker.exists()
+    assert not outcome.reused and "refused" in outcome.note
+
+
+def test_a_class_outside_tiercast_is_never_built(tmp_path: Path) -> None:
+    y = series()
+    store = store_at(tmp_path)
+    store.get_or_fit(y, "seasonal_naive_1d", lambda: make("seasonal_naive_1d"))
+    archive = next(tmp_path.glob("*.npz"))
+    with np.load(archive) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    state = json.loads(arrays["__state__"].tobytes())
+    state["v"][0][1]["cls"] = "subprocess:Popen"
+    arrays["__state__"] = np.frombuffer(json.dumps(state).encode(), dtype=np.uint8)
+    with archive.open("wb") as handle:
+        np.savez(handle, **arrays)
+    outcome = store_at(tmp_path).get_or_fit(
+        y, "seasonal_naive_1d", lambda: make("seasonal_naive_1d")
+    )
+    assert not outcome.reused and "refused" in outcome.note and "tiercast estimator" in outcome.note
+
+
+def test_gradient_boosting_is_stored_only_when_signed(tmp_path: Path) -> None:
+    y = series(days=15)
+    unsigned = tmp_path / "unsigned"
+    ModelStore(unsigned, clock=Clock()).get_or_fit(y, "gbm", lambda: make("gbm"))
+    assert not list(unsigned.glob("*.npz"))  # nothing written that could not be trusted back
+    signed = tmp_path / "signed"
+    key = b"a signing key of enough bytes"
+    first = ModelStore(signed, clock=Clock(), signing_key=key).get_or_fit(
+        y, "gbm", lambda: make("gbm")
+    )
+    again = ModelStore(signed, clock=Clock(), signing_key=key).get_or_fit(
+        y, "gbm", lambda: make("gbm")
+    )
+    assert again.reused
+    pd.testing.assert_frame_equal(first.model.predict(6, [0.5]), again.model.predict(6, [0.5]))
+    other = ModelStore(signed, clock=Clock(), signing_key=b"another key, also long").get_or_fit(
+        y, "gbm", lambda: make("gbm")
+    )
+    assert not other.reused and "signature" in other.note
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"training_window": "yesterday"},
+        {"training_window": {"start": 1, "end": [], "step_s": "5m"}},
+        {"created_at_epoch": "now"},
+        {"backtest": {"backtest_mase": "low"}},
+        {"series": ["rps"]},
+        {"format": True},
+    ],
+    ids=lambda c: next(iter(c)),
+)
+def test_a_sidecar_of_the_wrong_shape_is_replaced(
+    tmp_path: Path, change: dict[str, object]
+) -> None:
+    y = series()
+    store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
+    meta_file = next(tmp_path.glob("*.json"))
+    meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), **change}))
+    outcome = store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
+    assert not outcome.reused and "malformed" in outcome.note
+    assert store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto")).reused
+
+
+def test_a_sidecar_that_is_not_an_object_is_replaced(tmp_path: Path) -> None:
+    y = series()
+    store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
+    next(tmp_path.glob("*.json")).write_text("[1, 2, 3]")
+    outcome = store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
+    assert not outcome.reused and "malformed" in outcome.note
+    assert store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto")).reused
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "prophet_default",
+        "seasonal_profile_7d",
+        "profile_regression_1d",
+        "recent_level",
+        "ensemble",
+        "auto_mix",
+        "profile_mix",
+    ],
+)
+def test_every_array_estimator_round_trips_without_pickle(tmp_path: Path, method: str) -> None:
+    y = series(days=15)
+    first = store_at(tmp_path).get_or_fit(y, method, lambda: make(method))
+    again = store_at(tmp_path).get_or_fit(y, method, lambda: make(method))
+    assert again.reused, again.note
+    pd.testing.assert_frame_equal(
+        first.model.predict(12, [0.1, 0.9]), again.model.predict(12, [0.1, 0.9])
+    )
+
+
+def test_the_signing_key_comes_from_the_config_and_is_checked(
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forecaster.artifacts import load_signing_key
+
+    key_file = workdir / "key"
+    key_file.write_bytes(b"0123456789abcdef0123\n")
+    assert load_signing_key(key_file) == b"0123456789abcdef0123"
+    monkeypatch.setenv("TIERCAST_MODEL_SIGNING_KEY_FILE", str(key_file))
+    assert load_signing_key(None) == b"0123456789abcdef0123"
+    monkeypatch.delenv("TIERCAST_MODEL_SIGNING_KEY_FILE")
+    assert load_signing_key(None) is None
+    key_file.write_bytes(b"short")
+    series().rename("value").to_csv(workdir / "rps.csv")
+    config = {
+        "signals": [{"name": "rps", "file": "rps.csv", "step_s": 3600}],
+        "workloads": [{"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 10}],
+        "pools": [
+            {
+                "name": "p",
+                "tier": "on-demand",
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "price_per_gpu_hour": 2.0,
+                "current_nodes": 2,
+            }
+        ],
+        "model_store": {"signing_key_file": str(key_file)},
+    }
+    (workdir / "c.yaml").write_text(json.dumps(config))
+    monkeypatch.setattr(cycle, "_STORES", {})
+    assert main(["run", "--dry-run", "--config", str(workdir / "c.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "signing_key_file" in err[0] and "at least 16" in err[0]

@@ -1,0 +1,73 @@
+"""Credential values read from secret files, so every redaction can mask them exactly.
+
+Pattern-based masking (``token=...``, ``Bearer ...``) misses a secret that a server
+echoes back in an unexpected shape; the values themselves do not change shape.
+Whoever reads a secret (the Prometheus source) calls :func:`remember`; :func:`redact`
+(logs through ``scaler.telemetry.RedactSecrets``, the CLI's final error, run records,
+``tiercast history``) replaces each remembered value and anything that looks like a
+credential with ``***``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+MIN_LENGTH = 4
+"""Shorter values are not remembered: masking them would garble ordinary text."""
+
+_VALUES: set[str] = set()
+_LOCK = threading.Lock()
+
+
+def remember(value: str) -> None:
+    """Mask ``value`` (and its stripped form) in everything redacted from now on."""
+    with _LOCK:
+        for v in (value, value.strip()):
+            if len(v) >= MIN_LENGTH:
+                _VALUES.add(v)
+
+
+def mask(text: str) -> str:
+    """``text`` with every remembered secret value replaced by ``***`` (longest first)."""
+    with _LOCK:
+        values = sorted(_VALUES, key=len, reverse=True)
+    for v in values:
+        if v in text:
+            text = text.replace(v, "***")
+    return text
+
+
+_SECRET = re.compile(
+    r"(?i)(authorization|bearer|token|password|passwd|secret|api[_-]?key)"
+    r"(\s*[:=]\s*|\s+)"
+    r"(bearer\s+|basic\s+)?"
+    r"[^\s,;'\"&}]+"
+)
+_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
+
+
+def redact(text: str) -> str:
+    """Mask what looks like a credential (``token=...``, ``Bearer ...``, ``user:pass@``) and
+    every secret value remembered, whatever its shape."""
+    text = mask(text)
+    text = _URL_CREDENTIALS.sub(r"\1***:***@", text)
+    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}***", text)
+
+
+class RedactSecrets(logging.Filter):
+    """Rewrites a record's message with credentials masked (both log formats)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if record.exc_info and record.exc_info[1] is not None:
+            # The traceback text is formatted later from exc_info; keep the masked
+            # one-line form instead so no secret in an exception reaches the log.
+            exc = record.exc_info[1]
+            masked += f" ({type(exc).__name__}: {redact(str(exc))})"
+            record.exc_info = None
+            record.exc_text = None
+        record.msg, record.args = masked, None
+        return True

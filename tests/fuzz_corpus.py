@@ -1,0 +1,477 @@
+"""The fuzz corpus: malformed configs and histories for the CLI, and how to judge an outcome.
+
+Plain Python on purpose (no tiercast import, no hypothesis): ``tests/fuzz_cli.py`` runs
+the whole corpus against the installed ``tiercast`` command in subprocesses, and
+``tests/test_fuzz_cli.py`` runs a bounded sample in-process in CI (adding hypothesis
+strategies over the same mutations).
+
+Each :class:`Case` writes its files into an empty folder and runs one command. Its
+``expect`` says what a correct tiercast does:
+
+* ``error``: exit 2 with exactly one stderr line of at most 300 characters that
+  contains ``field`` (the field, or the word naming the limit);
+* ``hold``: a documented safe hold: exit 0 or 1 with at most one stderr line, and the
+  plan (when written) is strict JSON with no scale-down;
+* ``ok``: exit 0 and a strict-JSON plan.
+
+:func:`judge` sorts an outcome into ``clean``, ``traceback`` (a traceback, several
+error lines, a line over 300 characters, or an unexpected exit code), ``wrong-success``
+(exit 0 where an error was due, or a plan that is not strict JSON or scales down on bad
+data) and ``hang`` (over the time limit).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+MAX_LINE = 300
+
+
+def base_config() -> dict[str, Any]:
+    """A small valid config with a file signal and a fast estimator."""
+    return {
+        "signals": [{"name": "rps", "file": "rps.csv", "step_s": 3600}],
+        "workloads": [
+            {"name": "chat", "signal": "rps", "gpu_model": "H100", "units_per_replica": 10.0}
+        ],
+        "pools": [
+            {
+                "name": "h100",
+                "tier": "on-demand",
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "price_per_gpu_hour": 2.0,
+                "current_nodes": 2,
+                "max_nodes": 20,
+            }
+        ],
+        "forecast": {"method": "seasonal_naive_1d"},
+        "policy": {"horizon_s": 21600},
+        "service": {"records_path": "runs.sqlite"},
+        "model_store": {"path": "models"},
+    }
+
+
+def history_csv(days: int = 4, step_s: int = 3600, level: float = 60.0) -> bytes:
+    """``timestamp,value`` rows of a daily cycle ending 2026-11-30."""
+    start = 1_764_201_600 - days * 86400  # 2025-11-27; any fixed recent day works
+    rows = ["timestamp,value"]
+    for i in range(days * 86400 // step_s):
+        t = start + i * step_s
+        v = level + 20 * math.sin(2 * math.pi * (t % 86400) / 86400)
+        rows.append(f"{_iso(t)},{v:.3f}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+def _iso(seconds: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dump_yaml(data: Any) -> bytes:
+    """JSON is YAML: one writer without a YAML dependency."""
+    return json.dumps(data).encode()
+
+
+@dataclass
+class Case:
+    name: str
+    files: dict[str, bytes]
+    argv: list[str]
+    expect: str
+    field: str = ""
+    slow: bool = False
+    """Too slow or large for the CI sample (the standalone script runs it)."""
+
+
+RUN = ["run", "--dry-run", "--config", "config.yaml", "--plan-out", "plan.json"]
+
+
+def config_case(name: str, data: Any, field_name: str, expect: str = "error", **kw: Any) -> Case:
+    files = {"config.yaml": data if isinstance(data, bytes) else dump_yaml(data)}
+    files["rps.csv"] = history_csv()
+    return Case(name, files, list(RUN), expect, field_name, **kw)
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        target: Any = data
+        parts = path.split(".")
+        for part in parts[:-1]:
+            target = target[int(part)] if part.isdigit() else target.setdefault(part, {})
+        last = parts[-1]
+        if last.isdigit():
+            target[int(last)] = value
+        else:
+            target[last] = value
+
+    return mutate
+
+
+def mutated(path: str, value: Any) -> dict[str, Any]:
+    data = base_config()
+    _set(path, value)(data)
+    return data
+
+
+def _nested(depth: int) -> bytes:
+    return b"signals: " + b"[" * depth + b"]" * depth + b"\n"
+
+
+def _alias_bomb() -> bytes:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i, name in enumerate("bcdefghi"):
+        prev = "abcdefghi"[i]
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    lines.append("signals: *i")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _many_pools(n: int) -> dict[str, Any]:
+    data = base_config()
+    pool = data["pools"][0]
+    data["pools"] = [{**pool, "name": f"p{i}"} for i in range(n)]
+    return data
+
+
+def hand_config_cases() -> list[Case]:
+    """The issue's cases and their neighbours, each with the field its error must name."""
+    big = "x" * (10 * 1024 * 1024)
+    cases = [
+        config_case(
+            "records_keep_days-1e9", mutated("service.records_keep_days", 1e9), "records_keep_days"
+        ),
+        config_case("nested-20000", _nested(20000), "nested"),
+        config_case("horizon_s-1e9", mutated("policy.horizon_s", 1e9), "horizon_s"),
+        config_case("horizon_s-1e15", mutated("policy.horizon_s", 1e15), "horizon_s"),
+        config_case("cycle_s-1e10", mutated("policy.cycle_s", 1e10), "cycle_s"),
+        config_case("alias-bomb", _alias_bomb(), "alias"),
+        config_case("pools-5000", _many_pools(5000), "pools"),
+        config_case("units_per_replica-inf", b"", "units_per_replica"),
+        config_case(
+            "units_per_replica-1e308",
+            mutated("workloads.0.units_per_replica", 1e308),
+            "units_per_replica",
+        ),
+        config_case("price_per_gpu_hour-inf", b"", "price_per_gpu_hour"),
+        config_case("duplicate-key", b"", "duplicate key"),
+        config_case("max_nodes-true", mutated("pools.0.max_nodes", True), "max_nodes"),
+        config_case(
+            "current_nodes-above-max", mutated("pools.0.current_nodes", 58), "current_nodes"
+        ),
+        config_case("value-10MB", mutated("signals.0.unit", big), "bytes"),
+        config_case("name-100KB", mutated("pools.0.name", "a" * 100_000), "pools[0].name"),
+        config_case("quantile-nan", b"", "quantile"),
+        config_case(
+            "gpus_per_node-negative", mutated("pools.0.gpus_per_node", -8), "gpus_per_node"
+        ),
+        config_case("max_nodes-string", mutated("pools.0.max_nodes", "lots"), "max_nodes"),
+        config_case("pools-null", mutated("pools", None), "pools"),
+        config_case("pools-mapping", mutated("pools", {"a": 1}), "pools"),
+        config_case("top-level-list", [1, 2, 3], "mapping"),
+        config_case("empty-file", b"", "mapping"),
+        config_case("binary-garbage", bytes(range(256)) * 4, "config"),
+        config_case("unknown-top-level", mutated("polcy", {"quantile": 0.9}), "polcy"),
+        config_case("jobs-1e6", mutated("forecast.jobs", 1_000_000), "jobs"),
+        config_case(
+            "lookback_s-1e12",
+            mutated("prometheus", {"url": "https://p", "lookback_s": 1e12}),
+            "lookback_s",
+        ),
+        config_case("timeout_s-inf", b"", "timeout_s"),
+        config_case("staleness-0", mutated("policy.staleness_limit_s", 0), "staleness_limit_s"),
+        config_case(
+            "token-over-http",
+            mutated("prometheus", {"url": "http://p:9090", "bearer_token_file": "/t"}),
+            "allow_insecure",
+        ),
+        config_case("quantiles-10000", mutated("forecast.quantiles", [0.5] * 10_000), "quantiles"),
+        config_case("max_step_nodes-0", mutated("policy.max_step_nodes", 0), "max_step_nodes"),
+        config_case("budget-inf", b"", "budget_per_hour"),
+        config_case("lead_time-negative", mutated("pools.0.lead_time_s", -600), "lead_time_s"),
+        config_case("signals-empty", mutated("signals", []), "signals"),
+        config_case("tier-bool", mutated("pools.0.tier", True), "tier"),
+        config_case(
+            "min_replicas-huge", mutated("workloads.0.min_replicas", 10**30), "min_replicas"
+        ),
+        config_case("gpu_model-unknown", mutated("pools.0.gpu_model", "Z9000"), "gpu_model"),
+        config_case("tabs", b"signals:\n\t- name: rps\n", "line"),
+        config_case("unclosed-quote", b'signals: [{"name": "rps}]\n', "line"),
+        config_case(
+            "yaml-python-tag", b"signals: !!python/object/apply:os.system ['touch pwned']\n", "line"
+        ),
+        config_case(
+            "records_keep_days-bool",
+            mutated("service.records_keep_days", False),
+            "records_keep_days",
+        ),
+        config_case(
+            "spot-rate-1",
+            mutated("pools.0.spot_interruption_rate_per_hour", 1.0),
+            "spot_interruption_rate_per_hour",
+        ),
+        config_case("horizon_s-negative", mutated("policy.horizon_s", -1), "horizon_s"),
+        config_case("horizon_s-float-string", mutated("policy.horizon_s", "1e9"), "horizon_s"),
+    ]
+    yaml_text = {
+        "units_per_replica-inf": ("units_per_replica: 10.0", "units_per_replica: .inf"),
+        "price_per_gpu_hour-inf": ("price_per_gpu_hour: 2.0", "price_per_gpu_hour: .inf"),
+        "quantile-nan": ("horizon_s: 21600", "horizon_s: 21600\n  quantile: .nan"),
+        "timeout_s-inf": (
+            "model_store:",
+            "prometheus: {url: 'https://p', timeout_s: .inf}\nmodel_store:",
+        ),
+        "budget-inf": ("horizon_s: 21600", "horizon_s: 21600\n  budget_per_hour: .inf"),
+        "duplicate-key": ("max_nodes: 20", "max_nodes: 20\n    max_nodes: 2"),
+    }
+    for case in cases:
+        if case.name in yaml_text:
+            old, new = yaml_text[case.name]
+            text = block_yaml(base_config())
+            assert old in text, (case.name, old)
+            case.files["config.yaml"] = text.replace(old, new, 1).encode()
+    return cases
+
+
+def block_yaml(data: Any, indent: int = 0) -> str:
+    """Block-style YAML of plain data (enough for the base config), for text-level edits."""
+    pad = " " * indent
+    out = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if isinstance(v, dict | list) and v:
+                out.append(f"{pad}{k}:")
+                out.append(block_yaml(v, indent + 2))
+            else:
+                out.append(f"{pad}{k}: {json.dumps(v)}")
+    else:
+        for item in data:
+            inner = block_yaml(item, indent + 2).lstrip()
+            out.append(f"{pad}- {inner}")
+    return "\n".join(out) + ("\n" if indent == 0 else "")
+
+
+def history_case(
+    name: str, content: bytes, field_name: str, expect: str = "error", **kw: Any
+) -> list[Case]:
+    """The same history through ``run`` and ``forecast``."""
+    return [
+        Case(
+            f"{name}/run",
+            {"h.csv": content},
+            ["run", "--dry-run", "--history", "h.csv", "--plan-out", "plan.json"],
+            expect,
+            field_name,
+            **kw,
+        ),
+        Case(
+            f"{name}/forecast",
+            {"h.csv": content},
+            ["forecast", "--history", "h.csv", "--horizon", "1d", "--method", "seasonal_naive_1d"],
+            expect,
+            field_name,
+            **kw,
+        ),
+    ]
+
+
+def _rows(stamps: list[str], values: list[str]) -> bytes:
+    return (
+        "timestamp,value\n" + "".join(f"{t},{v}\n" for t, v in zip(stamps, values, strict=True))
+    ).encode()
+
+
+def _hourly(n: int, start_year: int = 2026) -> list[str]:
+    return [f"{start_year}-11-{1 + h // 24:02d}T{h % 24:02d}:00:00Z" for h in range(n)]
+
+
+def _million_rows() -> bytes:
+    base = 1_764_000_000
+    lines = ["timestamp,value"] + [
+        f"{_iso(base + i)},{50 + (i % 600) / 10}" for i in range(1_000_000)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def hand_history_cases() -> list[Case]:
+    n = 96
+    cases: list[Case] = []
+    cases += history_case("all-nan", _rows(_hourly(n), ["nan"] * n), "observed", expect="hold")
+    cases += history_case("all-inf", _rows(_hourly(n), ["inf"] * n), "observed", expect="hold")
+    cases += history_case("all-negative", _rows(_hourly(n), ["-5"] * n), "observed", expect="hold")
+    cases += history_case(
+        "some-negative",
+        _rows(_hourly(n), [str(-3 if i % 7 == 0 else 40) for i in range(n)]),
+        "",
+        expect="hold",
+    )
+    cases += history_case(
+        "year-1000", _rows([t.replace("2026", "1000") for t in _hourly(n)], ["1"] * n), "timestamp"
+    )
+    cases += history_case(
+        "year-3000", _rows([t.replace("2026", "3000") for t in _hourly(n)], ["1"] * n), "timestamp"
+    )
+    ms = [f"2026-11-01T00:00:00.{i:03d}Z" for i in range(n)]
+    cases += history_case("millisecond-step", _rows(ms, ["1"] * n), "step")
+    cases += history_case("non-numeric", _rows(_hourly(3), ["1", "abc", "2"]), "value")
+    cases += history_case("empty", b"", "empty")
+    cases += history_case("header-only", b"timestamp,value\n", "rows")
+    cases += history_case("one-row", _rows(_hourly(1), ["1"]), "observed", expect="hold")
+    cases += history_case(
+        "same-timestamp", _rows([_hourly(1)[0]] * 5, ["1"] * 5), "observed", expect="hold"
+    )
+    cases += history_case("huge-values", _rows(_hourly(n), ["1e308"] * n), "", expect="hold")
+    cases += history_case("garbage", bytes(range(256)) * 8, "history")
+    cases += history_case("no-columns", b"a,b\n1,2\n", "columns")
+    cases += history_case(
+        "ragged", b"timestamp,value\n2026-11-01T00:00:00Z,1,2,3\n2026-11-01T01:00:00Z\n", "history"
+    )
+    cases += history_case(
+        "long-line", b"timestamp,value\n" + b"9" * (10 * 1024 * 1024) + b",1\n", "timestamp"
+    )
+    cases += history_case(
+        "bad-timestamp", _rows(["yesterday", *_hourly(3)[1:]], ["1"] * 3), "timestamp"
+    )
+    cases += history_case(
+        "epoch-seconds-far", _rows(["99999999999999"] * 2, ["1", "2"]), "timestamp"
+    )
+    cases += history_case("million-rows-1s", _million_rows(), "points", slow=True)
+    return cases
+
+
+# -- random mutations (the standalone script draws them with ``random``; CI with hypothesis) --
+
+NUMERIC_FIELDS = [
+    "policy.horizon_s",
+    "policy.cycle_s",
+    "policy.staleness_limit_s",
+    "policy.scale_down_stabilization_s",
+    "policy.max_step_nodes",
+    "policy.quantile",
+    "policy.headroom_fraction",
+    "policy.budget_per_hour",
+    "pools.0.max_nodes",
+    "pools.0.min_nodes",
+    "pools.0.current_nodes",
+    "pools.0.gpus_per_node",
+    "pools.0.price_per_gpu_hour",
+    "pools.0.lead_time_s",
+    "pools.0.mig_change_s",
+    "workloads.0.units_per_replica",
+    "workloads.0.gpus_per_replica",
+    "workloads.0.min_replicas",
+    "signals.0.step_s",
+    "forecast.jobs",
+    "forecast.batch_size",
+    "model_store.max_age_s",
+    "service.records_keep_days",
+    "service.misfire_grace_s",
+    "service.shutdown_grace_s",
+    "service.lease_duration_s",
+    "kubernetes.max_changes_per_cycle",
+    "kubernetes.request_timeout_s",
+    "kubernetes.drain_timeout_s",
+]
+"""Config fields that hold a quantity."""
+
+ABSURD_NUMBERS: list[Any] = [
+    True,
+    False,
+    -7,
+    -1e308,
+    1e308,
+    10**30,
+    1e15,
+    "lots",
+    "",
+    None,
+    [],
+    {},
+    [1, 2],
+    "x" * 5000,
+]
+"""Values no quantity may take (.inf and .nan are in the YAML-text cases); ``None`` only
+where the field is required (see :data:`OPTIONAL`)."""
+
+OPTIONAL = {"policy.budget_per_hour", "pools.0.current_nodes"}
+"""Quantity fields where ``null`` is a valid value (none; unknown)."""
+
+
+def is_absurd(path: str, value: Any) -> bool:
+    """Whether ``value`` is invalid for the field at ``path`` (the oracle of the random cases)."""
+    return not (value is None and path in OPTIONAL)
+
+
+def random_config_cases(count: int, seed: int = 0) -> Iterator[Case]:
+    """``count`` cases: one quantity set to an absurd value (the error must name it)."""
+    rng = random.Random(seed)
+    for i in range(count):
+        path = rng.choice(NUMERIC_FIELDS)
+        value = rng.choice(ABSURD_NUMBERS)
+        while not is_absurd(path, value):
+            value = rng.choice(ABSURD_NUMBERS)
+        yield absurd_case(path, value, f"random-{i}")
+
+
+def absurd_case(path: str, value: Any, name: str) -> Case:
+    data = base_config()
+    _set(path, value)(data)
+    return config_case(f"{name}:{path}={short(value)}", copy.deepcopy(data), path.split(".")[-1])
+
+
+def short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 20 else text[:17] + "..."
+
+
+# -- judging -------------------------------------------------------------------------
+
+
+def _strict_json(text: str) -> Any:
+    def refuse(token: str) -> Any:
+        raise ValueError(f"non-finite number {token} in the plan")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _scales_down(plan: Any) -> bool:
+    actions = plan.get("actions", []) if isinstance(plan, dict) else []
+    return any(isinstance(a, dict) and a.get("decision") == "scale-down" for a in actions)
+
+
+def judge(case: Case, code: int | None, stderr: str, plan_text: str | None) -> str:
+    """``clean``, ``traceback``, ``wrong-success`` or ``hang`` for one outcome (see the module)."""
+    if code is None:
+        return "hang"
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("tiercast: ")]
+    if "Traceback" in stderr or code not in (0, 1, 2):
+        return "traceback"
+    if any(len(line) > MAX_LINE for line in lines):
+        return "traceback"
+    plan: Any = None
+    if plan_text is not None:
+        try:
+            plan = _strict_json(plan_text)
+        except ValueError:
+            return "wrong-success"
+    if case.expect == "error":
+        if code == 0:
+            return "wrong-success"
+        if code == 2 and len(errors) == 1 and case.field.lower() in errors[0].lower():
+            return "clean"
+        return "traceback"
+    if len(errors) > 1:
+        return "traceback"
+    if case.expect == "hold":
+        if plan is not None and _scales_down(plan):
+            return "wrong-success"
+        return "clean" if code in (0, 1, 2) else "traceback"
+    return "clean" if code == 0 else "traceback"

@@ -1,0 +1,110 @@
+"""The fuzz corpus in CI: every hand-written case and a bounded hypothesis sample, in-process.
+
+``tests/fuzz_corpus.py`` holds the cases and the judge; ``tests/fuzz_cli.py`` runs the
+full corpus (slow cases and many random mutations included) in subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from scaler import cycle
+from scaler.cli import main
+from tests.fuzz_corpus import (
+    ABSURD_NUMBERS,
+    NUMERIC_FIELDS,
+    Case,
+    absurd_case,
+    hand_config_cases,
+    hand_history_cases,
+    is_absurd,
+    judge,
+)
+
+
+def run_in_process(case: Case, folder: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    for name, content in case.files.items():
+        (folder / name).write_bytes(content)
+    capsys.readouterr()
+    try:
+        code: int | None = main(case.argv)
+    except SystemExit as exc:  # argparse
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    plan = folder / "plan.json"
+    verdict = judge(case, code, err, plan.read_text() if plan.is_file() else None)
+    assert verdict == "clean", f"{case.name}: {verdict}: exit {code}: {err[-600:]}"
+    return err
+
+
+CASES = [c for c in (*hand_config_cases(), *hand_history_cases()) if not c.slow]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_every_hand_written_case_fails_safe(
+    case: Case, workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cycle, "_STORES", {})
+    run_in_process(case, workdir, capsys)
+    assert not (workdir / "pwned").exists()
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    path=st.sampled_from(NUMERIC_FIELDS),
+    value=st.one_of(
+        st.sampled_from(ABSURD_NUMBERS),
+        st.floats(min_value=1e13, allow_infinity=False),
+        st.integers(max_value=-2),
+        st.text(min_size=1, max_size=40).filter(lambda t: not _numeric(t)),
+    ),
+)
+def test_an_absurd_quantity_anywhere_is_one_line_naming_the_field(
+    path: str,
+    value: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assume(is_absurd(path, value))
+    folder = tmp_path_factory.mktemp("fuzz")
+    import os
+
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        run_in_process(absurd_case(path, value, "hypothesis"), folder, capsys)
+    finally:
+        os.chdir(here)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_the_judge_catches_what_it_must() -> None:
+    case = Case("x", {}, [], "error", "max_nodes")
+    assert judge(case, 2, "tiercast: error: cfg: pools[0].max_nodes: bad\n", None) == "clean"
+    assert judge(case, 0, "", None) == "wrong-success"
+    assert judge(case, 1, "Traceback (most recent call last):\n", None) == "traceback"
+    assert judge(case, 2, "tiercast: error: " + "x" * 400 + " max_nodes\n", None) == "traceback"
+    assert judge(case, 2, "tiercast: error: a\ntiercast: error: max_nodes\n", None) == "traceback"
+    assert judge(case, None, "", None) == "hang"
+    hold = Case("h", {}, [], "hold")
+    down = json.dumps({"actions": [{"decision": "scale-down"}]})
+    assert judge(hold, 0, "", down) == "wrong-success"
+    assert judge(hold, 0, "", '{"cost": NaN}') == "wrong-success"
+    assert judge(hold, 0, "", json.dumps({"actions": []})) == "clean"
