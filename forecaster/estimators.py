@@ -822,6 +822,7 @@ _PLUGINS = (
     "forecaster.ensemble",
     "forecaster.selection",
     "forecaster.profile_mix",
+    "forecaster.statistical",
 )
 _plugins_loaded = False
 
