@@ -23,8 +23,9 @@ for every method. ``--groups`` restricts the run, so that variants can be chosen
 on some groups and confirmed on the others.
 
 Rival forecasts do not change when tiercast does: :class:`ForecastCache` keeps
-them on disk, keyed by series values, method, origins and the code of the
-models, so re-running the benchmark only recomputes the method under test.
+them on disk, keyed by series values, method, origins, :data:`RIVALS_VERSION`
+and the libraries' versions, so re-running the benchmark only recomputes the
+method under test.
 
 Horizon coverage (:func:`horizon_coverage`): the method under test backtested at
 a 7-day horizon from 7 daily origins ending a week before the end of each
@@ -182,24 +183,15 @@ def _factory(method: str) -> Callable[[], BaseEstimator]:
     return lambda: make(method)
 
 
-_VERSIONED_MODULES = (
-    "forecaster.backtesting",
-    "forecaster.estimators",
-    "forecaster.series",
-    "forecaster.statistical",
-    "forecaster.prophet_model",
-)
+RIVALS_VERSION = "1"
+"""Version of the rivals' forecasts: bump it with any change to what a rival forecasts
+(its model code, the protocol or the backtest), so the cache recomputes them."""
 
 
 def code_version() -> str:
-    """A digest of the rivals' code and libraries: a cached forecast is reused only under it."""
-    import importlib
-
-    digest = hashlib.sha256()
-    for name in _VERSIONED_MODULES:
-        module = importlib.import_module(name)
-        digest.update(Path(str(module.__file__)).read_bytes())
-    for package in ("statsmodels", "prophet", "numpy", "pandas"):
+    """The cache's version of the rivals: :data:`RIVALS_VERSION` and the libraries' versions."""
+    digest = hashlib.sha256(f"rivals={RIVALS_VERSION}".encode())
+    for package in ("statsmodels", "prophet", "numpy", "pandas", "scipy"):
         try:
             digest.update(f"{package}={metadata.version(package)}".encode())
         except metadata.PackageNotFoundError:

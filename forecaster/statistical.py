@@ -42,7 +42,13 @@ from forecaster.series import parse_duration, steps_per
 DAY = pd.Timedelta(days=1)
 WEEK = pd.Timedelta(days=7)
 
-_FIT_ERRORS = (ValueError, np.linalg.LinAlgError, FloatingPointError, ZeroDivisionError)
+_FIT_ERRORS = (
+    ValueError,
+    IndexError,
+    np.linalg.LinAlgError,
+    FloatingPointError,
+    ZeroDivisionError,
+)
 
 
 def _filled(values: np.ndarray) -> np.ndarray:
@@ -171,7 +177,8 @@ class MSTLForecaster(StatisticalEstimator):
         from statsmodels.tsa.seasonal import MSTL
 
         m = self.season_steps_
-        periods = [m] + ([7 * m] if len(values) >= 14 * m else [])
+        # statsmodels drops seasons of half the series or more.
+        periods = [m] + ([7 * m] if len(values) > 14 * m else [])
         decomposed = MSTL(values, periods=periods).fit()
         seasonal = np.asarray(decomposed.seasonal).reshape(len(values), -1)
         # One row per season: the last full cycle of each, repeated ahead.
