@@ -177,6 +177,8 @@ class MSTLForecaster(StatisticalEstimator):
         from statsmodels.tsa.seasonal import MSTL
 
         m = self.season_steps_
+        if len(values) <= 2 * m:  # statsmodels' MSTL fails without a season to fit
+            raise ValueError(f"{len(values)} steps is not over two daily seasons")
         # statsmodels drops seasons of half the series or more.
         periods = [m] + ([7 * m] if len(values) > 14 * m else [])
         decomposed = MSTL(values, periods=periods).fit()
