@@ -140,18 +140,23 @@ SLOW_FIT_SECONDS: dict[str, tuple[float, float]] = {
     "gbm": (0.4, 0.3),
     "prophet": (0.5, 0.5),
 }
-"""Seconds per fit of each slow candidate on a 2-core machine: (at 28 days of 15-minute
-history, per further 28 days). The statsmodels models see at most 28 days. Measured
-roughly on the benchmark traces; only used to project costs against the budget."""
+"""Seconds per fit of each slow candidate on a busy 2-core machine: (at 2,688 steps, 28 days
+of 15-minute history; per further 2,688 steps). The statsmodels models see at most 28 days.
+Measured roughly on the benchmark traces on 2026-12-01; only used to project costs against
+the budget."""
 
+REFERENCE_STEPS = 2688
 WINDOW_28D = pd.Timedelta(days=28)
+STATISTICAL = frozenset({"ets_auto", "theta", "mstl"})
 
 
 def projected_fit_seconds(name: str, steps: int, step: pd.Timedelta) -> float:
     """Projected seconds to fit ``name`` on ``steps`` of history at ``step`` (for the budget)."""
-    base, per_window = SLOW_FIT_SECONDS.get(name, (1.0, 0.0))
-    windows = steps * step / WINDOW_28D
-    return base * min(1.0, windows) + per_window * max(0.0, windows - 1.0)
+    base, per_more = SLOW_FIT_SECONDS.get(name, (1.0, 0.0))
+    if name in STATISTICAL:
+        steps = min(steps, int(WINDOW_28D / step))
+    units = steps / REFERENCE_STEPS
+    return base * min(1.0, units) + per_more * max(0.0, units - 1.0)
 
 
 SHIFT_MIN_HOURS = 6
