@@ -240,14 +240,14 @@ def test_the_median_is_the_chosen_models_point_forecast() -> None:
 
 
 def test_auto_mix_selects_among_the_profile_mix_candidates() -> None:
-    from forecaster.selection import MIX_CANDIDATES
+    from forecaster.selection import MIX_CANDIDATES, SLOW_CANDIDATES
 
     assert "profile_mix" in MIX_CANDIDATES and "seasonal_naive_1d" not in MIX_CANDIDATES
     y = series(21, weekend=0.5, noise=4.0, seed=12)
     est = estimators.make("auto_mix")
     assert isinstance(est, AutoSelector)
     est.fit(y)
-    assert set(est.weights_) <= set(MIX_CANDIDATES)
+    assert set(est.weights_) <= set(MIX_CANDIDATES) | set(SLOW_CANDIDATES)
     assert "profile_mix" in est.scores_
     frame = est.predict(24, [0.1, 0.5, 0.9])
     assert (frame["q0.9"] >= frame["q0.1"]).all()
