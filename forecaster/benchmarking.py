@@ -208,7 +208,7 @@ class ForecastCache:
 
     def key(self, y: pd.Series, method: str, origins: Sequence[pd.Timestamp], horizon: int) -> str:
         digest = hashlib.sha256()
-        digest.update(y.index.as_unit("ns").asi8.tobytes())
+        digest.update(pd.DatetimeIndex(y.index).as_unit("ns").asi8.tobytes())
         digest.update(y.to_numpy(dtype=float).tobytes())
         meta = [str(y.name), method, [o.isoformat() for o in origins], horizon, QUANTILES]
         digest.update(json.dumps([meta, self.version]).encode())

@@ -228,6 +228,11 @@ class AutoSelector(BaseEstimator):
     """Backtest-selected, conformally calibrated forecaster; see the module docstring."""
 
     name = "auto"
+    residuals_: np.ndarray
+    calibration_: str
+    shift_: tuple[int, float, float] | None
+    calibrated_days_: int
+    lead_steps_: int
 
     def __init__(
         self,
@@ -478,10 +483,11 @@ class AutoSelector(BaseEstimator):
     def _count_calibrated(self, res: np.ndarray) -> int:
         m = getattr(self, "lead_steps_", res.shape[1])
         days = max(1, -(-res.shape[1] // m))
-        return sum(
-            int(np.isfinite(res[:, d * m : (d + 1) * m]).sum() >= self._min_block(m))
+        calibrated = [
+            int(np.isfinite(res[:, d * m : (d + 1) * m]).sum()) >= self._min_block(m)
             for d in range(days)
-        ) or int(np.isfinite(res).any())
+        ]
+        return sum(calibrated) or int(np.isfinite(res).any())
 
     def _mase(self, actual: np.ndarray, point: np.ndarray) -> float:
         err = np.abs(actual - point)
@@ -716,7 +722,7 @@ class AutoSelector(BaseEstimator):
             if hasattr(self, "seasonality_")
             else {},
             "calibrated_lead_days": getattr(self, "calibrated_days_", 0),
-            "level_shift": list(self.shift_) if getattr(self, "shift_", None) else None,
+            "level_shift": list(shift) if (shift := getattr(self, "shift_", None)) else None,
             "reason": self.reason_,
             "fallback": self.fallback_,
         }

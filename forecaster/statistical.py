@@ -107,6 +107,8 @@ class StatisticalEstimator(BaseEstimator):
     """Shared fit/predict plumbing of the statsmodels forecasters; see the module docstring."""
 
     name = "statistical"
+    fill_: float
+    """What a NaN in the library's forecast is replaced by (the last value)."""
 
     def __init__(self, window: str = "28d") -> None:
         self.window = window

@@ -179,9 +179,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.horizon_coverage:
         results = []
         for item in series:
-            result = horizon_coverage(item.y, args.method, item.group)
-            if result is not None:
-                results.append(result)
+            lead = horizon_coverage(item.y, args.method, item.group)
+            if lead is not None:
+                results.append(lead)
             print(f"  {item.relative}: 7-day backtest done", file=sys.stderr, flush=True)
         by_group = coverage_by_group(results)
         print()
@@ -195,11 +195,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"- {horizon_verdict(by_group)}")
         report["horizon_coverage"] = by_group
     if args.speed_count > 0:
-        result = speed(args.speed_count)
+        timing = speed(args.speed_count)
         print()
-        for line in result.lines():
+        for line in timing.lines():
             print(f"- {line}")
-        report["speed"] = vars(result)
+        report["speed"] = vars(timing)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
     return 0
