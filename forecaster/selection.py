@@ -481,7 +481,7 @@ class AutoSelector(BaseEstimator):
         return pd.Series(values, index=y.index, name=y.name)
 
     def _count_calibrated(self, res: np.ndarray) -> int:
-        m = getattr(self, "lead_steps_", res.shape[1])
+        m: int = self.lead_steps_ if hasattr(self, "lead_steps_") else int(res.shape[1])
         days = max(1, -(-res.shape[1] // m))
         calibrated = [
             int(np.isfinite(res[:, d * m : (d + 1) * m]).sum()) >= self._min_block(m)
