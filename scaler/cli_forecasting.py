@@ -157,7 +157,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(format_table(rows))
         print()
         print(
-            "Mean MASE per group (ratio: tiercast over the best rival of each series, mean over the group):"
+            "Mean MASE per group (ratio: tiercast's mean MASE over that of the group's best rival):"
         )
         print()
         print(format_group_table(summary, [TIERCAST + args.method, *rivals]))

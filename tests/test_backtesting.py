@@ -182,6 +182,7 @@ def test_group_scoring_averages_series_within_a_group_then_groups() -> None:
     verdicts = summary.verdicts()
     assert "mean over 2 groups" in verdicts[0] and "0.750 (target <= 0.9): met" in verdicts[0]
     assert "worst group g2 ratio 1.000" in verdicts[1] and ": met" in verdicts[1]
+    assert summary.groups["g1"].best_rival == "seasonal_naive_1d"
     spread = bootstrap_mean_ratio(rows, draws=300)
     assert spread is not None and spread.low <= 0.75 <= spread.high
 
@@ -209,6 +210,20 @@ def _rows(
         row("seasonal_naive_1d", naive),
         row("prophet_default", other),
     ]
+
+
+def test_a_rival_near_zero_on_one_series_does_not_decide_its_group() -> None:
+    from forecaster.benchmarking import bootstrap_mean_ratio, summarize
+
+    # An idle tenant: a rival is almost perfect (0.03) where tiercast makes 0.3; on the
+    # other series tiercast is better. Per-series ratios (10 and 0.83) would say 5.4.
+    rows = _rows("idle", [28.8] * 3, [2.88] * 3, [50.0] * 3, group="g")
+    rows += _rows("busy", [96.0] * 3, [115.2] * 3, [200.0] * 3, group="g")
+    summary = summarize(rows)
+    assert summary.ratios["idle"] == pytest.approx(10.0)
+    assert summary.groups["g"].ratio == pytest.approx((0.3 + 1.0) / (0.03 + 1.2))
+    spread = bootstrap_mean_ratio(rows, draws=200)
+    assert spread is not None and spread.high == pytest.approx(summary.groups["g"].ratio)
 
 
 def test_bootstrap_of_the_mean_ratio_resamples_test_days_paired_across_methods() -> None:
