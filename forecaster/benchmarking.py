@@ -378,6 +378,7 @@ class Uncertainty:
     """How far the mean ratio could move with other test days of the same series."""
 
     standard_error: float
+    """Half the central 68% range of the draws (robust to a few extreme draws)."""
     low: float
     """5th percentile of the resampled mean ratios."""
     high: float
@@ -441,8 +442,11 @@ def bootstrap_mean_ratio(
             ratios.append(mine / best)
     means = np.mean(ratios, axis=0)
     means = means[np.isfinite(means)]
+    # Half the central 68% range: the standard error of a normal spread, but not blown up
+    # by the rare draw made only of days on which some rival was almost perfect.
+    p16, p84 = np.percentile(means, [15.87, 84.13])
     return Uncertainty(
-        standard_error=float(np.std(means, ddof=1)),
+        standard_error=float((p84 - p16) / 2),
         low=float(np.percentile(means, 5)),
         high=float(np.percentile(means, 95)),
         share_within_target=float(np.mean(means <= TARGET_MEAN_RATIO)),
