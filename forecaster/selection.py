@@ -59,6 +59,7 @@ CHEAP_CANDIDATES: tuple[str, ...] = (
     "profile_regression_1d",
     "profile_regression_7d",
     "recent_level",
+    "last_value",
 )
 SLOW_CANDIDATES: tuple[str, ...] = ("ets_auto", "gbm", "theta", "mstl", "prophet")
 """Tried after the cheap ones, in about this order of cost, while the fit budget lasts."""
@@ -74,6 +75,7 @@ MIN_HISTORY_DAYS: dict[str, float] = {
     "profile_regression_7d": 9.0,
     "profile_mix": 3.0,
     "recent_level": 0.5,
+    "last_value": 0.5,
     "gbm": 3.0,
     "prophet": 2.0,
     "ets_auto": 2.0,
