@@ -3,23 +3,27 @@
 :class:`AutoSelector` is the estimator behind ``method='auto'``. On ``fit`` it
 
 1. backtests the cheap candidates (seasonal naive 1 d and 7 d, robust daily and
-   weekly profiles, the profile regressions, a recent level for series without a
-   cycle) at up to
-   ``max_origins`` origins one day apart, aligned with the end of the history so
-   every backtest forecast starts at the same time of day as the real one;
-2. ranks them by MASE on the origins they all share, and tries skill-weighted
-   ensembles of the best two and three;
-3. tries the slow candidates (gradient boosting, Prophet) only when the best cheap
-   model is no better than the in-sample naive error (MASE >= ``slow_above_mase``):
-   on a series where repeating the daily pattern already works they cannot pay
-   for their fitting time, and the planner re-forecasts every few minutes;
-4. refits the winner on the whole history and keeps its backtest residuals, per
-   horizon bucket, as the calibration of its quantiles (split-conformal style):
-   the forecast at quantile q is the point forecast plus the q-quantile of the
-   residuals at that distance ahead, either in the series' units or relative to
-   the forecast level, whichever predicts held-out origins better. The median is
-   the point forecast itself: a median residual from a few backtest days is too
-   noisy to correct the model's bias with.
+   weekly profiles, the profile regressions, a recent level and the last value for
+   series without a cycle) at up to ``max_origins`` origins one day apart, aligned
+   with the end of the history so every backtest forecast starts at the same time
+   of day as the real one;
+2. backtests the slow candidates (statsmodels AutoETS, gradient boosting, Theta,
+   MSTL, Prophet) at up to ``slow_origins`` origins on every series, while their
+   projected cost fits the per-series ``budget_s``; what was skipped, and why, is
+   in the reason;
+3. ranks everything by MASE relative to the candidate with the most origins on
+   the same days, tries skill-weighted ensembles of the best two and three, and
+   never keeps a choice that backtests worse than the daily seasonal naive model
+   on its own origins;
+4. refits the winner on the whole history (moved onto the new level first when a
+   lasting level shift ends it, see :func:`detect_level_shift`) and keeps its
+   backtest residuals as the calibration of its quantiles (split-conformal
+   style): per quarter of the first day ahead and per lead day up to
+   ``lead_days``, each from the backtests at that lead, held (never extrapolated)
+   beyond; in the series' units or relative to the forecast level, whichever
+   predicts held-out origins better. The median is the point forecast itself: a
+   median residual from a few backtest days is too noisy to correct the model's
+   bias with.
 
 Every decision is recorded in ``reason_`` and ``scores_``. Histories too short to
 backtest fall back to the daily seasonal naive model and say so in ``fallback_``.
