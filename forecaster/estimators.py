@@ -814,6 +814,22 @@ class RecentLevel(ArrayEstimator):
         return residual_spread(point, scale, self.residuals_, qs)
 
 
+class LastValue(RecentLevel):
+    """The last observed value, flat (the random-walk forecast): for series that wander.
+
+    GPUs held by running jobs, processors of a batch cluster: where the level moves
+    like a random walk, the last value beats any median of the recent past.
+    """
+
+    name = "last_value"
+
+    def __init__(self) -> None:
+        super().__init__(window="1s")
+
+    def label(self) -> str:
+        return "last_value"
+
+
 _REGISTRY: dict[str, Callable[[], BaseEstimator]] = {}
 # Modules that register more estimators when imported (kept lazy: Prophet is slow to import).
 _PLUGINS = (
@@ -822,6 +838,7 @@ _PLUGINS = (
     "forecaster.ensemble",
     "forecaster.selection",
     "forecaster.profile_mix",
+    "forecaster.statistical",
 )
 _plugins_loaded = False
 
@@ -866,3 +883,4 @@ register("seasonal_median_7d", lambda: SeasonalProfile(season="7d", seasons=4, l
 register("profile_regression_1d", lambda: ProfileRegression(season="1d", seasons=7))
 register("profile_regression_7d", lambda: ProfileRegression(season="7d", seasons=4))
 register("recent_level", lambda: RecentLevel(window="6h"))
+register("last_value", LastValue)

@@ -113,6 +113,9 @@ def forecast_series(
             notes.append(outcome.note)
         if getattr(model, "fallback_", None):
             notes.append(f"{used}: {model.fallback_}")
+        horizon_notes = getattr(model, "horizon_notes", None)
+        if callable(horizon_notes):
+            notes.extend(horizon_notes(steps))
     except (TiercastError, ValueError, FloatingPointError) as exc:
         fallback = SeasonalNaive(season="1d")
         frame = fallback.fit(y).predict(steps, qs)

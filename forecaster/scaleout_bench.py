@@ -85,8 +85,11 @@ SHAPE_SOURCES: tuple[str, ...] = (
 )
 """Traces relative to the traces folder; the Azure LLM traces (one hour) are too short."""
 
-TARGET_FIT_PER_S = 50.0
+TARGET_NIGHTLY_S = 900.0
+"""A nightly refit of ``count`` (1,000) series with ``auto`` and 2 processes: under 15 minutes."""
 TARGET_WARM_S = 20.0
+RIVALS = ("ets_auto", "mstl")
+"""Library models timed beside ``auto`` on the same series (statsmodels; see forecaster.statistical)."""
 TARGET_PEAK_MIB = 2048.0
 TARGET_SPEEDUP = 1.7
 
@@ -375,6 +378,7 @@ def run(
     count: int = 1000,
     fit_count: int = 100,
     prophet_count: int = 16,
+    rival_count: int = 16,
     workers: int = 2,
     batch_size: int = 8,
     backends: Sequence[str] = ("joblib", "dask"),
@@ -385,10 +389,11 @@ def run(
     """Every row of the benchmark table, in the order printed.
 
     Cold rows of the default model use the first ``fit_count`` series, Prophet the
-    first ``prophet_count``; the full cycle and the warm cycles use all ``count``.
+    first ``prophet_count``, the statsmodels rivals (one process) the first
+    ``rival_count``; the full cycle and the warm cycles use all ``count``.
     """
     shapes = load_shapes(traces)
-    bank = SeriesBank.build(max(count, fit_count, prophet_count), shapes)
+    bank = SeriesBank.build(max(count, fit_count, prophet_count, rival_count), shapes)
     # Series past the measured ones, so no worker has seen a measured series before.
     spare = SeriesBank.build(2 * workers, shapes, offset=len(bank.names))
     rows: list[Row] = []
@@ -435,6 +440,19 @@ def run(
     if prophet_count > 0:
         spec = ForecastSpec(HORIZON, QUANTILES, "prophet")
         compare("prophet", "cold", "prophet", prophet_count, bank.cold, spec, batch_size)
+    for rival in RIVALS if rival_count > 0 else ():
+        row, _ = measure(
+            f"{rival} (statsmodels)",
+            "cold",
+            "joblib",
+            1,
+            lambda: bank.cold(rival_count),
+            rival_count,
+            ForecastSpec(HORIZON, QUANTILES, rival),
+            batch_size,
+            spare.cold,
+        )
+        add(row)
     if count > 0:
         with tempfile.TemporaryDirectory(dir=store_dir) as store:
             spec = ForecastSpec(HORIZON, QUANTILES, "auto", store_path=store)
@@ -487,12 +505,24 @@ def format_table(rows: Sequence[Row]) -> str:
 def verdicts(rows: Sequence[Row], count: int) -> list[str]:
     """The issue's targets, each stated as met or not met from the rows measured."""
     out = []
-    cold = [r for r in rows if r.model == "auto (default)" and r.cycle == "cold" and r.workers > 1]
-    if cold:
-        best = max(cold, key=lambda r: r.per_s)
+    nightly = [r for r in rows if r.cycle == "cold, writes the store"]
+    if nightly:
+        r = nightly[0]
         out.append(
-            f"default model fitted at {best.per_s:.1f} series/s with {best.backend} "
-            f"(target >= {TARGET_FIT_PER_S:g}): {'met' if best.per_s >= TARGET_FIT_PER_S else 'NOT met'}"
+            f"nightly refit of {r.series} series with auto in {r.seconds:.0f} s with {r.backend} "
+            f"(target < {TARGET_NIGHTLY_S:g} s): {'met' if r.seconds < TARGET_NIGHTLY_S else 'NOT met'}"
+        )
+    one = [r for r in rows if r.model == "auto (default)" and r.cycle == "cold" and r.workers == 1]
+    rivals = [r for r in rows if r.model.endswith("(statsmodels)")]
+    if one and rivals:
+        auto_s = one[0].seconds / max(one[0].series, 1)
+        parts = [
+            f"{r.model.split()[0]} {r.seconds / max(r.series, 1):.3f} s "
+            f"({r.seconds / max(r.series, 1) / max(auto_s, 1e-9):.2f}x auto)"
+            for r in rivals
+        ]
+        out.append(
+            f"fit + forecast per series in 1 process: auto {auto_s:.3f} s; " + ", ".join(parts)
         )
     warm = [r for r in rows if r.cycle.startswith("warm")]
     if warm:

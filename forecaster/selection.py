@@ -3,23 +3,27 @@
 :class:`AutoSelector` is the estimator behind ``method='auto'``. On ``fit`` it
 
 1. backtests the cheap candidates (seasonal naive 1 d and 7 d, robust daily and
-   weekly profiles, the profile regressions, a recent level for series without a
-   cycle) at up to
-   ``max_origins`` origins one day apart, aligned with the end of the history so
-   every backtest forecast starts at the same time of day as the real one;
-2. ranks them by MASE on the origins they all share, and tries skill-weighted
-   ensembles of the best two and three;
-3. tries the slow candidates (gradient boosting, Prophet) only when the best cheap
-   model is no better than the in-sample naive error (MASE >= ``slow_above_mase``):
-   on a series where repeating the daily pattern already works they cannot pay
-   for their fitting time, and the planner re-forecasts every few minutes;
-4. refits the winner on the whole history and keeps its backtest residuals, per
-   horizon bucket, as the calibration of its quantiles (split-conformal style):
-   the forecast at quantile q is the point forecast plus the q-quantile of the
-   residuals at that distance ahead, either in the series' units or relative to
-   the forecast level, whichever predicts held-out origins better. The median is
-   the point forecast itself: a median residual from a few backtest days is too
-   noisy to correct the model's bias with.
+   weekly profiles, the profile regressions, a recent level and the last value for
+   series without a cycle) at up to ``max_origins`` origins one day apart, aligned
+   with the end of the history so every backtest forecast starts at the same time
+   of day as the real one;
+2. backtests the slow candidates (statsmodels AutoETS, gradient boosting, Theta,
+   MSTL, Prophet) at up to ``slow_origins`` origins on every series, while their
+   projected cost fits the per-series ``budget_s``; what was skipped, and why, is
+   in the reason;
+3. ranks everything by MASE relative to the candidate with the most origins on
+   the same days, tries skill-weighted ensembles of the best two and three, and
+   never keeps a choice that backtests worse than the daily seasonal naive model
+   on its own origins;
+4. refits the winner on the whole history (moved onto the new level first when a
+   lasting level shift ends it, see :func:`detect_level_shift`) and keeps its
+   backtest residuals as the calibration of its quantiles (split-conformal
+   style): per quarter of the first day ahead and per lead day up to
+   ``lead_days``, each from the backtests at that lead, held (never extrapolated)
+   beyond; in the series' units or relative to the forecast level, whichever
+   predicts held-out origins better. The median is the point forecast itself: a
+   median residual from a few backtest days is too noisy to correct the model's
+   bias with.
 
 Every decision is recorded in ``reason_`` and ``scores_``. Histories too short to
 backtest fall back to the daily seasonal naive model and say so in ``fallback_``.
@@ -28,6 +32,7 @@ backtest fall back to the daily seasonal naive model and say so in ``fallback_``
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,10 +47,13 @@ from forecaster.estimators import (
     linear_quantiles,
     make,
     register,
+    rolling_profile,
 )
 from forecaster.series import parse_duration, steps_per
 
 DAY = pd.Timedelta(days=1)
+NAIVE = "seasonal_naive_1d"
+"""The floor of every selection: a chosen model must backtest at least as well as this."""
 
 CHEAP_CANDIDATES: tuple[str, ...] = (
     "seasonal_naive_1d",
@@ -55,8 +63,10 @@ CHEAP_CANDIDATES: tuple[str, ...] = (
     "profile_regression_1d",
     "profile_regression_7d",
     "recent_level",
+    "last_value",
 )
-SLOW_CANDIDATES: tuple[str, ...] = ("gbm", "prophet")
+SLOW_CANDIDATES: tuple[str, ...] = ("ets_auto", "gbm", "theta", "mstl", "prophet")
+"""Tried after the cheap ones, in about this order of cost, while the fit budget lasts."""
 
 MIN_HISTORY_DAYS: dict[str, float] = {
     "seasonal_naive_1d": 1.0,
@@ -69,8 +79,12 @@ MIN_HISTORY_DAYS: dict[str, float] = {
     "profile_regression_7d": 9.0,
     "profile_mix": 3.0,
     "recent_level": 0.5,
+    "last_value": 0.5,
     "gbm": 3.0,
     "prophet": 2.0,
+    "ets_auto": 2.0,
+    "mstl": 2.0,
+    "theta": 2.0,
 }
 """History each candidate needs before a backtest origin to be itself (not its fallback)."""
 
@@ -125,23 +139,122 @@ def detrended(values: np.ndarray, period: int) -> np.ndarray:
     return values - trend
 
 
+SLOW_FIT_SECONDS: dict[str, tuple[float, float]] = {
+    "ets_auto": (0.8, 0.0),
+    "theta": (1.0, 0.0),
+    "mstl": (2.5, 0.0),
+    "gbm": (0.4, 0.3),
+    "prophet": (0.5, 0.5),
+}
+"""Seconds per fit of each slow candidate on a busy 2-core machine: (at 2,688 steps, 28 days
+of 15-minute history; per further 2,688 steps). The statsmodels models see at most 28 days.
+Measured roughly on the benchmark traces on 2026-12-01; only used to project costs against
+the budget."""
+
+REFERENCE_STEPS = 2688
+WINDOW_28D = pd.Timedelta(days=28)
+STATISTICAL = frozenset({"ets_auto", "theta", "mstl"})
+
+
+def projected_fit_seconds(name: str, steps: int, step: pd.Timedelta) -> float:
+    """Projected seconds to fit ``name`` on ``steps`` of history at ``step`` (for the budget)."""
+    base, per_more = SLOW_FIT_SECONDS.get(name, (1.0, 0.0))
+    if name in STATISTICAL:
+        steps = min(steps, int(WINDOW_28D / step))
+    units = steps / REFERENCE_STEPS
+    return base * min(1.0, units) + per_more * max(0.0, units - 1.0)
+
+
+SHIFT_MIN_HOURS = 6
+"""A level shift counts once it has lasted this long (shorter runs are bursts)."""
+SHIFT_MAX_DAYS = 3
+"""Beyond this the seasonal medians have mostly moved onto the new level themselves."""
+SHIFT_RELATIVE = 0.2
+"""Smallest lasting change, relative to the usual level, treated as a level shift."""
+SHIFT_TYPICAL = 4.0
+"""...and it must also exceed this many times the series' usual hourly deviation."""
+
+
+def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, float] | None:
+    """A lasting step change at the end of ``values``: (start index, factor, offset), or None.
+
+    Every hour's median deviation from the honest daily profile (the median of the
+    same phase over the 7 days before) is compared with the series' usual hourly
+    deviation over the two weeks before the last two days. A shift is a run of
+    hours, ending now and lasting at least :data:`SHIFT_MIN_HOURS` (at most
+    :data:`SHIFT_MAX_DAYS`), all off in the same direction by more than
+    :data:`SHIFT_TYPICAL` times the usual deviation and more than
+    :data:`SHIFT_RELATIVE` of the usual level. The new level is a factor on the
+    old for a non-negative series (offset 0), otherwise an offset (factor 1).
+    """
+    n = len(values)
+    hour = max(1, m_day // 24)
+    blocks = n // hour
+    if n < 4 * m_day or blocks < 24 * 4:
+        return None
+    profile = rolling_profile(values, m_day, 7)
+    tail = slice(n - blocks * hour, n)
+    dev = (values[tail] - profile[tail]).reshape(blocks, hour)
+    with np.errstate(all="ignore"):
+        observed = np.isfinite(dev).any(axis=1)
+        hourly = np.where(observed, np.nanmedian(np.where(np.isfinite(dev), dev, 0.0), axis=1), 0.0)
+    hourly[~observed] = np.nan
+    per_day = 24
+    usual = hourly[-16 * per_day : -2 * per_day]
+    usual = np.abs(usual[np.isfinite(usual)])
+    level = profile[-7 * m_day :]
+    level = np.abs(level[np.isfinite(level)])
+    if usual.size < per_day or level.size == 0:
+        return None
+    threshold = max(
+        SHIFT_TYPICAL * float(np.median(usual)), SHIFT_RELATIVE * float(np.median(level))
+    )
+    if not threshold > 0:
+        return None
+    sign = np.sign(hourly[-1]) if np.isfinite(hourly[-1]) else 0.0
+    run = 0
+    for h in hourly[::-1]:
+        if not np.isfinite(h) or np.sign(h) != sign or abs(h) <= threshold:
+            break
+        run += 1
+    if sign == 0 or run < SHIFT_MIN_HOURS or run > SHIFT_MAX_DAYS * per_day:
+        return None
+    start = n - run * hour
+    recent, base = values[start:], profile[start:]
+    ok = np.isfinite(recent) & np.isfinite(base)
+    if ok.sum() < hour:
+        return None
+    if np.nanmin(values) >= 0 and float(np.median(base[ok])) > 0:
+        factor = float(np.median(recent[ok])) / float(np.median(base[ok]))
+        return start, float(np.clip(factor, 0.05, 20.0)), 0.0
+    return start, 1.0, float(np.median(recent[ok] - base[ok]))
+
+
 class AutoSelector(BaseEstimator):
     """Backtest-selected, conformally calibrated forecaster; see the module docstring."""
 
     name = "auto"
+    residuals_: np.ndarray
+    calibration_: str
+    shift_: tuple[int, float, float] | None
+    calibrated_days_: int
+    lead_steps_: int
 
     def __init__(
         self,
         candidates: tuple[str, ...] = CHEAP_CANDIDATES,
         slow_candidates: tuple[str, ...] = SLOW_CANDIDATES,
-        slow_above_mase: float = 1.0,
+        slow_above_mase: float = 0.0,
         max_origins: int = 14,
         min_origins: int = 2,
-        slow_origins: int = 3,
+        slow_origins: int = 4,
         ensemble_size: int = 3,
         weight_power: float = 2.0,
         backtest_horizon: str = "1d",
         buckets: int = 4,
+        budget_s: float = 1.5,
+        lead_days: int = 7,
+        level_shifts: bool = True,
     ) -> None:
         self.candidates = candidates
         self.slow_candidates = slow_candidates
@@ -153,6 +266,9 @@ class AutoSelector(BaseEstimator):
         self.weight_power = weight_power
         self.backtest_horizon = backtest_horizon
         self.buckets = buckets
+        self.budget_s = budget_s
+        self.lead_days = lead_days
+        self.level_shifts = level_shifts
 
     def label(self) -> str:
         return getattr(self, "chosen_", "auto")
@@ -169,6 +285,7 @@ class AutoSelector(BaseEstimator):
             return None
 
     def fit(self, history: pd.Series) -> AutoSelector:
+        started = time.perf_counter()
         y = self._prepare(history)
         values = y.to_numpy(dtype=float)
         n = len(values)
@@ -214,6 +331,11 @@ class AutoSelector(BaseEstimator):
             return mine / ref * ref_mase if ref > 0 else mine
 
         scores = {name: relative(p) for name, p in points.items() if np.isfinite(p).all()}
+        best_cheap = min(scores.values(), default=math.inf)
+        tried_slow, over_budget = self._slow(y, origins, horizon, m_day, best_cheap, points)
+        for name in tried_slow:
+            if name in points and np.isfinite(points[name]).all():
+                scores[name] = relative(points[name])
         ranking = sorted(scores, key=lambda k: scores[k])
         chosen, chosen_points, weights = ranking[0], points[ranking[0]], {ranking[0]: 1.0}
 
@@ -230,20 +352,18 @@ class AutoSelector(BaseEstimator):
                 chosen, chosen_points = label, blend
                 weights = dict(zip(top, w.tolist(), strict=True))
 
-        tried_slow: list[str] = []
-        if scores[chosen] >= self.slow_above_mase:
-            for name in self.slow_candidates:
-                need = math.ceil(MIN_HISTORY_DAYS.get(name, 1.0) * m_day)
-                usable = [o for o in origins[: self.slow_origins] if o >= need]
-                if len(usable) < self.min_origins:
-                    continue
-                result = self._backtest(name, y, usable, horizon)
-                tried_slow.append(name)
-                if result is None:
-                    continue
-                scores[name] = relative(result)
-                if scores[name] < scores[chosen]:
-                    chosen, chosen_points, weights = name, result, {name: 1.0}
+        self.guard_ = ""
+        naive = points.get(NAIVE)
+        if naive is None:  # the floor is checked even when it is not a candidate
+            naive = self._backtest(NAIVE, y, origins[: len(chosen_points)], horizon)
+        if naive is not None and chosen != NAIVE:
+            # Never use a model that backtests worse than repeating yesterday, judged
+            # on exactly the origins the chosen model was backtested on.
+            k = len(chosen_points)
+            if self._mase(actual[:k], chosen_points) > self._mase(actual[:k], naive[:k]):
+                self.guard_ = f"{chosen} backtested worse than {NAIVE} on its {k} origins"
+                chosen, chosen_points, weights = NAIVE, naive[:k], {NAIVE: 1.0}
+                scores.setdefault(NAIVE, relative(naive[:k]))
 
         common = len(ref_points)
         self.chosen_ = chosen
@@ -252,9 +372,128 @@ class AutoSelector(BaseEstimator):
         self.backtest_mase_ = float(scores[chosen])
         self.origins_ = len(chosen_points)
         self._calibrate(actual[: len(chosen_points)], chosen_points)
-        self.model_ = self._build(y)
+        self._calibrate_leads(y, origins[: len(chosen_points)], m_day)
+        self.history_steps_ = n
+        self.shift_ = detect_level_shift(values, m_day) if self.level_shifts else None
+        self.model_ = self._build(self._shifted_history(y))
+        self.budget_note_ = f"slow-candidate budget {self.budget_s:g} s (projected)" + (
+            f"; over budget, skipped {', '.join(over_budget)}" if over_budget else ""
+        )
+        self.fit_seconds_ = time.perf_counter() - started
         self.reason_ = self._explain(ranking, skipped, tried_slow, common)
         return self
+
+    def _slow(
+        self,
+        y: pd.Series,
+        origins: list[int],
+        horizon: int,
+        m_day: int,
+        best_cheap: float,
+        points: dict[str, np.ndarray],
+    ) -> tuple[list[str], list[str]]:
+        """Backtest the slow candidates while the budget lasts; (tried, skipped for time).
+
+        The cost of a candidate is projected from :data:`SLOW_FIT_SECONDS` for the
+        history it would see, times its origins; one that would overrun what is left
+        of ``budget_s`` is skipped. Projected, not measured, so that refitting the
+        same history always makes the same choice, however busy the machine is.
+        """
+        tried: list[str] = []
+        over: list[str] = []
+        if best_cheap < self.slow_above_mase:
+            return tried, over
+        left = self.budget_s
+        for name in self.slow_candidates:
+            need = math.ceil(MIN_HISTORY_DAYS.get(name, 1.0) * m_day)
+            usable = [o for o in origins[: self.slow_origins] if o >= need]
+            if len(usable) < self.min_origins:
+                continue
+            cost = sum(projected_fit_seconds(name, o, self.step_) for o in usable)
+            if cost > left:
+                over.append(f"{name} (~{cost:.1f} s)")
+                continue
+            left -= cost
+            tried.append(name)
+            result = self._backtest(name, y, usable, horizon)
+            if result is not None:
+                points[name] = result
+        return tried, over
+
+    def _calibrate_leads(self, y: pd.Series, origins: list[int], m_day: int) -> None:
+        """Residuals of the chosen model per lead time, up to ``lead_days`` days ahead.
+
+        The chosen members are backtested again from the same origins over
+        ``lead_days`` days; origin k (k days before the newest) sees lead days 1 to
+        k + 1, so every lead day that some origin reaches gets residuals from the
+        backtests at that lead. Lead days no origin reaches keep the width of the
+        last calibrated day (see :meth:`horizon_notes`).
+        """
+        day1 = self.residuals_
+        self.lead_steps_ = day1.shape[1] if day1.ndim == 2 and day1.shape[1] else m_day
+        self.residual_origins_ = list(origins)
+        self.calibrated_days_ = 1 if np.isfinite(day1).any() else 0
+        if self.lead_days <= 1 or self.calibration_ == "model" or not origins:
+            return
+        values = y.to_numpy(dtype=float)
+        n = len(values)
+        steps = self.lead_days * m_day
+        point = np.zeros((len(origins), steps))
+        for name, w in self.weights_.items():
+            result = self._backtest(name, y, origins, steps)
+            if result is None:
+                return  # keep the day-1 residuals
+            point += w * result
+        actual = np.full((len(origins), steps), np.nan)
+        for i, o in enumerate(origins):
+            seen = values[o : min(o + steps, n)]
+            actual[i, : len(seen)] = seen
+        res = actual - point
+        if self.calibration_ == "relative":
+            res = res / self._denominator(point)
+        res[:, : day1.shape[1]] = day1[:, : min(day1.shape[1], steps)]
+        self.residuals_ = res
+        self.lead_steps_ = m_day
+        self.calibrated_days_ = self._count_calibrated(res)
+
+    @staticmethod
+    def _min_block(m_day: int) -> int:
+        """Residuals a lead day needs to be calibrated on its own: two days' worth of origins."""
+        return max(10, 2 * m_day)
+
+    def _shifted_history(self, y: pd.Series) -> pd.Series:
+        """The history with the part before a detected lasting level shift moved onto the new level.
+
+        The chosen models then forecast the shape they learned at the level the
+        series has now, instead of the median of days that no longer apply; the
+        backtest residuals of the days since the shift are dropped (they measure the
+        shift, not the model) and absolute ones are rescaled to the new level.
+        """
+        if self.shift_ is None:
+            return y
+        start, factor, offset = self.shift_
+        values = y.to_numpy(dtype=float).copy()
+        values[:start] = values[:start] * factor + offset
+        res = self.residuals_
+        if res.size:
+            res = res.copy()
+            at = np.array(self.residual_origins_)[:, None] + np.arange(res.shape[1])[None, :]
+            res[at >= start] = np.nan
+            if self.calibration_ == "absolute":
+                res = res * factor
+            if np.isfinite(res).any():
+                self.residuals_ = res
+                self.calibrated_days_ = self._count_calibrated(res)
+        return pd.Series(values, index=y.index, name=y.name)
+
+    def _count_calibrated(self, res: np.ndarray) -> int:
+        m: int = self.lead_steps_ if hasattr(self, "lead_steps_") else int(res.shape[1])
+        days = max(1, -(-res.shape[1] // m))
+        calibrated = [
+            int(np.isfinite(res[:, d * m : (d + 1) * m]).sum()) >= self._min_block(m)
+            for d in range(days)
+        ]
+        return sum(calibrated) or int(np.isfinite(res).any())
 
     def _mase(self, actual: np.ndarray, point: np.ndarray) -> float:
         err = np.abs(actual - point)
@@ -278,6 +517,9 @@ class AutoSelector(BaseEstimator):
         self.residuals_ = np.empty((0, 0))
         self.calibration_ = "model"
         self.tail_scales_ = (1.0, 1.0)
+        self.calibrated_days_ = 0
+        self.shift_ = None
+        self.guard_ = ""
         self.model_ = SeasonalNaive(season="1d").fit(y)
         self.reason_ = f"auto: {self.fallback_}"
         return self
@@ -337,27 +579,67 @@ class AutoSelector(BaseEstimator):
         return total, (float(TAIL_SCALES[lo]), float(TAIL_SCALES[hi]))
 
     def _offsets(self, residuals: np.ndarray, qs: Sequence[float]) -> np.ndarray:
-        """Residual quantiles per horizon bucket, broadcast to shape (1, horizon, len(qs)).
+        """Residual quantiles per horizon bucket, broadcast to shape (1, width, len(qs)).
+
+        The first lead day is split into ``buckets`` buckets; every later lead day is
+        one bucket of its own, calibrated from the backtests at that lead. A later
+        day with too few residuals holds the offsets of the day before it.
 
         The median's offset is zero: the median is the model's own point forecast, since
         the median residual of a couple of weeks of backtest days is too noisy a bias
         correction (it cost accuracy on the benchmark and on held-out windows; see the
         README). Only ``q == 0.5`` maps to the median level (see :func:`adjusted_level`).
         """
-        horizon = residuals.shape[1]
-        buckets = max(1, min(self.buckets, horizon))
-        edges = np.linspace(0, horizon, buckets + 1).astype(int)
-        out = np.zeros((horizon, len(qs)))
-        everything = residuals[np.isfinite(residuals)]
+        width = residuals.shape[1]
+        m = min(getattr(self, "lead_steps_", width) or width, width)
+        out = np.zeros((width, len(qs)))
+        first = residuals[:, :m]
+        everything = first[np.isfinite(first)]
+        buckets = max(1, min(self.buckets, m))
+        edges = np.linspace(0, m, buckets + 1).astype(int)
         for b in range(buckets):
-            block = residuals[:, edges[b] : edges[b + 1]]
+            block = first[:, edges[b] : edges[b + 1]]
             block = block[np.isfinite(block)]
             if block.size < 10:
                 block = everything
             if block.size:
                 out[edges[b] : edges[b + 1]] = linear_quantiles(block, qs)
+        for start in range(m, width, m):
+            stop = min(start + m, width)
+            block = residuals[:, start:stop]
+            block = block[np.isfinite(block)]
+            if block.size >= self._min_block(m):
+                out[start:stop] = linear_quantiles(block, qs)
+            else:  # not reached by enough backtests: hold the width of the day before
+                out[start:stop] = out[start - 1]
         out[:, [i for i, q in enumerate(qs) if q == 0.5]] = 0.0
         return out[None, :, :]
+
+    def horizon_notes(self, horizon: int) -> list[str]:
+        """What a forecast ``horizon`` steps ahead should say about how its bands were set."""
+        self._check_fitted()
+        notes = []
+        m = getattr(self, "lead_steps_", 0)
+        days = getattr(self, "calibrated_days_", 0)
+        if m and self.calibration_ != "model":
+            asked = -(-horizon // m)
+            if asked > days:
+                notes.append(
+                    f"quantiles beyond lead day {days} hold the width of day {days}: "
+                    f"the backtests of this series reach {days} of the {asked} days asked"
+                )
+        if getattr(self, "shift_", None) is not None:
+            notes.append(self._shift_text())
+        return notes
+
+    def _shift_text(self) -> str:
+        start, factor, offset = self.shift_  # type: ignore[misc]
+        hours = (self.history_steps_ - start) * (self.step_ / pd.Timedelta(hours=1))
+        change = f"x{factor:.2f}" if offset == 0 else f"{offset:+.3g}"
+        return (
+            f"level shift over the last {hours:.0f} h ({change}): "
+            "the history before it was moved onto the new level"
+        )
 
     def _explain(self, ranking: list[str], skipped: list[str], slow: list[str], common: int) -> str:
         shown = ", ".join(f"{k} {self.scores_[k]:.2f}" for k in ranking[:4] if k != self.chosen_)
@@ -378,6 +660,12 @@ class AutoSelector(BaseEstimator):
             parts.append("also tried " + ", ".join(slow))
         if skipped:
             parts.append("too little history for " + ", ".join(skipped))
+        if self.guard_:
+            parts.append(f"{self.guard_}: {NAIVE} used")
+        parts.append(f"bands calibrated per lead day up to day {self.calibrated_days_}")
+        if self.shift_ is not None:
+            parts.append(self._shift_text())
+        parts.append(self.budget_note_)
         return "; ".join(parts)
 
     # -- reuse ----------------------------------------------------------------------
@@ -420,11 +708,8 @@ class AutoSelector(BaseEstimator):
         levels = [adjusted_level(q, lower, upper) for q in qs]
         base = self._offsets(self.residuals_, levels)[0]
         width = base.shape[0]
-        steps = np.arange(horizon)
-        offsets = base[np.minimum(steps, width - 1)]
-        # Past the backtested horizon the spread keeps growing like a random walk's.
-        grow = np.sqrt(np.maximum(1.0, (steps + 1) / width))
-        offsets = offsets * grow[:, None]
+        # Past the calibrated leads the width is held, not extrapolated (no cone).
+        offsets = base[np.minimum(np.arange(horizon), width - 1)]
         if self.calibration_ == "relative":
             offsets = offsets * self._denominator(point)[:, None]
         return self._frame(point[:, None] + offsets, qs, horizon)
@@ -442,6 +727,8 @@ class AutoSelector(BaseEstimator):
             "seasonality": {k: round(v, 3) for k, v in self.seasonality_.items()}
             if hasattr(self, "seasonality_")
             else {},
+            "calibrated_lead_days": getattr(self, "calibrated_days_", 0),
+            "level_shift": list(shift) if (shift := getattr(self, "shift_", None)) else None,
             "reason": self.reason_,
             "fallback": self.fallback_,
         }
@@ -455,6 +742,8 @@ MIX_CANDIDATES: tuple[str, ...] = (
 
 
 register("auto", AutoSelector)
+# Opt-in: the slow candidates at 7 origins within 10 s per series (about 20x auto's fit time).
+register("auto_thorough", lambda: AutoSelector(budget_s=10.0, slow_origins=7))
 # Opt-in: more accurate on the held-out windows of the benchmark traces (see the README),
 # about 1.7x the fitting time of ``auto`` on 5-minute series.
 register("auto_mix", lambda: AutoSelector(candidates=MIX_CANDIDATES, ensemble_size=5))

@@ -13,26 +13,26 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from forecaster.backtesting import backtest, daily_origins, protocol_origins
 from forecaster.benchmarking import (
     BASELINES,
-    BENCH_SERIES,
-    WINDOW_EXTRA,
+    TIERCAST,
+    ForecastCache,
     accuracy_rows,
     bootstrap_mean_ratio,
-    family_ratios,
+    coverage_by_group,
+    discover,
+    format_fit_times,
+    format_group_table,
+    format_horizon_table,
     format_table,
-    holdout_windows,
-    load_bench_series,
+    horizon_coverage,
+    horizon_verdict,
     speed,
     summarize,
 )
@@ -42,6 +42,7 @@ from forecaster.series import infer_step, parse_duration, read_history_csv, regu
 from scaler.cli import parse_quantiles, select_series
 
 DEFAULT_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+DEFAULT_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "bench-forecast"
 
 
 def _clean(value: Any) -> Any:
@@ -103,106 +104,105 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_methods(method: str, skip_prophet: bool) -> list[str]:
-    """The method under test and the baselines the benchmark compares it with."""
-    return [method, *(b for b in BASELINES if not (skip_prophet and b == "prophet_default"))]
+def _bench_methods(method: str, rivals: list[str]) -> list[str]:
+    """The method under test and the rivals the benchmark compares it with."""
+    return [method, *rivals]
+
+
+def _rivals(args: argparse.Namespace) -> list[str]:
+    rivals = [r.strip() for r in args.rivals.split(",") if r.strip()]
+    unknown = [r for r in rivals if r not in BASELINES]
+    if unknown or not rivals:
+        raise BadInputError(
+            f"--rivals: {','.join(unknown) or repr(args.rivals)} is not a rival; "
+            f"expected a comma-separated subset of {','.join(BASELINES)}"
+        )
+    if args.skip_prophet:
+        rivals = [r for r in rivals if r != "prophet_default"]
+    return rivals
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     traces = Path(args.traces)
-    loaded: dict[str, pd.Series] = {}
-
-    def load(rel: str) -> pd.Series:
-        """Each trace read once, whether the accuracy table, the windows or both need it."""
-        if rel not in loaded:
-            loaded[rel] = load_bench_series(traces / rel)
-        return loaded[rel]
-
     if args.method in BASELINES:
-        raise BadInputError(f"--method: {args.method!r} is a baseline; pass the method to test")
+        raise BadInputError(f"--method: {args.method!r} is a rival; pass the method to test")
     make(args.method)  # an unknown name fails here, before minutes of backtests
-    missing = [rel for rel in BENCH_SERIES if not (traces / rel).is_file()]
-    if args.accuracy and missing:
+    rivals = _rivals(args)
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
+    needs_traces = args.accuracy or args.horizon_coverage
+    if needs_traces and not traces.is_dir():
         raise BadInputError(
-            f"--traces: {str(traces)!r} lacks {', '.join(missing)}; expected the public traces folder"
+            f"--traces: {str(traces)!r} is not a folder; expected the public traces"
         )
+    series = discover(traces, groups) if needs_traces else []
+    if needs_traces and not series:
+        raise BadInputError(
+            f"--groups: no series of at least 14 days in {str(traces)!r} for {args.groups!r}"
+        )
+    cache = None if args.no_cache else ForecastCache(Path(args.cache))
     today = datetime.now(UTC).date().isoformat()
     print(f"tiercast forecasting benchmark, measured {today}")
-    report: dict[str, Any] = {"date": today}
+    found = sorted({s.group for s in series})
+    print(f"{len(series)} series of at least 14 days in {len(found)} groups: {', '.join(found)}")
+    report: dict[str, Any] = {"date": today, "groups": found}
     if args.accuracy:
-        methods = _bench_methods(args.method, args.skip_prophet)
+        methods = _bench_methods(args.method, rivals)
         rows = []
-        for rel in BENCH_SERIES:
-            rows.extend(accuracy_rows(load(rel), methods))
-            print(f"  {rel}: done", file=sys.stderr, flush=True)
-        print()
-        print(format_table(rows))
+        for item in series:
+            rows.extend(accuracy_rows(item.y, methods, item.group, cache))
+            print(f"  {item.relative}: done", file=sys.stderr, flush=True)
         summary = summarize(rows)
+        if args.per_series:
+            print()
+            print(format_table(rows))
+        print()
+        print(
+            "Mean MASE per group (ratio: tiercast's mean MASE over that of the group's best rival):"
+        )
+        print()
+        print(format_group_table(summary, [TIERCAST + args.method, *rivals]))
         print()
         for line in summary.verdicts():
             print(f"- {line}")
-        print(
-            "- MASE ratio per series: "
-            + ", ".join(f"{k} {v:.3f}" for k, v in summary.ratios.items())
-        )
         spread = bootstrap_mean_ratio(rows)
         if spread is not None:
             print(f"- {spread.line()}")
             report["mean_ratio_uncertainty"] = vars(spread)
+        print()
+        print("Fit and forecast time per method (cached rivals keep the time of their run):")
+        print()
+        print(format_fit_times(rows))
         report["accuracy"] = [vars(r) for r in rows]
         report["ratios"] = summary.ratios
-    if args.windows:
-        _bench_windows(traces, load, _bench_methods(args.method, args.skip_prophet), report)
-    if args.speed_count > 0:
-        result = speed(args.speed_count)
+        report["group_ratios"] = {g.group: g.ratio for g in summary.groups.values()}
+        report["mean_ratio"] = summary.mean_ratio
+    if args.horizon_coverage:
+        results = []
+        for item in series:
+            lead = horizon_coverage(item.y, args.method, item.group)
+            if lead is not None:
+                results.append(lead)
+            print(f"  {item.relative}: 7-day backtest done", file=sys.stderr, flush=True)
+        by_group = coverage_by_group(results)
         print()
-        for line in result.lines():
+        print(
+            f"q0.9 coverage per horizon day (tiercast {args.method}, 7-day backtests from "
+            "7 daily origins ending a week before each series' end; mean over a group's series):"
+        )
+        print()
+        print(format_horizon_table(by_group))
+        print()
+        print(f"- {horizon_verdict(by_group)}")
+        report["horizon_coverage"] = by_group
+    if args.speed_count > 0:
+        timing = speed(args.speed_count)
+        print()
+        for line in timing.lines():
             print(f"- {line}")
-        report["speed"] = vars(result)
+        report["speed"] = vars(timing)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
     return 0
-
-
-def _bench_windows(
-    traces: Path,
-    load: Callable[[str], pd.Series],
-    methods: list[str],
-    report: dict[str, Any],
-) -> None:
-    """The held-out windows: the protocol on earlier weeks of the traces (see benchmarking)."""
-    rows = []
-    sources = [(rel, False) for rel in BENCH_SERIES] + [(rel, True) for rel in WINDOW_EXTRA]
-    for rel, extra in sources:
-        if not (traces / rel).is_file():
-            print(f"  {rel}: not in {traces}, skipped", file=sys.stderr, flush=True)
-            continue
-        for y in holdout_windows(load(rel), extra=extra):
-            rows.extend(accuracy_rows(y, methods))
-        print(f"  {rel} windows: done", file=sys.stderr, flush=True)
-    summary = summarize(rows)
-    families = family_ratios(summary)
-    print()
-    print(
-        "Held-out windows (earlier test periods of the same traces; MASE ratio to the best baseline):"
-    )
-    print()
-    print("| window | ratio | q0.9 coverage |")
-    print("| --- | ---: | ---: |")
-    for name, ratio in summary.ratios.items():
-        print(f"| {name} | {ratio:.3f} | {summary.coverage[name]:.3f} |")
-    print()
-    print(
-        f"- {len(summary.ratios)} windows of {len(families)} traces; mean ratio per trace: "
-        + ", ".join(f"{k} {v:.3f}" for k, v in families.items())
-    )
-    worse = sum(r > 1.0 for r in summary.ratios.values())
-    print(
-        f"- mean over traces {np.mean(list(families.values())):.3f}; "
-        f"windows worse than their best baseline: {worse} of {len(summary.ratios)}"
-    )
-    report["windows"] = {"ratios": summary.ratios, "coverage": summary.coverage}
-    report["window_families"] = families
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -238,12 +238,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "bench-forecast",
-        help="the README's forecasting benchmark: accuracy on public traces and speed",
+        help="the README's forecasting benchmark: accuracy by group on public traces, and speed",
         description=(
-            "Accuracy protocol on five public traces (15-minute means; origins daily at 00:00 "
-            "over the last 7 days, or 4 for 14-day series; 24 h ahead) for tiercast's auto "
-            "selection (or --method) and the baselines, with the bootstrap uncertainty of the "
-            "mean ratio, then fit+forecast time for synthetic series of 14 days."
+            "Accuracy protocol on every series of at least 14 days in the traces folder "
+            "(15-minute means; origins daily at 00:00 over the last 7 days, or 4 for 14-day "
+            "series; 24 h ahead) for tiercast's auto selection (or --method) and six rivals, "
+            "scored by group (the traces README's groups), with the bootstrap uncertainty of "
+            "the mean ratio and the fit time per method; optionally q0.9 coverage per day of a "
+            "7-day-horizon backtest; then fit+forecast time for synthetic series of 14 days."
         ),
     )
     p.add_argument(
@@ -252,26 +254,41 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="public traces folder (default: %(default)s)",
     )
     p.add_argument(
+        "--groups",
+        help="only these comma-separated groups, e.g. servegen,nyc_taxi (default: all)",
+    )
+    p.add_argument(
         "--no-accuracy",
         dest="accuracy",
         action="store_false",
         help="skip the accuracy table",
     )
     p.add_argument(
-        "--skip-prophet", action="store_true", help="leave out the (slow) Prophet baseline"
+        "--rivals",
+        default=",".join(BASELINES),
+        help="comma-separated rivals (default: %(default)s)",
     )
+    p.add_argument("--skip-prophet", action="store_true", help="leave out the (slow) Prophet rival")
     p.add_argument(
         "--method",
         default="auto",
-        help="registered estimator to benchmark against the baselines, e.g. auto_mix "
+        help="registered estimator to benchmark against the rivals "
         "(default: %(default)s; the speed check always times auto)",
     )
     p.add_argument(
-        "--windows",
+        "--horizon-coverage",
         action="store_true",
-        help="also run the held-out windows: the protocol on earlier weeks of the traces "
-        "(several minutes with the Prophet baseline)",
+        help="also backtest the method at a 7-day horizon and print q0.9 coverage per day",
     )
+    p.add_argument(
+        "--per-series", action="store_true", help="also print every series' row per method"
+    )
+    p.add_argument(
+        "--cache",
+        default=str(DEFAULT_CACHE),
+        help="folder for the rivals' cached backtests (default: %(default)s)",
+    )
+    p.add_argument("--no-cache", action="store_true", help="recompute the rivals too")
     p.add_argument(
         "--speed-count",
         type=int,

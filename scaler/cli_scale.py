@@ -40,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--fit-count", type=_count, default=100, help="series in the cold default-model rows"
     )
     p.add_argument("--prophet-count", type=_count, default=16, help="series in the Prophet rows")
+    p.add_argument(
+        "--rival-count",
+        type=_count,
+        default=16,
+        help="series in the statsmodels AutoETS and MSTL rows (1 process)",
+    )
     p.add_argument("--workers", type=int, default=2, help="processes / Dask workers (default 2)")
     p.add_argument("--batch-size", type=int, default=8, help="series per task (default 8)")
     p.add_argument(
@@ -71,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         count=args.count,
         fit_count=args.fit_count,
         prophet_count=args.prophet_count,
+        rival_count=args.rival_count,
         workers=args.workers,
         batch_size=args.batch_size,
         backends=backends,

@@ -152,30 +152,44 @@ def test_auto_beats_the_daily_naive_on_a_negative_control() -> None:
     assert 0.8 <= rows["tiercast auto"].coverage_q09 <= 0.97
 
 
-def test_holdout_windows_cut_by_the_schedule_and_group_by_trace() -> None:
-    from forecaster.benchmarking import (
-        Summary,
-        family_ratios,
-        holdout_windows,
-        window_cuts,
-    )
+def test_trace_groups_follow_the_traces_readme() -> None:
+    from forecaster.benchmarking import trace_group
 
-    index = pd.date_range("2026-01-01", periods=30 * 96, freq="15min", name="timestamp")
-    y = pd.Series(np.arange(len(index), dtype=float), index=index, name="trace_5min")
-    assert window_cuts(y) == (7, 10, 14)
-    windows = holdout_windows(y)
-    assert [w.name for w in windows] == ["trace_5min-7d", "trace_5min-10d", "trace_5min-14d"]
-    assert windows[0].index[-1] == y.index[-1] - pd.Timedelta(days=7)
-    extra = holdout_windows(y[: 14 * 96], extra=True)
-    assert [w.name for w in extra] == ["trace_5min", "trace_5min-4d"]
-    summary = Summary(
-        ratios={"a-b_5min-7d": 0.8, "a-b_5min-14d": 1.0, "c": 0.5, "c-4d": 0.7},
-        coverage={},
-    )
-    assert family_ratios(summary) == pytest.approx({"a-b_5min": 0.9, "c": 0.6})
+    assert trace_group("nab/nyc_taxi_passengers_30min.csv") == "nyc_taxi"
+    assert trace_group("nab/aws_elb_request_count_5min.csv") == "aws_cloudwatch"
+    assert trace_group("helios_earth/helios_earth_vc3sl_gpus_running_5min.csv") == "helios_earth"
+    assert trace_group("bitbrains_rnd/x.csv") == "bitbrains"
+    assert trace_group("pwa_nasa_ipsc/nasa_ipsc_busy_processors_5min.csv") == "nasa_ipsc"
+    assert trace_group("bsc_marenostrum3/y.csv") == "marenostrum3"
+    assert trace_group("new_folder/z.csv") == "new_folder"  # unknown folders: a group each
 
 
-def _rows(series: str, mine: list[float], naive: list[float], other: list[float]) -> list:
+def test_group_scoring_averages_series_within_a_group_then_groups() -> None:
+    from forecaster.benchmarking import bootstrap_mean_ratio, summarize
+
+    # Group g1 has three series (ratios 0.5, 0.5, 0.5), g2 one (ratio 1.0): the mean
+    # over groups is 0.75 where a mean over series would say 0.625.
+    rows = []
+    for name in ("a", "b", "c"):
+        rows += _rows(name, [5.0, 5.0], [10.0, 10.0], [20.0, 20.0], group="g1")
+    rows += _rows("d", [10.0, 10.0], [10.0, 10.0], [30.0, 12.0], group="g2")
+    summary = summarize(rows)
+    assert summary.groups["g1"].ratio == pytest.approx(0.5)
+    assert summary.groups["g1"].series == 3 and summary.groups["g2"].series == 1
+    assert summary.groups["g2"].ratio == pytest.approx(1.0)
+    assert summary.mean_ratio == pytest.approx(0.75)
+    assert summary.groups["g2"].mase["prophet_default"] == pytest.approx(21 / 96)
+    verdicts = summary.verdicts()
+    assert "mean over 2 groups" in verdicts[0] and "0.750 (target <= 0.9): met" in verdicts[0]
+    assert "worst group g2 ratio 1.000" in verdicts[1] and ": met" in verdicts[1]
+    assert summary.groups["g1"].best_rival == "seasonal_naive_1d"
+    spread = bootstrap_mean_ratio(rows, draws=300)
+    assert spread is not None and spread.low <= 0.75 <= spread.high
+
+
+def _rows(
+    series: str, mine: list[float], naive: list[float], other: list[float], group: str = ""
+) -> list:
     from forecaster.benchmarking import BenchRow
 
     def row(method: str, errors: list[float]) -> BenchRow:
@@ -188,6 +202,7 @@ def _rows(series: str, mine: list[float], naive: list[float], other: list[float]
             0.0,
             day_errors=errors,
             day_counts=[96] * len(errors),
+            group=group,
         )
 
     return [
@@ -195,6 +210,20 @@ def _rows(series: str, mine: list[float], naive: list[float], other: list[float]
         row("seasonal_naive_1d", naive),
         row("prophet_default", other),
     ]
+
+
+def test_a_rival_near_zero_on_one_series_does_not_decide_its_group() -> None:
+    from forecaster.benchmarking import bootstrap_mean_ratio, summarize
+
+    # An idle tenant: a rival is almost perfect (0.03) where tiercast makes 0.3; on the
+    # other series tiercast is better. Per-series ratios (10 and 0.83) would say 5.4.
+    rows = _rows("idle", [28.8] * 3, [2.88] * 3, [50.0] * 3, group="g")
+    rows += _rows("busy", [96.0] * 3, [115.2] * 3, [200.0] * 3, group="g")
+    summary = summarize(rows)
+    assert summary.ratios["idle"] == pytest.approx(10.0)
+    assert summary.groups["g"].ratio == pytest.approx((0.3 + 1.0) / (0.03 + 1.2))
+    spread = bootstrap_mean_ratio(rows, draws=200)
+    assert spread is not None and spread.high == pytest.approx(summary.groups["g"].ratio)
 
 
 def test_bootstrap_of_the_mean_ratio_resamples_test_days_paired_across_methods() -> None:
@@ -239,7 +268,7 @@ def test_bench_rows_keep_per_day_errors_that_add_up_to_the_mase() -> None:
 
 @pytest.mark.parametrize(
     ("method", "message"),
-    [("nonsense", "unknown estimator 'nonsense'"), ("seasonal_naive_1d", "is a baseline")],
+    [("nonsense", "unknown estimator 'nonsense'"), ("seasonal_naive_1d", "is a rival")],
 )
 def test_bench_forecast_rejects_a_method_it_cannot_test(
     method: str, message: str, capsys: pytest.CaptureFixture[str]
@@ -259,7 +288,11 @@ def test_bench_forecast_tests_another_method_with_its_uncertainty(
             "bench-forecast",
             "--method",
             "seasonal_profile_7d",
-            "--skip-prophet",
+            "--groups",
+            "nasa_http,servegen",
+            "--rivals",
+            "seasonal_naive_1d,seasonal_naive_7d",
+            "--no-cache",
             "--speed-count",
             "0",
             "--json",
@@ -268,9 +301,9 @@ def test_bench_forecast_tests_another_method_with_its_uncertainty(
     )
     out, _ = capsys.readouterr()
     assert code == 0
-    assert "| tiercast seasonal_profile_7d |" in out
+    assert "tiercast seasonal_profile_7d" in out and "| nasa_http | 1 |" in out
     assert "uncertainty of the mean ratio" in out
     data = json.loads((workdir / "b.json").read_text())
     spread = data["mean_ratio_uncertainty"]
-    mean = float(np.mean(list(data["ratios"].values())))
+    mean = data["mean_ratio"]
     assert spread["low"] <= mean <= spread["high"] and spread["standard_error"] > 0

@@ -415,6 +415,7 @@ def test_bench_scale_prints_the_table_and_verdicts(
     from scaler.cli import main
 
     sizes = ["--count", "6", "--fit-count", "3", "--prophet-count", "0", "--batch-size", "2"]
+    sizes += ["--rival-count", "2"]
     code = main(["bench-scale", *sizes, "--backends", "joblib"])
     out = capsys.readouterr().out
     assert code == 0
@@ -422,6 +423,9 @@ def test_bench_scale_prints_the_table_and_verdicts(
     assert "| calibration: pure-Python loop | CPU only | joblib 2 processes |" in out
     assert "| auto (default) | warm: predict only | joblib 2 processes | 6 |" in out
     assert "- warm predict-only cycle of 6 series in" in out
+    assert "- nightly refit of 6 series with auto in" in out
+    assert "| ets_auto (statsmodels) | cold | joblib 1 process | 2 |" in out
+    assert "mstl " in out and "x auto)" in out
     warm = [line for line in out.splitlines() if "warm: predict only" in line]
     assert all(line.split("|")[9].strip() == "6" for line in warm)  # every model reused
 

@@ -140,7 +140,7 @@ class CountingFake(BaseEstimator):
         return self._inner.predict(horizon, quantiles)
 
 
-def test_slow_candidates_are_tried_only_where_cheap_models_struggle(
+def test_slow_candidates_run_within_the_fit_budget_and_the_reason_says_what_was_skipped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(estimators._REGISTRY, "counting_fake", CountingFake)
@@ -149,11 +149,18 @@ def test_slow_candidates_are_tried_only_where_cheap_models_struggle(
     )
     y = series(14, noise=1.0)
     CountingFake.fits = 0
-    AutoSelector(slow_candidates=("counting_fake",)).fit(y)
-    assert CountingFake.fits == 0  # the profile already beats in-sample naive error
-    est = AutoSelector(slow_candidates=("counting_fake",), slow_above_mase=0.0).fit(y)
-    assert CountingFake.fits == 3
+    est = AutoSelector(slow_candidates=("counting_fake",), budget_s=60.0).fit(y)
+    assert CountingFake.fits == 4  # every slow origin, even where cheap models do well
     assert "counting_fake" in est.scores_ and "also tried counting_fake" in est.reason_
+    assert "slow-candidate budget 60 s" in est.reason_
+    CountingFake.fits = 0
+    est = AutoSelector(slow_candidates=("counting_fake",), budget_s=0.0).fit(y)
+    assert CountingFake.fits == 0
+    assert "counting_fake" not in est.scores_
+    assert "over budget, skipped counting_fake" in est.reason_
+    # Accuracy-first can be turned back into "slow models only where cheap ones struggle".
+    est = AutoSelector(slow_candidates=("counting_fake",), slow_above_mase=1.0).fit(y)
+    assert CountingFake.fits == 0 and "counting_fake" not in est.scores_
 
 
 def test_update_keeps_the_selection_and_moves_the_origin() -> None:
@@ -233,14 +240,14 @@ def test_the_median_is_the_chosen_models_point_forecast() -> None:
 
 
 def test_auto_mix_selects_among_the_profile_mix_candidates() -> None:
-    from forecaster.selection import MIX_CANDIDATES
+    from forecaster.selection import MIX_CANDIDATES, SLOW_CANDIDATES
 
     assert "profile_mix" in MIX_CANDIDATES and "seasonal_naive_1d" not in MIX_CANDIDATES
     y = series(21, weekend=0.5, noise=4.0, seed=12)
     est = estimators.make("auto_mix")
     assert isinstance(est, AutoSelector)
     est.fit(y)
-    assert set(est.weights_) <= set(MIX_CANDIDATES)
+    assert set(est.weights_) <= set(MIX_CANDIDATES) | set(SLOW_CANDIDATES)
     assert "profile_mix" in est.scores_
     frame = est.predict(24, [0.1, 0.5, 0.9])
     assert (frame["q0.9"] >= frame["q0.1"]).all()

@@ -1,0 +1,224 @@
+"""Classical statistical forecasters from statsmodels: AutoETS, MSTL and Theta.
+
+These are the library models users reach for first, registered as estimators so
+that they pass the same contract as tiercast's own models, serve as rivals in the
+benchmark and can be candidates of ``auto``:
+
+* ``ets_auto``: exponential smoothing (statsmodels ``ETSModel``, additive error),
+  the best by AICc of {level, damped trend} x {no season, additive daily season};
+* ``mstl``: statsmodels ``MSTL`` with daily and weekly seasons (the weekly one
+  only with two weeks of history); each seasonal component is repeated from its
+  last cycle and the seasonally adjusted series is forecast with a non-seasonal
+  ETS chosen by AICc, as statsforecast's MSTL does with its default trend model;
+* ``theta``: statsmodels ``ThetaModel`` (the standard theta method, with the
+  daily season removed when its test finds one).
+
+statsforecast's AutoETS, MSTL and AutoTheta are the usual implementations, but
+statsforecast 2.1.1 requires pandas < 3 and this project pins pandas 3.1.1;
+statsmodels 0.15.0 supports pandas 3 and is well kept. One difference: this ETS
+keeps the daily season at 15-minute steps (96 periods, initial states set
+heuristically), where statsforecast's AutoETS drops seasons longer than 24.
+
+Each model sees the last ``window`` of history (gaps filled linearly) and its
+quantiles are normal around the mean, from the model's own prediction intervals.
+Histories under two daily seasons, or a failed fit, fall back to the daily
+seasonal naive model and say so in ``fallback_``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from forecaster.estimators import BaseEstimator, register
+from forecaster.series import parse_duration, steps_per
+
+DAY = pd.Timedelta(days=1)
+WEEK = pd.Timedelta(days=7)
+
+_FIT_ERRORS = (
+    ValueError,
+    IndexError,
+    np.linalg.LinAlgError,
+    FloatingPointError,
+    ZeroDivisionError,
+)
+
+
+def _filled(values: np.ndarray) -> np.ndarray:
+    """Gaps filled by linear interpolation (edges by the nearest value)."""
+    series = pd.Series(values)
+    if not series.isna().any():
+        return values
+    return np.asarray(series.interpolate(limit_direction="both").to_numpy(dtype=float))
+
+
+def _ets(
+    values: np.ndarray, seasonal_periods: int | None
+) -> tuple[Any, str]:  # the fitted ETS results and its short name
+    """The AICc-best additive-error ETS among level/damped trend x none/additive season."""
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    best: tuple[float, Any, str] | None = None
+    seasons = [None] if seasonal_periods is None else [None, seasonal_periods]
+    y = pd.Series(values)
+    for season in seasons:
+        for damped in (False, True):
+            model = ETSModel(
+                y,
+                error="add",
+                trend="add" if damped else None,
+                damped_trend=damped,
+                seasonal="add" if season else None,
+                seasonal_periods=season,
+                initialization_method="heuristic" if season else "estimated",
+            )
+            try:
+                result = model.fit(disp=False)
+            except _FIT_ERRORS:
+                continue
+            score = float(result.aicc)
+            if not math.isfinite(score):
+                continue
+            name = f"ETS(A,{'Ad' if damped else 'N'},{'A' if season else 'N'})"
+            if best is None or score < best[0]:
+                best = (score, result, name)
+    if best is None:
+        raise ValueError("no ETS configuration could be fitted")
+    return best[1], best[2]
+
+
+def _ets_forecast(result: Any, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation of an ETS forecast ``horizon`` steps ahead."""
+    n = int(result.nobs)
+    frame = result.get_prediction(n, n + horizon - 1).summary_frame(alpha=0.2)
+    mean = frame["mean"].to_numpy(dtype=float)
+    sd = (frame["pi_upper"].to_numpy(dtype=float) - mean) / norm.ppf(0.9)
+    return mean, np.maximum(sd, 0.0)
+
+
+class StatisticalEstimator(BaseEstimator):
+    """Shared fit/predict plumbing of the statsmodels forecasters; see the module docstring."""
+
+    name = "statistical"
+    fill_: float
+    """What a NaN in the library's forecast is replaced by (the last value)."""
+
+    def __init__(self, window: str = "28d") -> None:
+        self.window = window
+
+    def fit(self, history: pd.Series) -> StatisticalEstimator:
+        y = self._prepare(history)
+        self.delegate_ = None
+        values = y.to_numpy(dtype=float)
+        m = steps_per(DAY, self.step_)
+        keep = max(steps_per(parse_duration(self.window), self.step_), 2 * m)
+        first = int(np.argmax(~np.isnan(values)))
+        values = values[first:][-keep:]
+        if len(values) < 2 * m:
+            self._fall_back_to_naive(y, f"{len(values)} steps is under two daily seasons")
+            return self
+        self.season_steps_ = m
+        with warnings.catch_warnings():
+            # statsmodels warns about convergence and frequencies on most fits.
+            warnings.simplefilter("ignore")
+            try:
+                self._fit_filled(_filled(values))
+            except _FIT_ERRORS as exc:
+                self._fall_back_to_naive(y, f"{self.name} fit failed ({str(exc)[:80]})")
+        return self
+
+    def _fit_filled(self, values: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        horizon, qs = self._predict_args(horizon, quantiles)
+        if self.delegate_ is not None:
+            frame = self.delegate_.predict(horizon, qs)
+            return self._frame(frame.to_numpy(), qs, horizon)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mean, sd = self._mean_sd(horizon)
+        mean = np.nan_to_num(mean, nan=self.fill_)
+        sd = np.nan_to_num(sd, nan=0.0)
+        z = norm.ppf(np.asarray(qs))
+        return self._frame(mean[:, None] + sd[:, None] * z[None, :], qs, horizon)
+
+    def label(self) -> str:
+        return getattr(self, "model_name_", self.name)
+
+
+class AutoETS(StatisticalEstimator):
+    """AICc-selected additive-error exponential smoothing with an optional daily season."""
+
+    name = "ets_auto"
+
+    def _fit_filled(self, values: np.ndarray) -> None:
+        self.fill_ = float(values[-1])
+        self.result_, self.model_name_ = _ets(values, self.season_steps_)
+
+    def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        return _ets_forecast(self.result_, horizon)
+
+
+class MSTLForecaster(StatisticalEstimator):
+    """MSTL decomposition (daily and weekly seasons), seasons repeated, the rest forecast by ETS."""
+
+    name = "mstl"
+
+    def _fit_filled(self, values: np.ndarray) -> None:
+        from statsmodels.tsa.seasonal import MSTL
+
+        m = self.season_steps_
+        if len(values) <= 2 * m:  # statsmodels' MSTL fails without a season to fit
+            raise ValueError(f"{len(values)} steps is not over two daily seasons")
+        # statsmodels drops seasons of half the series or more.
+        periods = [m] + ([7 * m] if len(values) > 14 * m else [])
+        decomposed = MSTL(values, periods=periods).fit()
+        seasonal = np.asarray(decomposed.seasonal).reshape(len(values), -1)
+        # One row per season: the last full cycle of each, repeated ahead.
+        self.cycles_ = [seasonal[-p:, j].copy() for j, p in enumerate(periods)]
+        adjusted = values - seasonal.sum(axis=1)
+        self.fill_ = float(values[-1])
+        self.result_, trend_name = _ets(adjusted, None)
+        days = "+".join("1d" if p == m else "7d" for p in periods)
+        self.model_name_ = f"mstl({days}; {trend_name})"
+
+    def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        mean, sd = _ets_forecast(self.result_, horizon)
+        for cycle in self.cycles_:
+            mean = mean + np.resize(cycle, horizon)
+        return mean, sd
+
+
+class ThetaForecaster(StatisticalEstimator):
+    """The standard theta method (statsmodels ``ThetaModel``), deseasonalized when tested seasonal."""
+
+    name = "theta"
+
+    def _fit_filled(self, values: np.ndarray) -> None:
+        from statsmodels.tsa.forecasting.theta import ThetaModel
+
+        self.fill_ = float(values[-1])
+        method = "additive" if values.min() <= 0 else "auto"
+        self.result_ = ThetaModel(values, period=self.season_steps_, method=method).fit()
+
+    def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        mean = np.asarray(self.result_.forecast(horizon), dtype=float)
+        bounds = np.asarray(self.result_.prediction_intervals(horizon, alpha=0.2), dtype=float)
+        sd = (bounds[:, 1] - mean) / norm.ppf(0.9)
+        return mean, np.maximum(sd, 0.0)
+
+
+register("ets_auto", AutoETS)
+register("mstl", MSTLForecaster)
+register("theta", ThetaForecaster)
