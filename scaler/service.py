@@ -495,6 +495,7 @@ def write_capacity_report(out_dir: str) -> Callable[[Inputs], list[str]]:
     """The scheduled capacity report: a dry-run plan and ``tiercast report``'s files."""
 
     def body(inputs: Inputs) -> list[str]:
+        from scaler import reviewing
         from scaler.reporting import build_capacity_report, write_report
 
         config = inputs.config
@@ -504,8 +505,18 @@ def write_capacity_report(out_dir: str) -> Callable[[Inputs], list[str]]:
             for p in config.pools
         }
         result = run_cycle(config, inputs.history, RecordingProvider(inventory), now, True)
+        # The review's forecast-against-actual reads the cycles this service recorded
+        # over the last week (the report's schedule is weekly by default).
+        recorded = reviewing.load_records(
+            config.service.records_path, now - pd.Timedelta(days=7), now
+        )
         report = build_capacity_report(
-            config, inputs.history, result.plan, result.forecasts, inputs.source
+            config,
+            inputs.history,
+            result.plan,
+            result.forecasts,
+            inputs.source,
+            recorded=recorded,
         )
         written = write_report(report, out_dir)
         return [f"wrote {p}" for p in written]

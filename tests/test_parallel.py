@@ -301,7 +301,17 @@ def test_warm_cycle_reuses_stored_models_whatever_the_backend(tmp_path: Path) ->
     full = small_fleet(4, days=5)
     cold = [y.iloc[:-1] for y in full]
     warm = [y.iloc[1:] for y in full]
-    spec = ForecastSpec(HORIZON, (0.1, 0.5, 0.9), "auto", store_path=str(tmp_path / "models"))
+    # With a signing key every selected model is stored, those with pickled parts
+    # (gradient boosting, the statsmodels fits) signed; without one those are refitted.
+    key = tmp_path / "model-key"
+    key.write_bytes(b"k" * 32)
+    spec = ForecastSpec(
+        HORIZON,
+        (0.1, 0.5, 0.9),
+        "auto",
+        store_path=str(tmp_path / "models"),
+        signing_key_file=str(key),
+    )
     first = forecast_all(cold, spec, JoblibBackend(2), batch_size=2)
     assert first.reused == 0 and first.count("ok") == 4
     assert len(list((tmp_path / "models").glob("*.npz"))) == 4
