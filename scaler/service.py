@@ -766,7 +766,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """``tiercast serve``: run the scheduled jobs until SIGTERM."""
     from scaler.cli import load_inputs  # the CLI imports this module; import back lazily
 
+    offset = None
+    if getattr(args, "time_offset", None):
+        from forecaster.series import parse_duration
+
+        offset = parse_duration(args.time_offset)
+
     def load() -> Inputs:
+        if offset is not None:
+            # A rehearsal on backfilled history: every cycle's "now" is the wall clock
+            # moved back by the offset, so the schedule walks through the old data.
+            args.now = (utc_now() - offset).isoformat()
         config, history, now, label = load_inputs(args)
         # Files, the demo and --now carry their own time; live data is planned at the wall clock.
         live = live_signals(config) and not args.now
@@ -837,8 +847,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         svc.metrics_port or "off",
         f"Lease {svc.lease_name}" if svc.leader_election else "single replica",
     )
+    once: JobOutcome | None = None
     if args.once:
-        cycle()
+        once = cycle()
         stop.set()
     stop.event.wait()
     finished = service.shutdown(svc.shutdown_grace_s)
@@ -848,7 +859,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # is left: the job checks the stop flag before every action.
         logging.shutdown()
         os._exit(EXIT_ABANDONED)
-    return 0
+    # --once is a rehearsal or a CronJob-like run: its exit status is the cycle's own
+    # (0 ok, 1 held or failed, 143 abandoned), as its run record says.
+    return once.exit_code if once is not None else 0
 
 
 def register(subparsers: Any) -> None:
@@ -861,6 +874,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", "-c", help="YAML config; default: the built-in demo")
     p.add_argument("--history", help="CSV history instead of the config's sources")
     p.add_argument("--now", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--time-offset",
+        help="rehearse on backfilled history: each cycle plans as of the wall clock minus "
+        "this duration (e.g. 30d), reading Prometheus up to that time",
+    )
     p.add_argument("--plan-out", default=None, help=argparse.SUPPRESS)
     p.add_argument("--dry-run", action="store_true", help="record actions instead of applying")
     p.add_argument("--server-dry-run", action="store_true", help="send writes with dryRun=All")

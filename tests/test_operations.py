@@ -542,3 +542,62 @@ def test_bench_start_prints_ratios_against_bare_python(capsys: pytest.CaptureFix
     assert text.count("\n") == len(rows) + 1 and "x python -c pass" in text
     version = next(r for r in rows if r["command"] == "tiercast --version")
     assert version["heavy"] == ""
+
+
+# -- serve --once exits with its cycle's own status ---------------------------------------
+
+
+def test_serve_once_exits_with_the_status_of_its_cycle(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scaler.records import RunStore
+
+    assert main(["serve", "--once", "--dry-run", "--metrics-port", "0"]) == 0
+    (ok,) = RunStore("tiercast-records.sqlite").recent(job="cycle")
+    assert ok.status == "ok" and ok.exit_code == 0
+    # Prometheus down: serve starts, the cycle fails, and --once says so.
+    (workdir / "down.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "prometheus": {"url": "http://127.0.0.1:9", "timeout_s": 2, "retries": 0},
+                "signals": [{"name": "rps", "query": "sum(rate(x[5m]))"}],
+                "workloads": [
+                    {
+                        "name": "w",
+                        "signal": "rps",
+                        "gpu_model": "H100-80GB",
+                        "units_per_replica": 10,
+                    }
+                ],
+                "pools": [
+                    {
+                        "name": "p",
+                        "tier": "on-demand",
+                        "gpu_model": "H100-80GB",
+                        "gpus_per_node": 8,
+                        "price_per_gpu_hour": 4.0,
+                        "current_nodes": 2,
+                    }
+                ],
+                "service": {"records_path": "down.sqlite", "metrics_port": 0},
+            }
+        )
+    )
+    assert main(["serve", "--once", "--dry-run", "--config", "down.yaml"]) == 1
+    (failed,) = RunStore("down.sqlite").recent(job="cycle")
+    assert failed.status == "failed" and failed.exit_code == 1
+
+
+def test_serve_time_offset_plans_each_cycle_as_of_the_shifted_clock(workdir: Path) -> None:
+    import pandas as pd
+
+    from scaler.records import RunStore
+
+    before = pd.Timestamp.now(tz="UTC").tz_localize(None) - pd.Timedelta(hours=3)
+    main(["serve", "--once", "--dry-run", "--metrics-port", "0", "--time-offset", "3h"])
+    after = pd.Timestamp.now(tz="UTC").tz_localize(None) - pd.Timedelta(hours=3)
+    (run,) = RunStore("tiercast-records.sqlite").recent(job="cycle")
+    assert run.plan is not None
+    planned_at = pd.Timestamp(run.plan["created_at"]).tz_localize(None)
+    assert before - pd.Timedelta(minutes=5) <= planned_at <= after + pd.Timedelta(minutes=5)
+    assert main(["serve", "--once", "--time-offset", "soon"]) == 2
