@@ -397,11 +397,17 @@ def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
         history["embed_rps"].index < now - pd.Timedelta(hours=1)
     ]
 
+    key = tmp_path / "model-key"
+    key.write_bytes(b"k" * 32)
+
     def with_forecast(store: str, **forecast: object):
+        # Signed, so that every selected model is stored (pickled parts included).
         return config.model_copy(
             update={
                 "forecast": config.forecast.model_copy(update=forecast),
-                "model_store": config.model_store.model_copy(update={"path": store}),
+                "model_store": config.model_store.model_copy(
+                    update={"path": store, "signing_key_file": str(key)}
+                ),
             }
         )
 

@@ -112,8 +112,12 @@ def test_a_foreign_version_is_refitted(tmp_path: Path) -> None:
 
 
 def test_different_data_under_the_same_name_is_not_reused(tmp_path: Path) -> None:
-    store_at(tmp_path).get_or_fit(series(seed=1), "auto", lambda: make("auto"))
-    outcome = store_at(tmp_path).get_or_fit(series(seed=2), "auto", lambda: make("auto"))
+    # Signed, so that whatever auto selects (pickled parts included) is stored.
+    key = b"k" * 32
+    store = ModelStore(tmp_path, max_age_s=86400, clock=Clock(), signing_key=key)
+    store.get_or_fit(series(seed=1), "auto", lambda: make("auto"))
+    again = ModelStore(tmp_path, max_age_s=86400, clock=Clock(), signing_key=key)
+    outcome = again.get_or_fit(series(seed=2), "auto", lambda: make("auto"))
     assert not outcome.reused and "no longer matches" in outcome.note
 
 
