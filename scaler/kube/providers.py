@@ -196,7 +196,8 @@ class ClusterApiPool:
         owner = self.owner(session.get(self.path))
         if owner:
             return Scaled(f"MachineDeployment {name} not scaled: {owner}", "failed")
-        for _ in range(self.kube.conflict_retries + 1):
+
+        def attempt() -> Scaled:
             scale = session.get(f"{self.path}/scale")
             current = int(scale.get("spec", {}).get("replicas") or 0)
             if _direction_reached(action.decision, current, action.target_nodes):
@@ -211,14 +212,10 @@ class ClusterApiPool:
                 },
                 "spec": {"replicas": action.target_nodes},
             }
-            try:
-                session.request("PUT", f"{self.path}/scale", body)
-            except KubeApiError as exc:
-                if exc.conflict:
-                    continue
-                raise
+            session.request("PUT", f"{self.path}/scale", body)
             return Scaled(f"MachineDeployment {name} replicas {current} -> {action.target_nodes}")
-        raise _conflicts(self.path, self.kube.conflict_retries)
+
+        return _until_no_conflict(self.path, self.kube.conflict_retries, attempt)
 
     def seed(self, store: MemoryTransport, nodes: int) -> None:
         s = self.settings
@@ -284,7 +281,8 @@ class KarpenterPool:
             "Karpenter provisions static NodePools only with its StaticCapacity feature gate "
             "(alpha, off by default)"
         )
-        for _ in range(self.kube.conflict_retries + 1):
+
+        def attempt() -> Scaled:
             try:
                 scale = session.get(f"{self.path}/scale")
             except KubeApiError as exc:
@@ -312,18 +310,14 @@ class KarpenterPool:
                 "metadata": {"name": name, "resourceVersion": scale["metadata"]["resourceVersion"]},
                 "spec": {"replicas": action.target_nodes},
             }
-            try:
-                session.request("PUT", f"{self.path}/scale", body)
-            except KubeApiError as exc:
-                if exc.conflict:
-                    continue
-                raise
+            session.request("PUT", f"{self.path}/scale", body)
             return Scaled(
                 f"accepted, not in effect yet: NodePool {name} spec.replicas {current} -> "
                 f"{action.target_nodes} (status.nodes {status}); {gate}",
                 "accepted",
             )
-        raise _conflicts(self.path, self.kube.conflict_retries)
+
+        return _until_no_conflict(self.path, self.kube.conflict_retries, attempt)
 
     def _limits(self, session: Session, action: Action) -> Scaled:
         name = self.settings.node_pool
@@ -331,7 +325,8 @@ class KarpenterPool:
             effect = "a lower limit removes no nodes (Karpenter's consolidation or expiry does)"
         else:
             effect = "nodes come only for pending pods (pair the pool with placeholder headroom)"
-        for _ in range(self.kube.conflict_retries + 1):
+
+        def attempt() -> Scaled:
             obj = session.get(self.path)
             current = self._limit_nodes(obj)
             if current >= 0 and _direction_reached(action.decision, current, action.target_nodes):
@@ -345,18 +340,14 @@ class KarpenterPool:
                 "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                 "spec": {"limits": {GPU_RESOURCE: str(gpus)}},
             }
-            try:
-                session.request("PATCH", self.path, body, MERGE_PATCH)
-            except KubeApiError as exc:
-                if exc.conflict:
-                    continue
-                raise
+            session.request("PATCH", self.path, body, MERGE_PATCH)
             return Scaled(
                 f"accepted, cap only: NodePool {name} limit {GPU_RESOURCE} -> {gpus} "
                 f"({action.target_nodes} nodes); {effect}",
                 "accepted",
             )
-        raise _conflicts(self.path, self.kube.conflict_retries)
+
+        return _until_no_conflict(self.path, self.kube.conflict_retries, attempt)
 
     def seed(self, store: MemoryTransport, nodes: int) -> None:
         spec: dict[str, Any] = {
@@ -610,6 +601,18 @@ def _conflicts(path: str, retries: int) -> KubeApiError:
         status=409,
         reason="Conflict",
     )
+
+
+def _until_no_conflict(path: str, retries: int, attempt: Callable[[], Scaled]) -> Scaled:
+    """Run ``attempt`` (a fresh read, then a write carrying its resourceVersion) again on
+    each 409 Conflict, at most ``retries`` times more; other errors pass through."""
+    for _ in range(retries + 1):
+        try:
+            return attempt()
+        except KubeApiError as exc:
+            if not exc.conflict:
+                raise
+    raise _conflicts(path, retries)
 
 
 def pool_provider(pool: PoolConfig, kube: KubernetesConfig) -> PoolProvider | None:
