@@ -26,10 +26,15 @@ does:
   pods, the expected count from the owning controller's scale, not from the pods
   that exist; pods without a controller only under an integer ``minAvailable``):
   429 TooManyRequests when a budget would be broken, as the real server;
-* Karpenter v1 NodePools checked against the CRD's rules (required template and
-  ``nodeClassRef``, quantities in ``limits``, unknown fields pruned, the static
-  ``replicas`` rules) with the scale subresource (``.spec.replicas`` /
-  ``.status.nodes``); Cluster API Machines; ConfigMaps; GPU Operator ClusterPolicies;
+* Karpenter ``karpenter.sh/v1`` NodePools checked against the rules of the CRD as of
+  Karpenter v1.8 (required template and ``nodeClassRef``, its immutable group and
+  kind, requirement operators and values, quantities in ``limits``, unknown fields
+  pruned, and the three static-capacity CEL rules: no move between static and
+  dynamic, only ``limits.nodes`` and no ``weight`` with ``replicas``) with the scale
+  subresource (``.spec.replicas`` / ``.status.nodes``, a missing ``spec.replicas``
+  read as 0 as the API server does) and the status subresource (an update of the
+  NodePool keeps its status); Cluster API Machines; ConfigMaps; GPU Operator
+  ClusterPolicies;
 * ``dryRun=All`` on writes: validated, answered, not persisted;
 * coordination.k8s.io Leases (leader election), scheduling PriorityClasses,
   policy PDBs, Karpenter NodePools, Namespaces, Nodes and Pods;
@@ -74,6 +79,10 @@ class Resource:
     """Built-in types take strategic merge patches; custom resources do not."""
     status_replicas: str = "replicas"
     """The ``status`` field the scale subresource reports (``nodes`` for a NodePool)."""
+    status_subresource: bool = False
+    """A custom resource with a ``status`` subresource: updates of the object keep its
+    status, and ``/status`` updates change nothing else (creates are not filtered, so
+    tests can seed a status)."""
 
 
 RESOURCES = [
@@ -93,7 +102,14 @@ RESOURCES = [
     Resource("cluster.x-k8s.io/v1beta1", "machines", "Machine", True, builtin=False),
     # Karpenter v1.8+: static NodePools scale through .spec.replicas / .status.nodes.
     Resource(
-        "karpenter.sh/v1", "nodepools", "NodePool", False, True, False, status_replicas="nodes"
+        "karpenter.sh/v1",
+        "nodepools",
+        "NodePool",
+        False,
+        True,
+        False,
+        status_replicas="nodes",
+        status_subresource=True,
     ),
     Resource("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False, builtin=False),
     Resource("events.k8s.io/v1", "events", "Event", True),
@@ -374,15 +390,19 @@ def _invalid(name: str, field: str, why: str) -> ApiError:
 
 
 def _validate_node_pool(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-    """The rules of Karpenter's v1 NodePool CRD that tiercast's writes can meet.
+    """The rules of Karpenter's ``karpenter.sh/v1`` NodePool CRD that tiercast's writes can meet.
 
-    From the CRD's schema (``karpenter.sh_nodepools.yaml``, karpenter.sh/v1): required
-    ``spec.template.spec.nodeClassRef`` (``group``, ``kind``, ``name``) and
-    ``requirements`` (known operators); ``limits`` values are integers or quantity
-    strings; ``weight`` 1..100; unknown ``spec`` fields are pruned, as a structural schema
-    does. From the static-capacity additions (v1.8, alpha): ``replicas`` is an integer
-    >= 0, a NodePool cannot move between static (``replicas`` set) and dynamic, and a
-    static NodePool takes no ``weight`` and no ``limits`` but ``nodes``.
+    Written from the CRD's Go source, ``pkg/apis/v1/nodepool.go`` and
+    ``nodepool_status.go`` in kubernetes-sigs/karpenter, as read after v1.8.0 (the
+    release that added static capacity), not copied from it. Schema: required
+    ``spec.template.spec.nodeClassRef`` (``group``, ``kind``, ``name``; ``group`` and
+    ``kind`` immutable) and ``requirements`` (at most 100; known operators; ``In`` with
+    at least one value; ``Gt``/``Lt`` with one non-negative integer); ``limits`` values
+    are integers or quantity strings; ``weight`` 1..100; ``replicas`` an integer >= 0;
+    unknown ``spec`` fields are pruned, as a structural schema does. The three CEL rules
+    on ``NodePoolSpec`` since v1.8: ``has(self.replicas) == has(oldSelf.replicas)`` (no
+    move between static and dynamic, either way), only ``limits.nodes`` on a static
+    NodePool, and no ``weight`` on one.
     """
     name = obj["metadata"].get("name", "")
     spec = obj.get("spec")
@@ -399,17 +419,44 @@ def _validate_node_pool(obj: dict[str, Any], old: dict[str, Any] | None) -> None
     for k in ("group", "kind", "name"):
         if not isinstance(ref.get(k), str) or not ref[k]:
             raise _invalid(name, f"spec.template.spec.nodeClassRef.{k}", "Required value")
+    old_ref = (((old or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    old_ref = old_ref.get("nodeClassRef") or {}
+    for k in ("group", "kind"):
+        if old is not None and old_ref.get(k) not in (None, ref[k]):
+            raise _invalid(
+                name,
+                "spec.template.spec.nodeClassRef",
+                f"Invalid value: nodeClassRef.{k} is immutable",
+            )
     reqs = tmpl.get("requirements")
     if not isinstance(reqs, list):
         raise _invalid(name, "spec.template.spec.requirements", "Required value")
+    if len(reqs) > 100:
+        raise _invalid(
+            name, "spec.template.spec.requirements", "Too many: must have at most 100 items"
+        )
     for i, r in enumerate(reqs):
         if not isinstance(r, dict) or not isinstance(r.get("key"), str):
             raise _invalid(name, f"spec.template.spec.requirements[{i}].key", "Required value")
-        if r.get("operator") not in _OPERATORS:
+        op = r.get("operator")
+        if op not in _OPERATORS:
             raise _invalid(
                 name,
                 f"spec.template.spec.requirements[{i}].operator",
-                f'Unsupported value: "{r.get("operator")}"',
+                f'Unsupported value: "{op}"',
+            )
+        values = r.get("values") or []
+        if op == "In" and not values:
+            raise _invalid(
+                name,
+                "spec.template.spec.requirements",
+                "Invalid value: requirements with operator 'In' must have a value defined",
+            )
+        if op in ("Gt", "Lt") and not (len(values) == 1 and str(values[0]).isdigit()):
+            raise _invalid(
+                name,
+                "spec.template.spec.requirements",
+                "Invalid value: requirements operator 'Gt' or 'Lt' must have a single positive integer value",
             )
     limits = spec.get("limits")
     if limits is not None:
@@ -429,13 +476,19 @@ def _validate_node_pool(obj: dict[str, Any], old: dict[str, Any] | None) -> None
         raise _invalid(
             name,
             "spec",
-            "Invalid value: Cannot transition NodePool between static (spec.replicas) "
-            "and dynamic provisioning",
+            'Invalid value: "object": Cannot transition NodePool between static '
+            "(replicas set) and dynamic (replicas unset) provisioning modes",
+        )
+    if static and limits and set(limits) != {"nodes"}:
+        raise _invalid(
+            name,
+            "spec",
+            "Invalid value: \"object\": only 'limits.nodes' is supported on static NodePools",
         )
     if static and weight is not None:
-        raise _invalid(name, "spec", "'weight' is not supported on static NodePools")
-    if static and limits and set(limits) != {"nodes"}:
-        raise _invalid(name, "spec", "only 'limits.nodes' is supported on static NodePools")
+        raise _invalid(
+            name, "spec", "Invalid value: \"object\": 'weight' is not supported on static NodePools"
+        )
 
 
 _MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -849,6 +902,20 @@ class FakeKube:
             if k in old_meta:
                 new_meta[k] = old_meta[k]
         new["apiVersion"], new["kind"] = p.res.api, p.res.kind
+        if p.res.status_subresource:
+            # The object and its status are written through different endpoints.
+            if p.sub == "status":
+                status = new.get("status")
+                new = {**copy.deepcopy(old), "metadata": new_meta}
+                new_meta.update({k: v for k, v in old_meta.items() if k != "resourceVersion"})
+                if status is None:
+                    new.pop("status", None)
+                else:
+                    new["status"] = status
+            elif "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
         _validate(p.res, new, old)
         if new == old:
             return copy.deepcopy(
@@ -868,7 +935,7 @@ class FakeKube:
             if not p.res.scale or p.res.plural in self.without_scale:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return self._put_scale(p, old, body, query)
-        if p.sub is not None:
+        if p.sub is not None and not (p.sub == "status" and p.res.status_subresource):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         self._check_kind(p, body)
         return self._store_update(p, old, copy.deepcopy(body), query)

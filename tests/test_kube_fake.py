@@ -274,6 +274,53 @@ def test_node_pool_writes_meet_the_karpenter_crd_rules(fake: FakeKube) -> None:
     assert scale["spec"]["replicas"] == 2 and scale["status"]["replicas"] == 1
     code, answer = _patch(fake, f"{pools}/dyn/scale", {"spec": {"replicas": 2}})
     assert code == 422 and "Cannot transition" in answer["message"]
+    # A dynamic NodePool's scale reads spec.replicas 0, as the API server answers.
+    assert fake.get(f"{pools}/dyn/scale")["spec"]["replicas"] == 0
+
+
+def test_node_pool_template_rules_and_status_subresource(fake: FakeKube) -> None:
+    """Karpenter v1.8's NodePool: immutable nodeClassRef group and kind, requirement
+    values, at most 100 requirements, and a status written only through ``/status``."""
+    pools = "/apis/karpenter.sh/v1/nodepools"
+    fake.create(pools, node_pool("static", replicas=2))
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"}
+
+    def template(**changes: Any) -> dict[str, Any]:
+        tmpl = {"nodeClassRef": dict(ref), "requirements": []}
+        tmpl.update(changes)
+        return {"spec": {"template": {"spec": tmpl}}}
+
+    for body, why in (
+        (template(nodeClassRef={**ref, "kind": "OtherClass"}), "nodeClassRef.kind is immutable"),
+        (template(nodeClassRef={**ref, "group": "x.io"}), "nodeClassRef.group is immutable"),
+        (
+            template(requirements=[{"key": "zone", "operator": "In", "values": []}]),
+            "'In' must have a value",
+        ),
+        (
+            template(requirements=[{"key": "cpu", "operator": "Gt", "values": ["a"]}]),
+            "single positive integer",
+        ),
+        (
+            template(requirements=[{"key": "k", "operator": "Exists"}] * 101),
+            "at most 100",
+        ),
+    ):
+        code, answer = _patch(fake, f"{pools}/static", body)
+        assert code == 422 and why in answer["message"], (body, answer)
+    # The name may change; the group and kind may not.
+    code, _ = _patch(fake, f"{pools}/static", template(nodeClassRef={**ref, "name": "gpu2"}))
+    assert code == 200
+    # An update of the NodePool itself keeps the status; /status changes only the status.
+    fake.mutate(f"{pools}/static", lambda o: o.update(status={"nodes": 1}))
+    code, answer = _patch(
+        fake, f"{pools}/static", {"status": {"nodes": 9}, "spec": {"replicas": 3}}
+    )
+    assert code == 200 and answer["status"] == {"nodes": 1} and answer["spec"]["replicas"] == 3
+    code, answer = _patch(
+        fake, f"{pools}/static/status", {"status": {"nodes": 3}, "spec": {"replicas": 7}}
+    )
+    assert code == 200 and answer["status"] == {"nodes": 3} and answer["spec"]["replicas"] == 3
 
 
 def test_budgets_count_the_owners_scale_not_the_pods_that_exist(fake: FakeKube) -> None:

@@ -455,6 +455,33 @@ def test_a_node_pool_without_the_scale_subresource_is_refused(
     assert not fake.writes()
 
 
+def test_static_replicas_on_a_dynamic_node_pool_are_refused_before_writing(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    # The CRD refuses adding spec.replicas to a dynamic NodePool (422): tiercast says so
+    # itself, writes nothing, and the rest of the cycle still runs.
+    fake.mutate(STATIC, lambda o: o["spec"].pop("replicas"))
+    provider = provider_for(transport, clock)
+    result = provider.apply(action("static", 1, 3))
+    assert result.outcome == "failed" and "is dynamic (no spec.replicas)" in result.message
+    assert not fake.writes()
+    assert provider.apply(action("spot", 1, 2)).outcome == "accepted"
+
+
+def test_static_replicas_beyond_limits_nodes_say_so(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    fake.mutate(STATIC, lambda o: o["spec"].update(limits={"nodes": 2}))
+    provider = provider_for(transport, clock)
+    result = provider.apply(action("static", 1, 3))
+    assert result.outcome == "accepted" and "limits.nodes 2" in result.message
+    assert fake.get(STATIC)["spec"]["replicas"] == 3
+    # Even with status caught up to the cap, the target is not in effect.
+    fake.mutate(STATIC, lambda o: o["status"].update(nodes=2))
+    again = provider.apply(action("static", 1, 3))
+    assert again.outcome == "accepted" and "short of 3" in again.message
+
+
 def test_every_change_records_an_event_and_a_refused_event_changes_nothing(
     fake: FakeKube, transport: ClientTransport, clock: Clock
 ) -> None:

@@ -250,7 +250,9 @@ class KarpenterPool:
       capacity only with its ``StaticCapacity`` feature gate (alpha, off by default);
       with the gate off the write is accepted and nothing happens. The outcome is
       ``accepted`` with ``status.nodes``; when spec and status already agree it is
-      ``applied``.
+      ``applied``. A dynamic NodePool (no ``spec.replicas``) is refused before any
+      write, since the CRD's CEL rules never let a NodePool change mode, and a target
+      above the NodePool's ``limits.nodes`` is named as not in effect.
     * ``limits``: ``spec.limits["nvidia.com/gpu"]`` is a ceiling. Raising it adds no node
       unless pods are pending (pair the pool with placeholder headroom); lowering it
       removes none. Always ``accepted``, never a scale-down done.
@@ -268,6 +270,15 @@ class KarpenterPool:
             # A limit written by hand in another unit: treat as unknown, so it is rewritten.
             return -1
 
+    @staticmethod
+    def _node_limit(spec: dict[str, Any]) -> int | None:
+        """A static NodePool's ``limits.nodes`` (its ceiling during scaling and drift), or None."""
+        value = (spec.get("limits") or {}).get("nodes")
+        try:
+            return None if value is None else int(str(value))
+        except ValueError:
+            return None
+
     def scale(
         self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]
     ) -> Scaled:
@@ -283,12 +294,22 @@ class KarpenterPool:
         )
 
         def attempt() -> Scaled:
+            pool = session.get(self.path)  # a missing NodePool stays an API error
+            spec = pool.get("spec") or {}
+            if "replicas" not in spec:
+                # The CRD's CEL rule has(self.replicas) == has(oldSelf.replicas) refuses
+                # the write with 422: say so before trying.
+                return Scaled(
+                    f"NodePool {name} is dynamic (no spec.replicas), and Karpenter never lets a "
+                    "NodePool move between dynamic and static; use mode: limits, or a NodePool "
+                    "created with spec.replicas",
+                    "failed",
+                )
             try:
                 scale = session.get(f"{self.path}/scale")
             except KubeApiError as exc:
                 if not exc.not_found:
                     raise
-                session.get(self.path)  # the NodePool itself missing stays an API error
                 return Scaled(
                     f"NodePool {name} has no scale subresource: static NodePools need "
                     "Karpenter v1.8+; use mode: limits with a placeholder pool for headroom",
@@ -296,12 +317,19 @@ class KarpenterPool:
                 )
             current = int((scale.get("spec") or {}).get("replicas") or 0)
             status = int((scale.get("status") or {}).get("replicas") or 0)
+            cap = self._node_limit(spec)
+            capped = ""
+            if cap is not None and action.target_nodes > cap:
+                capped = (
+                    f"; limits.nodes {cap} stops Karpenter at {cap} nodes, "
+                    f"short of {action.target_nodes}"
+                )
             if _direction_reached(action.decision, current, action.target_nodes):
-                if status == current:
+                if status == current and not capped:
                     return Scaled(f"NodePool {name} at {current} replicas (status.nodes {status})")
                 return Scaled(
                     f"accepted, not in effect: NodePool {name} spec.replicas is {current} but "
-                    f"status.nodes is {status}; {gate}",
+                    f"status.nodes is {status}{capped}; {gate}",
                     "accepted",
                 )
             body = {
@@ -313,7 +341,7 @@ class KarpenterPool:
             session.request("PUT", f"{self.path}/scale", body)
             return Scaled(
                 f"accepted, not in effect yet: NodePool {name} spec.replicas {current} -> "
-                f"{action.target_nodes} (status.nodes {status}); {gate}",
+                f"{action.target_nodes} (status.nodes {status}){capped}; {gate}",
                 "accepted",
             )
 
