@@ -433,6 +433,94 @@ def solve_layouts(
     return sol
 
 
+def _solve_forced(
+    model: str,
+    gpus: Sequence[GpuState],
+    forced: Mapping[int, Layout],
+    demand: Mapping[str, int],
+    costs: Costs,
+    method: str,
+    allow_changes: bool,
+) -> LayoutSolution:
+    """``solve_layouts`` with the GPUs in ``forced`` given their layout (and used)."""
+    if not forced:
+        return solve_layouts(model, gpus, demand, costs, method, allow_changes)
+    rest = [i for i in range(len(gpus)) if i not in forced]
+    held = _capacity(forced.values())
+    remaining = {p: max(0, int(n) - held.get(p, 0)) for p, n in demand.items()}
+    sub = solve_layouts(model, [gpus[i] for i in rest], remaining, costs, method, allow_changes)
+    assignment: list[Layout | None] = [None] * len(gpus)
+    for i, lay in forced.items():
+        assignment[i] = lay
+    for j, i in enumerate(rest):
+        assignment[i] = sub.assignment[j]
+    return _evaluate(model, gpus, assignment, demand, costs, sub.solver, sub.seconds)
+
+
+def _uniform_choice(
+    model: str,
+    gpus: Sequence[GpuState],
+    sol: LayoutSolution,
+    span: range,
+    demand: Mapping[str, int],
+    costs: Costs,
+) -> Layout:
+    """The one layout a ``single``-strategy node takes on every GPU in ``span`` of ``sol``.
+
+    Of the layouts the solver wanted to move its GPUs to, the one that leaves ``sol``
+    cheapest (least uncovered demand, then fewest GPU-hours), then the one it wanted on
+    most GPUs.
+    """
+    wanted = [a for i in span if (a := sol.assignment[i]) is not None and a != gpus[i].current]
+
+    def cost(lay: Layout) -> float:
+        trial = list(sol.assignment)
+        for i in span:
+            trial[i] = lay
+        return _evaluate(model, gpus, trial, demand, costs, sol.solver, 0.0).cost
+
+    return min(set(wanted), key=lambda lay: (cost(lay), -wanted.count(lay), lay.name))
+
+
+def solve_node_layouts(
+    model: str,
+    nodes: Sequence[MigNode],
+    gpus: Sequence[GpuState],
+    demand: Mapping[str, int],
+    costs: Costs = Costs(),
+    method: str = "auto",
+    allow_changes: bool = True,
+) -> LayoutSolution:
+    """Layouts per GPU (as :func:`solve_layouts`) where a ``mig.strategy=single`` node is uniform.
+
+    With ``single`` the device plugin advertises MIG devices as ``nvidia.com/gpu`` and needs
+    every GPU of the node alike. The solver keeps each such GPU to one profile; a node it
+    would still leave with GPUs that differ is given one layout on all its GPUs (the one it
+    wanted on most of them) and the rest of the fleet is solved again around it, until no
+    such node is left (at most once per node).
+    """
+    forced: dict[int, Layout] = {}
+    sol = _solve_forced(model, gpus, forced, demand, costs, method, allow_changes)
+    for _ in range(len(nodes)):
+        k = 0
+        added = False
+        for n in nodes:
+            span = range(k, k + len(n.current))
+            k += len(n.current)
+            if n.strategy != "single" or span.start in forced:
+                continue
+            tgt = [sol.assignment[i] or n.current[i - span.start] for i in span]
+            if tgt == n.current or not needs_mixed_strategy(tgt):
+                continue
+            lay = _uniform_choice(model, gpus, sol, span, demand, costs)
+            forced.update(dict.fromkeys(span, lay))
+            added = True
+        if not added:
+            break
+        sol = _solve_forced(model, gpus, forced, demand, costs, method, allow_changes)
+    return _single_strategy(model, nodes, gpus, sol, demand, costs)
+
+
 def _single_strategy(
     model: str,
     nodes: Sequence[MigNode],
@@ -443,8 +531,8 @@ def _single_strategy(
 ) -> LayoutSolution:
     """``sol`` with nodes on ``mig.strategy=single`` kept as they are where it mixes profiles.
 
-    The solver keeps each such GPU to one profile; this catches a node whose GPUs would
-    differ from each other, which ``single`` cannot advertise either.
+    The last guard behind :func:`solve_node_layouts`: a node whose GPUs would still
+    differ from each other, which ``single`` cannot advertise, is left as it is.
     """
     assignment = list(sol.assignment)
     blocked: list[str] = []
@@ -552,10 +640,13 @@ def _nodes(
         )
         for n in known
     ]
-    # Nodes still to come are named when they join; their layout is set on arrival.
+    # Nodes still to come are named when they join; their layout is set on arrival, under
+    # the MIG strategy the pool's nodes share (the ClusterPolicy's, as a rule).
+    strategies = {n.strategy for n in known}
+    strategy = next(iter(strategies)) if len(strategies) == 1 else None
     for k in range(len(out), target_nodes):
         whole = [Layout(whole=True)] * pool.gpus_per_node
-        out.append(MigNode(pool, f"{pool.name}-new-{k}", whole, True))
+        out.append(MigNode(pool, f"{pool.name}-new-{k}", whole, True, strategy=strategy))
     return out
 
 
@@ -651,10 +742,8 @@ def plan_mig(
         lead_s = max(p.lead_time_s for p in group)
         horizon_h = policy.horizon_s / 3600
         costs = Costs(used_gpu_h=horizon_h, change_gpu_h=change_s / 3600)
-        best = _single_strategy(
-            model, nodes, gpus, solve_layouts(model, gpus, need, costs, method), need, costs
-        )
-        keep = solve_layouts(model, gpus, need, costs, method, allow_changes=False)
+        best = solve_node_layouts(model, nodes, gpus, need, costs, method)
+        keep = solve_node_layouts(model, nodes, gpus, need, costs, method, allow_changes=False)
         # Load per step (GPU-equivalents), for the quiet window and the coverage deadline.
         w = {p: gpu_fraction(model, p) for p in series}
         load = sum((w[p] * v for p, v in series.items()), np.zeros(len(grid)))
@@ -756,6 +845,8 @@ def plan_mig(
                     window_at,
                     f"scheduled for the lowest-demand window {window_txt}",
                 )
+            if n.strategy == "single":
+                when += " (one layout on every GPU: the node's mig.strategy is single)"
             plan.actions.append(
                 Action(
                     pool=n.pool.name,

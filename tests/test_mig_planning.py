@@ -342,11 +342,43 @@ def test_single_strategy_nodes_never_get_mixed_layouts() -> None:
     assert any("," in lay for n in nodes for lay in n["layouts"])  # 1g.10gb:4,3g.40gb:1
     assert mixed.section["models"]["A100-80GB"]["shortfall_instances"] == {}
     single = plan_mig(cfg, fc, {"mig": 2}, NOW, node_states=_states("single"))
-    for n in single.section["models"]["A100-80GB"]["nodes"]:
-        assert len(set(n["layouts"])) == 1 and "," not in n["layouts"][0], n
-    assert not [a for a in single.actions if a.decision == "relayout"]
-    assert any("would need mig.strategy=mixed" in a.reason for a in single.actions)
-    assert single.section["models"]["A100-80GB"]["shortfall_instances"]
+    section = single.section["models"]["A100-80GB"]
+    # Each node gets one layout on every GPU, not a refusal: the whole node b2 takes
+    # 2 x 3g.40gb per GPU, the closest cover one profile per node allows.
+    layouts = {n["node"]: n["layouts"] for n in section["nodes"]}
+    assert layouts == {
+        "gpu-node-a7": ["1g.10gb:7", "1g.10gb:7"],
+        "gpu-node-b2": ["3g.40gb:2", "3g.40gb:2"],
+    }
+    (relayout,) = [a for a in single.actions if a.decision == "relayout"]
+    assert relayout.details["node"] == "gpu-node-b2"
+    assert relayout.details["needs_mixed_strategy"] is False
+    assert "mig.strategy is single" in relayout.reason
+    assert not any("would need mig.strategy=mixed" in a.reason for a in single.actions)
+    assert section["shortfall_instances"] == {"1g.10gb": 2}
+
+
+def test_single_strategy_uniform_layouts_hold_for_every_solver() -> None:
+    """Random fleets on mig.strategy=single: every node ends with one layout on every GPU."""
+    from scaler.mig_planning import MigNode, solve_node_layouts
+
+    rng = np.random.default_rng(7)
+    pool = config(["whole", "whole"]).pools[0]
+    profiles = ["1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb"]
+    for trial in range(20):
+        nodes = [
+            MigNode(pool, f"n{i}", [WHOLE] * 4, new=bool(i % 3 == 2), strategy="single")
+            for i in range(4)
+        ]
+        gpus = [GpuState(lay, n.new, single=True) for n in nodes for lay in n.current]
+        demand = {p: int(rng.integers(0, 9)) for p in profiles}
+        for method in ("exact", "heuristic"):
+            sol = solve_node_layouts("A100-80GB", nodes, gpus, demand, Costs(), method)
+            for k, n in enumerate(nodes):
+                tgt = [a or WHOLE for a in sol.assignment[4 * k : 4 * k + 4]]
+                assert len(set(tgt)) == 1, (trial, method, n.name, tgt)
+                assert tgt[0].whole or len(tgt[0].counts) == 1
+            assert not sol.blocked
 
 
 def test_a_pool_the_tier_plan_shrinks_is_not_relayouted() -> None:
