@@ -11,6 +11,7 @@ validates against.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -58,3 +59,38 @@ def gpu_model(name: str) -> GpuModel:
         return GPU_MODELS[key]
     except KeyError:
         raise KeyError(name) from None
+
+
+# GPU feature discovery's nvidia.com/gpu.product is NVML's device name with spaces as
+# dashes ("NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"), older
+# drivers without the "NVIDIA-" prefix; with mig.strategy=single it ends in
+# "-MIG-<profile>", with GPU sharing in "-SHARED".
+_PRODUCT_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # model: (first word of the product, words that mean another part)
+    "A100-40GB": (("A100", "A800"), ()),
+    "A100-80GB": (("A100", "A800"), ()),
+    "H100-80GB": (("H100", "H800"), ("NVL",)),  # H100 NVL is a 94 GB part
+    "H200-141GB": (("H200",), ()),
+    "A30-24GB": (("A30",), ()),
+    "L4-24GB": (("L4",), ()),
+    "L40S-48GB": (("L40S",), ()),
+}
+_SIZE = re.compile(r"^(\d+)GB$")
+
+
+def product_matches(model: str, product: str) -> bool:
+    """Whether GPU feature discovery's ``nvidia.com/gpu.product`` value names ``model``.
+
+    ``NVIDIA-A100-SXM4-80GB`` is an A100-80GB and not an A100-40GB; ``NVIDIA-H100-PCIe``
+    (no size in the name) is an H100-80GB; ``NVIDIA-H100-NVL`` is not.
+    """
+    m = gpu_model(model)
+    name = re.sub(r"-(MIG-.*|SHARED)$", "", product.strip().upper())
+    words = [w for w in name.split("-") if w]
+    if words[:1] == ["NVIDIA"]:
+        words = words[1:]
+    families, others = _PRODUCT_FAMILIES.get(m.name, ((m.name.split("-")[0],), ()))
+    if not words or words[0] not in families or any(w in others for w in words):
+        return False
+    sizes = {int(g.group(1)) for w in words if (g := _SIZE.match(w))}
+    return not sizes or sizes == {m.memory_gb}

@@ -360,3 +360,39 @@ def test_mig_inventory_covers_the_pools_this_provider_acts_on() -> None:
     assert (a.name, a.mig_config, a.held) == ("md-0", "tiercast-all-2x3g.40gb", None)
     assert a.current[0].count("3g.40gb") == 2 and b.current == (Layout(whole=True),) * 2
     assert b.mig_config == "all-disabled" and a.mig_config in known
+
+
+def test_a_node_of_another_gpu_model_is_held_and_never_relabelled(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    from scaler.kube.inventory import mig_node_state, node_info
+
+    # GPU feature discovery says A100 80GB; the pool says H100-80GB.
+    fake.mutate(
+        NODE,
+        lambda o: o["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}),
+    )
+    fake.hooks.append(MigManager("success"))
+    result = provider.apply(relayout())
+    assert result.outcome == "failed"
+    assert result.message == (
+        "node md-a: nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB is not pool capi's H100-80GB; "
+        "fix the pool's gpu_model or its node selector; nothing changed"
+    )
+    assert not fake.writes()
+    # The inventory holds it, with the same line, so the planner never relayouts it.
+    cfg = make_config()
+    disabled = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
+    info = node_info(fake.get(NODE), cfg, {"md-a": "capi"})
+    state = mig_node_state(info, cfg.pools[0], disabled, "mixed")
+    assert state.held is not None
+    assert "NVIDIA-A100-SXM4-80GB is not pool capi's H100-80GB" in state.held
+    # The same model in another spelling (the single strategy's MIG suffix) is fine.
+    fake.mutate(
+        NODE,
+        lambda o: o["metadata"]["labels"].update(
+            {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"}
+        ),
+    )
+    info = node_info(fake.get(NODE), cfg, {"md-a": "capi"})
+    assert mig_node_state(info, cfg.pools[0], disabled, "mixed").held is None

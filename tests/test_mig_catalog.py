@@ -248,3 +248,28 @@ def test_mixed_strategy_is_needed_for_mixed_nodes() -> None:
     assert needs_mixed_strategy([one, Layout.of({"3g.40gb": 2})])
     assert needs_mixed_strategy([Layout.of({"3g.40gb": 1, "2g.20gb": 2})])
     assert needs_mixed_strategy([one, Layout(whole=True)])
+
+
+@pytest.mark.parametrize(
+    ("model", "product", "same"),
+    [
+        ("A100-80GB", "NVIDIA-A100-SXM4-80GB", True),
+        ("A100-80GB", "NVIDIA-A100-80GB-PCIe", True),
+        ("A100-40GB", "NVIDIA-A100-SXM4-80GB", False),
+        ("A100-40GB", "A100-SXM4-40GB", True),  # older drivers: no NVIDIA- prefix
+        ("A100-40GB", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", True),  # mig.strategy=single
+        ("H100-80GB", "NVIDIA-H100-80GB-HBM3", True),
+        ("H100-80GB", "NVIDIA-H100-PCIe", True),
+        ("H100-80GB", "NVIDIA-H100-NVL", False),  # 94 GB, other MIG profiles
+        ("H100-80GB", "NVIDIA-H200", False),
+        ("H200-141GB", "NVIDIA-H200", True),
+        ("A30-24GB", "NVIDIA-A30-SHARED", True),
+        ("L4-24GB", "NVIDIA-L40S", False),
+    ],
+)
+def test_gpu_feature_discovery_products_are_matched_to_models(
+    model: str, product: str, same: bool
+) -> None:
+    from scaler.catalog import product_matches
+
+    assert product_matches(model, product) is same

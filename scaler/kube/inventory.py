@@ -17,8 +17,9 @@ label resolved through the mig-parted config the MIG manager reads (its
 ``device-filter`` groups read for the pool's GPU model) and checked against the MIG
 devices the device plugin advertises; the MIG strategy (GPU feature discovery's
 ``nvidia.com/mig.strategy`` label, else the ClusterPolicy's); and why a node must
-be left alone (a change ``pending`` or ``failed``, a label the config does not
-have, devices that disagree with the label).
+be left alone (a ``nvidia.com/gpu.product`` that is not the pool's GPU model, a
+change ``pending`` or ``failed``, a label the config does not have, devices that
+disagree with the label).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forecaster.errors import BadInputError
+from scaler.catalog import gpu_model, product_matches
 from scaler.config import (
     ClusterApiProviderConfig,
     Config,
@@ -186,6 +188,16 @@ def _advertised(layouts: list[Layout]) -> dict[str, int]:
     return out
 
 
+def product_mismatch(node: NodeInfo, pool: PoolConfig) -> str | None:
+    """One line when the node's ``nvidia.com/gpu.product`` is not the pool's GPU model."""
+    if node.gpu_product is None or product_matches(pool.gpu_model, node.gpu_product):
+        return None
+    return (
+        f"node {node.name}: {GPU_PRODUCT}={node.gpu_product} is not pool {pool.name}'s "
+        f"{gpu_model(pool.gpu_model).name}; fix the pool's gpu_model or its node selector"
+    )
+
+
 def mig_node_state(
     node: NodeInfo, pool: PoolConfig, mig_configs: Mapping[str, Any], strategy: str | None
 ) -> MigNodeState:
@@ -197,6 +209,10 @@ def mig_node_state(
     def held(why: str, current: tuple[Layout, ...] = whole) -> MigNodeState:
         return MigNodeState(node.name, current, node.mig_config, strategy, why)
 
+    mismatch = product_mismatch(node, pool)
+    if mismatch is not None:
+        # Another model's MIG geometry: its layouts cannot be read or planned as this one's.
+        return held(mismatch)
     if node.mig_state in ("pending", "rebooting"):
         return held(f"{MIG_STATE}={node.mig_state}: a MIG change is in progress")
     if node.mig_state == "failed":

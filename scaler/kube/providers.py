@@ -75,6 +75,7 @@ from scaler.kube.inventory import (
     mig_node_states,
     node_info,
     nodes_per_pool,
+    product_mismatch,
     pool_selectors,
     read_nodes,
 )
@@ -977,6 +978,10 @@ class KubeProvider:
         info = node_info(node, self.config, machine_owners(self.session, self.config))
         if info.pool != action.pool:
             return False, f"node {name} is in pool {info.pool}, not {action.pool}; nothing changed"
+        pool = next(p for p in self.config.pools if p.name == action.pool)
+        mismatch = product_mismatch(info, pool)
+        if mismatch is not None:
+            return False, f"{mismatch}; nothing changed"
         annotations = node.get("metadata", {}).get("annotations") or {}
         ours = annotations.get(CORDONED_BY) == "true"
         if info.mig_config == want and info.mig_state == "success":
