@@ -370,7 +370,9 @@ def test_a_node_of_another_gpu_model_is_held_and_never_relabelled(
     # GPU feature discovery says A100 80GB; the pool says H100-80GB.
     fake.mutate(
         NODE,
-        lambda o: o["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}),
+        lambda o: o["metadata"]["labels"].update(
+            {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+        ),
     )
     fake.hooks.append(MigManager("success"))
     result = provider.apply(relayout())

@@ -75,8 +75,8 @@ from scaler.kube.inventory import (
     mig_node_states,
     node_info,
     nodes_per_pool,
-    product_mismatch,
     pool_selectors,
+    product_mismatch,
     read_nodes,
 )
 from scaler.kube.transport import (
