@@ -287,6 +287,56 @@ def test_a_new_layout_is_added_to_the_configmap_then_applied(
     assert len(fake.writes()) == before
 
 
+def test_tiercasts_unused_entries_are_removed_and_nothing_else(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    from tests.gpu_operator import MigManager as OperatorMigManager
+    from tests.gpu_operator import default_mig_parted_config
+
+    old = [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+    kept = [{"devices": "all", "mig-enabled": True, "mig-devices": {"7g.80gb": 1}}]
+
+    def add(o: dict) -> None:
+        doc = yaml.safe_load(o["data"]["config.yaml"])
+        doc["mig-configs"] |= {"tiercast-old": old, "tiercast-kept": kept}
+        o["data"]["config.yaml"] = yaml.safe_dump(doc, sort_keys=False)
+
+    fake.mutate(CONFIG_MAP, add)
+    # md-a leaves tiercast-old; md-b (outside any MIG pool) still names tiercast-kept.
+    fake.mutate(NODE, lambda o: o["metadata"]["labels"].update({MIG_CONFIG: "tiercast-old"}))
+    fake.mutate(
+        "/api/v1/nodes/md-b",
+        lambda o: o["metadata"]["labels"].update(
+            {MIG_CONFIG: "tiercast-kept", MIG_STATE: "success"}
+        ),
+    )
+    fake.hooks.append(OperatorMigManager("H100-80GB", gpus=8))
+    result = provider.apply(planned())
+    assert result.outcome == "applied", result.message
+    assert "removed unused tiercast-old from ConfigMap custom-mig-parted-config" in result.message
+    configs = mig_config_map(fake)["mig-configs"]
+    operator = default_mig_parted_config()["mig-configs"]
+    # Every operator entry stays, named by a node or not; tiercast's in use stay too.
+    assert set(configs) == set(operator) | {"tiercast-kept", "tiercast-all-3g.40gb-2x2g.20gb"}
+    assert {k: configs[k] for k in operator} == operator
+    # The prune is one JSON merge patch carrying the resourceVersion it read.
+    patches = [c for c in result.calls if c["verb"] == "PATCH" and c["path"] == CONFIG_MAP]
+    assert len(patches) == 2 and patches[-1]["body"]["metadata"]["resourceVersion"]
+    # md-a moves on to one of the operator's names: the entry it left goes the same way.
+    fake.hooks.append(OperatorMigManager("H100-80GB", gpus=8))
+    again = provider.apply(planned("all-1g.10gb", None))
+    assert again.outcome == "applied"
+    assert again.message.endswith(
+        "removed unused tiercast-all-3g.40gb-2x2g.20gb from ConfigMap custom-mig-parted-config"
+    )
+    assert set(mig_config_map(fake)["mig-configs"]) == set(operator) | {"tiercast-kept"}
+    # Nothing left to remove: the next relayout writes no prune.
+    fake.hooks.append(OperatorMigManager("H100-80GB", gpus=8))
+    last = provider.apply(planned("all-disabled", None))
+    assert last.outcome == "applied" and "removed" not in last.message
+    assert "tiercast-kept" in mig_config_map(fake)["mig-configs"]
+
+
 def test_the_operators_own_configmap_is_never_edited(
     fake: FakeKube, provider: KubeProvider
 ) -> None:

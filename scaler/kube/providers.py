@@ -101,6 +101,8 @@ CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
 OPERATOR_CONFIG = "default-mig-parted-config"
 """The mig-parted ConfigMap the GPU Operator creates and keeps rewriting: tiercast never edits it."""
 MIG_PARTED_KEY = "config.yaml"
+OWN_PREFIX = "tiercast-"
+"""The prefix of the mig-parted entries tiercast adds (and alone may remove)."""
 SEEDED_CONFIG = "tiercast-mig-parted-config"
 """The mig-parted ConfigMap name the deploy/ RBAC grants, and the offline dry-run seeds."""
 
@@ -949,6 +951,55 @@ class KubeProvider:
             return path
         raise _conflicts(path, self.kube.conflict_retries)
 
+    def _prune_mig_configs(self) -> str:
+        """Drop tiercast's own mig-parted entries that no node's label names any more.
+
+        Only ``tiercast-`` entries go, and only when no node in the cluster (in a pool or
+        not) carries that ``nvidia.com/mig.config``; the operator's entries and the
+        operator's own ConfigMap are never touched. Returns a note for the action's
+        message; a failure here is logged and never fails the relayout that just worked.
+        """
+        try:
+            policy = self._policy()
+            if policy is None:
+                return ""
+            path = self._config_map_path(policy)
+            if path.rsplit("/", 1)[-1] == OPERATOR_CONFIG:
+                return ""
+            for _ in range(self.kube.conflict_retries + 1):
+                listing = self.session.get(NODES_PATH)
+                named = {
+                    (n.get("metadata", {}).get("labels") or {}).get(MIG_CONFIG)
+                    for n in listing.get("items", [])
+                }
+                cm, data = self._read_mig_parted(path)
+                configs = data["mig-configs"]
+                unused = sorted(k for k in configs if k.startswith(OWN_PREFIX) and k not in named)
+                if not unused:
+                    return ""
+                kept = {k: v for k, v in configs.items() if k not in unused}
+                body = {
+                    "metadata": {"resourceVersion": cm["metadata"]["resourceVersion"]},
+                    "data": {
+                        MIG_PARTED_KEY: yaml.safe_dump(
+                            {**data, "mig-configs": kept}, sort_keys=False
+                        )
+                    },
+                }
+                try:
+                    self.session.request("PATCH", path, body, MERGE_PATCH)
+                except KubeApiError as exc:
+                    if exc.conflict:
+                        continue
+                    raise
+                return (
+                    f"; removed unused {', '.join(unused)} from ConfigMap {path.rsplit('/', 1)[-1]}"
+                )
+            raise _conflicts(path, self.kube.conflict_retries)
+        except (KubeApiError, MigConfigRefused) as exc:
+            log.warning("unused tiercast mig-parted entries not removed: %s", exc)
+            return f"; unused tiercast entries not removed ({exc})"
+
     # ---- MIG relabel -----------------------------------------------------------------
 
     def _relabel(self, action: Action) -> tuple[bool, str]:
@@ -1051,7 +1102,8 @@ class KubeProvider:
             if state == "success":
                 if cordoned:
                     self._uncordon(path)
-                return True, f"node {name}: {MIG_CONFIG} {previous} -> {want} ({MIG_STATE}=success)"
+                done = f"node {name}: {MIG_CONFIG} {previous} -> {want} ({MIG_STATE}=success)"
+                return True, done + self._prune_mig_configs()
             self._restore(path, previous)
             relabelled = False
             if cordoned:
