@@ -287,11 +287,20 @@ def test_the_privileged_agent_is_alone_in_its_namespace_and_tiercast_is_restrict
     }
     for (kind, name), namespace in placed.items():
         expected = "tiercast-node-agent" if "node-agent" in name else "tiercast-system"
+        if name == "tiercast-mig-parted":
+            expected = "gpu-operator"  # the one ConfigMap, where the GPU Operator keeps it
         assert namespace == expected, (kind, name, namespace)
     agent = next(d for d in docs if d["kind"] == "DaemonSet")
     assert agent["spec"]["template"]["spec"]["hostPID"] is True  # only here
-    # tiercast's namespaced rights (Deployments for placeholders) are in the restricted zone.
-    assert {scope for _, scope, *_ in manifest_grants()} <= {"cluster", "tiercast-system"}
+    # tiercast's namespaced rights (Deployments for placeholders) are in the restricted zone;
+    # in the GPU Operator's namespace it may read and patch one named ConfigMap, nothing else.
+    grants = manifest_grants()
+    assert {scope for _, scope, *_ in grants} <= {"cluster", "tiercast-system", "gpu-operator"}
+    assert {g[2:] for g in grants if g[1] == "gpu-operator"} == {
+        ("", "configmaps", "get"),
+        ("", "configmaps", "patch"),
+    }
+    assert not {g for g in grants if g[3] == "configmaps" and g[1] == "cluster"}
     policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
     assert policy["metadata"]["namespace"] == "tiercast-node-agent"
     assert [p["port"] for p in policy["spec"]["ingress"][0]["ports"]] == [9402]
