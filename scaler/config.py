@@ -172,14 +172,29 @@ class PlaceholderProviderConfig(_Model):
     only); default ``tiercast.io/pool=<pool>``."""
 
 
+class CapacityBufferProviderConfig(PlaceholderProviderConfig):
+    """Headroom through the upstream ``CapacityBuffer`` API (``autoscaling.x-k8s.io/v1beta1``,
+    served where the cluster autoscaler's CRD is installed): a PodTemplate of one chunk and a
+    buffer of ``replicas`` chunks; where the API is not served, the placeholder Deployment
+    of ``placeholder`` (the same fields) instead. ``gpus_per_pod`` is the GPUs of one chunk."""
+
+    kind: Literal["capacity-buffer"]  # type: ignore[assignment]
+
+
 ProviderConfig = Annotated[
     RecordingProviderConfig
     | ClusterApiProviderConfig
     | KarpenterProviderConfig
+    | CapacityBufferProviderConfig
     | PlaceholderProviderConfig,
     Field(discriminator="kind"),
 ]
-KUBERNETES_PROVIDER_KINDS: tuple[str, ...] = ("cluster-api", "karpenter", "placeholder")
+KUBERNETES_PROVIDER_KINDS: tuple[str, ...] = (
+    "cluster-api",
+    "karpenter",
+    "placeholder",
+    "capacity-buffer",
+)
 
 
 class PoolConfig(_Model):

@@ -35,6 +35,10 @@ does:
   read as 0 as the API server does) and the status subresource (an update of the
   NodePool keeps its status); Cluster API Machines; ConfigMaps; GPU Operator
   ClusterPolicies;
+* the cluster autoscaler's ``autoscaling.x-k8s.io/v1beta1`` CapacityBuffers checked
+  against that CRD's schema and CEL rules, with a status subresource, and PodTemplates;
+  API discovery (``GET /apis/GROUP/VERSION``), and group/versions a cluster does not
+  serve (``unserved``: 404 for discovery and objects alike);
 * ``dryRun=All`` on writes: validated, answered, not persisted;
 * coordination.k8s.io Leases (leader election), scheduling PriorityClasses,
   policy PDBs, Karpenter NodePools, Namespaces, Nodes and Pods;
@@ -112,6 +116,16 @@ RESOURCES = [
         status_subresource=True,
     ),
     Resource("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False, builtin=False),
+    Resource("v1", "podtemplates", "PodTemplate", True),
+    # The cluster autoscaler's CapacityBuffer CRD, served version v1beta1.
+    Resource(
+        "autoscaling.x-k8s.io/v1beta1",
+        "capacitybuffers",
+        "CapacityBuffer",
+        True,
+        builtin=False,
+        status_subresource=True,
+    ),
     Resource("events.k8s.io/v1", "events", "Event", True),
 ]
 _BY_PATH = {(r.api, r.plural): r for r in RESOURCES}
@@ -491,6 +505,82 @@ def _validate_node_pool(obj: dict[str, Any], old: dict[str, Any] | None) -> None
         )
 
 
+_BUFFER_SPEC = {
+    "provisioningStrategy",
+    "podTemplateRef",
+    "scalableRef",
+    "replicas",
+    "percentage",
+    "limits",
+}
+_INT32_MAX = 2**31 - 1
+
+
+def _validate_capacity_buffer(obj: dict[str, Any]) -> None:
+    """The ``autoscaling.x-k8s.io/v1beta1`` CapacityBuffer schema, as the CRD has it.
+
+    Written from the CRD in kubernetes/autoscaler,
+    ``cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_capacitybuffers.yaml``
+    (controller-gen v0.19.0; v1beta1 served and stored, v1alpha1 deprecated), not
+    copied: ``spec`` required; ``provisioningStrategy`` a string defaulted to
+    ``buffer.x-k8s.io/active-capacity``; ``podTemplateRef.name`` and ``scalableRef.kind``
+    / ``.name`` required non-empty strings; ``replicas`` and ``percentage`` int32 >= 0;
+    ``limits`` integers or quantity strings; unknown ``spec`` fields pruned; and its two
+    CEL rules: ``!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)``
+    and ``!(has(self.podTemplateRef) && has(self.scalableRef))``.
+    """
+    name = obj["metadata"].get("name", "")
+
+    def bad(field: str, why: str) -> ApiError:
+        return ApiError(
+            422,
+            "Invalid",
+            f'CapacityBuffer.autoscaling.x-k8s.io "{name}" is invalid: {field}: {why}',
+        )
+
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise bad("spec", "Required value")
+    for k in [k for k in spec if k not in _BUFFER_SPEC]:
+        del spec[k]
+    strategy = spec.setdefault("provisioningStrategy", "buffer.x-k8s.io/active-capacity")
+    if not isinstance(strategy, str):
+        raise bad("spec.provisioningStrategy", "must be of type string")
+    for ref, required in (("podTemplateRef", ("name",)), ("scalableRef", ("kind", "name"))):
+        if ref not in spec:
+            continue
+        value = spec[ref]
+        if not isinstance(value, dict):
+            raise bad(f"spec.{ref}", "must be of type object")
+        for k in required:
+            if not isinstance(value.get(k), str) or not value[k]:
+                raise bad(f"spec.{ref}.{k}", "Required value")
+    for k in ("replicas", "percentage"):
+        v = spec.get(k)
+        if v is not None and (
+            not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= _INT32_MAX
+        ):
+            raise bad(f"spec.{k}", f"Invalid value: {v!r}: must be an int32 >= 0")
+    limits = spec.get("limits")
+    if limits is not None:
+        if not isinstance(limits, dict):
+            raise bad("spec.limits", "must be of type object")
+        for k, v in limits.items():
+            if not (
+                (isinstance(v, int) and not isinstance(v, bool))
+                or (isinstance(v, str) and _QUANTITY.match(v))
+            ):
+                raise bad(f"spec.limits.{k}", f"Invalid value: {v!r}: a quantity")
+    if "podTemplateRef" in spec and "replicas" not in spec and "limits" not in spec:
+        raise bad(
+            "spec", 'Invalid value: "object": If X is set, replicas or limits must also be set'
+        )
+    if "podTemplateRef" in spec and "scalableRef" in spec:
+        raise bad(
+            "spec", 'Invalid value: "object": You must define both PodTemplateRef and ScalableRef'
+        )
+
+
 _MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
@@ -560,6 +650,16 @@ def _validate(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = N
         _validate_node_pool(obj, old)
     if res.kind == "Event":
         _validate_event(obj)
+    if res.kind == "CapacityBuffer":
+        _validate_capacity_buffer(obj)
+    if res.kind == "PodTemplate":
+        containers = ((obj.get("template") or {}).get("spec") or {}).get("containers")
+        if not isinstance(containers, list) or not containers:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'PodTemplate "{name}" is invalid: template.spec.containers: Required value',
+            )
     if res.kind == "ConfigMap":
         data = obj.get("data") or {}
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
@@ -591,6 +691,9 @@ class FakeKube:
         self.hooks: list[Callable[[FakeKube, Request], None]] = []
         self.without_scale: set[str] = set()
         """Plurals served without a scale subresource (a NodePool CRD before Karpenter v1.8)."""
+        self.unserved: set[str] = set()
+        """Group/versions this cluster does not serve (a CRD not installed): 404 for
+        discovery and for every path under them."""
         self._server: ThreadingHTTPServer | None = None
         for ns in ("default", "kube-system", "tiercast-system"):
             self.create(
@@ -607,6 +710,14 @@ class FakeKube:
     def get(self, path: str) -> dict[str, Any]:
         with self.lock:
             return copy.deepcopy(self._get(path, _parse(path), {}))
+
+    def get_discovery(self, group_version: str) -> dict[str, Any]:
+        """The discovery document of ``group_version``, as ``GET /apis/...`` answers it."""
+        with self.lock:
+            path = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+            listing = self._discovery(path)
+            assert listing is not None
+            return listing
 
     def exists(self, path: str) -> bool:
         try:
@@ -757,8 +868,46 @@ class FakeKube:
         self.state.rv += 1
         obj.setdefault("metadata", {})["resourceVersion"] = str(self.state.rv)
 
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        """``GET /apis/GROUP/VERSION`` (or ``/api/v1``): the APIResourceList, as discovery has it."""
+        parts = [x for x in path.split("/") if x]
+        if parts[:1] == ["apis"] and len(parts) == 3:
+            group_version = f"{parts[1]}/{parts[2]}"
+        elif parts == ["api", "v1"]:
+            group_version = "v1"
+        else:
+            return None
+        served = [r for r in RESOURCES if r.api == group_version]
+        if not served or group_version in self.unserved:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        resources: list[dict[str, Any]] = []
+        for r in served:
+            resources.append({"name": r.plural, "namespaced": r.namespaced, "kind": r.kind})
+            if r.scale:
+                resources.append(
+                    {"name": f"{r.plural}/scale", "namespaced": r.namespaced, "kind": "Scale"}
+                )
+            if r.status_subresource:
+                resources.append(
+                    {"name": f"{r.plural}/status", "namespaced": r.namespaced, "kind": r.kind}
+                )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": resources,
+        }
+
     def _dispatch(self, r: Request) -> tuple[int, Any]:
+        if r.method == "GET":
+            listing = self._discovery(r.path)
+            if listing is not None:
+                return 200, listing
         p = _parse(r.path)
+        if p.res.api in self.unserved:
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({r.path})"
+            )
         dry = r.query.get("dryRun")
         if dry not in (None, "All"):
             raise ApiError(

@@ -25,8 +25,10 @@ from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
 from scaler.kube.providers import SEEDED_CONFIG, KubeProvider
 from scaler.kube.transport import RetryPolicy, Session, connect
 from tests.conftest import REPO
-from tests.fake_kube import FakeKube, kubeconfig_for, pod, start_fake
+from tests.fake_kube import FakeKube, gpu_node, kubeconfig_for, pod, start_fake
 from tests.gpu_operator import seed_operator_cluster
+from tests.test_kube_buffers import BUFFER_POOL
+from tests.test_kube_buffers import TEMPLATE as BUFFER_TEMPLATE
 from tests.test_kube_mig import MigManager
 from tests.test_kube_providers import HOLD, Clock, action, make_config, seed
 
@@ -197,6 +199,7 @@ _PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/[^/]+)"
     r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
 )
+DISCOVERY = re.compile(r"^/(api/v1|apis/[^/]+/[^/]+)$")
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -232,7 +235,10 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
     kubeconfig.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
     clock = Clock()
     transport = connect(str(kubeconfig), None, RetryPolicy(1, 0.01, 0.01, sleep=clock.sleep))
-    provider = KubeProvider(make_config(), Session(transport), clock=clock.now, sleep=clock.sleep)
+    fake.create("/api/v1/nodes", gpu_node("buf-a", {"tiercast.io/pool": "buf"}))
+    provider = KubeProvider(
+        make_config([BUFFER_POOL]), Session(transport), clock=clock.now, sleep=clock.sleep
+    )
     provider.inventory()
     plan = [
         action("capi", 2, 3),
@@ -252,10 +258,20 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
         HOLD, lambda o: o["metadata"]["annotations"].update({"tiercast.io/template-hash": "old"})
     )
     assert provider.apply(action("hold", 3, 4)).outcome == "applied"
+    # A capacity-buffer pool: created, resized, its chunk's template kept current.
+    assert provider.apply(action("buf", 1, 2)).outcome == "accepted"
+    assert provider.apply(action("buf", 2, 3)).outcome == "accepted"
+    fake.mutate(
+        BUFFER_TEMPLATE,
+        lambda o: o["metadata"]["annotations"].update({"tiercast.io/template-hash": "old"}),
+    )
+    assert "PodTemplate updated" in provider.apply(action("buf", 3, 3)).message
 
     grants = {g for g in manifest_grants() if g[0] == "tiercast"}
     used: set[Grant] = set()
     for r in fake.requests:
+        if r.method == "GET" and DISCOVERY.match(r.path):
+            continue  # API discovery: every authenticated user may (system:discovery)
         ns, group, resource, verb = required_grant(r.method, r.path)
         if resource in ("configmaps", "clusterpolicies"):
             assert r.path.rsplit("/", 1)[-1] in (SEEDED_CONFIG, "cluster-policy"), r.path

@@ -49,7 +49,7 @@ class Clock:
         self.t += seconds
 
 
-def make_config(**kube: Any) -> Config:
+def make_config(extra_pools: list[dict[str, Any]] | None = None, **kube: Any) -> Config:
     pool = {"tier": "on-demand", "gpu_model": "H100-80GB", "gpus_per_node": 8}
     return parse_config(
         {
@@ -87,6 +87,7 @@ def make_config(**kube: Any) -> Config:
                     "price_per_gpu_hour": 4.5,
                     "provider": {"kind": "placeholder"},
                 },
+                *[{**pool, **extra} for extra in extra_pools or []],
             ],
             "kubernetes": {
                 "request_timeout_s": 0.3,

@@ -11,7 +11,10 @@ hands each action to its pool's provider, chosen by ``PoolConfig.provider.kind``
   ``applied``) while the cluster cannot be seen to act on them;
 * ``placeholder``: a negative PriorityClass and a Deployment of pause pods whose
   replicas fill the planned headroom, so any cluster autoscaler adds nodes early
-  and real pods preempt the placeholders.
+  and real pods preempt the placeholders;
+* ``capacity-buffer``: the same headroom as an upstream ``CapacityBuffer``
+  (``autoscaling.x-k8s.io/v1beta1``) where the cluster serves that API, placeholders
+  where it does not.
 
 Actions of kind ``mig-layout`` (``details``: ``node`` and ``mig_config``, or the MIG
 planner's ``layout`` / ``label`` with its ``mig_parted_entry``; ``new_node`` for a node
@@ -54,6 +57,7 @@ from scaler.actuators import ActionResult, RecordingProvider
 from scaler.catalog import gpu_model
 from scaler.config import (
     KUBERNETES_PROVIDER_KINDS,
+    CapacityBufferProviderConfig,
     ClusterApiProviderConfig,
     Config,
     KarpenterProviderConfig,
@@ -626,6 +630,247 @@ class PlaceholderPool:
         """Nothing to seed: the first cycle creates the PriorityClass and the Deployment."""
 
 
+BUFFER_API = "autoscaling.x-k8s.io/v1beta1"
+"""The cluster autoscaler's CapacityBuffer API group/version tiercast writes."""
+BUFFER_NAME = "tiercast-buffer"
+ACTIVE_CAPACITY = "buffer.x-k8s.io/active-capacity"
+"""The buffer provisioning strategy in which the autoscaler adds nodes for fake pods."""
+
+
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+class CapacityBufferPool:
+    """Headroom as an upstream ``CapacityBuffer`` (``autoscaling.x-k8s.io/v1beta1``).
+
+    Where the cluster serves that API (read from discovery once per provider), the pool
+    has a PodTemplate ``tiercast-buffer-POOL`` shaped as one chunk (the placeholder
+    pod: pause, ``nvidia.com/gpu``, node affinity to the pool) and a CapacityBuffer of
+    the same name with ``provisioningStrategy: buffer.x-k8s.io/active-capacity``,
+    ``podTemplateRef`` and ``replicas`` chunks, sized as placeholders are. The cluster
+    autoscaler's buffer controller then keeps that much spare capacity with fake pods
+    that real pods never have to preempt. The outcome is ``applied`` only once the
+    buffer's status says the controller took this spec (``ReadyForProvisioning`` for
+    the current generation, ``status.replicas`` equal to the target), else ``accepted``.
+    A placeholder Deployment left from before the API was served is scaled to 0.
+
+    Where the API is not served, the pool is a :class:`PlaceholderPool`: pause-pod
+    Deployments at a negative priority, which every cluster autoscaler understands.
+    """
+
+    def __init__(
+        self, pool: PoolConfig, settings: CapacityBufferProviderConfig, kube: KubernetesConfig
+    ):
+        self.pool, self.settings, self.kube = pool, settings, kube
+        self.placeholders = PlaceholderPool(pool, settings, kube)
+        self.name = f"{BUFFER_NAME}-{pool.name}"
+        ns = settings.namespace
+        self.template_path = f"/api/v1/namespaces/{ns}/podtemplates/{self.name}"
+        self.buffer_path = f"/apis/{BUFFER_API}/namespaces/{ns}/capacitybuffers/{self.name}"
+        self._served: bool | None = None
+
+    def served(self, session: Session) -> bool:
+        """Whether the cluster serves ``capacitybuffers`` in ``autoscaling.x-k8s.io/v1beta1``."""
+        if self._served is None:
+            try:
+                listing = session.get(f"/apis/{BUFFER_API}")
+            except KubeApiError as exc:
+                if not exc.not_found:
+                    raise
+                listing = {}
+            names = {r.get("name") for r in listing.get("resources") or []}
+            self._served = "capacitybuffers" in names
+        return self._served
+
+    def _chunk(self) -> dict[str, Any]:
+        """One chunk's pod template: the placeholder pod without its priority class.
+
+        The buffer's pods are simulated by the autoscaler, never created, so nothing has
+        to preempt them and no PriorityClass is needed.
+        """
+        template = self.placeholders.template()
+        template["spec"].pop("priorityClassName", None)
+        return template
+
+    def _template_hash(self) -> str:
+        text = json.dumps(self._chunk(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def scale(
+        self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]
+    ) -> Scaled:
+        if not self.served(session):
+            done = self.placeholders.scale(session, action, nodes)
+            return Scaled(
+                f"{BUFFER_API} CapacityBuffers are not served here: placeholder pods instead; "
+                + done.message,
+                done.outcome,
+            )
+        used = self.placeholders._used_gpus(session, nodes)
+        want = self.placeholders.replicas_for(action.target_nodes, used)
+        why = f"{action.target_nodes} nodes x {self.pool.gpus_per_node} GPUs - {used} in use"
+        notes = self._ensure_template(session)
+        notes += self._ensure_buffer(session, want)
+        notes += self._retire_placeholders(session)
+        buffer = session.get(self.buffer_path)
+        status = buffer.get("status") or {}
+        ready = _condition(buffer, "ReadyForProvisioning")
+        generation = (buffer.get("metadata") or {}).get("generation")
+        took = (
+            ready is not None
+            and ready.get("status") == "True"
+            and ready.get("observedGeneration") in (None, generation)
+            and status.get("replicas") == want
+        )
+        head = f"CapacityBuffer {self.name}: " + (", ".join(notes) if notes else "no change")
+        head += f" ({want} chunks of {self.placeholders.gpus_per_pod} GPUs: {why})"
+        if took:
+            return Scaled(f"{head}; the autoscaler reports {status.get('replicas')} chunks ready")
+        if ready is not None and ready.get("status") == "False":
+            seen = f"ReadyForProvisioning=False: {ready.get('message') or ready.get('reason')}"
+        elif ready is not None:
+            seen = f"status.replicas {status.get('replicas')} for an earlier spec"
+        else:
+            seen = "no autoscaler has reported on it yet (is its capacity buffer controller on?)"
+        return Scaled(f"accepted, not in effect yet: {head}; {seen}", "accepted")
+
+    def _ensure_template(self, session: Session) -> list[str]:
+        digest = self._template_hash()
+        labels = dict(self.placeholders.labels)
+        for _ in range(self.kube.conflict_retries + 1):
+            try:
+                current = session.get(self.template_path)
+            except KubeApiError as exc:
+                if not exc.not_found:
+                    raise
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "PodTemplate",
+                    "metadata": {
+                        "name": self.name,
+                        "namespace": self.settings.namespace,
+                        "labels": labels,
+                        "annotations": {TEMPLATE_HASH: digest},
+                    },
+                    "template": self._chunk(),
+                }
+                session.request(
+                    "POST", f"/api/v1/namespaces/{self.settings.namespace}/podtemplates", body
+                )
+                return ["PodTemplate created"]
+            notes = (current.get("metadata") or {}).get("annotations") or {}
+            if notes.get(TEMPLATE_HASH) == digest:
+                return []
+            patch = {
+                "metadata": {
+                    "annotations": {TEMPLATE_HASH: digest},
+                    "resourceVersion": current["metadata"]["resourceVersion"],
+                },
+                "template": {**self._chunk(), "$patch": "replace"},
+            }
+            try:
+                session.request("PATCH", self.template_path, patch, STRATEGIC_MERGE_PATCH)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return ["PodTemplate updated"]
+        raise _conflicts(self.template_path, self.kube.conflict_retries)
+
+    def _ensure_buffer(self, session: Session, want: int) -> list[str]:
+        for _ in range(self.kube.conflict_retries + 1):
+            try:
+                buffer = session.get(self.buffer_path)
+            except KubeApiError as exc:
+                if not exc.not_found:
+                    raise
+                body = {
+                    "apiVersion": BUFFER_API,
+                    "kind": "CapacityBuffer",
+                    "metadata": {
+                        "name": self.name,
+                        "namespace": self.settings.namespace,
+                        "labels": dict(self.placeholders.labels),
+                    },
+                    "spec": {
+                        "provisioningStrategy": ACTIVE_CAPACITY,
+                        "podTemplateRef": {"name": self.name},
+                        "replicas": want,
+                    },
+                }
+                session.request(
+                    "POST",
+                    f"/apis/{BUFFER_API}/namespaces/{self.settings.namespace}/capacitybuffers",
+                    body,
+                )
+                return [f"created with {want} chunks"]
+            spec = buffer.get("spec") or {}
+            current = spec.get("replicas")
+            if current == want and (spec.get("podTemplateRef") or {}).get("name") == self.name:
+                return []
+            # Custom resources take JSON merge patch only.
+            patch = {
+                "metadata": {"resourceVersion": buffer["metadata"]["resourceVersion"]},
+                "spec": {"replicas": want, "podTemplateRef": {"name": self.name}},
+            }
+            try:
+                session.request("PATCH", self.buffer_path, patch, MERGE_PATCH)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return [f"chunks {current} -> {want}"]
+        raise _conflicts(self.buffer_path, self.kube.conflict_retries)
+
+    def _retire_placeholders(self, session: Session) -> list[str]:
+        """Scale to 0 the placeholder Deployment of a time the API was not served."""
+        path = f"{self.placeholders.deployment_path}/scale"
+        for _ in range(self.kube.conflict_retries + 1):
+            try:
+                scale = session.get(path)
+            except KubeApiError as exc:
+                if exc.not_found:
+                    return []
+                raise
+            current = int((scale.get("spec") or {}).get("replicas") or 0)
+            if current == 0:
+                return []
+            body = {
+                "apiVersion": "autoscaling/v1",
+                "kind": "Scale",
+                "metadata": {
+                    "name": self.placeholders.name,
+                    "namespace": self.settings.namespace,
+                    "resourceVersion": scale["metadata"]["resourceVersion"],
+                },
+                "spec": {"replicas": 0},
+            }
+            try:
+                session.request("PUT", path, body)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return [f"placeholder Deployment {self.placeholders.name} {current} -> 0"]
+        raise _conflicts(path, self.kube.conflict_retries)
+
+    def seed(self, store: MemoryTransport, nodes: int) -> None:
+        """The offline dry-run shows the CapacityBuffer path: the API is seeded as served."""
+        store.discovery[BUFFER_API] = {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": BUFFER_API,
+            "resources": [
+                {"name": "capacitybuffers", "namespaced": True, "kind": "CapacityBuffer"},
+                {"name": "capacitybuffers/status", "namespaced": True, "kind": "CapacityBuffer"},
+            ],
+        }
+
+
 def _conflicts(path: str, retries: int) -> KubeApiError:
     return KubeApiError(
         f"{path}: still conflicting after {retries} re-reads; another writer keeps changing it",
@@ -652,6 +897,8 @@ def pool_provider(pool: PoolConfig, kube: KubernetesConfig) -> PoolProvider | No
         return ClusterApiPool(pool, p, kube)
     if isinstance(p, KarpenterProviderConfig):
         return KarpenterPool(pool, p, kube)
+    if isinstance(p, CapacityBufferProviderConfig):
+        return CapacityBufferPool(pool, p, kube)
     if isinstance(p, PlaceholderProviderConfig):
         return PlaceholderPool(pool, p, kube)
     return None
@@ -665,6 +912,8 @@ _KINDS = {
     "deployments": "Deployment",
     "priorityclasses": "PriorityClass",
     "configmaps": "ConfigMap",
+    "capacitybuffers": "CapacityBuffer",
+    "podtemplates": "PodTemplate",
 }
 _EVENT_REASONS = {
     "scale-up": ("ScaleUp", "Scale"),
@@ -700,7 +949,7 @@ def change_events(
         api = parts[1] if parts[0] == "api" else f"{parts[1]}/{parts[2]}"
         rest = parts[2:] if parts[0] == "api" else parts[3:]
         ns = None
-        if rest[:1] == ["namespaces"] and len(rest) >= 4:
+        if rest[:1] == ["namespaces"] and len(rest) >= 3:  # a collection POST has 3
             ns, rest = rest[1], rest[2:]
         if len(rest) < 2 or rest[0] not in _KINDS:
             name = ((c.get("body") or {}).get("metadata") or {}).get("name")

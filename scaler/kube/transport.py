@@ -384,6 +384,9 @@ class MemoryTransport:
         self.upstream = upstream
         self.objects: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
         self.deleted: set[tuple[str, str, str | None, str]] = set()
+        self.discovery: dict[str, dict[str, Any]] = {}
+        """API discovery documents (``APIResourceList``) by group/version, for the offline
+        dry-run; with ``upstream`` discovery is read from the cluster."""
         self._rv = 1000
 
     def _next_rv(self) -> str:
@@ -449,6 +452,19 @@ class MemoryTransport:
         retry_statuses: frozenset[int] = RETRY_STATUSES,
     ) -> dict[str, Any]:
         query = query or {}
+        parts = [p for p in path.split("?")[0].split("/") if p]
+        if verb == "GET" and parts[:1] == ["apis"] and len(parts) == 3:
+            # Discovery of one group/version: which resources the cluster serves.
+            if self.upstream is not None:
+                return self.upstream.request("GET", path)
+            group_version = f"{parts[1]}/{parts[2]}"
+            if group_version not in self.discovery:
+                raise KubeApiError(
+                    f"GET {path}: HTTP 404 NotFound: {group_version} is not served",
+                    status=404,
+                    reason="NotFound",
+                )
+            return copy.deepcopy(self.discovery[group_version])
         k = _parse(path)
         if verb == "GET" and k.name is None:
             return self._list(k, path, query)
