@@ -73,23 +73,29 @@ def buffer(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def controller_reports(fake: FakeKube, ready: str = "True", message: str = "") -> None:
+def controller_reports(
+    fake: FakeKube,
+    ready: str = "True",
+    message: str = "ready",
+    replicas: int | None = None,
+    extra: list[dict[str, Any]] | None = None,
+) -> None:
     """What the cluster autoscaler's buffer controller writes once it translated a buffer."""
 
     def report(o: dict[str, Any]) -> None:
         o["status"] = {
             "podTemplateRef": {"name": o["spec"]["podTemplateRef"]["name"]},
-            "replicas": o["spec"]["replicas"],
+            "replicas": o["spec"]["replicas"] if replicas is None else replicas,
             "provisioningStrategy": o["spec"]["provisioningStrategy"],
             "conditions": [
                 {
                     "type": "ReadyForProvisioning",
                     "status": ready,
-                    "reason": "Ready" if ready == "True" else "Invalid",
+                    "reason": "AttributesSetSuccessfully" if ready == "True" else "error",
                     "message": message,
-                    "observedGeneration": o["metadata"]["generation"],
                     "lastTransitionTime": "2026-12-01T00:00:00Z",
-                }
+                },
+                *(extra or []),
             ],
         }
 
@@ -186,12 +192,46 @@ def test_a_served_api_gets_a_pod_template_and_a_buffer(
     assert fake.get(BUFFER)["spec"]["replicas"] == 1
     patch = next(c for c in down.calls if c["verb"] == "PATCH")
     assert patch["content_type"] == "application/merge-patch+json"
-    assert down.outcome == "accepted" and "for an earlier spec" in down.message
-    # A controller that refuses the buffer is quoted.
-    controller_reports(fake, ready="False", message="pod template not found")
-    refused = provider.apply(action("buf", 4, 2))
-    assert refused.outcome == "accepted"
-    assert "ReadyForProvisioning=False: pod template not found" in refused.message
+    assert down.outcome == "accepted" and "is for an earlier spec" in down.message
+    # What the controller says when it does not take the buffer as asked is quoted.
+    for kwargs, said in (
+        (
+            {"ready": "False", "message": "pod template not found"},
+            "ReadyForProvisioning=False: pod template not found",
+        ),
+        (
+            {
+                "replicas": 0,
+                "extra": [
+                    {
+                        "type": "LimitedByQuotas",
+                        "status": "True",
+                        "reason": "ResourceQuotasAllocated",
+                        "message": "Buffer replicas limited from 1 to 0 due to quotas: gpu-quota",
+                    }
+                ],
+            },
+            "LimitedByQuotas: Buffer replicas limited from 1 to 0",
+        ),
+        (
+            {
+                "extra": [
+                    {
+                        "type": "Provisioning",
+                        "status": "False",
+                        "reason": "NoNodeGroup",
+                        "message": "",
+                    }
+                ]
+            },
+            "Provisioning=False: NoNodeGroup",
+        ),
+    ):
+        controller_reports(fake, **kwargs)
+        seen = provider.apply(action("buf", 4, 2))
+        assert seen.outcome == "accepted" and said in seen.message, seen.message
+    controller_reports(fake)
+    assert provider.apply(action("buf", 4, 2)).outcome == "applied"
 
 
 def test_a_changed_chunk_shape_updates_the_pod_template(

@@ -718,25 +718,40 @@ class CapacityBufferPool:
         notes += self._retire_placeholders(session)
         buffer = session.get(self.buffer_path)
         status = buffer.get("status") or {}
-        ready = _condition(buffer, "ReadyForProvisioning")
-        generation = (buffer.get("metadata") or {}).get("generation")
-        took = (
-            ready is not None
-            and ready.get("status") == "True"
-            and ready.get("observedGeneration") in (None, generation)
-            and status.get("replicas") == want
-        )
         head = f"CapacityBuffer {self.name}: " + (", ".join(notes) if notes else "no change")
         head += f" ({want} chunks of {self.placeholders.gpus_per_pod} GPUs: {why})"
-        if took:
+        seen = self._status_problem(buffer, want)
+        if seen is None:
             return Scaled(f"{head}; the autoscaler reports {status.get('replicas')} chunks ready")
-        if ready is not None and ready.get("status") == "False":
-            seen = f"ReadyForProvisioning=False: {ready.get('message') or ready.get('reason')}"
-        elif ready is not None:
-            seen = f"status.replicas {status.get('replicas')} for an earlier spec"
-        else:
-            seen = "no autoscaler has reported on it yet (is its capacity buffer controller on?)"
         return Scaled(f"accepted, not in effect yet: {head}; {seen}", "accepted")
+
+    @staticmethod
+    def _status_problem(buffer: dict[str, Any], want: int) -> str | None:
+        """Why the buffer's status does not show ``want`` chunks taken up, or None.
+
+        The cluster autoscaler's buffer controller sets ``ReadyForProvisioning`` and
+        ``status.replicas`` once it translated the spec, ``LimitedByQuotas`` when resource
+        quotas cut the chunks, and ``Provisioning=False`` when it cannot add the nodes.
+        """
+        status = buffer.get("status") or {}
+        ready = _condition(buffer, "ReadyForProvisioning")
+        quota = _condition(buffer, "LimitedByQuotas")
+        provisioning = _condition(buffer, "Provisioning")
+
+        def said(c: dict[str, Any]) -> str:
+            return str(c.get("message") or c.get("reason") or "no message")
+
+        if ready is None:
+            return "no autoscaler has reported on it yet (is its capacity buffer controller on?)"
+        if ready.get("status") != "True":
+            return f"ReadyForProvisioning={ready.get('status')}: {said(ready)}"
+        if quota is not None and quota.get("status") == "True":
+            return f"LimitedByQuotas: {said(quota)}"
+        if provisioning is not None and provisioning.get("status") == "False":
+            return f"Provisioning=False: {said(provisioning)}"
+        if status.get("replicas") != want:
+            return f"status.replicas {status.get('replicas')} is for an earlier spec"
+        return None
 
     def _ensure_template(self, session: Session) -> list[str]:
         digest = self._template_hash()
