@@ -469,6 +469,22 @@ def test_static_replicas_on_a_dynamic_node_pool_are_refused_before_writing(
     assert provider.apply(action("spot", 1, 2)).outcome == "accepted"
 
 
+def test_a_gpu_limit_on_a_static_node_pool_is_refused_before_writing(
+    fake: FakeKube, transport: ClientTransport, clock: Clock
+) -> None:
+    # A pool in mode limits pointed at the static NodePool.
+    pool = {"tier": "on-demand", "gpu_model": "H100-80GB", "gpus_per_node": 8}
+    cfg = make_config(
+        [{**pool, "name": "capped", "price_per_gpu_hour": 4.0,
+          "provider": {"kind": "karpenter", "node_pool": "gpu-static",
+                       "node_selector": "tiercast.io/pool=capped"}}]
+    )  # fmt: skip
+    provider = KubeProvider(cfg, Session(transport), clock=clock.now, sleep=clock.sleep)
+    result = provider.apply(action("capped", 1, 3))
+    assert result.outcome == "failed" and "only limits.nodes" in result.message
+    assert not fake.writes()
+
+
 def test_static_replicas_beyond_limits_nodes_say_so(
     fake: FakeKube, transport: ClientTransport, clock: Clock
 ) -> None:

@@ -363,6 +363,13 @@ class KarpenterPool:
 
         def attempt() -> Scaled:
             obj = session.get(self.path)
+            if "replicas" in (obj.get("spec") or {}):
+                # The CRD's CEL rule allows no limit but limits.nodes on a static NodePool.
+                return Scaled(
+                    f"NodePool {name} is static (spec.replicas set): Karpenter allows only "
+                    f"limits.nodes on it, not {GPU_RESOURCE}; use mode: replicas",
+                    "failed",
+                )
             current = self._limit_nodes(obj)
             if current >= 0 and _direction_reached(action.decision, current, action.target_nodes):
                 return Scaled(
