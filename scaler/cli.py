@@ -349,18 +349,24 @@ def plan_without_acting(
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from forecaster.progress import Progress
     from scaler.cli_report import finance_dry_run, prepare_finance
 
     finance_options = prepare_finance(args)
-    config, _, now, label, result = plan_without_acting(args)
-    _write(args.plan_out, result.plan.to_json())
-    _print_cycle(result, label, args.plan_out, args.output)
-    if args.output == "table":
-        finance_dry_run(finance_options, config, result, now, label)
-    else:
-        # stdout carries the document alone, so it can be piped to jq or yq.
-        with contextlib.redirect_stdout(sys.stderr):
-            finance_dry_run(finance_options, config, result, now, label)
+    # One unit for the plan; the finance projection adds its scenarios and files.
+    with Progress.for_args(args, "plan", total=1) as bar:
+        bar.describe("forecast and plan")
+        config, _, now, label, result = plan_without_acting(args)
+        _write(args.plan_out, result.plan.to_json())
+        bar.update(label="finance projection")
+        with bar.paused():
+            _print_cycle(result, label, args.plan_out, args.output)
+        if args.output == "table":
+            finance_dry_run(finance_options, config, result, now, label, bar)
+        else:
+            # stdout carries the document alone, so it can be piped to jq or yq.
+            with contextlib.redirect_stdout(sys.stderr):
+                finance_dry_run(finance_options, config, result, now, label, bar)
     return 0
 
 

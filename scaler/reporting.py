@@ -36,6 +36,7 @@ from forecaster import __version__
 from forecaster.errors import BadInputError, TemporaryError, TiercastError
 from forecaster.estimators import quantile_column, registered
 from forecaster.forecasting import SeriesForecast
+from forecaster.progress import Progress
 from forecaster.series import History, infer_step
 from scaler import reviewing
 from scaler.catalog import gpu_model
@@ -475,11 +476,13 @@ def accuracy_rows(
     origins: int,
     method: str = "auto",
     keep: dict[str, Backtest] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rolling-origin scores of each signal's estimator against the seasonal-naive baselines.
 
     ``keep``, when given, receives each signal's backtest of the estimator in use (the
-    forecast-against-actual section reuses them rather than refitting).
+    forecast-against-actual section reuses them rather than refitting). ``progress``
+    counts one unit per origin of each backtest.
 
     Uses :mod:`forecaster.backtesting`: one-day-ahead forecasts (or shorter for a
     short history) at ``origins`` daily origins ending at the newest sample.
@@ -511,10 +514,17 @@ def accuracy_rows(
         if not points:
             skipped.append(name)
             continue
+        bar = progress or Progress(False)
         for label in dict.fromkeys(candidates):
+            bar.add_total(len(points))
+            bar.describe(f"backtest {name} {label}")
+            done = bar.n
             try:
-                bt = backtest(factories[label], y, points, horizon, quantiles, label=label)
+                bt = backtest(
+                    factories[label], y, points, horizon, quantiles, label=label, tick=bar.tick
+                )
             except (TiercastError, ValueError) as exc:
+                bar.update(len(points) - (bar.n - done))  # the origins it did not reach
                 skipped.append(f"{name}/{label}: {exc}")
                 continue
             if keep is not None and label == in_use:
@@ -894,6 +904,12 @@ def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
     return f"{built} ({a.reason})"
 
 
+REPORT_STEPS = 5
+"""Units :func:`build_capacity_report` counts besides backtests and scenarios: one after
+the signals, the accuracy table, the forecast against actual, capacity, actions to
+utilization."""
+
+
 def build_capacity_report(
     config: Config,
     history: History,
@@ -904,10 +920,16 @@ def build_capacity_report(
     history_window: pd.Timedelta = HISTORY_WINDOW,
     backtest_origins: int = 3,
     recorded: Sequence[reviewing.RecordedCycle] = (),
+    progress: Progress | None = None,
 ) -> Report:
     """The capacity review: history and forecast, accuracy, forecast against actual over the
     review period (from ``recorded`` cycles, or the backtest when there are none), plan,
-    actions, cost, utilization."""
+    actions, cost, utilization.
+
+    ``progress`` counts one unit per group of sections below, each backtest origin and
+    each scenario of the commitment projection."""
+    bar = progress or Progress(False)
+    bar.add_total(REPORT_STEPS)
     q = plan.quantile
     quantiles = sorted(set(config.forecast.quantiles) | {0.5, q})
     low, high = quantiles[0], quantiles[-1]
@@ -970,11 +992,18 @@ def build_capacity_report(
         )
     )
     sections.append(sig)
+    bar.update(label="accuracy")
 
     # Accuracy against the baselines.
     backtests: dict[str, Backtest] = {}
     acc_rows, skipped = accuracy_rows(
-        history, forecasts, quantiles, backtest_origins, config.forecast.method, keep=backtests
+        history,
+        forecasts,
+        quantiles,
+        backtest_origins,
+        config.forecast.method,
+        keep=backtests,
+        progress=bar,
     )
     acc = Section(
         "accuracy",
@@ -1018,6 +1047,7 @@ def build_capacity_report(
     if skipped:
         acc.paragraphs.append(t(lang, "accuracy_skipped", what="; ".join(skipped)))
     sections.append(acc)
+    bar.update(label="forecast against actual")
 
     hindsight = (
         reviewing.from_records(config, history, recorded, q)
@@ -1025,6 +1055,7 @@ def build_capacity_report(
         else reviewing.from_backtests(config, history, backtests, q)
     )
     sections.append(hindsight_section(hindsight, config, low, high, lang))
+    bar.update(label="capacity")
 
     # Capacity against demand, per GPU model and pool.
     pool_gpus = _pool_gpus(config, plan)
@@ -1104,6 +1135,7 @@ def build_capacity_report(
         cap.paragraphs.append(t(lang, "mig_intro"))
         _add_mig(cap, config, plan, grid, lang)
     sections.append(cap)
+    bar.update(label="actions and cost")
 
     # Actions with reasons.
     act = Section("actions", t(lang, "sec_actions"), [t(lang, "sec_actions_intro")])
@@ -1196,6 +1228,7 @@ def build_capacity_report(
         )
     )
     sections.append(util)
+    bar.update(label="commitment advice")
 
     # Commitment advice over the plan's horizon, from the same forecasts and pools.
     advice: list[CommitmentAdvice] = []
@@ -1203,7 +1236,9 @@ def build_capacity_report(
         from scaler.finance import project
 
         now = pd.Timestamp(plan.created_at).tz_localize(None)
-        projection = project(config, forecasts, now, pd.Timedelta(seconds=plan.horizon_s))
+        projection = project(
+            config, forecasts, now, pd.Timedelta(seconds=plan.horizon_s), progress=bar
+        )
         advice = projection.commitments
         if advice:
             sections.append(commitment_section(projection, config, lang))
