@@ -24,7 +24,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -38,10 +38,16 @@ REFRESH_S = 1.0
 """How often a shown bar redraws its elapsed time while one long step runs (seconds)."""
 
 
+class Terminalish(Protocol):
+    """What :func:`progress_wanted` asks of a stream."""
+
+    def isatty(self) -> bool: ...
+
+
 def progress_wanted(
     disabled: bool = False,
     log_format: str | None = None,
-    streams: Iterable[IO[str]] | None = None,
+    streams: Iterable[Terminalish] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> bool:
     """Whether to draw bars: only for a person watching both stdout and stderr."""

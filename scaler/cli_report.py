@@ -137,18 +137,6 @@ def prepare_finance(args: argparse.Namespace) -> FinanceOptions:
     )
 
 
-def _text_table(rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  "
-        + "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in rows
-    ]
-
-
 def finance_dry_run(
     options: FinanceOptions,
     config: Config,
@@ -186,6 +174,7 @@ def _print_finance(
     report: Report, projection: finance.FinanceProjection, config: Config, lang: str
 ) -> None:
     """The finance summary on stdout: monthly tables, scenarios, commitment advice, notes."""
+    from scaler.cli import text_table
     from scaler.reporting import format_cell
 
     tables = {tb.key: tb for s in report.sections for tb in s.tables}
@@ -213,7 +202,7 @@ def _print_finance(
         rows = [[c.label for c in cols]]
         rows += [[format_cell(r.get(c.key), c, lang) for c in cols] for r in tb.rows]
         right = {i for i, c in enumerate(cols) if c.digits is not None}
-        print("\n".join(_text_table(rows, right)))
+        print("\n".join(text_table(rows, right)))
     print(t(lang, "cli_commitments"))
     for s in report.sections:
         if s.key == "commitments":
