@@ -207,6 +207,52 @@ def _time_axis(ax: Axes, lang: str) -> None:
     ax.set_xlabel(t(lang, "axis_time_utc"))
 
 
+def _month_axis(ax: Axes, x: np.ndarray, months: Sequence[str], lang: str) -> None:
+    """Months along ``x`` (in the language's words) against cost."""
+    ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
+    ax.set_xlabel(t(lang, "axis_month"))
+    ax.set_ylabel(t(lang, "axis_cost"))
+
+
+def _finish(
+    fig: MplFigure, ax: Axes, key: str, title: str, lang: str, ncols: int, alt: str | None = None
+) -> Chart:
+    """The end every chart shares: value-axis separators, legend, title; rendered as ``key``."""
+    _value_axis(ax, lang)
+    ax.legend(loc="upper left", fontsize=8, ncols=ncols)
+    ax.set_title(title, fontsize=11)
+    return _render(fig, key, title, title if alt is None else alt)
+
+
+def _monthly_cost_by_band(monthly: pd.DataFrame, months: Sequence[str]) -> dict[str, np.ndarray]:
+    """Band -> cost per month of ``months`` summed over the frame's tiers and pools."""
+    return {
+        b: monthly[monthly["band"] == b]
+        .groupby("period")["cost"]
+        .sum()
+        .reindex(months)
+        .to_numpy(dtype=float)
+        for b in BANDS
+    }
+
+
+def _low_high_whiskers(
+    ax: Axes, x: np.ndarray, totals: Mapping[str, np.ndarray], **style: Any
+) -> None:
+    """The low-high band around the expected values as whiskers at ``x``."""
+    ax.errorbar(
+        x,
+        totals["expected"],
+        yerr=[
+            np.maximum(0, totals["expected"] - totals["low"]),
+            np.maximum(0, totals["high"] - totals["expected"]),
+        ],
+        fmt="none",
+        ecolor="#222222",
+        **style,
+    )
+
+
 def signal_chart(
     name: str,
     unit: str,
@@ -254,12 +300,16 @@ def signal_chart(
     ax.axvline(float(mdates.date2num(forecast.last_timestamp)), color="#777777", lw=0.8, ls=":")
     ax.set_ylabel(f"{name}, {unit}")
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
-    title = t(lang, "chart_signal", name=name)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"signal-{name}", title, t(lang, "chart_signal_alt", name=name, unit=unit))
+    return _finish(
+        fig,
+        ax,
+        f"signal-{name}",
+        t(lang, "chart_signal", name=name),
+        lang,
+        4,
+        alt=t(lang, "chart_signal_alt", name=name, unit=unit),
+    )
 
 
 def capacity_chart(
@@ -301,12 +351,16 @@ def capacity_chart(
     )
     ax.set_ylabel(t(lang, "axis_gpus"))
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=3)
-    title = t(lang, "chart_capacity", model=model)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"capacity-{model}", title, t(lang, "chart_capacity_alt", model=model))
+    return _finish(
+        fig,
+        ax,
+        f"capacity-{model}",
+        t(lang, "chart_capacity", model=model),
+        lang,
+        3,
+        alt=t(lang, "chart_capacity_alt", model=model),
+    )
 
 
 def mig_chart(
@@ -341,12 +395,8 @@ def mig_chart(
     top = max([float(np.max(v)) for v in demand.values()] + [float(c) for c in capacity.values()])
     # Room above the lines for the legend.
     ax.set_ylim(0, max(1.0, top) * 1.3)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
-    title = t(lang, "chart_mig", model=model)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"mig-{model}", title, title)
+    return _finish(fig, ax, f"mig-{model}", t(lang, "chart_mig", model=model), lang, 4)
 
 
 def tier_cost_chart(grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], lang: str) -> Chart:
@@ -363,12 +413,8 @@ def tier_cost_chart(grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], l
     )
     ax.set_ylabel(t(lang, "axis_cost_per_hour"))
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=3)
-    title = t(lang, "chart_cost_tier")
-    ax.set_title(title, fontsize=11)
-    return _render(fig, "cost-by-tier", title, title)
+    return _finish(fig, ax, "cost-by-tier", t(lang, "chart_cost_tier"), lang, 3)
 
 
 def monthly_tier_chart(monthly: pd.DataFrame, lang: str) -> Chart:
@@ -389,34 +435,10 @@ def monthly_tier_chart(monthly: pd.DataFrame, lang: str) -> Chart:
             label=t(lang, "tier_" + tier),
         )
         bottom += vals
-    totals = {
-        b: monthly[monthly["band"] == b]
-        .groupby("period")["cost"]
-        .sum()
-        .reindex(months)
-        .to_numpy(dtype=float)
-        for b in BANDS
-    }
-    ax.errorbar(
-        x,
-        totals["expected"],
-        yerr=[
-            np.maximum(0, totals["expected"] - totals["low"]),
-            np.maximum(0, totals["high"] - totals["expected"]),
-        ],
-        fmt="none",
-        ecolor="#222222",
-        capsize=4,
-        label=t(lang, "legend_low_high"),
-    )
-    ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
-    ax.set_xlabel(t(lang, "axis_month"))
-    ax.set_ylabel(t(lang, "axis_cost"))
-    _value_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
-    title = t(lang, "chart_monthly_tier")
-    ax.set_title(title, fontsize=11)
-    return _render(fig, "monthly-by-tier", title, title)
+    totals = _monthly_cost_by_band(monthly, months)
+    _low_high_whiskers(ax, x, totals, capsize=4, label=t(lang, "legend_low_high"))
+    _month_axis(ax, x, months, lang)
+    return _finish(fig, ax, "monthly-by-tier", t(lang, "chart_monthly_tier"), lang, 4)
 
 
 def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
@@ -428,14 +450,7 @@ def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
     width = 0.8 / n
     colors = ["#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#d6616b"]
     for i, sp in enumerate(projection.scenarios):
-        totals = {
-            b: sp.monthly[sp.monthly["band"] == b]
-            .groupby("period")["cost"]
-            .sum()
-            .reindex(months)
-            .to_numpy()
-            for b in BANDS
-        }
+        totals = _monthly_cost_by_band(sp.monthly, months)
         pos = x - 0.4 + width * (i + 0.5)
         ax.bar(
             pos,
@@ -444,26 +459,9 @@ def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
             color=colors[i % len(colors)],
             label=sp.scenario.name if i else t(lang, "baseline"),
         )
-        ax.errorbar(
-            pos,
-            totals["expected"],
-            yerr=[
-                np.maximum(0, totals["expected"] - totals["low"]),
-                np.maximum(0, totals["high"] - totals["expected"]),
-            ],
-            fmt="none",
-            ecolor="#222222",
-            capsize=2,
-            lw=0.8,
-        )
-    ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
-    ax.set_xlabel(t(lang, "axis_month"))
-    ax.set_ylabel(t(lang, "axis_cost"))
-    _value_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=min(n, 4))
-    title = t(lang, "chart_scenarios")
-    ax.set_title(title, fontsize=11)
-    return _render(fig, "scenarios", title, title)
+        _low_high_whiskers(ax, pos, totals, capsize=2, lw=0.8)
+    _month_axis(ax, x, months, lang)
+    return _finish(fig, ax, "scenarios", t(lang, "chart_scenarios"), lang, min(n, 4))
 
 
 # ---------------------------------------------------------------- accuracy
@@ -676,12 +674,10 @@ def hindsight_signal_chart(
         label=t(lang, "legend_actual"),
     )
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
-    title = t(lang, "chart_hindsight_signal", name=name)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"hindsight-signal-{name}", title, title)
+    return _finish(
+        fig, ax, f"hindsight-signal-{name}", t(lang, "chart_hindsight_signal", name=name), lang, 4
+    )
 
 
 def hindsight_capacity_chart(model: str, frame: pd.DataFrame, lang: str) -> Chart:
@@ -731,12 +727,15 @@ def hindsight_capacity_chart(model: str, frame: pd.DataFrame, lang: str) -> Char
     ax.step(x, actual, where="post", color="#222222", lw=1.0, label=t(lang, "legend_actual_gpus"))
     ax.set_ylabel(t(lang, "axis_gpus"))
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=5)
-    title = t(lang, "chart_hindsight_capacity", model=model)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"hindsight-capacity-{model}", title, title)
+    return _finish(
+        fig,
+        ax,
+        f"hindsight-capacity-{model}",
+        t(lang, "chart_hindsight_capacity", model=model),
+        lang,
+        5,
+    )
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
