@@ -207,7 +207,7 @@ def _time_axis(ax: Axes, lang: str) -> None:
     ax.set_xlabel(t(lang, "axis_time_utc"))
 
 
-def _month_axis(ax: Axes, x: np.ndarray, months: Sequence[str], lang: str) -> None:
+def _month_axis(ax: Axes, x: np.ndarray, months: list[str], lang: str) -> None:
     """Months along ``x`` (in the language's words) against cost."""
     ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
     ax.set_xlabel(t(lang, "axis_month"))
@@ -224,7 +224,7 @@ def _finish(
     return _render(fig, key, title, title if alt is None else alt)
 
 
-def _monthly_cost_by_band(monthly: pd.DataFrame, months: Sequence[str]) -> dict[str, np.ndarray]:
+def _monthly_cost_by_band(monthly: pd.DataFrame, months: list[str]) -> dict[str, np.ndarray]:
     """Band -> cost per month of ``months`` summed over the frame's tiers and pools."""
     return {
         b: monthly[monthly["band"] == b]
