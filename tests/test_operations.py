@@ -780,7 +780,7 @@ def test_command_table_matches_what_each_module_registers() -> None:
         )
         registrar(sub)
         assert set(sub.choices) == names, module
-    assert set(cli.build_parser()._subparsers._group_actions[0].choices) == set(cli.COMMANDS)  # type: ignore[union-attr]
+    assert set(cli.build_parser()._subparsers._group_actions[0].choices) == set(cli.COMMANDS)  # type: ignore[union-attr,arg-type]
 
 
 @pytest.mark.parametrize(
