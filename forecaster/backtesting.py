@@ -128,8 +128,11 @@ def backtest(
     horizon: int,
     quantiles: Sequence[float],
     label: str | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> Backtest:
-    """Refit ``factory()`` at each origin on the data before it; forecast ``horizon`` steps."""
+    """Refit ``factory()`` at each origin on the data before it; forecast ``horizon`` steps.
+
+    ``tick``, when given, is called after each origin (a progress hook)."""
     qs = check_quantiles(quantiles, "backtest")
     if not origins:
         raise DataError(f"series {y.name!r}: no backtest origin inside the history")
@@ -158,6 +161,8 @@ def backtest(
         forecasts[i] = frame.to_numpy()
         future = y.reindex(frame.index)
         actuals[i] = future.to_numpy(dtype=float)
+        if tick is not None:
+            tick()
     return Backtest(
         label=name or "estimator",
         origins=list(origins),

@@ -626,8 +626,10 @@ def speed_series(count: int) -> list[pd.Series]:
     return out
 
 
-def speed(count: int = 100) -> SpeedResult:
-    """Time fit + predict for ``count`` series with ``auto`` and with the naive baseline."""
+def speed(count: int = 100, tick: Callable[[], None] | None = None) -> SpeedResult:
+    """Time fit + predict for ``count`` series with ``auto`` and with the naive baseline.
+
+    ``tick``, when given, is called after each of the ``2 * count`` fits (a progress hook)."""
     series = speed_series(count)
     chosen: dict[str, int] = {}
     start = time.perf_counter()
@@ -635,9 +637,13 @@ def speed(count: int = 100) -> SpeedResult:
         est = make("auto").fit(y)
         est.predict(HORIZON_STEPS, QUANTILES)
         chosen[est.label()] = chosen.get(est.label(), 0) + 1
+        if tick is not None:
+            tick()
     auto_s = time.perf_counter() - start
     start = time.perf_counter()
     for y in series:
         make("seasonal_naive_1d").fit(y).predict(HORIZON_STEPS, QUANTILES)
+        if tick is not None:
+            tick()
     naive_s = time.perf_counter() - start
     return SpeedResult(count, auto_s, naive_s, chosen)

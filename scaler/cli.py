@@ -13,11 +13,12 @@ import contextlib
 import importlib
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from forecaster import __version__
 from forecaster.errors import BadInputError, DataError, TiercastError
@@ -244,14 +245,32 @@ def cycle_document(result: CycleResult) -> dict:
     }
 
 
-def print_document(document: object, output: str) -> None:
-    """``document`` on stdout as JSON or YAML (kubectl's ``-o``)."""
+def format_document(document: object, output: str) -> str:
+    """``document`` as JSON or YAML text (kubectl's ``-o``)."""
     if output == "yaml":
         import yaml
 
-        sys.stdout.write(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
-    else:
-        sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+        return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+
+
+def print_document(document: object, output: str) -> None:
+    """``document`` on stdout as JSON or YAML (kubectl's ``-o``)."""
+    sys.stdout.write(format_document(document, output))
+
+
+def text_table(rows: list[list[str]], right: set[int]) -> list[str]:
+    """Aligned lines, indented two spaces: ``rows[0]`` is the header; columns in ``right``
+    are right-aligned (numbers)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  "
+        + "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
 
 
 def _print_cycle(result: CycleResult, label: str, out: str | None, output: str = "table") -> None:
@@ -349,18 +368,24 @@ def plan_without_acting(
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from forecaster.progress import Progress
     from scaler.cli_report import finance_dry_run, prepare_finance
 
     finance_options = prepare_finance(args)
-    config, _, now, label, result = plan_without_acting(args)
-    _write(args.plan_out, result.plan.to_json())
-    _print_cycle(result, label, args.plan_out, args.output)
-    if args.output == "table":
-        finance_dry_run(finance_options, config, result, now, label)
-    else:
-        # stdout carries the document alone, so it can be piped to jq or yq.
-        with contextlib.redirect_stdout(sys.stderr):
-            finance_dry_run(finance_options, config, result, now, label)
+    # One unit for the plan; the finance projection adds its scenarios and files.
+    with Progress.for_args(args, "plan", total=1) as bar:
+        bar.describe("forecast and plan")
+        config, _, now, label, result = plan_without_acting(args)
+        _write(args.plan_out, result.plan.to_json())
+        bar.update(label="finance projection")
+        with bar.paused():
+            _print_cycle(result, label, args.plan_out, args.output)
+        if args.output == "table":
+            finance_dry_run(finance_options, config, result, now, label, bar)
+        else:
+            # stdout carries the document alone, so it can be piped to jq or yq.
+            with contextlib.redirect_stdout(sys.stderr):
+                finance_dry_run(finance_options, config, result, now, label, bar)
     return 0
 
 
@@ -395,16 +420,18 @@ def parse_quantiles(text: str) -> list[tuple[float, str]]:
     return out
 
 
-def cmd_forecast(args: argparse.Namespace) -> int:
-    import pandas as pd
+FORECAST_FORMATS = ("csv", "table", "json", "yaml")
+"""What ``tiercast forecast -o`` writes: the CSV of old (default), or as ``run`` does."""
 
+
+def cmd_forecast(args: argparse.Namespace) -> int:
     from forecaster.artifacts import load_signing_key
     from forecaster.estimators import quantile_column
     from forecaster.forecasting import forecast_series
+    from forecaster.progress import Progress
     from forecaster.series import parse_duration, read_history_csv
     from forecaster.store import ModelStore
     from scaler.demo import demo_inputs
-    from scaler.plans import iso
 
     if args.history is None:
         _, history, _ = demo_inputs()
@@ -420,27 +447,83 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         if getattr(args, "model_store", None)
         else None
     )
-    frames = []
-    for name, y in history.items():
-        fc = forecast_series(y.rename(name), horizon, [q for q, _ in quantiles], args.method, store)
-        frame = fc.frame.rename(columns={quantile_column(q): f"q{text}" for q, text in quantiles})
-        frame = frame[[f"q{text}" for _, text in quantiles]]
-        frame.index = [iso(t).rstrip("Z") for t in frame.index]
-        frame.index.name = "timestamp"
-        if len(history) > 1:
-            frame.insert(0, "series", name)
-        frames.append(frame)
-        print(
-            f"{name}: {fc.estimator} ({fc.reason}); {len(frame)} steps of {fc.step}",
-            file=sys.stderr,
-        )
-    text = pd.concat(frames).to_csv(float_format="%.6g")
-    if args.out in (None, "-"):
+    forecasts = []
+    with Progress.for_args(args, "forecast", len(history), "series") as bar:
+        for name, y in history.items():
+            bar.describe(name)
+            fc = forecast_series(
+                y.rename(name), horizon, [q for q, _ in quantiles], args.method, store
+            )
+            frame = fc.frame.rename(
+                columns={quantile_column(q): f"q{text}" for q, text in quantiles}
+            )[[f"q{text}" for _, text in quantiles]]
+            forecasts.append((name, fc, frame))
+            bar.update()
+            bar.write(f"{name}: {fc.estimator} ({fc.reason}); {len(frame)} steps of {fc.step}")
+    text = forecast_text(forecasts, args.output)
+    if args.output_file in (None, "-"):
         sys.stdout.write(text)
     else:
-        _write(args.out, text)
-        print(f"forecast written to {args.out}", file=sys.stderr)
+        _write(args.output_file, text)
+        print(f"forecast written to {args.output_file}", file=sys.stderr)
     return 0
+
+
+def forecast_text(forecasts: list[tuple[str, Any, pd.DataFrame]], output: str) -> str:
+    """The forecasts (name, forecast, frame of its q-columns) as ``output`` shows them.
+
+    ``csv``: ``timestamp[,series],q...`` (a ``series`` column when there are several);
+    ``table``: the same, aligned, per series; ``json``/``yaml``: one document with each
+    series' estimator, reason, step and points.
+    """
+    import pandas as pd
+
+    from scaler.plans import iso
+
+    if output in ("json", "yaml"):
+        document = {
+            "forecasts": [
+                {
+                    "series": name,
+                    "estimator": fc.estimator,
+                    "reason": fc.reason,
+                    "step_s": int(fc.step.total_seconds()),
+                    "points": [
+                        {
+                            "timestamp": iso(ts),
+                            # Strict JSON: a non-finite value (never expected) is null.
+                            **{
+                                c: float(v) if math.isfinite(v) else None
+                                for c, v in zip(frame.columns, row, strict=True)
+                            },
+                        }
+                        for ts, row in zip(frame.index, frame.to_numpy(dtype=float), strict=True)
+                    ],
+                }
+                for name, fc, frame in forecasts
+            ]
+        }
+        return format_document(document, output)
+    if output == "table":
+        blocks = []
+        for name, fc, frame in forecasts:
+            rows = [["timestamp", *frame.columns]]
+            rows += [
+                [iso(ts).rstrip("Z"), *(f"{float(v):,.6g}" for v in row)]
+                for ts, row in zip(frame.index, frame.to_numpy(), strict=True)
+            ]
+            head = f"{name}: {fc.estimator}, {len(frame)} steps of {fc.step}"
+            blocks.append("\n".join([head, *text_table(rows, set(range(1, len(rows[0]))))]))
+        return "\n\n".join(blocks) + "\n"
+    frames = []
+    for name, _, frame in forecasts:
+        frame = frame.copy()
+        frame.index = [iso(t).rstrip("Z") for t in frame.index]
+        frame.index.name = "timestamp"
+        if len(forecasts) > 1:
+            frame.insert(0, "series", name)
+        frames.append(frame)
+    return pd.concat(frames).to_csv(float_format="%.6g")
 
 
 def add_fleet_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -594,12 +677,62 @@ def _add_forecast(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--method", default="auto", help="estimator name or 'auto' (default: %(default)s)"
     )
-    p.add_argument("--out", "-o", help="output CSV path; default: standard output")
+    p.add_argument(
+        "-o",
+        "--output",
+        action=_ForecastOutput,
+        default="csv",
+        metavar="{csv,table,json,yaml}",
+        help="the format: CSV timestamp[,series],q... (default), an aligned table per "
+        "series, or json or yaml with each series' estimator and points",
+    )
+    p.add_argument(
+        "--output-file",
+        "--out",
+        dest="output_file",
+        metavar="FILE",
+        help="write there instead of standard output ('-' is standard output)",
+    )
     p.add_argument(
         "--model-store",
         help="folder of stored models to reuse and update (e.g. models); default: none",
     )
+    from forecaster.progress import add_progress_flag
+
+    add_progress_flag(p)
     p.set_defaults(func=cmd_forecast)
+
+
+class _ForecastOutput(argparse.Action):
+    """``-o FORMAT``; the former ``-o FILE`` (a path ending in .csv, or with a folder) is
+    still written, with a warning, and anything else is refused naming ``--output-file``."""
+
+    completions = FORECAST_FORMATS
+    """What shell completion offers after ``-o`` (argparse ``choices`` would refuse a file)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        value = str(values)
+        if value in FORECAST_FORMATS:
+            namespace.output = value
+        elif value.lower().endswith(".csv") or "/" in value or os.sep in value:
+            print(
+                f"tiercast: warning: 'forecast -o FILE' is deprecated; use --output-file "
+                f"{value} (-o now picks the format: {', '.join(FORECAST_FORMATS)})",
+                file=sys.stderr,
+            )
+            namespace.output = "csv"
+            namespace.output_file = namespace.output_file or value
+        else:
+            parser.error(
+                f"argument -o/--output: {value!r} is not a format; expected one of "
+                f"{', '.join(FORECAST_FORMATS)} (write a file with --output-file FILE)"
+            )
 
 
 def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:

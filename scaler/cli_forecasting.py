@@ -18,10 +18,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from forecaster.backtesting import backtest, daily_origins, protocol_origins
 from forecaster.benchmarking import (
     BASELINES,
     TIERCAST,
+    BenchSeries,
     ForecastCache,
     accuracy_rows,
     bootstrap_mean_ratio,
@@ -38,7 +41,8 @@ from forecaster.benchmarking import (
 )
 from forecaster.errors import BadInputError
 from forecaster.estimators import make, quantile_column
-from forecaster.series import infer_step, parse_duration, read_history_csv, regularize
+from forecaster.progress import Progress, add_progress_flag
+from forecaster.series import History, infer_step, parse_duration, read_history_csv, regularize
 from scaler.cli import parse_quantiles, select_series
 
 DEFAULT_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
@@ -66,6 +70,24 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         header += f" {'pin ' + quantile_column(q):>10} {'cov ' + quantile_column(q):>10}"
     header += f" {'interval':>9} {'origins':>7} {'fit s':>7}"
     print(header)
+    with Progress.for_args(args, "backtest", unit="fit") as bar:
+        _backtest_rows(args, history, methods, quantiles, horizon, bar, results)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+        print(f"backtest written to {args.json}", file=sys.stderr)
+    return 0
+
+
+def _backtest_rows(
+    args: argparse.Namespace,
+    history: History,
+    methods: list[str],
+    quantiles: list[float],
+    horizon: pd.Timedelta,
+    bar: Progress,
+    results: list[dict[str, Any]],
+) -> None:
+    """Backtest every method on every series; print a line each, append its result."""
     for name, raw in history.items():
         y = regularize(raw, parse_duration(args.resample) if args.resample else None).rename(name)
         step = infer_step(y)
@@ -77,8 +99,12 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         origins = [o for o in origins if y[y.index < o].notna().sum() >= 2]
         if not origins:
             raise BadInputError(f"series {name!r}: no backtest origin with history before it")
+        bar.add_total(len(origins) * len(methods))
         for method in methods:
-            bt = backtest(partial(make, method), y, origins, steps, quantiles, label=method)
+            bar.describe(f"{name} {method}")
+            bt = backtest(
+                partial(make, method), y, origins, steps, quantiles, label=method, tick=bar.tick
+            )
             scores = bt.scores()
             line = f"{name[:28]:<28} {method[:22]:<22} {scores['mase']:>7.3f}"
             for q in quantiles:
@@ -86,7 +112,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
                 line += f" {scores['pinball_' + col]:>10.3f} {scores['coverage_' + col]:>10.3f}"
             line += f" {scores.get('interval_coverage', float('nan')):>9.3f}"
             line += f" {len(origins):>7d} {bt.fit_seconds:>7.2f}"
-            print(line)
+            bar.write(line, sys.stdout)
             results.append(
                 {
                     "series": name,
@@ -98,10 +124,6 @@ def cmd_backtest(args: argparse.Namespace) -> int:
                     "notes": bt.notes[:20],
                 }
             )
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
-        print(f"backtest written to {args.json}", file=sys.stderr)
-    return 0
 
 
 def _bench_methods(method: str, rivals: list[str]) -> list[str]:
@@ -145,33 +167,55 @@ def cmd_bench(args: argparse.Namespace) -> int:
     found = sorted({s.group for s in series})
     print(f"{len(series)} series of at least 14 days in {len(found)} groups: {', '.join(found)}")
     report: dict[str, Any] = {"date": today, "groups": found}
+    # One unit per series and pass, and per fit of the speed check.
+    total = len(series) * (int(args.accuracy) + int(args.horizon_coverage))
+    with Progress.for_args(args, "bench-forecast", total + 2 * args.speed_count, "unit") as bar:
+        _bench(args, series, rivals, cache, report, bar)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+    return 0
+
+
+def _bench(
+    args: argparse.Namespace,
+    series: list[BenchSeries],
+    rivals: list[str],
+    cache: ForecastCache | None,
+    report: dict[str, Any],
+    bar: Progress,
+) -> None:
+    """The benchmark's passes: tables on stdout, one line per series done on stderr."""
     if args.accuracy:
         methods = _bench_methods(args.method, rivals)
         rows = []
         for item in series:
+            bar.describe(f"accuracy {item.relative}")
             rows.extend(accuracy_rows(item.y, methods, item.group, cache))
-            print(f"  {item.relative}: done", file=sys.stderr, flush=True)
+            bar.update()
+            bar.write(f"  {item.relative}: done")
         summary = summarize(rows)
-        if args.per_series:
-            print()
-            print(format_table(rows))
-        print()
-        print(
-            "Mean MASE per group (ratio: tiercast's mean MASE over that of the group's best rival):"
-        )
-        print()
-        print(format_group_table(summary, [TIERCAST + args.method, *rivals]))
-        print()
-        for line in summary.verdicts():
-            print(f"- {line}")
         spread = bootstrap_mean_ratio(rows)
+        with bar.paused():
+            if args.per_series:
+                print()
+                print(format_table(rows))
+            print()
+            print(
+                "Mean MASE per group (ratio: tiercast's mean MASE over that of the group's best rival):"
+            )
+            print()
+            print(format_group_table(summary, [TIERCAST + args.method, *rivals]))
+            print()
+            for line in summary.verdicts():
+                print(f"- {line}")
+            if spread is not None:
+                print(f"- {spread.line()}")
+            print()
+            print("Fit and forecast time per method (cached rivals keep the time of their run):")
+            print()
+            print(format_fit_times(rows), flush=True)
         if spread is not None:
-            print(f"- {spread.line()}")
             report["mean_ratio_uncertainty"] = vars(spread)
-        print()
-        print("Fit and forecast time per method (cached rivals keep the time of their run):")
-        print()
-        print(format_fit_times(rows))
         report["accuracy"] = [vars(r) for r in rows]
         report["ratios"] = summary.ratios
         report["group_ratios"] = {g.group: g.ratio for g in summary.groups.values()}
@@ -179,30 +223,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.horizon_coverage:
         results = []
         for item in series:
+            bar.describe(f"7-day backtest {item.relative}")
             lead = horizon_coverage(item.y, args.method, item.group)
             if lead is not None:
                 results.append(lead)
-            print(f"  {item.relative}: 7-day backtest done", file=sys.stderr, flush=True)
+            bar.update()
+            bar.write(f"  {item.relative}: 7-day backtest done")
         by_group = coverage_by_group(results)
-        print()
-        print(
-            f"q0.9 coverage per horizon day (tiercast {args.method}, 7-day backtests from "
-            "7 daily origins ending a week before each series' end; mean over a group's series):"
-        )
-        print()
-        print(format_horizon_table(by_group))
-        print()
-        print(f"- {horizon_verdict(by_group)}")
+        with bar.paused():
+            print()
+            print(
+                f"q0.9 coverage per horizon day (tiercast {args.method}, 7-day backtests from "
+                "7 daily origins ending a week before each series' end; mean over a group's series):"
+            )
+            print()
+            print(format_horizon_table(by_group))
+            print()
+            print(f"- {horizon_verdict(by_group)}", flush=True)
         report["horizon_coverage"] = by_group
     if args.speed_count > 0:
-        timing = speed(args.speed_count)
-        print()
-        for line in timing.lines():
-            print(f"- {line}")
+        bar.describe(f"speed check, {args.speed_count} series")
+        timing = speed(args.speed_count, tick=bar.tick)
+        with bar.paused():
+            print()
+            for line in timing.lines():
+                print(f"- {line}", flush=True)
         report["speed"] = vars(timing)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
-    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -234,6 +280,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--resample", help="resample to this step first (mean), e.g. 15m")
     p.add_argument("--json", help="also write the results as JSON here")
+    add_progress_flag(p)
     p.set_defaults(func=cmd_backtest)
 
     p = sub.add_parser(
@@ -296,4 +343,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="series in the speed check; 0 skips it (default: %(default)s)",
     )
     p.add_argument("--json", help="also write the results as JSON here")
+    add_progress_flag(p)
     p.set_defaults(func=cmd_bench)

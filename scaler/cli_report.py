@@ -15,6 +15,7 @@ scenarios side by side and the commitment advice are printed, and with
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +23,13 @@ from pathlib import Path
 import pandas as pd
 
 from forecaster.errors import BadInputError
+from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration
 from scaler import finance, reviewing
 from scaler.config import Config
 from scaler.cycle import CycleResult
 from scaler.i18n import DEFAULT_LANG, LANGS, check_lang, t
-from scaler.reporting import FORMATS
+from scaler.reporting import FORMATS, Report
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ def add_finance_flags(p: argparse.ArgumentParser) -> None:
         default=",".join(FORMATS),
         help="comma-separated formats to write with --out (default: %(default)s)",
     )
+    add_progress_flag(g)
 
 
 def parse_current_nodes(specs: Sequence[str], config: Config) -> dict[str, int]:
@@ -134,28 +137,46 @@ def prepare_finance(args: argparse.Namespace) -> FinanceOptions:
     )
 
 
-def _text_table(rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  "
-        + "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in rows
-    ]
-
-
 def finance_dry_run(
-    options: FinanceOptions, config: Config, result: CycleResult, now: pd.Timestamp, label: str
+    options: FinanceOptions,
+    config: Config,
+    result: CycleResult,
+    now: pd.Timestamp,
+    label: str,
+    progress: Progress | None = None,
 ) -> finance.FinanceProjection:
-    """Project, print the summary in the chosen language, and write the files under ``--out``."""
-    from scaler.reporting import build_finance_report, format_cell, write_report
+    """Project, print the summary in the chosen language, and write the files under ``--out``.
 
+    ``progress`` counts the projection's scenarios, the report and the files written.
+    """
+    from scaler.reporting import build_finance_report, write_report
+
+    bar = progress or Progress(False)
+    bar.add_total(2 if options.out else 1)
     lang = options.lang
     horizon = pd.Timedelta(seconds=config.policy.horizon_s)
-    projection = finance.project(config, result.forecasts, now, horizon, options.scenarios)
+    projection = finance.project(config, result.forecasts, now, horizon, options.scenarios, bar)
+    bar.describe("finance report")
     report = build_finance_report(projection, config, label, lang, charts=options.out is not None)
+    bar.update()
+    with bar.paused():
+        _print_finance(report, projection, config, lang)
+    if options.out:
+        bar.describe("writing files")
+        write_report(report, options.out, options.formats)
+        bar.update()
+        with bar.paused():
+            print(t(lang, "cli_written", path=str(Path(options.out) / "finance.html")))
+    return projection
+
+
+def _print_finance(
+    report: Report, projection: finance.FinanceProjection, config: Config, lang: str
+) -> None:
+    """The finance summary on stdout: monthly tables, scenarios, commitment advice, notes."""
+    from scaler.cli import text_table
+    from scaler.reporting import format_cell
+
     tables = {tb.key: tb for s in report.sections for tb in s.tables}
     print()
     print(
@@ -181,7 +202,7 @@ def finance_dry_run(
         rows = [[c.label for c in cols]]
         rows += [[format_cell(r.get(c.key), c, lang) for c in cols] for r in tb.rows]
         right = {i for i, c in enumerate(cols) if c.digits is not None}
-        print("\n".join(_text_table(rows, right)))
+        print("\n".join(text_table(rows, right)))
     print(t(lang, "cli_commitments"))
     for s in report.sections:
         if s.key == "commitments":
@@ -190,10 +211,7 @@ def finance_dry_run(
         if s.key == "notes":
             for p in s.paragraphs:
                 print(f"  {t(lang, 'cli_note')}: {p}")
-    if options.out:
-        write_report(report, options.out, options.formats)
-        print(t(lang, "cli_written", path=str(Path(options.out) / "finance.html")))
-    return projection
+    sys.stdout.flush()
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -207,27 +225,34 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise BadInputError(
             f"--backtest-origins: {args.backtest_origins} is negative; expected 0 (off) or more"
         )
-    config, history, now, label, result = plan_without_acting(args)
     period = parse_duration(args.review_period)
-    records = args.records or config.service.records_path
     if args.records and not Path(args.records).is_file():
         raise BadInputError(
             f"--records: {args.records!r} does not exist; expected a run-record file"
         )
-    recorded = reviewing.load_records(records, now - period, now)
-    report = build_capacity_report(
-        config,
-        history,
-        result.plan,
-        result.forecasts,
-        label,
-        lang,
-        history_window=window,
-        backtest_origins=args.backtest_origins,
-        recorded=recorded,
-    )
-    written = write_report(report, args.out, formats)
-    _write(str(Path(args.out) / "plan.json"), result.plan.to_json())
+    # Two units here (the plan, the files); the report adds its sections and backtests.
+    with Progress.for_args(args, "report", total=2) as bar:
+        bar.describe("forecast and plan")
+        config, history, now, label, result = plan_without_acting(args)
+        bar.update(label="signals")
+        records = args.records or config.service.records_path
+        recorded = reviewing.load_records(records, now - period, now)
+        report = build_capacity_report(
+            config,
+            history,
+            result.plan,
+            result.forecasts,
+            label,
+            lang,
+            history_window=window,
+            backtest_origins=args.backtest_origins,
+            recorded=recorded,
+            progress=bar,
+        )
+        bar.describe("writing files")
+        written = write_report(report, args.out, formats)
+        _write(str(Path(args.out) / "plan.json"), result.plan.to_json())
+        bar.update()
     for path in written:
         if path.suffix in (".html", ".md", ".json"):
             print(t(lang, "cli_report_written", path=str(path)))
@@ -278,6 +303,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run records (tiercast serve's SQLite file) for the forecast-against-actual section; "
         "default: the config's service.records_path when it exists, else the backtest",
     )
+    add_progress_flag(p)
     p.add_argument(
         "--review-period",
         default="7d",

@@ -13,6 +13,7 @@ from datetime import date
 from pathlib import Path
 
 from forecaster.errors import BadInputError
+from forecaster.progress import Progress, add_progress_flag
 
 
 def _count(text: str) -> int:
@@ -55,7 +56,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--traces", type=Path, default=None, help="public traces folder")
     p.add_argument("--out", type=Path, default=None, help="also write the table here (Markdown)")
+    add_progress_flag(p)
     p.set_defaults(func=_run)
+
+
+def expected_rows(args: argparse.Namespace, backends: tuple[str, ...], rivals: int) -> int:
+    """The rows :func:`forecaster.scaleout_bench.run` measures for these options (the bar's total).
+
+    Two calibration rows; the baseline and each backend's cold row of the default model;
+    each backend's Prophet row; one row per statsmodels rival; the store-writing cycle
+    and each backend's warm row.
+    """
+    per_backend = 1 + len(backends)
+    return (
+        2
+        + (1 + per_backend if args.fit_count > 0 else 0)
+        + (per_backend if args.prophet_count > 0 else 0)
+        + (rivals if args.rival_count > 0 else 0)
+        + (1 + per_backend if args.count > 0 else 0)
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -73,17 +92,24 @@ def _run(args: argparse.Namespace) -> int:
         raise BadInputError(f"--batch-size must be >= 1; got {args.batch_size}")
     before = bench.load_line()
     print(f"bench-scale {date.today().isoformat()}: {before}", file=sys.stderr)
-    rows = bench.run(
-        count=args.count,
-        fit_count=args.fit_count,
-        prophet_count=args.prophet_count,
-        rival_count=args.rival_count,
-        workers=args.workers,
-        batch_size=args.batch_size,
-        backends=backends,
-        traces=args.traces or bench.TRACES,
-        progress=lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    total = expected_rows(args, backends, len(bench.RIVALS))
+    with Progress.for_args(args, "bench-scale", total, "row") as bar:
+
+        def row_done(line: str) -> None:
+            bar.write(line)
+            bar.update()
+
+        rows = bench.run(
+            count=args.count,
+            fit_count=args.fit_count,
+            prophet_count=args.prophet_count,
+            rival_count=args.rival_count,
+            workers=args.workers,
+            batch_size=args.batch_size,
+            backends=backends,
+            traces=args.traces or bench.TRACES,
+            progress=row_done,
+        )
     lines = [
         bench.format_table(rows),
         "",

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from forecaster.errors import BadInputError, DataError
+from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration, read_history_csv
 from scaler.cli import select_series
 from scaler.simulating import (
@@ -113,23 +114,28 @@ def cmd_suite(args: argparse.Namespace) -> int:
         flush=True,
     )
     results: list[SuiteResult] = []
-    if args.jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor
+    with Progress.for_args(args, "simulate --suite", len(suite.series), "series") as bar:
+        if args.jobs > 1:
+            from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(args.jobs) as pool:
-            futures = [
-                pool.submit(_suite_one, str(folder), e, setup, policies, args.tiers)
-                for e in suite.series
-            ]
-            for f in futures:
-                block, result = f.result()
-                print(block + "\n", flush=True)
+            with ProcessPoolExecutor(args.jobs) as pool:
+                futures = [
+                    pool.submit(_suite_one, str(folder), e, setup, policies, args.tiers)
+                    for e in suite.series
+                ]
+                for e, f in zip(suite.series, futures, strict=True):
+                    bar.describe(e.path)
+                    block, result = f.result()
+                    bar.write(block + "\n", sys.stdout)
+                    results.append(result)
+                    bar.update()
+        else:
+            for e in suite.series:
+                bar.describe(e.path)
+                block, result = _suite_one(str(folder), e, setup, policies, args.tiers)
+                bar.write(block + "\n", sys.stdout)
                 results.append(result)
-    else:
-        for e in suite.series:
-            block, result = _suite_one(str(folder), e, setup, policies, args.tiers)
-            print(block + "\n", flush=True)
-            results.append(result)
+                bar.update()
     print(format_summary(results, suite))
     return 0
 
@@ -159,12 +165,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         f"reforecast every {args.reforecast}"
     )
 
-    def progress(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
+    # The replay reports each simulated day of each run of the planner.
+    runs = int("predictive" in policies) + int(args.tiers)
+    with Progress.for_args(args, "simulate", runs * (len(test) // 288), "day") as bar:
 
-    replay = run_replay(
-        trace, setup, policies, tiers=args.tiers, progress=progress if args.progress else None
-    )
+        def progress(msg: str) -> None:
+            if bar.enabled:
+                bar.update(label=msg)
+            else:
+                print(msg, file=sys.stderr, flush=True)
+
+        replay = run_replay(
+            trace,
+            setup,
+            policies,
+            tiers=args.tiers,
+            progress=progress if args.progress or bar.enabled else None,
+        )
     print(format_table(replay))
     if args.tiers:
         print(format_tiers(replay))
@@ -264,5 +281,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="tiercast-replay.png",
         help="chart PNG (default: %(default)s; '' for none)",
     )
-    p.add_argument("--progress", action="store_true", help="report progress on stderr")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="a line per simulated day on stderr where no progress bar is shown",
+    )
+    add_progress_flag(p)
     p.set_defaults(func=cmd_simulate)

@@ -53,6 +53,7 @@ import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast
+from forecaster.progress import Progress
 from scaler.catalog import gpu_model
 from scaler.config import TIER_ORDER, Config, PoolConfig
 from scaler.planning import allocate, effective_gpus
@@ -961,8 +962,12 @@ def project(
     now: pd.Timestamp,
     horizon: pd.Timedelta,
     scenarios: Sequence[Scenario] = (),
+    progress: Progress | None = None,
 ) -> FinanceProjection:
-    """Project the baseline and each scenario over ``horizon`` from ``now``; advise commitments."""
+    """Project the baseline and each scenario over ``horizon`` from ``now``; advise commitments.
+
+    ``progress`` counts one unit per scenario (the baseline included) and one for the advice.
+    """
     horizon = check_horizon(horizon)
     now = pd.Timestamp(now)
     grid = hourly_grid(now, horizon)
@@ -984,12 +989,18 @@ def project(
         )
     results = []
     base_fills: dict[str, _Filled] = {}
+    bar = progress or Progress(False)
+    bar.add_total(len(names) + 1)
     for i, sc in enumerate([Scenario("baseline", text="baseline"), *scenarios]):
+        bar.describe(f"scenario {sc.name}")
         proj, fills = project_scenario(config, signals, grid, end, sc)
         results.append(proj)
         if i == 0:
             base_fills = fills
+        bar.update()
+    bar.describe("commitment advice")
     commitments, advice_notes = advise_commitments(pin_commitments(config), base_fills, grid)
+    bar.update()
     return FinanceProjection(
         start=now,
         end=end,

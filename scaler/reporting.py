@@ -36,6 +36,7 @@ from forecaster import __version__
 from forecaster.errors import BadInputError, TemporaryError, TiercastError
 from forecaster.estimators import quantile_column, registered
 from forecaster.forecasting import SeriesForecast
+from forecaster.progress import Progress
 from forecaster.series import History, infer_step
 from scaler import reviewing
 from scaler.catalog import gpu_model
@@ -206,6 +207,52 @@ def _time_axis(ax: Axes, lang: str) -> None:
     ax.set_xlabel(t(lang, "axis_time_utc"))
 
 
+def _month_axis(ax: Axes, x: np.ndarray, months: list[str], lang: str) -> None:
+    """Months along ``x`` (in the language's words) against cost."""
+    ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
+    ax.set_xlabel(t(lang, "axis_month"))
+    ax.set_ylabel(t(lang, "axis_cost"))
+
+
+def _finish(
+    fig: MplFigure, ax: Axes, key: str, title: str, lang: str, ncols: int, alt: str | None = None
+) -> Chart:
+    """The end every chart shares: value-axis separators, legend, title; rendered as ``key``."""
+    _value_axis(ax, lang)
+    ax.legend(loc="upper left", fontsize=8, ncols=ncols)
+    ax.set_title(title, fontsize=11)
+    return _render(fig, key, title, title if alt is None else alt)
+
+
+def _monthly_cost_by_band(monthly: pd.DataFrame, months: list[str]) -> dict[str, np.ndarray]:
+    """Band -> cost per month of ``months`` summed over the frame's tiers and pools."""
+    return {
+        b: monthly[monthly["band"] == b]
+        .groupby("period")["cost"]
+        .sum()
+        .reindex(months)
+        .to_numpy(dtype=float)
+        for b in BANDS
+    }
+
+
+def _low_high_whiskers(
+    ax: Axes, x: np.ndarray, totals: Mapping[str, np.ndarray], **style: Any
+) -> None:
+    """The low-high band around the expected values as whiskers at ``x``."""
+    ax.errorbar(
+        x,
+        totals["expected"],
+        yerr=[
+            np.maximum(0, totals["expected"] - totals["low"]),
+            np.maximum(0, totals["high"] - totals["expected"]),
+        ],
+        fmt="none",
+        ecolor="#222222",
+        **style,
+    )
+
+
 def signal_chart(
     name: str,
     unit: str,
@@ -253,12 +300,16 @@ def signal_chart(
     ax.axvline(float(mdates.date2num(forecast.last_timestamp)), color="#777777", lw=0.8, ls=":")
     ax.set_ylabel(f"{name}, {unit}")
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
-    title = t(lang, "chart_signal", name=name)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"signal-{name}", title, t(lang, "chart_signal_alt", name=name, unit=unit))
+    return _finish(
+        fig,
+        ax,
+        f"signal-{name}",
+        t(lang, "chart_signal", name=name),
+        lang,
+        4,
+        alt=t(lang, "chart_signal_alt", name=name, unit=unit),
+    )
 
 
 def capacity_chart(
@@ -300,12 +351,16 @@ def capacity_chart(
     )
     ax.set_ylabel(t(lang, "axis_gpus"))
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=3)
-    title = t(lang, "chart_capacity", model=model)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"capacity-{model}", title, t(lang, "chart_capacity_alt", model=model))
+    return _finish(
+        fig,
+        ax,
+        f"capacity-{model}",
+        t(lang, "chart_capacity", model=model),
+        lang,
+        3,
+        alt=t(lang, "chart_capacity_alt", model=model),
+    )
 
 
 def mig_chart(
@@ -340,12 +395,8 @@ def mig_chart(
     top = max([float(np.max(v)) for v in demand.values()] + [float(c) for c in capacity.values()])
     # Room above the lines for the legend.
     ax.set_ylim(0, max(1.0, top) * 1.3)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
-    title = t(lang, "chart_mig", model=model)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"mig-{model}", title, title)
+    return _finish(fig, ax, f"mig-{model}", t(lang, "chart_mig", model=model), lang, 4)
 
 
 def tier_cost_chart(grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], lang: str) -> Chart:
@@ -362,12 +413,8 @@ def tier_cost_chart(grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], l
     )
     ax.set_ylabel(t(lang, "axis_cost_per_hour"))
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=3)
-    title = t(lang, "chart_cost_tier")
-    ax.set_title(title, fontsize=11)
-    return _render(fig, "cost-by-tier", title, title)
+    return _finish(fig, ax, "cost-by-tier", t(lang, "chart_cost_tier"), lang, 3)
 
 
 def monthly_tier_chart(monthly: pd.DataFrame, lang: str) -> Chart:
@@ -388,34 +435,10 @@ def monthly_tier_chart(monthly: pd.DataFrame, lang: str) -> Chart:
             label=t(lang, "tier_" + tier),
         )
         bottom += vals
-    totals = {
-        b: monthly[monthly["band"] == b]
-        .groupby("period")["cost"]
-        .sum()
-        .reindex(months)
-        .to_numpy(dtype=float)
-        for b in BANDS
-    }
-    ax.errorbar(
-        x,
-        totals["expected"],
-        yerr=[
-            np.maximum(0, totals["expected"] - totals["low"]),
-            np.maximum(0, totals["high"] - totals["expected"]),
-        ],
-        fmt="none",
-        ecolor="#222222",
-        capsize=4,
-        label=t(lang, "legend_low_high"),
-    )
-    ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
-    ax.set_xlabel(t(lang, "axis_month"))
-    ax.set_ylabel(t(lang, "axis_cost"))
-    _value_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
-    title = t(lang, "chart_monthly_tier")
-    ax.set_title(title, fontsize=11)
-    return _render(fig, "monthly-by-tier", title, title)
+    totals = _monthly_cost_by_band(monthly, months)
+    _low_high_whiskers(ax, x, totals, capsize=4, label=t(lang, "legend_low_high"))
+    _month_axis(ax, x, months, lang)
+    return _finish(fig, ax, "monthly-by-tier", t(lang, "chart_monthly_tier"), lang, 4)
 
 
 def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
@@ -427,14 +450,7 @@ def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
     width = 0.8 / n
     colors = ["#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#d6616b"]
     for i, sp in enumerate(projection.scenarios):
-        totals = {
-            b: sp.monthly[sp.monthly["band"] == b]
-            .groupby("period")["cost"]
-            .sum()
-            .reindex(months)
-            .to_numpy()
-            for b in BANDS
-        }
+        totals = _monthly_cost_by_band(sp.monthly, months)
         pos = x - 0.4 + width * (i + 0.5)
         ax.bar(
             pos,
@@ -443,26 +459,9 @@ def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
             color=colors[i % len(colors)],
             label=sp.scenario.name if i else t(lang, "baseline"),
         )
-        ax.errorbar(
-            pos,
-            totals["expected"],
-            yerr=[
-                np.maximum(0, totals["expected"] - totals["low"]),
-                np.maximum(0, totals["high"] - totals["expected"]),
-            ],
-            fmt="none",
-            ecolor="#222222",
-            capsize=2,
-            lw=0.8,
-        )
-    ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
-    ax.set_xlabel(t(lang, "axis_month"))
-    ax.set_ylabel(t(lang, "axis_cost"))
-    _value_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=min(n, 4))
-    title = t(lang, "chart_scenarios")
-    ax.set_title(title, fontsize=11)
-    return _render(fig, "scenarios", title, title)
+        _low_high_whiskers(ax, pos, totals, capsize=2, lw=0.8)
+    _month_axis(ax, x, months, lang)
+    return _finish(fig, ax, "scenarios", t(lang, "chart_scenarios"), lang, min(n, 4))
 
 
 # ---------------------------------------------------------------- accuracy
@@ -475,11 +474,13 @@ def accuracy_rows(
     origins: int,
     method: str = "auto",
     keep: dict[str, Backtest] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rolling-origin scores of each signal's estimator against the seasonal-naive baselines.
 
     ``keep``, when given, receives each signal's backtest of the estimator in use (the
-    forecast-against-actual section reuses them rather than refitting).
+    forecast-against-actual section reuses them rather than refitting). ``progress``
+    counts one unit per origin of each backtest.
 
     Uses :mod:`forecaster.backtesting`: one-day-ahead forecasts (or shorter for a
     short history) at ``origins`` daily origins ending at the newest sample.
@@ -511,10 +512,17 @@ def accuracy_rows(
         if not points:
             skipped.append(name)
             continue
+        bar = progress or Progress(False)
         for label in dict.fromkeys(candidates):
+            bar.add_total(len(points))
+            bar.describe(f"backtest {name} {label}")
+            done = bar.n
             try:
-                bt = backtest(factories[label], y, points, horizon, quantiles, label=label)
+                bt = backtest(
+                    factories[label], y, points, horizon, quantiles, label=label, tick=bar.tick
+                )
             except (TiercastError, ValueError) as exc:
+                bar.update(len(points) - (bar.n - done))  # the origins it did not reach
                 skipped.append(f"{name}/{label}: {exc}")
                 continue
             if keep is not None and label == in_use:
@@ -666,12 +674,10 @@ def hindsight_signal_chart(
         label=t(lang, "legend_actual"),
     )
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=4)
-    title = t(lang, "chart_hindsight_signal", name=name)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"hindsight-signal-{name}", title, title)
+    return _finish(
+        fig, ax, f"hindsight-signal-{name}", t(lang, "chart_hindsight_signal", name=name), lang, 4
+    )
 
 
 def hindsight_capacity_chart(model: str, frame: pd.DataFrame, lang: str) -> Chart:
@@ -721,12 +727,15 @@ def hindsight_capacity_chart(model: str, frame: pd.DataFrame, lang: str) -> Char
     ax.step(x, actual, where="post", color="#222222", lw=1.0, label=t(lang, "legend_actual_gpus"))
     ax.set_ylabel(t(lang, "axis_gpus"))
     ax.set_ylim(bottom=0)
-    _value_axis(ax, lang)
     _time_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=5)
-    title = t(lang, "chart_hindsight_capacity", model=model)
-    ax.set_title(title, fontsize=11)
-    return _render(fig, f"hindsight-capacity-{model}", title, title)
+    return _finish(
+        fig,
+        ax,
+        f"hindsight-capacity-{model}",
+        t(lang, "chart_hindsight_capacity", model=model),
+        lang,
+        5,
+    )
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -894,6 +903,12 @@ def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
     return f"{built} ({a.reason})"
 
 
+REPORT_STEPS = 5
+"""Units :func:`build_capacity_report` counts besides backtests and scenarios: one after
+the signals, the accuracy table, the forecast against actual, capacity, actions to
+utilization."""
+
+
 def build_capacity_report(
     config: Config,
     history: History,
@@ -904,10 +919,16 @@ def build_capacity_report(
     history_window: pd.Timedelta = HISTORY_WINDOW,
     backtest_origins: int = 3,
     recorded: Sequence[reviewing.RecordedCycle] = (),
+    progress: Progress | None = None,
 ) -> Report:
     """The capacity review: history and forecast, accuracy, forecast against actual over the
     review period (from ``recorded`` cycles, or the backtest when there are none), plan,
-    actions, cost, utilization."""
+    actions, cost, utilization.
+
+    ``progress`` counts one unit per group of sections below, each backtest origin and
+    each scenario of the commitment projection."""
+    bar = progress or Progress(False)
+    bar.add_total(REPORT_STEPS)
     q = plan.quantile
     quantiles = sorted(set(config.forecast.quantiles) | {0.5, q})
     low, high = quantiles[0], quantiles[-1]
@@ -970,11 +991,18 @@ def build_capacity_report(
         )
     )
     sections.append(sig)
+    bar.update(label="accuracy")
 
     # Accuracy against the baselines.
     backtests: dict[str, Backtest] = {}
     acc_rows, skipped = accuracy_rows(
-        history, forecasts, quantiles, backtest_origins, config.forecast.method, keep=backtests
+        history,
+        forecasts,
+        quantiles,
+        backtest_origins,
+        config.forecast.method,
+        keep=backtests,
+        progress=bar,
     )
     acc = Section(
         "accuracy",
@@ -1018,6 +1046,7 @@ def build_capacity_report(
     if skipped:
         acc.paragraphs.append(t(lang, "accuracy_skipped", what="; ".join(skipped)))
     sections.append(acc)
+    bar.update(label="forecast against actual")
 
     hindsight = (
         reviewing.from_records(config, history, recorded, q)
@@ -1025,6 +1054,7 @@ def build_capacity_report(
         else reviewing.from_backtests(config, history, backtests, q)
     )
     sections.append(hindsight_section(hindsight, config, low, high, lang))
+    bar.update(label="capacity")
 
     # Capacity against demand, per GPU model and pool.
     pool_gpus = _pool_gpus(config, plan)
@@ -1104,6 +1134,7 @@ def build_capacity_report(
         cap.paragraphs.append(t(lang, "mig_intro"))
         _add_mig(cap, config, plan, grid, lang)
     sections.append(cap)
+    bar.update(label="actions and cost")
 
     # Actions with reasons.
     act = Section("actions", t(lang, "sec_actions"), [t(lang, "sec_actions_intro")])
@@ -1196,6 +1227,7 @@ def build_capacity_report(
         )
     )
     sections.append(util)
+    bar.update(label="commitment advice")
 
     # Commitment advice over the plan's horizon, from the same forecasts and pools.
     advice: list[CommitmentAdvice] = []
@@ -1203,7 +1235,9 @@ def build_capacity_report(
         from scaler.finance import project
 
         now = pd.Timestamp(plan.created_at).tz_localize(None)
-        projection = project(config, forecasts, now, pd.Timedelta(seconds=plan.horizon_s))
+        projection = project(
+            config, forecasts, now, pd.Timedelta(seconds=plan.horizon_s), progress=bar
+        )
         advice = projection.commitments
         if advice:
             sections.append(commitment_section(projection, config, lang))

@@ -128,6 +128,20 @@ def test_scenarios_change_inputs_not_the_method() -> None:
     assert new == pytest.approx(base + 3 * 24 * 2.0)
 
 
+def test_projection_reports_one_progress_unit_per_scenario_and_for_the_advice() -> None:
+    from forecaster.progress import Progress
+
+    config = fleet([ON_DEMAND, {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.2}])
+    scenarios = [finance.parse_scenario(f"s{k}:growth={10 * k}%") for k in range(1, 4)]
+    bar = Progress(False, total=1)  # a caller's own unit before the projection
+    finance.project(
+        config, {"rps": fake_forecast(LEVELS)}, START, pd.Timedelta(hours=72), scenarios, bar
+    )
+    assert (bar.n, bar.total) == (4 + 1, 1 + 4 + 1)  # the caller's unit is not done here
+    bar.update()
+    assert bar.n == bar.total
+
+
 def test_scenario_deltas_are_shown_for_every_band() -> None:
     # 10 committed GPUs absorb +2 GPUs in the low and expected bands; only the high band
     # (9 -> 11 GPUs) spills onto on-demand: +1 GPU x 24 h x 2.0.
@@ -490,8 +504,17 @@ def test_plan_rejects_bad_finance_flags_before_planning(
 
 @pytest.mark.traces
 def test_finance_dry_run_on_a_public_trace(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from forecaster.progress import Progress
+
+    bars: list[Progress] = []
+
+    def for_args(cls: type, args: object, desc: str, total: int = 0, unit: str = "") -> Progress:
+        bars.append(Progress(False, desc, total))
+        return bars[-1]
+
+    monkeypatch.setattr(Progress, "for_args", classmethod(for_args))
     trace = trace_path("servegen/m_small_rps_10min.csv")
     code, out, _ = run(
         [
@@ -516,6 +539,9 @@ def test_finance_dry_run_on_a_public_trace(
         capsys,
     )
     assert code == 0
+    # The bar counted the plan, three projections, the advice, the report and the files.
+    (bar,) = bars
+    assert bar.n == bar.total == 1 + 3 + 1 + 1 + 1
     assert "финансовый прогноз" in out and "сценарии" in out
     data = json.loads((workdir / "fin" / "finance.json").read_text(encoding="utf-8"))
     scenarios = {s["name"]: s["totals"] for s in data["data"]["finance"]["scenarios"]}

@@ -163,6 +163,60 @@ def test_service_replicas_each_keep_their_own_state_volume() -> None:
     assert governing["spec"]["clusterIP"] == "None"
 
 
+# -- the node agent's /state needs the token from its Secret ------------------------------
+
+
+def test_node_agent_serves_state_only_with_the_token_of_its_secret() -> None:
+    import argparse
+    import urllib.error
+    import urllib.request
+
+    from scaler import agent as node_agent
+
+    docs = _render(DEPLOY / "base")
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    kubernetes_validate.validate(ds, K8S_VERSION, strict=True)
+    pod = ds["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (mount,) = [m for m in container["volumeMounts"] if "secret" in volumes[m["name"]]]
+    secret = volumes[mount["name"]]["secret"]
+    assert mount["readOnly"] is True
+    # Required: without the Secret the pod does not start with /state open.
+    assert secret["secretName"] == "tiercast-node-agent-token" and not secret.get("optional")
+    (item,) = secret["items"]
+    assert item["key"] == "token"
+    flags = [a for a in container["args"] if a.startswith("--token-file=")]
+    assert flags == [f"--token-file={mount['mountPath']}/{item['path']}"]
+    # The Secret is created by hand (README), never shipped in the manifests.
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    # The flag as the DaemonSet passes it parses, and a server with that token refuses
+    # /state without it while /metrics and /healthz (Prometheus, probes) stay open.
+    sub = argparse.ArgumentParser().add_subparsers()
+    node_agent.register(sub)
+    parsed = sub.choices["agent"].parse_args(container["args"][1:])
+    assert parsed.token_file == f"{mount['mountPath']}/{item['path']}"
+    from scaler.nvml import FakeNvml
+
+    agent = node_agent.Agent(FakeNvml(["H100-80GB"]), node_agent.StaticGate(True))
+    server = node_agent.serve(agent, "127.0.0.1", 0, "t" * 32)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{base}/state", timeout=10)
+        assert refused.value.code == 401
+        asked = urllib.request.Request(
+            f"{base}/state", headers={"Authorization": "Bearer " + "t" * 32}
+        )
+        with urllib.request.urlopen(asked, timeout=10) as answer:
+            assert answer.status == 200
+        for path in ("/metrics", "/healthz"):
+            with urllib.request.urlopen(f"{base}{path}", timeout=10) as answer:
+                assert answer.status == 200
+    finally:
+        server.shutdown()
+
+
 # -- alerts: every rule fires on the fault it names and stays quiet otherwise -------------
 
 MONITORING = DEPLOY / "monitoring"
@@ -417,6 +471,11 @@ def test_bash_completion_offers_commands_and_each_commands_flags(
     # Flags of another command are not offered.
     assert "--horizon" not in _complete(script, "tiercast run --")
     assert "--horizon" in _complete(script, "tiercast plan --")
+    # Values of an option with a fixed set; flags after it still complete as flags.
+    assert _complete(script, "tiercast forecast -o ") == ["csv", "table", "json", "yaml"]
+    assert _complete(script, "tiercast run --output y") == ["yaml"]
+    assert "--output-file" in _complete(script, "tiercast forecast --out")
+    assert "--no-progress" in _complete(script, "tiercast report --no")
 
 
 # -- where the config comes from -----------------------------------------------------------
@@ -481,6 +540,226 @@ def test_run_plan_and_history_print_json_or_yaml_on_stdout_alone(
     assert json.loads(capsys.readouterr().out)[0]["run_id"] == run["run_id"]
 
 
+def _daily_csv(path: Path, days: int = 3) -> Path:
+    """``days`` of a 10-minute daily cycle: enough for seasonal-naive backtests."""
+    import math
+
+    import pandas as pd
+
+    stamps = pd.date_range("2026-01-01", periods=days * 144, freq="10min")
+    rows = [
+        f"{t.isoformat()},{100 + 50 * math.sin(i / 144 * 2 * math.pi):.3f}"
+        for i, t in enumerate(stamps)
+    ]
+    path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_forecast_prints_json_yaml_or_a_table_on_stdout_and_csv_by_default(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import pandas as pd
+
+    history = _daily_csv(workdir / "h.csv")
+    base = ["forecast", "--history", str(history), "--method", "seasonal_naive_1d"]
+    base += ["--horizon", "1h", "--quantiles", "0.1,0.9"]
+    assert main([*base, "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    (doc,) = json.loads(captured.out)["forecasts"]  # stdout is the document alone
+    assert doc["series"] == "h" and doc["estimator"] == "seasonal_naive_1d"
+    assert doc["step_s"] == 600 and len(doc["points"]) == 6
+    assert doc["points"][0]["timestamp"] == "2026-01-04T00:00:00Z"
+    assert doc["points"][0]["q0.1"] <= doc["points"][0]["q0.9"]
+    assert "h: seasonal_naive_1d" in captured.err
+    assert main([*base, "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["forecasts"][0]["points"] == doc["points"]
+    assert main([*base, "-o", "table"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("h: seasonal_naive_1d, 6 steps")
+    assert table[1].split() == ["timestamp", "q0.1", "q0.9"] and len(table) == 8
+    # The default is still the CSV, to stdout or to --output-file (alias --out).
+    assert main(base) == 0
+    csv_text = capsys.readouterr().out
+    assert csv_text.splitlines()[0] == "timestamp,q0.1,q0.9"
+    assert main([*base, "--output-file", "f.csv"]) == 0
+    assert "forecast written to f.csv" in capsys.readouterr().err
+    assert (workdir / "f.csv").read_text() == csv_text
+    assert main([*base, "-o", "json", "--out", "f.json"]) == 0
+    assert json.loads((workdir / "f.json").read_text())["forecasts"][0] == doc
+    frame = pd.read_csv(workdir / "f.csv")
+    assert float(frame["q0.1"].iloc[0]) == pytest.approx(doc["points"][0]["q0.1"], rel=1e-5)
+
+
+def test_forecast_o_with_a_file_name_is_deprecated_or_refused_in_one_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = _daily_csv(workdir / "h.csv")
+    base = ["forecast", "--history", str(history), "--method", "seasonal_naive_1d"]
+    # The former '-o FILE.csv' still writes the CSV, and says what to use instead.
+    assert main([*base, "--horizon", "1h", "-o", "old.csv"]) == 0
+    err = capsys.readouterr().err
+    assert "'forecast -o FILE' is deprecated; use --output-file old.csv" in err
+    assert (workdir / "old.csv").read_text().startswith("timestamp,q0.1,q0.5,q0.9\n")
+    # Anything else is not taken for a file: a typo must not write a file named 'jsn'.
+    with pytest.raises(SystemExit) as stop:
+        main([*base, "-o", "jsn"])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "'jsn' is not a format; expected one of csv, table, json, yaml" in last
+    assert "--output-file" in last and not (workdir / "jsn").exists()
+
+
+# -- progress bars: on a terminal only -------------------------------------------------------
+
+
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_progress_is_wanted_only_by_a_terminal_without_opt_outs() -> None:
+    from forecaster.progress import progress_wanted
+
+    ttys = [_Stream(True), _Stream(True)]
+    env = {"TERM": "xterm"}
+    assert progress_wanted(streams=ttys, environ=env)
+    assert not progress_wanted(streams=[_Stream(True), _Stream(False)], environ=env)
+    assert not progress_wanted(streams=[_Stream(False), _Stream(True)], environ=env)
+    assert not progress_wanted(disabled=True, streams=ttys, environ=env)
+    assert not progress_wanted(streams=ttys, environ={**env, "TIERCAST_NO_PROGRESS": "1"})
+    assert progress_wanted(streams=ttys, environ={**env, "TIERCAST_NO_PROGRESS": "0"})
+    assert not progress_wanted(log_format="json", streams=ttys, environ=env)
+    assert not progress_wanted(streams=ttys, environ={**env, "TIERCAST_LOG_FORMAT": "json"})
+    assert not progress_wanted(streams=ttys, environ={"TERM": "dumb"})
+
+
+def _on_terminal(argv: list[str], cwd: Path, **env: str) -> str:
+    """Run ``tiercast argv`` with stdout and stderr on one pseudo-terminal; what it showed."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import sys
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    environ = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8"}
+    environ.update({"TERM": "xterm", **env})
+    for name in ("TIERCAST_NO_PROGRESS", "TIERCAST_LOG_FORMAT"):
+        if name not in env:
+            environ.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaler.cli", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        cwd=cwd,
+        env=environ,
+    )
+    os.close(slave)
+    shown = b""
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, shown[-2000:]
+    return shown.decode("utf-8", "replace")
+
+
+BAR = re.compile(r"\d+%\|")
+"""What tqdm draws: a percentage, then the bar's left edge."""
+
+
+def test_backtest_draws_a_bar_on_a_terminal_and_none_when_opted_out(workdir: Path) -> None:
+    history = _daily_csv(workdir / "h.csv", days=4)
+    argv = ["backtest", "--history", str(history), "--methods", "seasonal_naive_1d"]
+    argv += ["--origins", "2"]
+    shown = _on_terminal(argv, workdir)
+    assert BAR.search(shown) and "backtest:" in shown and "2/2" in shown
+    assert "\r" in shown.replace("\r\n", "")  # redrawn in place
+    assert "seasonal_naive_1d" in shown  # the table row, printed above the bar
+    for opted_out in (
+        _on_terminal([*argv, "--no-progress"], workdir),
+        _on_terminal(argv, workdir, TIERCAST_NO_PROGRESS="1"),
+        _on_terminal(argv, workdir, TIERCAST_LOG_FORMAT="json"),
+    ):
+        assert not BAR.search(opted_out) and "backtest:" not in opted_out
+        assert "seasonal_naive_1d" in opted_out
+
+
+def test_no_bar_reaches_pipes_or_captured_output(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    history = _daily_csv(workdir / "h.csv", days=4)
+    argv = ["backtest", "--history", str(history), "--methods", "seasonal_naive_1d"]
+    argv += ["--origins", "2"]
+    done = subprocess.run(
+        [sys.executable, "-m", "scaler.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "TERM": "xterm"},
+        check=True,
+    )
+    assert "seasonal_naive_1d" in done.stdout
+    for text in (done.stdout, done.stderr):
+        assert "\r" not in text and not BAR.search(text) and "backtest:" not in text
+    assert main(["forecast", "--history", str(history), "--method", "seasonal_naive_1d"]) == 0
+    captured = capsys.readouterr()
+    for text in (captured.out, captured.err):
+        assert "\r" not in text and not BAR.search(text)
+
+
+def test_bench_scale_bar_total_is_the_rows_it_measures(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+    from types import SimpleNamespace
+
+    from forecaster import scaleout_bench as bench
+    from scaler.cli_scale import expected_rows
+
+    def row(*_: object) -> bench.Row:
+        return bench.Row("m", "c", "b", 1, 1, 1.0, 0.0, 0, 0, 0.0)
+
+    monkeypatch.setattr(bench, "calibrate", lambda workers: [row(), row()])
+    monkeypatch.setattr(bench, "measure", lambda *a, **k: (row(), None))
+    monkeypatch.setattr(bench, "load_shapes", lambda traces: [])
+    empty = SimpleNamespace(names=[], cold=lambda n=None: iter(()), warm=lambda n=None: iter(()))
+    monkeypatch.setattr(bench.SeriesBank, "build", classmethod(lambda cls, *a, **k: empty))
+    for counts in [(6, 3, 0, 2), (6, 3, 2, 2), (0, 0, 0, 0), (0, 3, 0, 0), (5, 0, 1, 0)]:
+        count, fit, prophet, rival = counts
+        for backends in [("joblib",), ("joblib", "dask")]:
+            seen: list[str] = []
+            bench.run(count, fit, prophet, rival, 2, 2, backends, progress=seen.append)
+            flags = argparse.Namespace(
+                count=count, fit_count=fit, prophet_count=prophet, rival_count=rival
+            )
+            assert expected_rows(flags, backends, len(bench.RIVALS)) == len(seen), counts
+
+
 # -- fast start: a command imports only what it uses -----------------------------------------
 
 
@@ -501,7 +780,7 @@ def test_command_table_matches_what_each_module_registers() -> None:
         )
         registrar(sub)
         assert set(sub.choices) == names, module
-    assert set(cli.build_parser()._subparsers._group_actions[0].choices) == set(cli.COMMANDS)  # type: ignore[union-attr]
+    assert set(cli.build_parser()._subparsers._group_actions[0].choices) == set(cli.COMMANDS)  # type: ignore[union-attr,arg-type]
 
 
 @pytest.mark.parametrize(

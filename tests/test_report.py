@@ -15,10 +15,12 @@ import pytest
 from PIL import Image
 
 from forecaster.errors import BadInputError
+from forecaster.progress import Progress
 from scaler.cli import main
 from scaler.i18n import STRINGS, check_lang, fmt_number, month_label, t
 from scaler.reporting import (
     CHART_SIZE_PX,
+    REPORT_STEPS,
     Column,
     KeyFigure,
     Report,
@@ -94,9 +96,28 @@ def test_write_report_rejects_unknown_formats(tmp_path: Path) -> None:
         write_report(_tiny_report("en"), tmp_path, ["html", "pdf"])
 
 
-def test_demo_report_files_and_numbers(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _counted_bars(monkeypatch: pytest.MonkeyPatch) -> list[Progress]:
+    """Every bar a command opens, off (nothing drawn) but counting."""
+    bars: list[Progress] = []
+
+    def for_args(cls: type, args: object, desc: str, total: int = 0, unit: str = "") -> Progress:
+        bars.append(Progress(False, desc, total))
+        return bars[-1]
+
+    monkeypatch.setattr(Progress, "for_args", classmethod(for_args))
+    return bars
+
+
+def test_demo_report_files_and_numbers(
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bars = _counted_bars(monkeypatch)
     assert main(["report", "--out", "rep", "--backtest-origins", "1"]) == 0
     out = capsys.readouterr().out
+    # The progress bar counted every unit it announced: the plan, the report's steps,
+    # each backtest origin and each commitment scenario, the files.
+    (bar,) = bars
+    assert bar.n == bar.total > 2 + REPORT_STEPS
     assert "rep/report.html" in out
     rep = workdir / "rep"
     data = json.loads((rep / "report.json").read_text(encoding="utf-8"))
