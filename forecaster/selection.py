@@ -11,8 +11,8 @@
    MSTL, Prophet) at up to ``slow_origins`` origins on every series, while their
    projected cost fits the per-series ``budget_s``; what was skipped, and why, is
    in the reason;
-3. ranks everything by MASE relative to the candidate with the most origins on
-   the same days, tries skill-weighted ensembles of the best two and three, and
+3. ranks everything by MASE, adjusted by the paired difference to the candidate
+   with the most origins on the same days, tries skill-weighted ensembles of the best two and three, and
    never keeps a choice that backtests worse than the daily seasonal naive model
    on its own origins;
 4. refits the winner on the whole history (moved onto the new level first when a
@@ -255,7 +255,7 @@ class AutoSelector(BaseEstimator):
         slow_above_mase: float = 0.0,
         max_origins: int = 14,
         min_origins: int = 2,
-        slow_origins: int = 4,
+        slow_origins: int = 7,
         ensemble_size: int = 3,
         weight_power: float = 2.0,
         backtest_horizon: str = "1d",
@@ -348,9 +348,12 @@ class AutoSelector(BaseEstimator):
                 y, f"{(y.index[-1] - y.index[0])} of history is too short to backtest"
             )
 
-        # Every candidate is scored on its own origins relative to the reference model
+        # Every candidate is scored on its own origins against the reference model
         # (the one with the most origins) on those same origins, so a model that needs
-        # more history is neither excluded nor judged on a different set of days.
+        # more history is neither excluded nor judged on a different set of days: its
+        # score is the reference's MASE over all origins plus their paired difference
+        # on the shared ones. (A ratio to the reference blew up where the shared days
+        # were flat and the reference's error on them near zero.)
         reference = max(points, key=lambda k: len(points[k]))
         ref_points = points[reference]
         ref_mase = self._mase(actual[: len(ref_points)], ref_points)
@@ -359,7 +362,7 @@ class AutoSelector(BaseEstimator):
             k = len(candidate)
             ref = self._mase(actual[:k], ref_points[:k])
             mine = self._mase(actual[:k], candidate)
-            return mine / ref * ref_mase if ref > 0 else mine
+            return max(0.0, ref_mase + mine - ref) if math.isfinite(ref) else mine
 
         scores = {name: relative(p) for name, p in points.items() if np.isfinite(p).all()}
         best_cheap = min(scores.values(), default=math.inf)
@@ -389,9 +392,10 @@ class AutoSelector(BaseEstimator):
             naive = self._backtest(NAIVE, y, origins[: len(chosen_points)], horizon)
         if naive is not None and chosen != NAIVE:
             # Never use a model that backtests worse than repeating yesterday, judged
-            # on exactly the origins the chosen model was backtested on.
-            k = len(chosen_points)
-            if self._mase(actual[:k], chosen_points) > self._mase(actual[:k], naive[:k]):
+            # on the origins both were backtested on (the naive model needs a day of
+            # history, so a short history may give it fewer origins than the choice).
+            k = min(len(chosen_points), len(naive))
+            if self._mase(actual[:k], chosen_points[:k]) > self._mase(actual[:k], naive[:k]):
                 self.guard_ = f"{chosen} backtested worse than {NAIVE} on its {k} origins"
                 chosen, chosen_points, weights = NAIVE, naive[:k], {NAIVE: 1.0}
                 scores.setdefault(NAIVE, relative(naive[:k]))

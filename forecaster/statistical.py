@@ -98,6 +98,13 @@ def _ets(
     return best[1], best[2], best[3]
 
 
+def _ets_smoothed(values: np.ndarray, config: dict[str, Any], params: Any) -> Any:
+    """The ETS results of ``config`` run over ``values`` with ``params`` held (no fitting)."""
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    return ETSModel(pd.Series(values), **config).smooth(np.asarray(params, dtype=float))
+
+
 def _ets_forecast(result: Any, horizon: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation of an ETS forecast ``horizon`` steps ahead."""
     n = int(result.nobs)
@@ -113,6 +120,10 @@ class StatisticalEstimator(BaseEstimator):
     name = "statistical"
     fill_: float
     """What a NaN in the library's forecast is replaced by (the last value)."""
+    window_: np.ndarray
+    """The (gap-filled) history the model was fitted on, kept to rebuild it on loading."""
+    config_: dict[str, Any]
+    params_: np.ndarray
 
     def __init__(self, window: str = "28d") -> None:
         self.window = window
@@ -134,12 +145,32 @@ class StatisticalEstimator(BaseEstimator):
             # statsmodels warns about convergence and frequencies on most fits.
             warnings.simplefilter("ignore")
             try:
-                self._fit_filled(_filled(values))
+                self.window_ = _filled(values)
+                self._fit_filled(self.window_)
             except _FIT_ERRORS as exc:
                 self._fall_back_to_naive(y, f"{self.name} fit failed ({str(exc)[:80]})")
         return self
 
     def _fit_filled(self, values: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def artifact_state(self) -> dict[str, Any]:
+        """Everything but the statsmodels results, which only pickle: the model is stored as
+        its window of history and parameters, and rebuilt from them on loading."""
+        state = super().artifact_state()
+        result = state.pop("result_", None)
+        if result is not None and hasattr(self, "config_"):
+            state["params_"] = np.asarray(result.params, dtype=float)
+        return state
+
+    def restore_artifact(self) -> None:
+        if getattr(self, "delegate_", None) is None and "result_" not in vars(self):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._rebuild()
+
+    def _rebuild(self) -> None:
+        """The results from the stored window (and parameters), as the fit left them."""
         raise NotImplementedError
 
     def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
@@ -208,6 +239,9 @@ class AutoETS(StatisticalEstimator):
     def _mean(self, horizon: int) -> np.ndarray:
         return np.asarray(self.result_.forecast(horizon), dtype=float)
 
+    def _rebuild(self) -> None:
+        self.result_ = _ets_smoothed(self.window_, self.config_, self.params_)
+
     def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
         """Median forecasts at each origin from the model chosen and fitted at the oldest one.
 
@@ -218,8 +252,6 @@ class AutoETS(StatisticalEstimator):
         configurations' fits each time; a day more of data moves the parameters
         little. Where the oldest fit falls back, every origin is refitted.
         """
-        from statsmodels.tsa.exponential_smoothing.ets import ETSModel
-
         out = np.empty((len(origins), horizon))
         if not len(origins):
             return out
@@ -236,9 +268,7 @@ class AutoETS(StatisticalEstimator):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    smoothed = ETSModel(pd.Series(window), **base.config_).smooth(
-                        base.result_.params
-                    )
+                    smoothed = _ets_smoothed(window, base.config_, base.result_.params)
                     mean = np.asarray(smoothed.forecast(horizon), dtype=float)
             except _FIT_ERRORS:
                 out[i] = self._refit(y.iloc[:o]).median(horizon)
@@ -269,7 +299,8 @@ class MSTLForecaster(StatisticalEstimator):
         self.cycles_ = [seasonal[-p:, j].copy() for j, p in enumerate(periods)]
         adjusted = values - seasonal.sum(axis=1)
         self.fill_ = float(values[-1])
-        self.result_, trend_name, _ = _ets(adjusted, None)
+        self.adjusted_ = adjusted
+        self.result_, trend_name, self.config_ = _ets(adjusted, None)
         days = "+".join("1d" if p == m else "7d" for p in periods)
         self.model_name_ = f"mstl({days}; {trend_name})"
 
@@ -279,6 +310,9 @@ class MSTLForecaster(StatisticalEstimator):
 
     def _mean(self, horizon: int) -> np.ndarray:
         return self._seasonal(np.asarray(self.result_.forecast(horizon), dtype=float))
+
+    def _rebuild(self) -> None:
+        self.result_ = _ets_smoothed(self.adjusted_, self.config_, self.params_)
 
     def _seasonal(self, mean: np.ndarray) -> np.ndarray:
         for cycle in self.cycles_:
@@ -297,6 +331,9 @@ class ThetaForecaster(StatisticalEstimator):
         self.fill_ = float(values[-1])
         method = "additive" if values.min() <= 0 else "auto"
         self.result_ = ThetaModel(values, period=self.season_steps_, method=method).fit()
+
+    def _rebuild(self) -> None:
+        self._fit_filled(self.window_)  # cheap and deterministic: the same fit again
 
     def _mean(self, horizon: int) -> np.ndarray:
         return np.asarray(self.result_.forecast(horizon), dtype=float)
