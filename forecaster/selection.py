@@ -7,8 +7,8 @@
    series without a cycle) at up to ``max_origins`` origins one day apart, aligned
    with the end of the history so every backtest forecast starts at the same time
    of day as the real one;
-2. backtests the slow candidates (statsmodels AutoETS, gradient boosting, Theta,
-   MSTL, Prophet) at up to ``slow_origins`` origins on every series, while their
+2. backtests the slow candidates (statsmodels AutoETS and Theta, gradient boosting,
+   Prophet, MSTL) at up to ``slow_origins`` origins on every series, while their
    projected cost fits the per-series ``budget_s``; what was skipped, and why, is
    in the reason;
 3. ranks everything by MASE, adjusted by the paired difference to the candidate
