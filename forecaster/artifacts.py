@@ -176,7 +176,7 @@ class _Writer:
                 ],
             }
         if isinstance(value, BaseEstimator):
-            state = {str(k): self.encode(v, depth + 1) for k, v in vars(value).items()}
+            state = {str(k): self.encode(v, depth + 1) for k, v in value.artifact_state().items()}
             return {"$t": "est", "cls": _class_path(type(value)), "d": state}
         if type(value).__module__.startswith("prophet"):
             from prophet.serialize import model_to_json
@@ -253,6 +253,12 @@ class _Reader:
                 if not isinstance(k, str) or k.startswith("__"):
                     raise ArtifactError(f"attribute name {str(k)[:40]!r} is not allowed")
                 obj.__dict__[k] = self.decode(v, depth + 1)
+            try:
+                obj.restore_artifact()  # tiercast's own method, from stored values only
+            except (ValueError, TypeError, KeyError, AttributeError, np.linalg.LinAlgError) as exc:
+                raise ArtifactError(
+                    f"a stored {cls.__name__} cannot be rebuilt ({type(exc).__name__})"
+                ) from exc
             return obj
         if tag == "prophet":
             from prophet.serialize import model_from_json

@@ -151,6 +151,18 @@ class BaseEstimator:
                 f"This {type(self).__name__} instance is not fitted yet; call 'fit' first."
             )
 
+    def artifact_state(self) -> dict[str, Any]:
+        """The attributes the model store writes for this estimator (see :mod:`forecaster.artifacts`).
+
+        All of them by default; an estimator holding a library object that only
+        pickles can leave it out here and rebuild it in :meth:`restore_artifact`
+        from plain arrays and values, so that it is stored without pickle.
+        """
+        return dict(vars(self))
+
+    def restore_artifact(self) -> None:
+        """Rebuild, after loading, what :meth:`artifact_state` left out; the default has nothing to."""
+
     def update(self, history: pd.Series) -> BaseEstimator:
         """Move a fitted estimator onto ``history`` (newer data); the default refits."""
         return self.fit(history)

@@ -7,12 +7,12 @@
    series without a cycle) at up to ``max_origins`` origins one day apart, aligned
    with the end of the history so every backtest forecast starts at the same time
    of day as the real one;
-2. backtests the slow candidates (statsmodels AutoETS, gradient boosting, Theta,
-   MSTL, Prophet) at up to ``slow_origins`` origins on every series, while their
+2. backtests the slow candidates (statsmodels AutoETS and Theta, gradient boosting,
+   Prophet, MSTL) at up to ``slow_origins`` origins on every series, while their
    projected cost fits the per-series ``budget_s``; what was skipped, and why, is
    in the reason;
-3. ranks everything by MASE relative to the candidate with the most origins on
-   the same days, tries skill-weighted ensembles of the best two and three, and
+3. ranks everything by MASE, adjusted by the paired difference to the candidate
+   with the most origins on the same days, tries skill-weighted ensembles of the best two and three, and
    never keeps a choice that backtests worse than the daily seasonal naive model
    on its own origins;
 4. refits the winner on the whole history (moved onto the new level first when a
@@ -65,7 +65,7 @@ CHEAP_CANDIDATES: tuple[str, ...] = (
     "recent_level",
     "last_value",
 )
-SLOW_CANDIDATES: tuple[str, ...] = ("ets_auto", "gbm", "theta", "mstl", "prophet")
+SLOW_CANDIDATES: tuple[str, ...] = ("ets_auto", "theta", "gbm", "prophet", "mstl")
 """Tried after the cheap ones, in about this order of cost, while the fit budget lasts."""
 
 MIN_HISTORY_DAYS: dict[str, float] = {
@@ -139,30 +139,37 @@ def detrended(values: np.ndarray, period: int) -> np.ndarray:
     return values - trend
 
 
-SLOW_FIT_SECONDS: dict[str, tuple[float, float]] = {
-    "ets_auto": (0.8, 0.0),
-    "theta": (1.0, 0.0),
-    "mstl": (2.5, 0.0),
-    "gbm": (0.4, 0.3),
-    "prophet": (0.5, 0.5),
+SLOW_FIT_SECONDS: dict[str, tuple[float, float, float]] = {
+    "ets_auto": (0.3, 0.02, 0.0),
+    "theta": (0.0, 0.1, 0.0),
+    "gbm": (0.0, 0.3, 0.25),
+    "prophet": (0.0, 0.5, 0.4),
+    "mstl": (0.0, 2.5, 0.0),
 }
-"""Seconds per fit of each slow candidate on a busy 2-core machine: (at 2,688 steps, 28 days
-of 15-minute history; per further 2,688 steps). The statsmodels models see at most 28 days.
-Measured roughly on the benchmark traces on 2026-12-01; only used to project costs against
-the budget."""
+"""Projected seconds of a slow candidate's backtest on a busy 2-core machine: (once per
+backtest, per origin, per origin and further 2,688 steps of history), at 2,688 steps (28 days
+of 15-minute history); the statsmodels models see at most 28 days. AutoETS chooses and fits
+its model once and then only smooths at the other origins; Theta's backtests skip its
+prediction intervals. Measured on the benchmark traces on 2026-12-01 (4 origins at 14, 28 and
+56 days, under load); only used to project costs against the budget, never timed at run time."""
 
 REFERENCE_STEPS = 2688
 WINDOW_28D = pd.Timedelta(days=28)
 STATISTICAL = frozenset({"ets_auto", "theta", "mstl"})
 
 
-def projected_fit_seconds(name: str, steps: int, step: pd.Timedelta) -> float:
-    """Projected seconds to fit ``name`` on ``steps`` of history at ``step`` (for the budget)."""
-    base, per_more = SLOW_FIT_SECONDS.get(name, (1.0, 0.0))
-    if name in STATISTICAL:
-        steps = min(steps, int(WINDOW_28D / step))
-    units = steps / REFERENCE_STEPS
-    return base * min(1.0, units) + per_more * max(0.0, units - 1.0)
+def projected_backtest_seconds(name: str, origins: Sequence[int], step: pd.Timedelta) -> float:
+    """Projected seconds to backtest ``name`` at ``origins`` (histories of that many steps)."""
+    once, per_origin, per_more = SLOW_FIT_SECONDS.get(name, (0.0, 1.0, 0.0))
+    cap = int(WINDOW_28D / step) if name in STATISTICAL else None
+
+    def units(steps: int) -> float:
+        return (min(steps, cap) if cap else steps) / REFERENCE_STEPS
+
+    total = once * min(1.0, units(min(origins))) if origins else 0.0
+    for steps in origins:
+        total += per_origin * min(1.0, units(steps)) + per_more * max(0.0, units(steps) - 1.0)
+    return total
 
 
 SHIFT_MIN_HOURS = 6
@@ -239,6 +246,7 @@ class AutoSelector(BaseEstimator):
     shift_: tuple[int, float, float] | None
     calibrated_days_: int
     lead_steps_: int
+    _memo: dict[str, tuple[tuple[int, ...], np.ndarray]] | None = None
 
     def __init__(
         self,
@@ -247,7 +255,7 @@ class AutoSelector(BaseEstimator):
         slow_above_mase: float = 0.0,
         max_origins: int = 14,
         min_origins: int = 2,
-        slow_origins: int = 4,
+        slow_origins: int = 7,
         ensemble_size: int = 3,
         weight_power: float = 2.0,
         backtest_horizon: str = "1d",
@@ -278,13 +286,36 @@ class AutoSelector(BaseEstimator):
     def _backtest(
         self, name: str, y: pd.Series, origins: list[int], horizon: int
     ) -> np.ndarray | None:
-        """Median forecasts (origins, horizon) of ``name`` refitted at each origin; None on failure."""
+        """Median forecasts (origins, horizon) of ``name`` refitted at each origin; None on failure.
+
+        The statistical models forecast ``lead_days`` ahead at once (it costs them
+        nothing more than a day) and are kept for this fit, so that calibrating the
+        chosen model per lead day does not fit them again at the same origins.
+        """
+        memo = self._memo
+        if memo is not None and name in memo:
+            done, result = memo[name]
+            if done[: len(origins)] == tuple(origins) and result.shape[1] >= horizon:
+                return result[: len(origins), :horizon]
+        steps = horizon
+        if name in STATISTICAL and memo is not None:
+            steps = max(horizon, self.lead_days * steps_per(DAY, self.step_))
         try:
-            return make(name).backtest_medians(y, origins, horizon)
+            result = make(name).backtest_medians(y, origins, steps)
         except _FIT_ERRORS:
             return None
+        if memo is not None and name in STATISTICAL:
+            memo[name] = (tuple(origins), result)
+        return result[:, :horizon]
 
     def fit(self, history: pd.Series) -> AutoSelector:
+        self._memo = {}
+        try:
+            return self._fit(history)
+        finally:
+            self.__dict__.pop("_memo", None)  # backtests of this fit only; never stored
+
+    def _fit(self, history: pd.Series) -> AutoSelector:
         started = time.perf_counter()
         y = self._prepare(history)
         values = y.to_numpy(dtype=float)
@@ -317,9 +348,12 @@ class AutoSelector(BaseEstimator):
                 y, f"{(y.index[-1] - y.index[0])} of history is too short to backtest"
             )
 
-        # Every candidate is scored on its own origins relative to the reference model
+        # Every candidate is scored on its own origins against the reference model
         # (the one with the most origins) on those same origins, so a model that needs
-        # more history is neither excluded nor judged on a different set of days.
+        # more history is neither excluded nor judged on a different set of days: its
+        # score is the reference's MASE over all origins plus their paired difference
+        # on the shared ones. (A ratio to the reference blew up where the shared days
+        # were flat and the reference's error on them near zero.)
         reference = max(points, key=lambda k: len(points[k]))
         ref_points = points[reference]
         ref_mase = self._mase(actual[: len(ref_points)], ref_points)
@@ -328,7 +362,7 @@ class AutoSelector(BaseEstimator):
             k = len(candidate)
             ref = self._mase(actual[:k], ref_points[:k])
             mine = self._mase(actual[:k], candidate)
-            return mine / ref * ref_mase if ref > 0 else mine
+            return max(0.0, ref_mase + mine - ref) if math.isfinite(ref) else mine
 
         scores = {name: relative(p) for name, p in points.items() if np.isfinite(p).all()}
         best_cheap = min(scores.values(), default=math.inf)
@@ -358,9 +392,10 @@ class AutoSelector(BaseEstimator):
             naive = self._backtest(NAIVE, y, origins[: len(chosen_points)], horizon)
         if naive is not None and chosen != NAIVE:
             # Never use a model that backtests worse than repeating yesterday, judged
-            # on exactly the origins the chosen model was backtested on.
-            k = len(chosen_points)
-            if self._mase(actual[:k], chosen_points) > self._mase(actual[:k], naive[:k]):
+            # on the origins both were backtested on (the naive model needs a day of
+            # history, so a short history may give it fewer origins than the choice).
+            k = min(len(chosen_points), len(naive))
+            if self._mase(actual[:k], chosen_points[:k]) > self._mase(actual[:k], naive[:k]):
                 self.guard_ = f"{chosen} backtested worse than {NAIVE} on its {k} origins"
                 chosen, chosen_points, weights = NAIVE, naive[:k], {NAIVE: 1.0}
                 scores.setdefault(NAIVE, relative(naive[:k]))
@@ -395,7 +430,7 @@ class AutoSelector(BaseEstimator):
         """Backtest the slow candidates while the budget lasts; (tried, skipped for time).
 
         The cost of a candidate is projected from :data:`SLOW_FIT_SECONDS` for the
-        history it would see, times its origins; one that would overrun what is left
+        histories it would see at its origins; one that would overrun what is left
         of ``budget_s`` is skipped. Projected, not measured, so that refitting the
         same history always makes the same choice, however busy the machine is.
         """
@@ -409,7 +444,7 @@ class AutoSelector(BaseEstimator):
             usable = [o for o in origins[: self.slow_origins] if o >= need]
             if len(usable) < self.min_origins:
                 continue
-            cost = sum(projected_fit_seconds(name, o, self.step_) for o in usable)
+            cost = projected_backtest_seconds(name, usable, self.step_)
             if cost > left:
                 over.append(f"{name} (~{cost:.1f} s)")
                 continue

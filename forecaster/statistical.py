@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from forecaster.estimators import BaseEstimator, register
+from forecaster.estimators import BaseEstimator, clone, register
 from forecaster.series import parse_duration, steps_per
 
 DAY = pd.Timedelta(days=1)
@@ -59,28 +59,32 @@ def _filled(values: np.ndarray) -> np.ndarray:
     return np.asarray(series.interpolate(limit_direction="both").to_numpy(dtype=float))
 
 
+def _ets_config(season: int | None, damped: bool) -> dict[str, Any]:
+    """The ``ETSModel`` arguments of one configuration (additive error)."""
+    return {
+        "error": "add",
+        "trend": "add" if damped else None,
+        "damped_trend": damped,
+        "seasonal": "add" if season else None,
+        "seasonal_periods": season,
+        "initialization_method": "heuristic" if season else "estimated",
+    }
+
+
 def _ets(
     values: np.ndarray, seasonal_periods: int | None
-) -> tuple[Any, str]:  # the fitted ETS results and its short name
+) -> tuple[Any, str, dict[str, Any]]:  # the fitted results, its short name and its arguments
     """The AICc-best additive-error ETS among level/damped trend x none/additive season."""
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
-    best: tuple[float, Any, str] | None = None
+    best: tuple[float, Any, str, dict[str, Any]] | None = None
     seasons = [None] if seasonal_periods is None else [None, seasonal_periods]
     y = pd.Series(values)
     for season in seasons:
         for damped in (False, True):
-            model = ETSModel(
-                y,
-                error="add",
-                trend="add" if damped else None,
-                damped_trend=damped,
-                seasonal="add" if season else None,
-                seasonal_periods=season,
-                initialization_method="heuristic" if season else "estimated",
-            )
+            config = _ets_config(season, damped)
             try:
-                result = model.fit(disp=False)
+                result = ETSModel(y, **config).fit(disp=False)
             except _FIT_ERRORS:
                 continue
             score = float(result.aicc)
@@ -88,10 +92,17 @@ def _ets(
                 continue
             name = f"ETS(A,{'Ad' if damped else 'N'},{'A' if season else 'N'})"
             if best is None or score < best[0]:
-                best = (score, result, name)
+                best = (score, result, name, config)
     if best is None:
         raise ValueError("no ETS configuration could be fitted")
-    return best[1], best[2]
+    return best[1], best[2], best[3]
+
+
+def _ets_smoothed(values: np.ndarray, config: dict[str, Any], params: Any) -> Any:
+    """The ETS results of ``config`` run over ``values`` with ``params`` held (no fitting)."""
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    return ETSModel(pd.Series(values), **config).smooth(np.asarray(params, dtype=float))
 
 
 def _ets_forecast(result: Any, horizon: int) -> tuple[np.ndarray, np.ndarray]:
@@ -109,6 +120,10 @@ class StatisticalEstimator(BaseEstimator):
     name = "statistical"
     fill_: float
     """What a NaN in the library's forecast is replaced by (the last value)."""
+    window_: np.ndarray
+    """The (gap-filled) history the model was fitted on, kept to rebuild it on loading."""
+    config_: dict[str, Any]
+    params_: np.ndarray
 
     def __init__(self, window: str = "28d") -> None:
         self.window = window
@@ -120,7 +135,8 @@ class StatisticalEstimator(BaseEstimator):
         m = steps_per(DAY, self.step_)
         keep = max(steps_per(parse_duration(self.window), self.step_), 2 * m)
         first = int(np.argmax(~np.isnan(values)))
-        values = values[first:][-keep:]
+        self.window_start_ = max(first, len(values) - keep)
+        values = values[self.window_start_ :]
         if len(values) < 2 * m:
             self._fall_back_to_naive(y, f"{len(values)} steps is under two daily seasons")
             return self
@@ -129,7 +145,8 @@ class StatisticalEstimator(BaseEstimator):
             # statsmodels warns about convergence and frequencies on most fits.
             warnings.simplefilter("ignore")
             try:
-                self._fit_filled(_filled(values))
+                self.window_ = _filled(values)
+                self._fit_filled(self.window_)
             except _FIT_ERRORS as exc:
                 self._fall_back_to_naive(y, f"{self.name} fit failed ({str(exc)[:80]})")
         return self
@@ -137,8 +154,58 @@ class StatisticalEstimator(BaseEstimator):
     def _fit_filled(self, values: np.ndarray) -> None:
         raise NotImplementedError
 
+    def artifact_state(self) -> dict[str, Any]:
+        """Everything but the statsmodels results, which only pickle: the model is stored as
+        its window of history and parameters, and rebuilt from them on loading."""
+        state = super().artifact_state()
+        result = state.pop("result_", None)
+        if result is not None and hasattr(self, "config_"):
+            state["params_"] = np.asarray(result.params, dtype=float)
+        return state
+
+    def restore_artifact(self) -> None:
+        if getattr(self, "delegate_", None) is None and "result_" not in vars(self):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._rebuild()
+
+    def _rebuild(self) -> None:
+        """The results from the stored window (and parameters), as the fit left them."""
+        raise NotImplementedError
+
     def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
+
+    def _mean(self, horizon: int) -> np.ndarray:
+        """The point forecast alone (what backtests need), cheaper than :meth:`_mean_sd`."""
+        return self._mean_sd(horizon)[0]
+
+    def median(self, horizon: int) -> np.ndarray:
+        """The fitted model's median forecast ``horizon`` steps ahead, as ``predict`` gives it."""
+        self._check_fitted()
+        if self.delegate_ is not None:
+            return np.asarray(self.delegate_.predict(horizon, [0.5]).to_numpy()[:, 0], dtype=float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mean = self._mean(horizon)
+        mean = np.nan_to_num(np.asarray(mean, dtype=float), nan=self.fill_)
+        return self._finish(mean[:, None], [0.5], horizon)[:, 0]
+
+    def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
+        """Median forecasts refitted on ``y[:o]`` at each origin, without prediction intervals.
+
+        The intervals (Theta's needs a second model fit) are what ``predict`` pays
+        most for and selection never uses.
+        """
+        out = np.empty((len(origins), horizon))
+        for i, o in enumerate(origins):
+            out[i] = self._refit(y.iloc[:o]).median(horizon)
+        return out
+
+    def _refit(self, history: pd.Series) -> StatisticalEstimator:
+        fitted = clone(self).fit(history)
+        assert isinstance(fitted, StatisticalEstimator)
+        return fitted
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         horizon, qs = self._predict_args(horizon, quantiles)
@@ -164,10 +231,53 @@ class AutoETS(StatisticalEstimator):
 
     def _fit_filled(self, values: np.ndarray) -> None:
         self.fill_ = float(values[-1])
-        self.result_, self.model_name_ = _ets(values, self.season_steps_)
+        self.result_, self.model_name_, self.config_ = _ets(values, self.season_steps_)
 
     def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
         return _ets_forecast(self.result_, horizon)
+
+    def _mean(self, horizon: int) -> np.ndarray:
+        return np.asarray(self.result_.forecast(horizon), dtype=float)
+
+    def _rebuild(self) -> None:
+        self.result_ = _ets_smoothed(self.window_, self.config_, self.params_)
+
+    def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
+        """Median forecasts at each origin from the model chosen and fitted at the oldest one.
+
+        The configuration and parameters are chosen once, on the history before the
+        oldest origin (so no backtest sees its own test day), then held: at each
+        later origin the same model is run (smoothed, not refitted) over the window
+        from the same start to that origin. A refit per origin would cost the four
+        configurations' fits each time; a day more of data moves the parameters
+        little. Where the oldest fit falls back, every origin is refitted.
+        """
+        out = np.empty((len(origins), horizon))
+        if not len(origins):
+            return out
+        oldest = int(min(origins))
+        base = self._refit(y.iloc[:oldest])
+        if base.delegate_ is not None or not isinstance(base, AutoETS):
+            return super().backtest_medians(y, origins, horizon)
+        values = y.to_numpy(dtype=float)
+        for i, o in enumerate(origins):
+            if o == oldest:
+                out[i] = base.median(horizon)
+                continue
+            window = _filled(values[base.window_start_ : o])
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    smoothed = _ets_smoothed(window, base.config_, base.result_.params)
+                    mean = np.asarray(smoothed.forecast(horizon), dtype=float)
+            except _FIT_ERRORS:
+                out[i] = self._refit(y.iloc[:o]).median(horizon)
+                continue
+            mean = np.nan_to_num(mean, nan=float(window[-1]))
+            if np.nanmin(values[:o]) >= 0:
+                mean = np.clip(mean, 0.0, None)
+            out[i] = mean
+        return out
 
 
 class MSTLForecaster(StatisticalEstimator):
@@ -189,15 +299,25 @@ class MSTLForecaster(StatisticalEstimator):
         self.cycles_ = [seasonal[-p:, j].copy() for j, p in enumerate(periods)]
         adjusted = values - seasonal.sum(axis=1)
         self.fill_ = float(values[-1])
-        self.result_, trend_name = _ets(adjusted, None)
+        self.adjusted_ = adjusted
+        self.result_, trend_name, self.config_ = _ets(adjusted, None)
         days = "+".join("1d" if p == m else "7d" for p in periods)
         self.model_name_ = f"mstl({days}; {trend_name})"
 
     def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
         mean, sd = _ets_forecast(self.result_, horizon)
+        return self._seasonal(mean), sd
+
+    def _mean(self, horizon: int) -> np.ndarray:
+        return self._seasonal(np.asarray(self.result_.forecast(horizon), dtype=float))
+
+    def _rebuild(self) -> None:
+        self.result_ = _ets_smoothed(self.adjusted_, self.config_, self.params_)
+
+    def _seasonal(self, mean: np.ndarray) -> np.ndarray:
         for cycle in self.cycles_:
-            mean = mean + np.resize(cycle, horizon)
-        return mean, sd
+            mean = mean + np.resize(cycle, len(mean))
+        return mean
 
 
 class ThetaForecaster(StatisticalEstimator):
@@ -212,8 +332,14 @@ class ThetaForecaster(StatisticalEstimator):
         method = "additive" if values.min() <= 0 else "auto"
         self.result_ = ThetaModel(values, period=self.season_steps_, method=method).fit()
 
+    def _rebuild(self) -> None:
+        self._fit_filled(self.window_)  # cheap and deterministic: the same fit again
+
+    def _mean(self, horizon: int) -> np.ndarray:
+        return np.asarray(self.result_.forecast(horizon), dtype=float)
+
     def _mean_sd(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
-        mean = np.asarray(self.result_.forecast(horizon), dtype=float)
+        mean = self._mean(horizon)
         bounds = np.asarray(self.result_.prediction_intervals(horizon, alpha=0.2), dtype=float)
         sd = (bounds[:, 1] - mean) / norm.ppf(0.9)
         return mean, np.maximum(sd, 0.0)

@@ -154,14 +154,35 @@ def test_backtest_medians_are_the_refitted_median_forecasts(name: str) -> None:
     # What selection backtests must be what the estimator forecasts when refitted
     # on each prefix; the boosting's median-only shortcut is compared with its
     # median model, and with the full fit wherever its quantile models do not cross.
-    if name in SLOW or name == "gbm":
-        pytest.skip("Prophet is slow; the boosting's shortcut has its own test below")
+    if name in SLOW or name in ("gbm", "ets_auto"):
+        pytest.skip("Prophet is slow; the boosting's and AutoETS's shortcuts have their own tests")
     y = hourly(days=12, seed=3)
     origins = [len(y) - 24 - 24 * k for k in range(3)]
     got = make(name).backtest_medians(y, origins, 24)
     for i, o in enumerate(origins):
         want = make(name).fit(y.iloc[:o]).predict(24, [0.5]).to_numpy()[:, 0]
         np.testing.assert_allclose(got[i], want, rtol=1e-9, atol=1e-9)
+
+
+def test_ets_backtests_hold_the_model_fitted_at_the_oldest_origin() -> None:
+    # AutoETS chooses and fits once, before the oldest origin, then smooths: the
+    # oldest origin is exactly a refit; later ones run the same model further.
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    y = hourly(days=12, seed=3)
+    origins = [len(y) - 24 - 24 * k for k in range(3)]
+    got = make("ets_auto").backtest_medians(y, origins, 24)
+    oldest = make("ets_auto").fit(y.iloc[: origins[-1]])
+    refit = oldest.predict(24, [0.5]).to_numpy()[:, 0]
+    np.testing.assert_allclose(got[-1], refit, rtol=1e-9, atol=1e-9)
+    for i, o in enumerate(origins[:-1]):
+        window = y.to_numpy()[oldest.window_start_ : o]  # type: ignore[attr-defined]
+        model = ETSModel(pd.Series(window), **oldest.config_)  # type: ignore[attr-defined]
+        held = model.smooth(oldest.result_.params).forecast(24)  # type: ignore[attr-defined]
+        np.testing.assert_allclose(got[i], np.clip(held, 0, None), rtol=1e-9, atol=1e-9)
+        # ...and stays close to what a refit on that prefix forecasts.
+        again = make("ets_auto").fit(y.iloc[:o]).predict(24, [0.5]).to_numpy()[:, 0]
+        assert np.mean(np.abs(got[i] - again)) < 0.1 * np.mean(np.abs(again))
 
 
 def test_boosting_backtests_its_median_model_alone() -> None:
