@@ -1,10 +1,12 @@
-"""Shared fixtures: paths to the public traces, the demo inputs, a temp workdir."""
+"""Shared fixtures: paths to the public traces, the demo inputs, a temp workdir, a test clock."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from tests.fake_kube import Clock
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "data" / "traces"
@@ -31,3 +33,9 @@ def traces() -> Path:
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A :class:`tests.fake_kube.Clock`: sleeps return at once and move its time."""
+    return Clock()

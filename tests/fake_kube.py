@@ -47,7 +47,9 @@ does:
 
 ``requests`` logs every request (method, path, query, content type, body) so
 tests can assert exactly what was sent; ``hooks`` run before each request and may
-change the state (a simulated MIG manager, a concurrent writer).
+change the state (a simulated MIG manager, a concurrent writer). :func:`connect_to`
+gives the official client's transport to a running fake, and :class:`Clock` the time
+providers under test sleep on.
 """
 
 from __future__ import annotations
@@ -61,8 +63,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+import yaml
+
+from scaler.kube.transport import ClientTransport, RetryPolicy, connect
 
 TOKEN = "fake-kube-token"
 
@@ -1339,6 +1346,34 @@ def kubeconfig_for(url: str, token: str = TOKEN) -> dict[str, Any]:
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tiercast"}}],
         "current-context": "fake",
     }
+
+
+def connect_to(
+    fake: FakeKube, folder: Path, policy: RetryPolicy, timeout_s: float = 10.0
+) -> ClientTransport:
+    """The official client's transport to ``fake``, through a kubeconfig written in ``folder``.
+
+    ``timeout_s`` defaults to :func:`scaler.kube.transport.connect`'s; tests of
+    timeouts pass a short one.
+    """
+    path = folder / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+    return connect(str(path), "fake", policy, timeout_s=timeout_s)
+
+
+class Clock:
+    """Time that moves only when someone sleeps: drains and waits run instantly."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
 
 
 def start_fake() -> FakeKube:

@@ -13,12 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from scaler.kube.providers import KubeProvider
-from scaler.kube.transport import ClientTransport, RetryPolicy, Session, connect
-from tests.fake_kube import ApiError, FakeKube, gpu_node, kubeconfig_for, pod, start_fake
-from tests.test_kube_providers import Clock, action, make_config, seed
+from scaler.kube.transport import RetryPolicy
+from tests.fake_kube import (
+    ApiError,
+    Clock,
+    FakeKube,
+    Request,
+    connect_to,
+    gpu_node,
+    pod,
+    start_fake,
+)
+from tests.test_kube_providers import action, make_config, provider_for, seed
 
 API = "autoscaling.x-k8s.io/v1beta1"
 NS = "/apis/autoscaling.x-k8s.io/v1beta1/namespaces/tiercast-system"
@@ -40,21 +48,17 @@ def fake() -> Iterator[FakeKube]:
     f.stop()
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def buffer_provider(
+    fake: FakeKube, folder: Path, clock: Clock, timeout_s: float = 10.0
+) -> KubeProvider:
+    """A provider (a cycle's) with the capacity-buffer pool, talking to ``fake``."""
+    policy = RetryPolicy(2, 0.01, 0.02, sleep=clock.sleep)
+    return provider_for(connect_to(fake, folder, policy, timeout_s), clock, [BUFFER_POOL])
 
 
 @pytest.fixture
 def provider(fake: FakeKube, tmp_path: Path, clock: Clock) -> KubeProvider:
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
-    transport: ClientTransport = connect(
-        str(path), "fake", RetryPolicy(2, 0.01, 0.02, sleep=clock.sleep), timeout_s=0.3
-    )
-    return KubeProvider(
-        make_config([BUFFER_POOL]), Session(transport), clock=clock.now, sleep=clock.sleep
-    )
+    return buffer_provider(fake, tmp_path, clock, timeout_s=0.3)
 
 
 def _post(fake: FakeKube, path: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -234,14 +238,19 @@ def test_a_served_api_gets_a_pod_template_and_a_buffer(
     assert provider.apply(action("buf", 4, 2)).outcome == "applied"
 
 
-def test_a_changed_chunk_shape_updates_the_pod_template(
-    fake: FakeKube, provider: KubeProvider
-) -> None:
-    provider.apply(action("buf", 2, 4))
+def _outdate_template(fake: FakeKube) -> None:
+    """Make the PodTemplate's hash say it was written for another chunk shape."""
     fake.mutate(
         TEMPLATE,
         lambda o: o["metadata"]["annotations"].update({"tiercast.io/template-hash": "old"}),
     )
+
+
+def test_a_changed_chunk_shape_updates_the_pod_template(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    provider.apply(action("buf", 2, 4))
+    _outdate_template(fake)
     fake.mutate(TEMPLATE, lambda o: o["template"]["spec"]["containers"][0].update(image="old:1"))
     result = provider.apply(action("buf", 2, 4))
     assert "PodTemplate updated" in result.message
@@ -272,12 +281,7 @@ def test_placeholders_left_from_before_the_api_are_retired(
     assert fake.get(PLACEHOLDER)["spec"]["replicas"] == 3
     # The CRD is installed: the next provider (next cycle) moves the headroom to a buffer.
     fake.unserved.clear()
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
-    transport = connect(str(path), "fake", RetryPolicy(2, 0.01, 0.02, sleep=clock.sleep))
-    later = KubeProvider(
-        make_config([BUFFER_POOL]), Session(transport), clock=clock.now, sleep=clock.sleep
-    )
+    later = buffer_provider(fake, tmp_path, clock)
     result = later.apply(action("buf", 2, 4))
     assert "placeholder Deployment tiercast-placeholder-buf 3 -> 0" in result.message
     assert fake.get(PLACEHOLDER)["spec"]["replicas"] == 0
@@ -295,3 +299,24 @@ def test_the_offline_dry_run_shows_the_buffer_writes() -> None:
         ("POST", "/api/v1/namespaces/tiercast-system/podtemplates"),
         ("POST", BUFFERS),
     ]
+
+
+def test_a_conflicting_write_is_retried_on_a_fresh_read(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    provider.apply(action("buf", 2, 4))
+    _outdate_template(fake)
+    bumped: set[str] = set()
+
+    def concurrent_writer(f: FakeKube, r: Request) -> None:
+        # Another writer changes each object between our read and our first patch of it.
+        if r.method == "PATCH" and r.path in (TEMPLATE, BUFFER) and r.path not in bumped:
+            bumped.add(r.path)
+            f.mutate(r.path, lambda o: o["metadata"].setdefault("labels", {}).update(touched="1"))
+
+    fake.hooks.append(concurrent_writer)
+    result = provider.apply(action("buf", 4, 2))
+    patches = [(c["path"], c["status"]) for c in result.calls if c["verb"] == "PATCH"]
+    assert patches == [(TEMPLATE, 409), (TEMPLATE, "ok"), (BUFFER, 409), (BUFFER, "ok")]
+    assert "PodTemplate updated" in result.message and "chunks 3 -> 1" in result.message
+    assert fake.get(BUFFER)["spec"]["replicas"] == 1

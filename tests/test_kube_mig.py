@@ -16,12 +16,12 @@ import yaml
 
 from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
 from scaler.kube.providers import CORDONED_BY, KubeProvider
-from scaler.kube.transport import ClientTransport, RetryPolicy, Session, connect
+from scaler.kube.transport import RetryPolicy
 from scaler.mig import Layout
 from scaler.plans import Action
-from tests.fake_kube import FakeKube, Request, gpu_node, kubeconfig_for, pod, start_fake
+from tests.fake_kube import Clock, FakeKube, Request, connect_to, gpu_node, pod, start_fake
 from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS, mig_config_map, seed_operator_cluster
-from tests.test_kube_providers import Clock, action, make_config, seed
+from tests.test_kube_providers import action, make_config, provider_for, seed
 
 NODE = "/api/v1/nodes/md-a"
 
@@ -78,18 +78,10 @@ def fake() -> Iterator[FakeKube]:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def provider(fake: FakeKube, tmp_path: Path, clock: Clock) -> KubeProvider:
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
-    transport: ClientTransport = connect(
-        str(path), None, RetryPolicy(2, 0.01, 0.02, sleep=clock.sleep)
+    return provider_for(
+        connect_to(fake, tmp_path, RetryPolicy(2, 0.01, 0.02, sleep=clock.sleep)), clock
     )
-    return KubeProvider(make_config(), Session(transport), clock=clock.now, sleep=clock.sleep)
 
 
 def relayout(config: str = "all-1g.10gb", node: str = "md-a") -> Action:

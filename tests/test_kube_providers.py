@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from scaler.config import Config, parse_config
 from scaler.kube.providers import KubeProvider, build_provider
-from scaler.kube.transport import ClientTransport, RetryPolicy, Session, connect
+from scaler.kube.transport import ClientTransport, RetryPolicy, Session
 from scaler.plans import Action
 from tests.fake_kube import (
+    Clock,
     FakeKube,
     Request,
+    connect_to,
     gpu_node,
-    kubeconfig_for,
     node_pool,
     pod,
     start_fake,
@@ -32,21 +32,6 @@ MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/gpu-m
 STATIC = "/apis/karpenter.sh/v1/nodepools/gpu-static"
 SPOT = "/apis/karpenter.sh/v1/nodepools/gpu-spot"
 HOLD = "/apis/apps/v1/namespaces/tiercast-system/deployments/tiercast-placeholder-hold"
-
-
-class Clock:
-    """Time that moves only when someone sleeps: drains and waits run instantly."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-        self.slept: list[float] = []
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.t += seconds
 
 
 def make_config(extra_pools: list[dict[str, Any]] | None = None, **kube: Any) -> Config:
@@ -163,19 +148,19 @@ def fake() -> Iterator[FakeKube]:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def transport(fake: FakeKube, tmp_path: Path, clock: Clock) -> ClientTransport:
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
-    return connect(str(path), "fake", RetryPolicy(4, 0.05, 0.2, sleep=clock.sleep), timeout_s=0.3)
+    return connect_to(fake, tmp_path, RetryPolicy(4, 0.05, 0.2, sleep=clock.sleep), timeout_s=0.3)
 
 
-def provider_for(transport: ClientTransport, clock: Clock, **kube: Any) -> KubeProvider:
-    return KubeProvider(make_config(**kube), Session(transport), clock=clock.now, sleep=clock.sleep)
+def provider_for(
+    transport: ClientTransport,
+    clock: Clock,
+    extra_pools: list[dict[str, Any]] | None = None,
+    **kube: Any,
+) -> KubeProvider:
+    return KubeProvider(
+        make_config(extra_pools, **kube), Session(transport), clock=clock.now, sleep=clock.sleep
+    )
 
 
 def action(pool: str, current: int, target: int, **kw: Any) -> Action:

@@ -49,7 +49,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
@@ -100,6 +100,8 @@ from scaler.mig_planning import MigNodeState, configured_nodes, resolve_config_n
 from scaler.plans import Action
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
 OPERATOR_CONFIG = "default-mig-parted-config"
@@ -762,28 +764,25 @@ class CapacityBufferPool:
 
     def _ensure_template(self, session: Session) -> list[str]:
         digest = self._template_hash()
-        labels = dict(self.placeholders.labels)
-        for _ in range(self.kube.conflict_retries + 1):
-            try:
-                current = session.get(self.template_path)
-            except KubeApiError as exc:
-                if not exc.not_found:
-                    raise
-                body = {
-                    "apiVersion": "v1",
-                    "kind": "PodTemplate",
-                    "metadata": {
-                        "name": self.name,
-                        "namespace": self.settings.namespace,
-                        "labels": labels,
-                        "annotations": {TEMPLATE_HASH: digest},
-                    },
-                    "template": self._chunk(),
-                }
-                session.request(
-                    "POST", f"/api/v1/namespaces/{self.settings.namespace}/podtemplates", body
-                )
-                return ["PodTemplate created"]
+
+        def create() -> list[str]:
+            body = {
+                "apiVersion": "v1",
+                "kind": "PodTemplate",
+                "metadata": {
+                    "name": self.name,
+                    "namespace": self.settings.namespace,
+                    "labels": dict(self.placeholders.labels),
+                    "annotations": {TEMPLATE_HASH: digest},
+                },
+                "template": self._chunk(),
+            }
+            session.request(
+                "POST", f"/api/v1/namespaces/{self.settings.namespace}/podtemplates", body
+            )
+            return ["PodTemplate created"]
+
+        def update(current: dict[str, Any]) -> list[str]:
             notes = (current.get("metadata") or {}).get("annotations") or {}
             if notes.get(TEMPLATE_HASH) == digest:
                 return []
@@ -794,42 +793,37 @@ class CapacityBufferPool:
                 },
                 "template": {**self._chunk(), "$patch": "replace"},
             }
-            try:
-                session.request("PATCH", self.template_path, patch, STRATEGIC_MERGE_PATCH)
-            except KubeApiError as exc:
-                if exc.conflict:
-                    continue
-                raise
+            session.request("PATCH", self.template_path, patch, STRATEGIC_MERGE_PATCH)
             return ["PodTemplate updated"]
-        raise _conflicts(self.template_path, self.kube.conflict_retries)
+
+        return _create_or_update(
+            session, self.template_path, self.kube.conflict_retries, create, update
+        )
 
     def _ensure_buffer(self, session: Session, want: int) -> list[str]:
-        for _ in range(self.kube.conflict_retries + 1):
-            try:
-                buffer = session.get(self.buffer_path)
-            except KubeApiError as exc:
-                if not exc.not_found:
-                    raise
-                body = {
-                    "apiVersion": BUFFER_API,
-                    "kind": "CapacityBuffer",
-                    "metadata": {
-                        "name": self.name,
-                        "namespace": self.settings.namespace,
-                        "labels": dict(self.placeholders.labels),
-                    },
-                    "spec": {
-                        "provisioningStrategy": ACTIVE_CAPACITY,
-                        "podTemplateRef": {"name": self.name},
-                        "replicas": want,
-                    },
-                }
-                session.request(
-                    "POST",
-                    f"/apis/{BUFFER_API}/namespaces/{self.settings.namespace}/capacitybuffers",
-                    body,
-                )
-                return [f"created with {want} chunks"]
+        def create() -> list[str]:
+            body = {
+                "apiVersion": BUFFER_API,
+                "kind": "CapacityBuffer",
+                "metadata": {
+                    "name": self.name,
+                    "namespace": self.settings.namespace,
+                    "labels": dict(self.placeholders.labels),
+                },
+                "spec": {
+                    "provisioningStrategy": ACTIVE_CAPACITY,
+                    "podTemplateRef": {"name": self.name},
+                    "replicas": want,
+                },
+            }
+            session.request(
+                "POST",
+                f"/apis/{BUFFER_API}/namespaces/{self.settings.namespace}/capacitybuffers",
+                body,
+            )
+            return [f"created with {want} chunks"]
+
+        def update(buffer: dict[str, Any]) -> list[str]:
             spec = buffer.get("spec") or {}
             current = spec.get("replicas")
             if current == want and (spec.get("podTemplateRef") or {}).get("name") == self.name:
@@ -839,19 +833,18 @@ class CapacityBufferPool:
                 "metadata": {"resourceVersion": buffer["metadata"]["resourceVersion"]},
                 "spec": {"replicas": want, "podTemplateRef": {"name": self.name}},
             }
-            try:
-                session.request("PATCH", self.buffer_path, patch, MERGE_PATCH)
-            except KubeApiError as exc:
-                if exc.conflict:
-                    continue
-                raise
+            session.request("PATCH", self.buffer_path, patch, MERGE_PATCH)
             return [f"chunks {current} -> {want}"]
-        raise _conflicts(self.buffer_path, self.kube.conflict_retries)
+
+        return _create_or_update(
+            session, self.buffer_path, self.kube.conflict_retries, create, update
+        )
 
     def _retire_placeholders(self, session: Session) -> list[str]:
         """Scale to 0 the placeholder Deployment of a time the API was not served."""
         path = f"{self.placeholders.deployment_path}/scale"
-        for _ in range(self.kube.conflict_retries + 1):
+
+        def attempt() -> list[str]:
             try:
                 scale = session.get(path)
             except KubeApiError as exc:
@@ -871,14 +864,10 @@ class CapacityBufferPool:
                 },
                 "spec": {"replicas": 0},
             }
-            try:
-                session.request("PUT", path, body)
-            except KubeApiError as exc:
-                if exc.conflict:
-                    continue
-                raise
+            session.request("PUT", path, body)
             return [f"placeholder Deployment {self.placeholders.name} {current} -> 0"]
-        raise _conflicts(path, self.kube.conflict_retries)
+
+        return _until_no_conflict(path, self.kube.conflict_retries, attempt)
 
     def seed(self, store: MemoryTransport, nodes: int) -> None:
         """The offline dry-run shows the CapacityBuffer path: the API is seeded as served."""
@@ -901,7 +890,7 @@ def _conflicts(path: str, retries: int) -> KubeApiError:
     )
 
 
-def _until_no_conflict(path: str, retries: int, attempt: Callable[[], Scaled]) -> Scaled:
+def _until_no_conflict(path: str, retries: int, attempt: Callable[[], _T]) -> _T:
     """Run ``attempt`` (a fresh read, then a write carrying its resourceVersion) again on
     each 409 Conflict, at most ``retries`` times more; other errors pass through."""
     for _ in range(retries + 1):
@@ -911,6 +900,35 @@ def _until_no_conflict(path: str, retries: int, attempt: Callable[[], Scaled]) -
             if not exc.conflict:
                 raise
     raise _conflicts(path, retries)
+
+
+def _create_or_update(
+    session: Session,
+    path: str,
+    retries: int,
+    create: Callable[[], list[str]],
+    update: Callable[[dict[str, Any]], list[str]],
+) -> list[str]:
+    """Read ``path``: ``create()`` it when missing, else ``update(current)``; their notes.
+
+    ``update`` decides from the object it is given and either returns ``[]`` (already
+    as wanted) or writes with that object's resourceVersion; its 409 Conflict re-reads
+    and decides again, at most ``retries`` times more (:func:`_until_no_conflict`). The
+    create runs outside those retries: a 409 AlreadyExists from it passes through, as
+    any other error does.
+    """
+
+    def attempt() -> list[str] | None:
+        try:
+            current = session.get(path)
+        except KubeApiError as exc:
+            if not exc.not_found:
+                raise
+            return None
+        return update(current)
+
+    notes = _until_no_conflict(path, retries, attempt)
+    return create() if notes is None else notes
 
 
 def pool_provider(pool: PoolConfig, kube: KubernetesConfig) -> PoolProvider | None:
@@ -1237,7 +1255,8 @@ class KubeProvider:
             path = self._config_map_path(policy)
             if path.rsplit("/", 1)[-1] == OPERATOR_CONFIG:
                 return ""
-            for _ in range(self.kube.conflict_retries + 1):
+
+            def attempt() -> str:
                 listing = self.session.get(NODES_PATH)
                 named = {
                     (n.get("metadata", {}).get("labels") or {}).get(MIG_CONFIG)
@@ -1257,16 +1276,12 @@ class KubeProvider:
                         )
                     },
                 }
-                try:
-                    self.session.request("PATCH", path, body, MERGE_PATCH)
-                except KubeApiError as exc:
-                    if exc.conflict:
-                        continue
-                    raise
+                self.session.request("PATCH", path, body, MERGE_PATCH)
                 return (
                     f"; removed unused {', '.join(unused)} from ConfigMap {path.rsplit('/', 1)[-1]}"
                 )
-            raise _conflicts(path, self.kube.conflict_retries)
+
+            return _until_no_conflict(path, self.kube.conflict_retries, attempt)
         except (KubeApiError, MigConfigRefused) as exc:
             log.warning("unused tiercast mig-parted entries not removed: %s", exc)
             return f"; unused tiercast entries not removed ({exc})"
