@@ -288,9 +288,10 @@ class AutoSelector(BaseEstimator):
     ) -> np.ndarray | None:
         """Median forecasts (origins, horizon) of ``name`` refitted at each origin; None on failure.
 
-        The statistical models forecast ``lead_days`` ahead at once (it costs them
-        nothing more than a day) and are kept for this fit, so that calibrating the
-        chosen model per lead day does not fit them again at the same origins.
+        The slow candidates forecast ``lead_days`` ahead at once (the fits dominate
+        their cost, not the days forecast) and are kept for this fit, so that
+        calibrating the chosen model per lead day does not fit them again at the same
+        origins.
         """
         memo = self._memo
         if memo is not None and name in memo:
@@ -298,13 +299,14 @@ class AutoSelector(BaseEstimator):
             if done[: len(origins)] == tuple(origins) and result.shape[1] >= horizon:
                 return result[: len(origins), :horizon]
         steps = horizon
-        if name in STATISTICAL and memo is not None:
+        keep = memo is not None and name in self.slow_candidates
+        if keep:
             steps = max(horizon, self.lead_days * steps_per(DAY, self.step_))
         try:
             result = make(name).backtest_medians(y, origins, steps)
         except _FIT_ERRORS:
             return None
-        if memo is not None and name in STATISTICAL:
+        if keep and memo is not None:
             memo[name] = (tuple(origins), result)
         return result[:, :horizon]
 
