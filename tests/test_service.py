@@ -464,7 +464,14 @@ def test_service_overlay_renders_validates_and_is_consistent() -> None:
     assert not any(k == "CronJob" for k, _ in kinds), "serve and the CronJob would both act"
     assert {("ServiceAccount", "tiercast"), ("ConfigMap", "tiercast-config")} <= kinds
     zones = (None, "tiercast-system", "tiercast-node-agent")
-    assert all(d["metadata"].get("namespace") in zones for d in docs)
+    # The one exception: the Role and RoleBinding on the GPU Operator's mig-parted ConfigMap.
+    operator = {
+        (d["kind"], d["metadata"]["name"])
+        for d in docs
+        if d["metadata"].get("namespace") == "gpu-operator"
+    }
+    assert operator <= {("Role", "tiercast-mig-parted"), ("RoleBinding", "tiercast-mig-parted")}
+    assert all(d["metadata"].get("namespace") in (*zones, "gpu-operator") for d in docs)
     agent_zone = [d for d in docs if d["metadata"].get("namespace") == "tiercast-node-agent"]
     assert all("node-agent" in d["metadata"]["name"] for d in agent_zone)
     deploy = next(d for d in docs if d["kind"] == "StatefulSet")
@@ -479,7 +486,9 @@ def test_service_overlay_renders_validates_and_is_consistent() -> None:
     assert container["ports"][0]["containerPort"] == ServiceConfig().metrics_port
     assert pod["terminationGracePeriodSeconds"] > ServiceConfig().shutdown_grace_s
     assert {e["name"] for e in container["env"]} >= {"POD_NAME"}
-    role = next(d for d in docs if d["kind"] == "Role")
+    role = next(
+        d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "tiercast-system"
+    )
     lease_rules = [r for r in role["rules"] if "leases" in r["resources"]]
     assert lease_rules and {"get", "create", "update"} <= set(lease_rules[0]["verbs"])
     selector = deploy["spec"]["selector"]["matchLabels"]
