@@ -39,10 +39,7 @@ the run records or the replay): within ``W = lead + scale_down_stabilization``
 
 * the need up to ``now + W`` is at least the largest need of this plan over that
   window and of every earlier cycle within it (never above what is held now):
-  capacity is released only once every cycle of the window agrees. Each cycle
-  records the need it drew from its own newest observation and forecast, not the
-  observed peak it held: that peak is held for W by the floor already, and
-  counting it again held it for twice W;
+  capacity is released only once every cycle of the window agrees;
 * a pool raised within W is not lowered, and the first step of the projection
   never releases nodes that a later step requests again to serve within W (not
   those requested for the quantile beyond W: a forecast level that observations
@@ -652,9 +649,6 @@ def plan_capacity(
         seen = y[(y.index <= sf.last_timestamp) & (y.index > sf.last_timestamp - hold_window)]
         peaks[name] = max([sf.last_value, *seen.dropna().tolist()])
     observed = current_demand_by_model(config, dict(forecasts), headroom, peaks)
-    fresh_floor = current_demand_by_model(
-        config, dict(forecasts), headroom, {name: 0.0 for name in forecasts}
-    )
     # A signal whose forecast shape did not pay on its own history (scaler.margins) is
     # anchored on a flat median near term: its newest value, with its margin.
     shaped = {
@@ -720,7 +714,6 @@ def plan_capacity(
         windows[model] = window
         is_held = model in held_models
         anchor = anchored.get(model, np.zeros(len(grid)))
-        keep = 0.0
         if is_held:
             # Stale or missing data: no forecast counts, only the demand already
             # observed; the pools hold (lower bound) and grow only where it exceeds them.
@@ -736,16 +729,12 @@ def plan_capacity(
             # Up to lead time + stabilization, too: what the hold rules below keep is
             # the forecast conditioned on now, not the day-ahead quantile's level.
             need[window & ~near] = anchor[window & ~near]
-        # What this cycle itself asks for near term, from its newest observation and
-        # forecast; later cycles' hysteresis reads it. The observed peak of the last
-        # lead + stabilization is left out: the floor holds it for that window already,
-        # and counting it again would hold a peak for twice the window.
-        fresh = (
-            need[near]
-            if is_held
-            else np.maximum(anchor[near], max(fresh_floor.get(model, 0.0), keep))
-        )
-        near_need[model] = round(float(fresh.max()) if near.any() else 0.0, 4)
+        # What this cycle itself asks for near term; later cycles' hysteresis reads it.
+        # It includes the observed peak the floor holds, so through the records a peak
+        # is held up to twice lead + stabilization: leaving it out was measured to
+        # cost more demand unserved and more reversals than the capacity it saved
+        # (README, "Replay").
+        near_need[model] = round(float(need[near].max()) if near.any() else 0.0, 4)
         recent = [c for c in past if now - (lead_max + stab) < pd.Timestamp(c.at) < now]
         if not is_held:
             # No flapping (module docstring): capacity that this plan's own need, or

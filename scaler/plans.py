@@ -118,8 +118,7 @@ class PastCycle:
 
     Built from the run records (:func:`past_cycle`) or, in the replay, from the
     plans it made. ``need_gpus`` is the largest near-term need per GPU model that
-    the cycle drew from its own newest observation and forecast (over the first lead
-    time; the observed peak it held from earlier cycles left out).
+    the cycle covered (its ``demand_gpus`` over the first lead time).
     """
 
     at: pd.Timestamp
