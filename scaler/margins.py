@@ -114,15 +114,17 @@ class Margin:
             f"unserved{smaller}; {budget} budget {100 * self.budget:.2f}%)"
         )
         if self.cost_ratio is not None and self.reactive_cost_ratio is not None:
-            verdict = (
-                "capped at the reactive rule's cost, since meeting the budget cost more"
-                if self.capped
-                else "the reactive rule"
+            reactive = (
+                f"{self.reactive_cost_ratio:.2f}x, "
+                f"{100 * (self.reactive_unserved_share or 0.0):.2f}% unserved"
             )
             text += (
-                f", holding {self.cost_ratio:.2f}x demand against "
-                f"{self.reactive_cost_ratio:.2f}x and "
-                f"{100 * (self.reactive_unserved_share or 0.0):.2f}% unserved for {verdict}"
+                f", holding {self.cost_ratio:.2f}x demand: meeting the budget cost more than "
+                f"the reactive rule ({reactive}), so the margin serves most at no more than "
+                "its cost"
+                if self.capped
+                else f", holding {self.cost_ratio:.2f}x demand where the reactive rule held "
+                f"{reactive}"
             )
         if not self.forecast_shape:
             text += "; forecast shape not used near term (it did not pay on this history)"

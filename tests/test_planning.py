@@ -472,7 +472,7 @@ def test_a_margin_never_costs_more_than_reactive_scaling_did_on_the_same_past() 
     assert m.margin < free.margin and not m.within_budget
     assert m.reactive_unserved_share is not None
     assert m.unserved_share <= m.reactive_unserved_share + 1e-12
-    assert "capped at the reactive rule's cost" in m.describe()
+    assert "meeting the budget cost more than the reactive rule" in m.describe()
     # Where the budget is met for less than reacting cost, the reference changes nothing.
     calm = learn_margin(history([60.0] * 600), 600, 0.0, signal="rps")
     assert calm is not None and not calm.capped and calm.forecast_shape and calm.margin == 0
