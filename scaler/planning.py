@@ -748,7 +748,11 @@ def plan_capacity(
                 float(need[window].max()) if window.any() else 0.0,
                 max((c.need_gpus.get(model, 0.0) for c in recent), default=0.0),
             )
-            need[window] = np.maximum(need[window], min(cover_now, again))
+            # What this plan provisions near term counts as held: the level kept over
+            # the window is then the same before and after this plan's own raise is
+            # applied (re-planning from the applied targets keeps them).
+            held_level = max(cover_now, near_need[model])
+            need[window] = np.maximum(need[window], min(held_level, again))
         need_by_model[model] = need
         top = float(need.max()) if len(need) else 0.0
         spares = {
