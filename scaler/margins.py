@@ -19,14 +19,32 @@ replay of the near-term rule over that history:
   node kept from earlier would serve too);
 * the unserved share is ``sum(max(0, y_j - served_j)) / sum(y_j)``.
 
-Cost grows with m, so the chosen margin is the smallest of :data:`MARGIN_GRID`
-that keeps the unserved share within ``budget`` (``policy.unserved_budget``). Where
-no margin gets there (demand that jumps from nothing, which no multiple of the
-newest value covers), it is the smallest margin within ``budget`` of the least
-that any margin leaves: more margin would buy nothing. The rule sees only the
-history it is given; the replay gives it the training period, the product the
-collected lookback. The result carries its evidence (unserved at the margin
-and at the next smaller one) for the plan's reasons.
+Capacity is rounded up to whole nodes (``granule``, the signal units one node
+serves) as the planner rounds it, so the margin is not asked to cover what the
+rounding covers already.
+
+The margin is the cheapest that keeps the unserved share within ``budget``
+(``policy.unserved_budget``). Where no margin gets there (demand that jumps from
+nothing, which no multiple of the newest value covers), it is the cheapest within
+``budget`` of the least that any margin leaves: more margin would buy nothing.
+
+Then the reference: a *reactive* rule (the newest value plus
+:data:`REACTIVE_HEADROOM`, held over the same window) replayed on the same
+history. Where the choice costs more than the reactive rule did, prediction did
+not pay on this series' own past within the budget, and the choice falls back to
+the candidate that leaves the least unserved at no more than the reactive rule's
+cost, among the rule above and the same rule without the day-before shape
+(``s_j = 1``: the newest value with margin, held over the window; the planner
+then anchors on a flat forecast near term). The reactive rule itself is one of
+them (no shape, margin 20%), so a series never gets a margin that was costlier
+than reactive scaling over its history. The rule without shape is only the
+fallback: the day-before change is a poor stand-in for the forecaster's shape,
+and where the shaped rule pays the planner uses the forecaster's.
+
+The rule sees only the history it is given; the replay gives it the training
+period, the product the collected lookback. The result carries its evidence
+(unserved at the margin and at the next smaller one, cost against the reactive
+rule's) for the plan's reasons.
 """
 
 from __future__ import annotations
@@ -44,6 +62,9 @@ FLOOR_WINDOW = pd.Timedelta(hours=1)
 stabilization, scaler.planning)."""
 MIN_HISTORY_STEPS = 288
 """Fewer steps than this (a day at 5 minutes) say too little: no margin is learned."""
+REACTIVE_HEADROOM = 0.2
+"""The reference rule's margin: the newest value plus 20%, the usual reactive autoscaler
+target (the replay's reactive baseline, README "Replay")."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +84,18 @@ class Margin:
     """Span of history the replay ran over."""
     within_budget: bool
     """False where no candidate reached the budget (the margin stops where more buys nothing)."""
+    forecast_shape: bool = True
+    """Whether the planner applies the forecast's predicted change near term. False where,
+    on this history, the rule without it served as well for less."""
+    cost_ratio: float | None = None
+    """Capacity the chosen rule held over the history, as a multiple of demand."""
+    reactive_cost_ratio: float | None = None
+    """The same for the reactive reference rule (:data:`REACTIVE_HEADROOM`)."""
+    reactive_unserved_share: float | None = None
+    """Share of demand the reactive reference rule left unserved over the history."""
+    capped: bool = False
+    """True where the cheapest choice within budget cost more than the reactive rule, so
+    the margin is the one serving most at no more than the reactive rule's cost."""
 
     def describe(self) -> str:
         """One clause for a reason: the margin and its evidence."""
@@ -72,25 +105,47 @@ class Margin:
             if self.smaller_unserved_share is not None
             else ""
         )
-        budget = "within" if self.within_budget else "budget not reachable;"
-        return (
+        budget = (
+            "within" if self.within_budget else ("over" if self.capped else "budget not reachable;")
+        )
+        text = (
             f"margin {100 * self.margin:.1f}% learned for {self.signal!r} from "
             f"{self.history_days:.1f} d of its history ({100 * self.unserved_share:.2f}% "
             f"unserved{smaller}; {budget} budget {100 * self.budget:.2f}%)"
         )
+        if self.cost_ratio is not None and self.reactive_cost_ratio is not None:
+            reactive = (
+                f"{self.reactive_cost_ratio:.2f}x, "
+                f"{100 * (self.reactive_unserved_share or 0.0):.2f}% unserved"
+            )
+            text += (
+                f", holding {self.cost_ratio:.2f}x demand: meeting the budget cost more than "
+                f"the reactive rule ({reactive}), so the margin serves most at no more than "
+                "its cost"
+                if self.capped
+                else f", holding {self.cost_ratio:.2f}x demand where the reactive rule held "
+                f"{reactive}"
+            )
+        if not self.forecast_shape:
+            text += "; forecast shape not used near term (it did not pay on this history)"
+        return text
 
     def to_dict(self) -> dict[str, object]:
+        def r6(x: float | None) -> float | None:
+            return None if x is None else round(x, 6)
+
         return {
             "margin": self.margin,
             "unserved_share": round(self.unserved_share, 6),
-            "smaller_unserved_share": (
-                None
-                if self.smaller_unserved_share is None
-                else round(self.smaller_unserved_share, 6)
-            ),
+            "smaller_unserved_share": r6(self.smaller_unserved_share),
             "budget": self.budget,
             "history_days": round(self.history_days, 3),
             "within_budget": self.within_budget,
+            "forecast_shape": self.forecast_shape,
+            "cost_ratio": r6(self.cost_ratio),
+            "reactive_cost_ratio": r6(self.reactive_cost_ratio),
+            "reactive_unserved_share": r6(self.reactive_unserved_share),
+            "capped": self.capped,
         }
 
 
@@ -118,6 +173,50 @@ def day_shape(known: np.ndarray, lead_steps: int, season_steps: int) -> np.ndarr
     return np.where(np.isfinite(best), np.maximum(best, 1.0), 1.0)
 
 
+def replay_rule(
+    values: np.ndarray,
+    lead_steps: int,
+    floor_steps: int,
+    margins: np.ndarray = MARGIN_GRID,
+    season_steps: int = 0,
+    granule: float = 0.0,
+    shape: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(unserved share, capacity / demand)`` of the near-term rule per candidate margin.
+
+    ``values``: one regular series, NaN for gaps. ``granule``: signal units of one node
+    (capacity is requested in whole nodes; 0: not rounded). ``shape``: whether the
+    day-before change stands in for the forecast's (False: the newest value only).
+    """
+    y = np.asarray(values, dtype=float)
+    n = len(y)
+    margins = np.asarray(margins, dtype=float)
+    known = pd.Series(y).ffill().fillna(0.0).to_numpy()
+    peak = pd.Series(known).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
+    factor = day_shape(known, lead_steps, season_steps) if shape else np.ones(n)
+    # R[m, i]: what the rule requests after seeing step i: the largest of the
+    # anchored levels over the floor window (the planner's hysteresis keeps them).
+    level = pd.Series(known * factor).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
+    requested = np.maximum(level[None, :] * (1.0 + margins[:, None]), peak[None, :])
+    if granule > 0:
+        requested = np.ceil(requested / granule - 1e-9) * granule
+    # Step j is served by min(R[j-1-L .. j-1]).
+    width = lead_steps + 1
+    served = np.full((len(margins), n), np.nan)
+    held = np.full((len(margins), n), np.nan)
+    if n > width:
+        windows = np.lib.stride_tricks.sliding_window_view(requested, width, axis=1)
+        served[:, width:] = windows.min(axis=2)[:, : n - width]
+        held[:, width:] = requested[:, width - 1 : n - 1]
+    demand = np.where(np.isfinite(y), y, np.nan)
+    scored = np.isfinite(demand) & np.isfinite(served[0])
+    total = float(np.nansum(demand[scored]))
+    if total <= 0:
+        return np.zeros(len(margins)), np.zeros(len(margins))
+    short = np.maximum(0.0, demand[None, scored] - served[:, scored])
+    return short.sum(axis=1) / total, held[:, scored].sum(axis=1) / total
+
+
 def unserved_by_margin(
     values: np.ndarray,
     lead_steps: int,
@@ -126,28 +225,7 @@ def unserved_by_margin(
     season_steps: int = 0,
 ) -> np.ndarray:
     """Unserved share of ``values`` (one regular series, NaN for gaps) per candidate margin."""
-    y = np.asarray(values, dtype=float)
-    n = len(y)
-    known = pd.Series(y).ffill().fillna(0.0).to_numpy()
-    peak = pd.Series(known).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
-    shape = day_shape(known, lead_steps, season_steps)
-    # R[m, i]: what the rule requests after seeing step i: the largest of the
-    # anchored levels over the floor window (the planner's hysteresis keeps them).
-    level = pd.Series(known * shape).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
-    requested = np.maximum(level[None, :] * (1.0 + margins[:, None]), peak[None, :])
-    # Step j is served by min(R[j-1-L .. j-1]).
-    width = lead_steps + 1
-    served = np.full((len(margins), n), np.nan)
-    if n > width:
-        windows = np.lib.stride_tricks.sliding_window_view(requested, width, axis=1)
-        served[:, width:] = windows.min(axis=2)[:, : n - width]
-    demand = np.where(np.isfinite(y), y, np.nan)
-    scored = np.isfinite(demand) & np.isfinite(served[0])
-    total = float(np.nansum(demand[scored]))
-    if total <= 0:
-        return np.zeros(len(margins))
-    short = np.maximum(0.0, demand[None, scored] - served[:, scored])
-    return short.sum(axis=1) / total
+    return replay_rule(values, lead_steps, floor_steps, margins, season_steps)[0]
 
 
 def learn_margin(
@@ -157,12 +235,16 @@ def learn_margin(
     step: pd.Timedelta | None = None,
     signal: str | None = None,
     floor_window: pd.Timedelta = FLOOR_WINDOW,
+    granule: float = 0.0,
+    reactive_headroom: float | None = REACTIVE_HEADROOM,
 ) -> Margin | None:
-    """The smallest margin of :data:`MARGIN_GRID` keeping ``history``'s unserved share in ``budget``.
+    """The cheapest rule and margin keeping ``history``'s unserved share in ``budget``.
 
     ``history`` is the signal as observed (its own step, NaN for gaps); ``step`` its
-    step (inferred from the index when not given). None when the history is shorter
-    than :data:`MIN_HISTORY_STEPS` or carries no demand.
+    step (inferred from the index when not given); ``granule`` the signal units one
+    node serves (0: capacity not rounded). ``reactive_headroom``: the reference rule
+    the choice may not cost more than (None: no reference). None when the history is
+    shorter than :data:`MIN_HISTORY_STEPS` or carries no demand.
     """
     seen = history.dropna()
     if len(seen) < 2:
@@ -178,16 +260,50 @@ def learn_margin(
     lead_steps = max(0, math.ceil(lead_time_s / step.total_seconds() - 1e-9))
     floor_steps = max(1, int(floor_window / step))
     season = int(pd.Timedelta(days=1) / step) if step < pd.Timedelta(days=1) else 0
-    unserved = unserved_by_margin(values, lead_steps, floor_steps, season_steps=season)
-    within = bool((unserved <= budget + 1e-12).any())
-    limit = budget if within else float(unserved.min()) + budget
-    k = int(np.flatnonzero(unserved <= limit + 1e-12)[0])
+    granule = granule if math.isfinite(granule) and granule > 0 else 0.0
+    # Candidates: (shape, margin index) with their unserved share and cost, the
+    # forecast-shaped rule first so that it wins ties.
+    shapes = (True, False) if 0 < season < len(values) else (True,)
+    table = {
+        sh: replay_rule(values, lead_steps, floor_steps, MARGIN_GRID, season, granule, sh)
+        for sh in shapes
+    }
+    cands = [(sh, k) for sh in shapes for k in range(len(MARGIN_GRID))]
+    unserved = {c: float(table[c[0]][0][c[1]]) for c in cands}
+    cost = {c: float(table[c[0]][1][c[1]]) for c in cands}
+    # The budget is met with the forecast's shape: the day-before change is a poor
+    # stand-in for the forecaster's, so the rule without it is only the fallback.
+    shaped = [c for c in cands if c[0]]
+    within = any(unserved[c] <= budget + 1e-12 for c in shaped)
+    limit = budget if within else min(unserved[c] for c in shaped) + budget
+    # Cheapest first; among equal costs the smaller margin.
+    chosen = min((c for c in shaped if unserved[c] <= limit + 1e-12), key=lambda c: (cost[c], c[1]))
+    reactive_cost = reactive_unserved = None
+    capped = False
+    if reactive_headroom is not None:
+        ru, rc = replay_rule(
+            values, lead_steps, floor_steps, np.array([reactive_headroom]), season, granule, False
+        )
+        reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
+        if cost[chosen] > reactive_cost * (1 + 1e-9):
+            # Meeting the budget cost more than reacting did: serve as much as
+            # possible at no more than the reactive rule's cost.
+            affordable = [c for c in cands if cost[c] <= reactive_cost * (1 + 1e-9)]
+            if affordable:
+                chosen = min(affordable, key=lambda c: (unserved[c], cost[c], c[1]))
+                capped = True
+    sh, k = chosen
     return Margin(
         signal=str(signal if signal is not None else history.name or "signal"),
         margin=float(MARGIN_GRID[k]),
-        unserved_share=float(unserved[k]),
-        smaller_unserved_share=float(unserved[k - 1]) if k > 0 else None,
+        unserved_share=unserved[chosen],
+        smaller_unserved_share=unserved[(sh, k - 1)] if k > 0 else None,
         budget=budget,
         history_days=(grid[-1] - grid[0] + step) / pd.Timedelta(days=1),
-        within_budget=within,
+        within_budget=unserved[chosen] <= budget + 1e-12,
+        forecast_shape=sh,
+        cost_ratio=cost[chosen],
+        reactive_cost_ratio=reactive_cost,
+        reactive_unserved_share=reactive_unserved,
+        capped=capped,
     )

@@ -26,6 +26,9 @@ Need, per grid step j (GPUs of one model):
   one pays nothing for it. The reasons name each margin and its evidence;
 * from reach to ``now + lead + scale_down_stabilization`` the anchored demand
   replaces the quantile too (what the hold rules below keep);
+* a signal whose forecast shape did not pay on its own history (the margin fell
+  back to the reactive reference, :mod:`scaler.margins`) is anchored on a flat
+  median near term: its newest value with its margin;
 * within reach, at least the *keep level*: the largest anchored demand (without
   headroom) over ``[now, now + lead + scale_down_stabilization)``. Capacity that
   will be needed again within that window is not released, since it could not
@@ -38,7 +41,9 @@ the run records or the replay): within ``W = lead + scale_down_stabilization``
   window and of every earlier cycle within it (never above what is held now):
   capacity is released only once every cycle of the window agrees;
 * a pool raised within W is not lowered, and the first step of the projection
-  never releases nodes that a later step within W requests again;
+  never releases nodes that a later step requests again to serve within W (not
+  those requested for the quantile beyond W: a forecast level that observations
+  contradict would hold them cycle after cycle);
 * a pool that released nodes within W is raised only as far as the observed floor
   (demand already there, with its margin) forces it, never on a forecast alone.
 
@@ -65,9 +70,14 @@ shortfall variable per step priced far above any GPU, so a need that cannot be
 met (max nodes, max step, budget) gives a plan that says so instead of failing.
 Constraints: min/max nodes per pool, at most ``max_step_nodes`` change per pool
 and cycle, total spend per hour under ``budget_per_hour``, no scale-down of a pool
-fed by stale or missing data. When the solver is unavailable, fails or runs out
-of time, a greedy allocator (reserved first, then cheapest effective price, then
-the same bounds) produces the plan and a note says so.
+fed by stale or missing data. The search is bounded by a count of
+branch-and-bound nodes, not the clock, so a plan does not depend on how loaded the
+machine is. When the solver is unavailable, fails or finds no schedule within that
+count, a greedy allocator (reserved first, then cheapest effective price, then the
+same bounds) produces the plan and a note says so.
+
+A pool found above its ``max_nodes`` (a live inventory; a file inventory there is
+refused at load) steps down by at most ``max_step_nodes`` a cycle, like any change.
 """
 
 from __future__ import annotations
@@ -75,7 +85,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -109,6 +119,29 @@ from scaler.translating import (
 log = logging.getLogger(__name__)
 
 
+def signal_granule(config: Config, signal: str) -> float:
+    """Signal units one node serves: the step in which capacity for ``signal`` comes.
+
+    0 (no rounding assumed) where the signal shares its GPU model with another
+    signal's workloads, drives a MIG workload, or has no pool: there the nodes are
+    not the signal's alone, so their rounding is no margin it can count on.
+    """
+    driven = [w for w in config.workloads if w.signal == signal]
+    if not driven or any(w.mig_profile is not None for w in driven):
+        return 0.0
+    models = {gpu_model(w.gpu_model).name for w in driven}
+    others = [
+        w for w in config.workloads if w.signal != signal and gpu_model(w.gpu_model).name in models
+    ]
+    if others or len(models) != 1:
+        return 0.0
+    pools = config.pools_for(next(iter(models)))
+    if not pools:
+        return 0.0
+    gpus_per_unit = sum(w.gpus_per_replica / w.units_per_replica for w in driven)
+    return min(p.gpus_per_node for p in pools) / gpus_per_unit
+
+
 def learn_margins(
     config: Config, forecasts: Mapping[str, SeriesForecast], history: Mapping[str, pd.Series]
 ) -> dict[str, Margin | None]:
@@ -128,14 +161,31 @@ def learn_margins(
             step=fc.step if fc.step > pd.Timedelta(0) else None,
             signal=name,
             floor_window=floor,
+            granule=signal_granule(config, name),
         )
     return out
+
+
+def _without_shape(fc: SeriesForecast) -> SeriesForecast:
+    """``fc`` with a flat median: anchored on it, the newest value is held as it is."""
+    frame = fc.frame.copy()
+    frame["q0.5"] = 1.0
+    return replace(fc, frame=frame)
 
 
 Solver = Literal["auto", "milp", "greedy"]
 SHORTFALL_PRICE_FACTOR = 1000.0
 """A GPU-hour short costs this many times the dearest GPU-hour: never traded for money."""
-MILP_TIME_LIMIT_S = 5.0
+MILP_NODE_LIMIT = 10_000
+"""Branch-and-bound nodes the MILP may explore. A count, not a clock, bounds the search, so
+the same inputs give the same plan however loaded the machine is (a wall-clock limit made
+plans depend on load). Plans take one node as a rule (tests/test_planning.py's cases:
+at most 1, under 0.2 s); at the limit the best schedule found is the plan, and a note
+says so."""
+MILP_TIME_BACKSTOP_S = 120.0
+"""Wall-clock backstop against a pathological problem, far beyond any measured solve;
+only it could make a plan depend on load. When it binds, the greedy allocator plans (the
+same for the same inputs) and a note says so."""
 
 
 def spot_loss_fraction(pool: PoolConfig, cycle_s: int) -> float:
@@ -249,6 +299,18 @@ class ModelProblem:
     """Fewest nodes a pool may request now (a pool raised within lead time plus
     stabilization is not released before the window has passed)."""
 
+    def ceiling(self, pool: PoolConfig, k: int) -> int:
+        """Most nodes ``pool`` may request at grid step ``k``: its ``max_nodes``, or, for a
+        pool found above it, a descent of at most ``max_step`` a cycle down to it."""
+        cur = self.current[pool.name]
+        if cur <= pool.max_nodes:
+            return pool.max_nodes
+        return max(pool.max_nodes, cur - self.max_step * (k + 1))
+
+    def floor(self, pool: PoolConfig, k: int, least: int) -> int:
+        """``least`` nodes at step ``k``, but never above :meth:`ceiling`."""
+        return min(least, self.ceiling(pool, k))
+
 
 @dataclass
 class ModelSolution:
@@ -295,15 +357,20 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
             lower[nv(i, k)] = cur if prob.held else p.min_nodes
             if k == 0 and p.name in prob.floor_now:
                 lower[nv(i, k)] = max(lower[nv(i, k)], prob.floor_now[p.name])
-            upper[nv(i, k)] = p.max_nodes
+            upper[nv(i, k)] = prob.ceiling(p, k)
             if k == 0 and p.name in prob.cap_now:
-                upper[nv(i, k)] = max(lower[nv(i, k)], min(p.max_nodes, prob.cap_now[p.name]))
+                upper[nv(i, k)] = max(
+                    lower[nv(i, k)], min(prob.ceiling(p, k), prob.cap_now[p.name])
+                )
+            # A pool above its max_nodes steps down towards it whatever else holds it.
+            upper[nv(i, k)] = min(upper[nv(i, k)], prob.ceiling(p, k))
+            lower[nv(i, k)] = prob.floor(p, k, int(lower[nv(i, k)]))
             if p.name in prob.fixed:
-                lower[nv(i, k)] = upper[nv(i, k)] = prob.fixed[p.name]
+                lower[nv(i, k)] = upper[nv(i, k)] = prob.floor(p, k, prob.fixed[p.name])
             integrality[nv(i, k)] = 1
             # Nodes asked for now serve only after the lead time; until then, at most
             # what is there now can serve.
-            upper[uv(i, k)] = cur if k < leads else p.max_nodes
+            upper[uv(i, k)] = cur if k < leads else prob.ceiling(p, k)
     for k in range(k_steps):
         cost[sv(k)] = SHORTFALL_PRICE_FACTOR * dearest * step_h
         for s in range(len(spared)):
@@ -340,7 +407,8 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
         )
         for s, i in enumerate(spared):
             # A spot pool serving with nodes at k carries its spares.
-            add([(uv(i, k), 1.0), (yv(s, k), -float(pools[i].max_nodes))], -np.inf, 0.0)
+            big = max(pools[i].max_nodes, prob.current[pools[i].name])
+            add([(uv(i, k), 1.0), (yv(s, k), -float(big))], -np.inf, 0.0)
         if prob.budget is not None:
             add(
                 [(nv(i, k), p.price_per_node_hour) for i, p in enumerate(pools)],
@@ -365,12 +433,23 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
             constraints=LinearConstraint(matrix, np.array(lo), np.array(hi)),
             integrality=integrality,
             bounds=Bounds(lower, upper),
-            options={"time_limit": MILP_TIME_LIMIT_S, "presolve": True},
+            options={
+                "node_limit": MILP_NODE_LIMIT,
+                "time_limit": MILP_TIME_BACKSTOP_S,
+                "presolve": True,
+            },
         )
     except (ValueError, RuntimeError) as exc:
         log.warning("milp failed: %s", exc)
         return None
-    if res.x is None or res.status not in (0,):
+    notes: list[str] = []
+    timed_out = "time limit" in str(res.message).lower()
+    if res.x is not None and res.status == 1 and not timed_out:
+        # The node limit: the best schedule found within a fixed amount of search.
+        notes.append(
+            f"the optimizer stopped at its node limit ({MILP_NODE_LIMIT}); best plan found"
+        )
+    elif res.x is None or res.status != 0:
         log.warning("milp gave no solution: %s", res.message)
         return None
     x = np.asarray(res.x)
@@ -380,7 +459,7 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
     }
     shortfall = np.maximum(0.0, x[[sv(k) for k in range(k_steps)]])
     shortfall[shortfall < 1e-6] = 0.0
-    return ModelSolution(nodes, shortfall, "milp")
+    return ModelSolution(nodes, shortfall, "milp", notes)
 
 
 def _solve_greedy(prob: ModelProblem) -> ModelSolution:
@@ -403,7 +482,7 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
             if k == 0 and p.name in prob.floor_now:
                 n = max(n, prob.floor_now[p.name])
             n = prob.fixed.get(p.name, n)
-            alloc[p.name] = max(p.min_nodes, min(p.max_nodes, n))
+            alloc[p.name] = max(p.min_nodes, min(prob.ceiling(p, k), n))
         if prob.budget is not None:
             spend = sum(alloc[p.name] * p.price_per_node_hour for p in pools)
             for p in sorted(pools, key=lambda p: -p.price_per_gpu_hour):
@@ -412,7 +491,7 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
                     floor = max(floor, prob.current[p.name])
                 if k == 0:
                     floor = max(floor, prob.floor_now.get(p.name, 0))
-                floor = max(floor, prob.fixed.get(p.name, 0))
+                floor = prob.floor(p, k, max(floor, prob.fixed.get(p.name, 0)))
                 while spend > prob.budget + 1e-9 and alloc[p.name] > floor:
                     alloc[p.name] -= 1
                     spend -= p.price_per_node_hour
@@ -570,8 +649,16 @@ def plan_capacity(
         seen = y[(y.index <= sf.last_timestamp) & (y.index > sf.last_timestamp - hold_window)]
         peaks[name] = max([sf.last_value, *seen.dropna().tolist()])
     observed = current_demand_by_model(config, dict(forecasts), headroom, peaks)
-    anchored = anchored_demand_by_model(config, dict(forecasts), grid, headroom)
-    steady = anchored_demand_by_model(config, dict(forecasts), grid, 0.0)
+    # A signal whose forecast shape did not pay on its own history (scaler.margins) is
+    # anchored on a flat median near term: its newest value, with its margin.
+    shaped = {
+        name: fc
+        if learned.get(name) is None or learned[name].forecast_shape
+        else _without_shape(fc)
+        for name, fc in forecasts.items()
+    }
+    anchored = anchored_demand_by_model(config, shaped, grid, headroom)
+    steady = anchored_demand_by_model(config, shaped, grid, 0.0)
     newest = newest_demand_by_model(config, dict(forecasts))
     need_by_model: dict[str, np.ndarray] = {}
 
@@ -586,15 +673,22 @@ def plan_capacity(
     for key, why in sorted(held_models.items()):
         notes.append(f"{key}: {why}; holding current capacity (no scale-down)")
 
+    # A pool above its max_nodes (a live inventory; a file inventory there is refused at
+    # load) steps down by at most max_step_nodes a cycle, like any other change; one
+    # below its min_nodes is planned from min_nodes.
     current = {
-        p.name: max(p.min_nodes, min(p.max_nodes, int(inventory.get(p.name, p.min_nodes))))
-        for p in config.pools
+        p.name: max(p.min_nodes, int(inventory.get(p.name, p.min_nodes))) for p in config.pools
     }
     for p in config.pools:
         raw = int(inventory.get(p.name, p.min_nodes))
-        if raw != current[p.name]:
+        if raw > p.max_nodes:
             notes.append(
-                f"{p.name}: {raw} node(s) now is outside [{p.min_nodes}, {p.max_nodes}]; planning from {current[p.name]}"
+                f"{p.name}: {raw} node(s) now is above max_nodes ({p.max_nodes}); stepping down "
+                f"by at most max_step_nodes ({policy.max_step_nodes}) a cycle"
+            )
+        elif raw != current[p.name]:
+            notes.append(
+                f"{p.name}: {raw} node(s) now is below min_nodes ({p.min_nodes}); planning from {current[p.name]}"
             )
 
     timelines: dict[str, list[int]] = {}
@@ -619,6 +713,7 @@ def plan_capacity(
         window = grid < now + lead_max + stab + cycle
         windows[model] = window
         is_held = model in held_models
+        anchor = anchored.get(model, np.zeros(len(grid)))
         if is_held:
             # Stale or missing data: no forecast counts, only the demand already
             # observed; the pools hold (lower bound) and grow only where it exceeds them.
@@ -630,12 +725,15 @@ def plan_capacity(
             need = d.astype(float).copy()
             # Within reach of this cycle's action, the forecast conditioned on the newest
             # observation replaces the unconditioned quantile (module docstring).
-            anchor = anchored.get(model, np.zeros(len(grid)))
             need[near] = np.maximum(anchor[near], max(floor, keep))
             # Up to lead time + stabilization, too: what the hold rules below keep is
             # the forecast conditioned on now, not the day-ahead quantile's level.
             need[window & ~near] = anchor[window & ~near]
         # What this cycle itself asks for near term; later cycles' hysteresis reads it.
+        # It includes the observed peak the floor holds, so through the records a peak
+        # is held up to twice lead + stabilization: leaving it out was measured to
+        # cost more demand unserved and more reversals than the capacity it saved
+        # (README, "Replay").
         near_need[model] = round(float(need[near].max()) if near.any() else 0.0, 4)
         recent = [c for c in past if now - (lead_max + stab) < pd.Timestamp(c.at) < now]
         if not is_held:
@@ -650,7 +748,11 @@ def plan_capacity(
                 float(need[window].max()) if window.any() else 0.0,
                 max((c.need_gpus.get(model, 0.0) for c in recent), default=0.0),
             )
-            need[window] = np.maximum(need[window], min(cover_now, again))
+            # What this plan provisions near term counts as held: the level kept over
+            # the window is then the same before and after this plan's own raise is
+            # applied (re-planning from the applied targets keeps them).
+            held_level = max(cover_now, near_need[model])
+            need[window] = np.maximum(need[window], min(held_level, again))
         need_by_model[model] = need
         top = float(need.max()) if len(need) else 0.0
         spares = {
@@ -699,12 +801,16 @@ def plan_capacity(
         if prob.budget is not None:
             # Never force a scale-down for money: the cap stops growth, it does not evict.
             least = sum(
-                max(
-                    p.min_nodes,
-                    current[p.name] - policy.max_step_nodes,
-                    current[p.name]
-                    if prob.held or p.name in prob.floor_now or p.name in prob.fixed
-                    else 0,
+                prob.floor(
+                    p,
+                    0,
+                    max(
+                        p.min_nodes,
+                        current[p.name] - policy.max_step_nodes,
+                        current[p.name]
+                        if prob.held or p.name in prob.floor_now or p.name in prob.fixed
+                        else 0,
+                    ),
                 )
                 * p.price_per_node_hour
                 for p in pools
@@ -714,8 +820,13 @@ def plan_capacity(
                     f"{model}: budget {policy.budget_per_hour:.2f}/h is below what these pools "
                     f"cannot shed this cycle ({least:.2f}/h); no scale-up"
                 )
+                # What is held now, less what a pool above its max_nodes must shed.
                 prob.budget = max(
-                    least, sum(current[p.name] * p.price_per_node_hour for p in pools)
+                    least,
+                    sum(
+                        min(current[p.name], prob.ceiling(p, 0)) * p.price_per_node_hour
+                        for p in pools
+                    ),
                 )
         sol = solve(prob, solver)
         solvers.add(sol.solver)
@@ -723,11 +834,27 @@ def plan_capacity(
         reach_window = max(1, int(windows[model].sum()))
         for p in pools:
             tl = [int(x) for x in sol.nodes[p.name]]
-            again_nodes = max(tl[1:reach_window], default=tl[0])
+            # Requests that serve within the window: one made at step j serves from
+            # j + lead. Those that only prepare for the projection beyond it (the
+            # unanchored quantile) do not hold capacity now: a forecast level that the
+            # observations contradict would otherwise keep the nodes cycle after cycle.
+            serving = max(1, reach_window - lead_steps(p, policy.cycle_s))
+            again_nodes = max(tl[1:serving], default=tl[0])
             if tl[0] < current[p.name] and again_nodes > tl[0]:
-                # Never release nodes that this plan's own projection asks for again
-                # within lead time + stabilization (a swap between pools included).
-                tl[0] = min(current[p.name], again_nodes)
+                # Never release nodes that this plan's own projection needs again
+                # within lead time + stabilization (a swap between pools included),
+                # as far as the budget allows.
+                keep_n = min(current[p.name], again_nodes, prob.ceiling(p, 0))
+                if prob.budget is not None:
+                    spend = sum(
+                        (timelines[x.name][0] if x.name in timelines else int(sol.nodes[x.name][0]))
+                        * x.price_per_node_hour
+                        for x in pools
+                        if x.name != p.name
+                    )
+                    room = math.floor((prob.budget - spend) / p.price_per_node_hour + 1e-9)
+                    keep_n = max(tl[0], min(keep_n, room))
+                tl[0] = keep_n
             timelines[p.name] = tl
         for p in pools:
             lead = pd.Timedelta(seconds=p.lead_time_s)
@@ -756,6 +883,8 @@ def plan_capacity(
                 binding[p.name].append("bridging" if growing else "stabilization")
             if abs(n0 - current[p.name]) == policy.max_step_nodes:
                 binding[p.name].append("max_step")
+            if current[p.name] > p.max_nodes:
+                binding[p.name].append("max_nodes")
         short = sol.shortfall
         # A shortfall the lead time could not prevent is not a bound; one after it is.
         first_reach = min(lead_steps(p, policy.cycle_s) for p in pools)
@@ -836,6 +965,13 @@ def plan_capacity(
                 f"{qname} demand for {model} reaches {need_up:.1f} GPUs by {_hhmm(needed_at)} "
                 f"(lead time {lead_min:.0f} min); +{target - cur} node(s) at "
                 f"{p.price_per_node_hour:.2f}/h each, +{delta_cost:.2f}/h{bound}"
+            )
+        elif target < cur and cur > p.max_nodes:
+            decision = "scale-down"
+            reason = (
+                f"{cur} node(s) now is above max_nodes {p.max_nodes}; stepping down by at most "
+                f"{policy.max_step_nodes} node(s) a cycle (max_step_nodes); -{cur - target} "
+                f"node(s) saves {-delta_cost:.2f}/h{bound}"
             )
         elif target < cur:
             decision = "scale-down"

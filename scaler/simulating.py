@@ -52,7 +52,7 @@ from forecaster.forecasting import SeriesForecast, forecast_series
 from forecaster.series import clean_series, infer_step
 from scaler.config import Config, parse_config
 from scaler.margins import Margin, learn_margin
-from scaler.planning import Solver, allocate, plan_capacity, reclaim_spares
+from scaler.planning import Solver, allocate, plan_capacity, reclaim_spares, signal_granule
 from scaler.plans import PastCycle
 
 STEP = pd.Timedelta(minutes=5)
@@ -507,6 +507,7 @@ def tiercast_run(
         step=trace.hold * STEP,
         signal="demand",
         floor_window=memory,
+        granule=signal_granule(config, "demand"),
     )
     for i in range(n_test):
         t = trace.test_start + i

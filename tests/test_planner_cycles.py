@@ -238,7 +238,12 @@ def check_reasons(config: Config, plan: CapacityPlan) -> None:
         if a["decision"] == "scale-up":
             assert f"+{amount} node(s) at {pool.price_per_node_hour:.2f}/h each" in reason
             assert f"+{a['cost_delta_per_hour']:.2f}/h" in reason
-        if a["decision"] == "scale-down":
+        if a["decision"] == "scale-down" and a["current_nodes"] > pool.max_nodes:
+            # A pool found above its ceiling steps down towards it by the max step.
+            assert f"-{-amount} node(s) saves {-a['cost_delta_per_hour']:.2f}/h" in reason
+            assert f"above max_nodes {pool.max_nodes}" in reason
+            assert f"at most {config.policy.max_step_nodes} node(s) a cycle" in reason
+        elif a["decision"] == "scale-down":
             assert f"-{-amount} node(s) saves {-a['cost_delta_per_hour']:.2f}/h" in reason
             m = re.search(rf"stays at or under {NUMBER} GPUs until (\d\d:\d\d)Z", reason)
             assert m, reason

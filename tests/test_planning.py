@@ -17,8 +17,10 @@ from scaler.actuators import RecordingProvider
 from scaler.config import Config, parse_config
 from scaler.margins import learn_margin, unserved_by_margin
 from scaler.planning import (
+    Solver,
     covered_gpus,
     lead_steps,
+    learn_margins,
     plan_capacity,
     spare_nodes,
     spot_loss_fraction,
@@ -122,7 +124,9 @@ def usable_gpus(config: Config, plan: CapacityPlan, inventory: dict[str, int]) -
         for k in range(len(targets)):
             usable = int(targets[max(0, k - lead) : k + 1].min())
             if k < lead:
-                usable = min(usable, max(pool.min_nodes, min(pool.max_nodes, inventory[pool.name])))
+                # The nodes there now serve, those above max_nodes included (they are
+                # stepped down, not dropped).
+                usable = min(usable, max(pool.min_nodes, inventory[pool.name]))
             total[k] += covered_gpus(pool, usable, spares.get(pool.name, 0))
     return total
 
@@ -152,19 +156,70 @@ def test_never_above_max_nodes_or_budget(case) -> None:
     for solver in ("milp", "greedy"):
         plan = plan_capacity(config, forecasts, inventory, NOW, solver=solver)
         pools = {p.name: p for p in config.pools}
+        step = config.policy.max_step_nodes
         for pp in plan.pools:
+            pool = pools[pp.pool]
+            # A pool found above max_nodes steps down by the max step a cycle, no slower.
             assert all(
-                pools[pp.pool].min_nodes <= n <= pools[pp.pool].max_nodes for n in pp.target_nodes
+                pool.min_nodes <= n <= max(pool.max_nodes, inventory[pp.pool] - step * (k + 1))
+                for k, n in enumerate(pp.target_nodes)
             )
         budget = config.policy.budget_per_hour
         if budget is not None:
             # The cap stops growth; it never forces nodes out that the max step keeps.
             current = sum(
-                max(p.min_nodes, min(p.max_nodes, inventory[p.name])) * p.price_per_node_hour
+                max(p.min_nodes, min(max(p.max_nodes, inventory[p.name] - step), inventory[p.name]))
+                * p.price_per_node_hour
                 for p in config.pools
             )
             spend = plan.cost["per_hour_now"]
             assert spend <= max(budget, current) + 1e-6
+
+
+@pytest.mark.parametrize("solver", ["milp", "greedy"])
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_live_inventory_above_max_nodes_steps_down_by_the_max_step(
+    solver: Solver, stale: bool
+) -> None:
+    config = parse_config(
+        {
+            "signals": [{"name": "rps"}],
+            "workloads": [
+                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
+            ],
+            "pools": [
+                {
+                    "name": "on-demand",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "lead_time_s": 600,
+                    "max_nodes": 10,
+                    "tier": "on-demand",
+                    "price_per_gpu_hour": 4.0,
+                }
+            ],
+            "policy": {"horizon_s": 3600, "max_step_nodes": 3},
+        }
+    )
+    # A live inventory at 17 nodes against max_nodes 10 (a file inventory there is refused).
+    fc = forecast(np.full(30, 200.0), 0.1, 200.0, 200.0)
+    inventory = {"on-demand": 17}
+    seen = []
+    for _ in range(4):
+        plan = plan_capacity(
+            config, {"rps": fc}, inventory, NOW, {"rps"} if stale else None, solver=solver
+        )
+        (action,) = plan.actions
+        seen.append(action.target_nodes)
+        if inventory["on-demand"] > 10:
+            assert action.decision == "scale-down"
+            assert "above max_nodes 10" in action.reason
+            assert "max_nodes" in plan.risk["binding"]["on-demand"]
+            assert any("stepping down by at most max_step_nodes (3)" in n for n in plan.notes)
+        inventory = {"on-demand": action.target_nodes}
+    # 17 -> 14 -> 11 -> 10: never more than the max step at once, then held at the ceiling.
+    assert seen == [14, 11, 10, 10]
+    assert all(n <= 10 for n in plan.pools[0].target_nodes)
 
 
 @given(cases())
@@ -293,6 +348,36 @@ def test_greedy_fallback_when_the_optimizer_fails(monkeypatch) -> None:
     assert math.isfinite(plan.cost["horizon_total"])
 
 
+def test_the_search_is_bounded_by_a_node_count_not_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import scaler.planning as planning
+
+    seen: list[dict[str, object]] = []
+    real = planning.milp
+
+    def recording(*args: object, **kwargs: object) -> object:
+        seen.append(dict(kwargs["options"]))  # type: ignore[call-overload]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(planning, "milp", recording)
+    config, forecasts, inventory = _fleet()
+    plan = plan_capacity(config, forecasts, inventory, NOW)
+    assert plan.risk["solver"] == "milp" and seen
+    # A count bounds the search, so load cannot change the plan; the clock is only a
+    # backstop far beyond any solve (a 5 s limit made plans flaky on a loaded machine).
+    for options in seen:
+        assert options["node_limit"] == planning.MILP_NODE_LIMIT
+        assert float(options["time_limit"]) >= 60  # type: ignore[arg-type]
+    # Where the count binds before any schedule is found, the greedy allocator plans:
+    # the same plan every time.
+    monkeypatch.setattr(planning, "MILP_NODE_LIMIT", 0)
+    a = plan_capacity(config, forecasts, inventory, NOW)
+    b = plan_capacity(config, forecasts, dict(inventory), NOW)
+    assert a.to_json() == b.to_json()
+    assert a.risk["solver"] == "greedy"
+
+
 @given(st.integers(0, 60), st.floats(0.0, 0.5), st.sampled_from([0.5, 0.9, 0.99]))
 @PROPS
 def test_spot_spares_are_n_plus_one_at_least_and_grow_with_the_pool(
@@ -353,11 +438,13 @@ def test_unserved_by_margin_replays_the_near_term_rule() -> None:
 def test_the_margin_is_the_cheapest_that_keeps_unserved_within_budget() -> None:
     # A jump by half every 95 minutes: the last hour's peak has gone by each jump.
     jumpy = history(([40.0] * 15 + [60.0] * 4) * 16 * 3)
-    m = learn_margin(jumpy, 600, 0.0, signal="rps")
+    # Without the reactive reference (its cap is tested below).
+    m = learn_margin(jumpy, 600, 0.0, signal="rps", reactive_headroom=None)
     assert m is not None and m.margin == pytest.approx(0.5) and m.within_budget
+    assert m.forecast_shape and not m.capped
     assert m.smaller_unserved_share is not None and m.smaller_unserved_share > 0
     # A looser budget buys a smaller margin; a calm series needs none.
-    loose = learn_margin(jumpy, 600, 0.05, signal="rps")
+    loose = learn_margin(jumpy, 600, 0.05, signal="rps", reactive_headroom=None)
     assert loose is not None and loose.margin < m.margin and loose.unserved_share <= 0.05
     calm = learn_margin(history([60.0] * 600), 600, 0.0, signal="rps")
     assert calm is not None and calm.margin == 0.0
@@ -369,6 +456,39 @@ def test_the_margin_is_the_cheapest_that_keeps_unserved_within_budget() -> None:
     b = learn_margin(bursts, 600, 0.0, signal="rps")
     assert b is not None and not b.within_budget and b.margin == 0.0
     assert "budget not reachable" in b.describe()
+
+
+def test_a_margin_never_costs_more_than_reactive_scaling_did_on_the_same_past() -> None:
+    # Meeting a zero budget on these jumps takes 50% over the newest value all the time,
+    # dearer than reacting with 20% held over the window: the margin falls back to the
+    # candidate serving most at no more than the reactive rule's cost.
+    jumpy = history(([40.0] * 15 + [60.0] * 4) * 16 * 3)
+    free = learn_margin(jumpy, 600, 0.0, signal="rps", reactive_headroom=None)
+    m = learn_margin(jumpy, 600, 0.0, signal="rps")
+    assert free is not None and m is not None
+    assert m.capped and m.reactive_cost_ratio is not None and m.cost_ratio is not None
+    assert free.cost_ratio is not None and free.cost_ratio > m.reactive_cost_ratio
+    assert m.cost_ratio <= m.reactive_cost_ratio * (1 + 1e-9)
+    assert m.margin < free.margin and not m.within_budget
+    assert m.reactive_unserved_share is not None
+    assert m.unserved_share <= m.reactive_unserved_share + 1e-12
+    assert "meeting the budget cost more than the reactive rule" in m.describe()
+    # Where the budget is met for less than reacting cost, the reference changes nothing.
+    calm = learn_margin(history([60.0] * 600), 600, 0.0, signal="rps")
+    assert calm is not None and not calm.capped and calm.forecast_shape and calm.margin == 0
+    assert calm.cost_ratio == pytest.approx(1.0)
+    assert calm.reactive_cost_ratio == pytest.approx(1.2)
+
+
+def test_whole_nodes_cover_what_their_rounding_covers_already() -> None:
+    # Rises of 40 -> 46 every 95 minutes: without rounding they need a margin of 15%;
+    # in nodes of 50 units the node held for 40 serves 46 too.
+    rises = history(([40.0] * 15 + [46.0] * 4) * 16 * 3)
+    plain = learn_margin(rises, 600, 0.0, signal="rps", reactive_headroom=None)
+    nodes = learn_margin(rises, 600, 0.0, signal="rps", granule=50.0, reactive_headroom=None)
+    assert plain is not None and nodes is not None
+    assert plain.margin == pytest.approx(0.15)
+    assert nodes.margin == 0.0 and nodes.unserved_share == 0.0
 
 
 def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
@@ -384,11 +504,19 @@ def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     none = plan_capacity(config, {"rps": fc}, inventory, NOW)
     reach = lead_steps(config.pools[0], 300) + 1
     assert min(guarded.demand_gpus["H100-80GB"][:reach]) == pytest.approx(60.0)
-    assert guarded.risk["margins"]["rps"]["margin"] == pytest.approx(0.5)
+    # The margin the planner keeps is the one learnt for its own lead time, hold window
+    # and node size, capped by the reactive reference where meeting the budget cost more.
+    want = learn_margins(config, {"rps": fc}, {"rps": jumpy})["rps"]
+    assert want is not None and want.margin > 0
+    got = guarded.risk["margins"]["rps"]
+    assert got["margin"] == pytest.approx(want.margin)
+    assert got["capped"] == want.capped and got["forecast_shape"] == want.forecast_shape
     # A calm history learns no margin; without history the configured headroom applies.
     assert max(plain.demand_gpus["H100-80GB"][:reach]) == pytest.approx(40.0)
     assert none.risk["margins"]["rps"] == {"source": "policy.headroom_fraction", "margin": 0.1}
     assert max(none.demand_gpus["H100-80GB"][:reach]) == pytest.approx(44.0)
     # The reasons name the margin and its evidence.
-    assert all("margin 50.0% learned for 'rps'" in a.reason for a in guarded.actions)
+    assert all(
+        f"margin {100 * want.margin:.1f}% learned for 'rps'" in a.reason for a in guarded.actions
+    )
     assert all("policy.headroom_fraction" in a.reason for a in none.actions)
