@@ -694,7 +694,8 @@ _REASON_PHRASES: dict[str, tuple[tuple[str, str], ...]] = {
         (r"\bGPU-h\b", "GPU-ч"),
     ),
 }
-_DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?![\w.])")
+_DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?=x\b|(?![\w.]))")
+"""A decimal number on its own or as a multiplier (``1.17x``), never part of a name (``1g.10gb``)."""
 
 
 def numbers_in(text: str, lang: str) -> list[float]:
