@@ -19,6 +19,7 @@ from scaler.mig import Layout
 from scaler.mig_planning import (
     Costs,
     GpuState,
+    MigPlan,
     plan_mig,
     quiet_window,
     slice_demand,
@@ -274,24 +275,21 @@ def test_real_nodes_and_the_operators_names_are_used() -> None:
 
 def test_a_layout_the_operator_lacks_gets_a_tiercast_name_and_its_entry() -> None:
     cfg = config(["whole", "whole"], gpus_per_node=2)
+
+    def plan_at(level: float) -> MigPlan:
+        return plan_mig(
+            cfg,
+            {"rps": forecast(np.full(100, level))},
+            {"mig": 2},
+            NOW,
+            node_states=_states(),
+            known_configs={"all-disabled": _known()["all-disabled"]},
+        )
+
     # 3 x 2g.20gb instances wanted beside the 14 1g.10gb of gpu-node-a7.
-    plan = plan_mig(
-        cfg,
-        {"rps": forecast(np.full(100, 140.0))},
-        {"mig": 2},
-        NOW,
-        node_states=_states(),
-        known_configs={"all-disabled": _known()["all-disabled"]},
-    )
+    plan = plan_at(140.0)
     assert all(a.decision != "relayout" for a in plan.actions)  # 14 slices already fit
-    plan = plan_mig(
-        cfg,
-        {"rps": forecast(np.full(100, 250.0))},
-        {"mig": 2},
-        NOW,
-        node_states=_states(),
-        known_configs={"all-disabled": _known()["all-disabled"]},
-    )
+    plan = plan_at(250.0)
     (act,) = [a for a in plan.actions if a.decision == "relayout"]
     assert act.details["layout"].startswith("tiercast-")
     assert not act.details["in_mig_parted_config"]

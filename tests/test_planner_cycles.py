@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -98,6 +99,17 @@ def test_a_stale_signal_changes_no_pool_target(
         assert stale.risk["expected_unserved_gpu_hours"] > 0
 
 
+def naive_two_models(store: Path) -> Config:
+    """The two-model fleet forecast by the daily seasonal naive model, its store at ``store``."""
+    config = two_models()
+    return config.model_copy(
+        update={
+            "forecast": config.forecast.model_copy(update={"method": "seasonal_naive_1d"}),
+            "model_store": config.model_store.model_copy(update={"path": str(store)}),
+        }
+    )
+
+
 def gauge(end: pd.Timestamp, days: int = 6) -> pd.Series:
     idx = pd.date_range(end - pd.Timedelta(days=days), end, freq="5min", name="timestamp")
     t = np.arange(len(idx))
@@ -106,13 +118,7 @@ def gauge(end: pd.Timestamp, days: int = 6) -> pd.Series:
 
 @pytest.mark.parametrize("age", [pd.Timedelta(days=1), pd.Timedelta(days=2), pd.Timedelta(days=7)])
 def test_one_stale_signal_beside_a_fresh_one_through_the_cycle(tmp_path, age) -> None:
-    config = two_models()
-    config = config.model_copy(
-        update={
-            "forecast": config.forecast.model_copy(update={"method": "seasonal_naive_1d"}),
-            "model_store": config.model_store.model_copy(update={"path": str(tmp_path)}),
-        }
-    )
+    config = naive_two_models(tmp_path)
     now = pd.Timestamp("2026-03-10T00:00:00")
     fresh = gauge(now - CYCLE)
     history = {"fresh": fresh, "old": gauge(now - age)}
@@ -380,13 +386,7 @@ def test_reserved_capacity_is_never_scaled_as_if_elastic() -> None:
 
 @pytest.mark.parametrize("kind", ["empty", "all-nan", "one-sample"])
 def test_an_empty_or_malformed_signal_holds_only_its_pools(tmp_path, kind) -> None:
-    config = two_models()
-    config = config.model_copy(
-        update={
-            "forecast": config.forecast.model_copy(update={"method": "seasonal_naive_1d"}),
-            "model_store": config.model_store.model_copy(update={"path": str(tmp_path)}),
-        }
-    )
+    config = naive_two_models(tmp_path)
     now = pd.Timestamp("2026-03-10T00:00:00")
     fresh = gauge(now - CYCLE)
     bad = {
