@@ -34,6 +34,7 @@ import hashlib
 import itertools
 import logging
 import math
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -42,6 +43,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from forecaster.artifacts import load_signing_key
 from forecaster.errors import BadInputError, DataError, TemporaryError, TiercastError
@@ -181,7 +183,13 @@ def run_batch(batch: list[pd.Series], spec: ForecastSpec) -> list[SeriesOutcome]
         max_age_s=spec.max_age_s,
         signing_key=load_signing_key(spec.signing_key_file),
     )
-    return [forecast_one(y, spec, store) for y in batch]
+    if multiprocessing.parent_process() is None:
+        return [forecast_one(y, spec, store) for y in batch]
+    # In a worker process: one BLAS/OpenMP thread, since the pool already runs a
+    # process per core (two threads per worker on two cores made two workers no
+    # faster than one; README "Scale-out benchmark").
+    with threadpool_limits(limits=1):
+        return [forecast_one(y, spec, store) for y in batch]
 
 
 class Backend(Protocol):

@@ -164,6 +164,10 @@ class StatisticalEstimator(BaseEstimator):
         return state
 
     def restore_artifact(self) -> None:
+        """Nothing now: the results are rebuilt when first needed (:meth:`_ensure_result`).
+        A stored model moved onto newer data by ``update`` never needs the old ones."""
+
+    def _ensure_result(self) -> None:
         if getattr(self, "delegate_", None) is None and "result_" not in vars(self):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -185,6 +189,7 @@ class StatisticalEstimator(BaseEstimator):
         self._check_fitted()
         if self.delegate_ is not None:
             return np.asarray(self.delegate_.predict(horizon, [0.5]).to_numpy()[:, 0], dtype=float)
+        self._ensure_result()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             mean = self._mean(horizon)
@@ -212,9 +217,17 @@ class StatisticalEstimator(BaseEstimator):
         if self.delegate_ is not None:
             frame = self.delegate_.predict(horizon, qs)
             return self._frame(frame.to_numpy(), qs, horizon)
+        self._ensure_result()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            mean, sd = self._mean_sd(horizon)
+            if all(q == 0.5 for q in qs):
+                # The median alone (what ``auto`` asks of its chosen model, whose bands
+                # come from its backtests): no prediction interval, which for Theta
+                # costs a model fit of its own on every call.
+                mean = np.asarray(self._mean(horizon), dtype=float)
+                sd = np.zeros(horizon)
+            else:
+                mean, sd = self._mean_sd(horizon)
         mean = np.nan_to_num(mean, nan=self.fill_)
         sd = np.nan_to_num(sd, nan=0.0)
         z = norm.ppf(np.asarray(qs))
@@ -241,6 +254,41 @@ class AutoETS(StatisticalEstimator):
 
     def _rebuild(self) -> None:
         self.result_ = _ets_smoothed(self.window_, self.config_, self.params_)
+
+    def update(self, history: pd.Series) -> AutoETS:
+        """Run the fitted model over the newer ``history`` with its parameters held.
+
+        A stored model is refitted on its schedule; between refits each cycle only
+        moves it onto the new data (its level, trend and season states), which costs
+        a smoothing pass instead of the four configurations' fits. Where the model
+        fell back, or the smoothing fails, it is refitted.
+        """
+        if getattr(self, "delegate_", None) is not None or not hasattr(self, "config_"):
+            return self.fit(history)
+        params = (
+            np.asarray(self.result_.params, dtype=float)
+            if "result_" in vars(self)
+            else np.asarray(self.params_, dtype=float)
+        )
+        y = self._prepare(history)
+        values = y.to_numpy(dtype=float)
+        m = steps_per(DAY, self.step_)
+        keep = max(steps_per(parse_duration(self.window), self.step_), 2 * m)
+        first = int(np.argmax(~np.isnan(values)))
+        start = max(first, len(values) - keep)
+        if len(values) - start < 2 * m:
+            return self.fit(history)
+        window = _filled(values[start:])
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = _ets_smoothed(window, self.config_, params)
+        except _FIT_ERRORS:
+            return self.fit(history)
+        self.window_start_, self.window_, self.result_ = start, window, result
+        self.params_ = params
+        self.fill_ = float(window[-1])
+        return self
 
     def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
         """Median forecasts at each origin from the model chosen and fitted at the oldest one.

@@ -94,8 +94,10 @@ class Margin:
     reactive_unserved_share: float | None = None
     """Share of demand the reactive reference rule left unserved over the history."""
     capped: bool = False
-    """True where the cheapest choice within budget cost more than the reactive rule, so
-    the margin is the one serving most at no more than the reactive rule's cost."""
+    """True where no candidate served as well as the reactive rule (or the budget) at no
+    more than its cost, so the margin is the one serving most at no more than that cost."""
+    target: float | None = None
+    """Unserved share aimed at: the budget, or less where the reactive rule left less."""
 
     def describe(self) -> str:
         """One clause for a reason: the margin and its evidence."""
@@ -105,13 +107,22 @@ class Margin:
             if self.smaller_unserved_share is not None
             else ""
         )
-        budget = (
-            "within" if self.within_budget else ("over" if self.capped else "budget not reachable;")
-        )
+        target = self.budget if self.target is None else self.target
+        if target < self.budget - 1e-12:
+            aim = (
+                f"{'within' if self.unserved_share <= target + 1e-12 else 'over'} the "
+                f"reactive rule's {100 * target:.2f}% on it (budget {100 * self.budget:.2f}%)"
+            )
+        else:
+            aim = (
+                "within"
+                if self.within_budget
+                else ("over" if self.capped else "budget not reachable;")
+            ) + f" budget {100 * self.budget:.2f}%"
         text = (
             f"margin {100 * self.margin:.1f}% learned for {self.signal!r} from "
             f"{self.history_days:.1f} d of its history ({100 * self.unserved_share:.2f}% "
-            f"unserved{smaller}; {budget} budget {100 * self.budget:.2f}%)"
+            f"unserved{smaller}; {aim})"
         )
         if self.cost_ratio is not None and self.reactive_cost_ratio is not None:
             reactive = (
@@ -119,7 +130,7 @@ class Margin:
                 f"{100 * (self.reactive_unserved_share or 0.0):.2f}% unserved"
             )
             text += (
-                f", holding {self.cost_ratio:.2f}x demand: meeting the budget cost more than "
+                f", holding {self.cost_ratio:.2f}x demand: serving that well cost more than "
                 f"the reactive rule ({reactive}), so the margin serves most at no more than "
                 "its cost"
                 if self.capped
@@ -146,6 +157,7 @@ class Margin:
             "reactive_cost_ratio": r6(self.reactive_cost_ratio),
             "reactive_unserved_share": r6(self.reactive_unserved_share),
             "capped": self.capped,
+            "target": r6(self.target),
         }
 
 
@@ -271,27 +283,35 @@ def learn_margin(
     cands = [(sh, k) for sh in shapes for k in range(len(MARGIN_GRID))]
     unserved = {c: float(table[c[0]][0][c[1]]) for c in cands}
     cost = {c: float(table[c[0]][1][c[1]]) for c in cands}
-    # The budget is met with the forecast's shape: the day-before change is a poor
-    # stand-in for the forecaster's, so the rule without it is only the fallback.
-    shaped = [c for c in cands if c[0]]
-    within = any(unserved[c] <= budget + 1e-12 for c in shaped)
-    limit = budget if within else min(unserved[c] for c in shaped) + budget
-    # Cheapest first; among equal costs the smaller margin.
-    chosen = min((c for c in shaped if unserved[c] <= limit + 1e-12), key=lambda c: (cost[c], c[1]))
+    # Never more unserved than reacting left on the same history, nor than the budget.
     reactive_cost = reactive_unserved = None
-    capped = False
+    target = budget
     if reactive_headroom is not None:
         ru, rc = replay_rule(
             values, lead_steps, floor_steps, np.array([reactive_headroom]), season, granule, False
         )
         reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
-        if cost[chosen] > reactive_cost * (1 + 1e-9):
-            # Meeting the budget cost more than reacting did: serve as much as
-            # possible at no more than the reactive rule's cost.
-            affordable = [c for c in cands if cost[c] <= reactive_cost * (1 + 1e-9)]
-            if affordable:
-                chosen = min(affordable, key=lambda c: (unserved[c], cost[c], c[1]))
-                capped = True
+        target = min(budget, reactive_unserved)
+    # The target is met with the forecast's shape: the day-before change is a poor
+    # stand-in for the forecaster's, so the rule without it is only the fallback.
+    shaped = [c for c in cands if c[0]]
+    within = any(unserved[c] <= target + 1e-12 for c in shaped)
+    limit = target if within else min(unserved[c] for c in shaped) + budget
+    # Cheapest first; among equal costs the smaller margin.
+    chosen = min((c for c in shaped if unserved[c] <= limit + 1e-12), key=lambda c: (cost[c], c[1]))
+    capped = False
+    if reactive_cost is not None and cost[chosen] > reactive_cost * (1 + 1e-9):
+        # Meeting the target with the forecast's shape cost more than reacting did:
+        # the cheapest candidate that serves as well as reacting for no more (the
+        # reactive rule itself is one where it left no more than the budget), else
+        # the one serving most at no more than the reactive rule's cost.
+        affordable = [c for c in cands if cost[c] <= reactive_cost * (1 + 1e-9)]
+        dominating = [c for c in affordable if unserved[c] <= target + 1e-12]
+        if dominating:
+            chosen = min(dominating, key=lambda c: (cost[c], not c[0], c[1]))
+        elif affordable:
+            chosen = min(affordable, key=lambda c: (unserved[c], cost[c], c[1]))
+            capped = True
     sh, k = chosen
     return Margin(
         signal=str(signal if signal is not None else history.name or "signal"),
@@ -306,4 +326,5 @@ def learn_margin(
         reactive_cost_ratio=reactive_cost,
         reactive_unserved_share=reactive_unserved,
         capped=capped,
+        target=target,
     )

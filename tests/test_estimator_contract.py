@@ -185,6 +185,28 @@ def test_ets_backtests_hold_the_model_fitted_at_the_oldest_origin() -> None:
         assert np.mean(np.abs(got[i] - again)) < 0.1 * np.mean(np.abs(again))
 
 
+def test_ets_update_moves_the_fitted_model_onto_newer_data_without_refitting() -> None:
+    # A stored AutoETS moved onto a day more of history runs its model (configuration
+    # and parameters held) over the new window: what a refit would start from, cheaper.
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    y = hourly(days=12, seed=5)
+    old = make("ets_auto").fit(y.iloc[:-24])
+    params = np.asarray(old.result_.params).copy()  # type: ignore[attr-defined]
+    moved = old.update(y)
+    assert moved.last_timestamp_ == y.index[-1]
+    np.testing.assert_array_equal(moved.result_.params, params)  # type: ignore[attr-defined]
+    window = y.to_numpy()[moved.window_start_ :]  # type: ignore[attr-defined]
+    want = ETSModel(pd.Series(window), **old.config_).smooth(params).forecast(24)  # type: ignore[attr-defined]
+    got = moved.predict(24, [0.5]).to_numpy()[:, 0]
+    np.testing.assert_allclose(got, np.clip(want, 0, None), rtol=1e-9, atol=1e-9)
+    again = make("ets_auto").fit(y).predict(24, [0.5]).to_numpy()[:, 0]
+    assert np.mean(np.abs(got - again)) < 0.1 * np.mean(np.abs(again))
+    # A model that fell back to the seasonal naive model is refitted instead.
+    short = make("ets_auto").fit(y.iloc[:30])
+    assert short.fallback_ and short.update(y).fallback_ is None
+
+
 def test_boosting_backtests_its_median_model_alone() -> None:
     from forecaster.boosting import QuantileBoosting
 

@@ -472,12 +472,30 @@ def test_a_margin_never_costs_more_than_reactive_scaling_did_on_the_same_past() 
     assert m.margin < free.margin and not m.within_budget
     assert m.reactive_unserved_share is not None
     assert m.unserved_share <= m.reactive_unserved_share + 1e-12
-    assert "meeting the budget cost more than the reactive rule" in m.describe()
+    assert "serving that well cost more than the reactive rule" in m.describe()
     # Where the budget is met for less than reacting cost, the reference changes nothing.
     calm = learn_margin(history([60.0] * 600), 600, 0.0, signal="rps")
     assert calm is not None and not calm.capped and calm.forecast_shape and calm.margin == 0
     assert calm.cost_ratio == pytest.approx(1.0)
     assert calm.reactive_cost_ratio == pytest.approx(1.2)
+
+
+def test_a_margin_leaves_no_more_unserved_than_reacting_did_where_that_is_within_budget() -> None:
+    # Rises by a tenth every 95 minutes: a 5% budget alone is met with no margin
+    # (1.6% unserved), while reacting with 20% left nothing unserved on this past. The
+    # margin is the cheapest that serves as well as reacting did, and costs less.
+    rises = history(([40.0] * 15 + [44.0] * 4) * 16 * 3)
+    free = learn_margin(rises, 600, 0.05, signal="rps", reactive_headroom=None)
+    m = learn_margin(rises, 600, 0.05, signal="rps")
+    assert free is not None and m is not None
+    assert free.margin == 0.0 and free.unserved_share > 0
+    assert m.reactive_unserved_share == 0.0 and m.target == 0.0
+    assert m.margin == pytest.approx(0.1) and m.unserved_share == 0.0 and m.forecast_shape
+    assert m.cost_ratio is not None and m.reactive_cost_ratio is not None
+    assert m.cost_ratio < m.reactive_cost_ratio and not m.capped
+    assert m.smaller_unserved_share is not None and m.smaller_unserved_share > 0
+    assert "within the reactive rule's 0.00% on it (budget 5.00%)" in m.describe()
+    assert m.to_dict()["target"] == 0.0
 
 
 def test_whole_nodes_cover_what_their_rounding_covers_already() -> None:
