@@ -255,7 +255,7 @@ class AutoETS(StatisticalEstimator):
     def _rebuild(self) -> None:
         self.result_ = _ets_smoothed(self.window_, self.config_, self.params_)
 
-    def update(self, history: pd.Series) -> AutoETS:
+    def update(self, history: pd.Series) -> StatisticalEstimator:
         """Run the fitted model over the newer ``history`` with its parameters held.
 
         A stored model is refitted on its schedule; between refits each cycle only
