@@ -642,13 +642,26 @@ def plan_capacity(
         + policy.scale_down_stabilization_s
     )
     peaks: dict[str, float] = {}
+    # What this cycle records as its own near-term need for later cycles' hold rules.
+    record_peaks: dict[str, float] = {}
     for name, sf in forecasts.items():
         y = (history or {}).get(name)
         if y is None:
             continue
         seen = y[(y.index <= sf.last_timestamp) & (y.index > sf.last_timestamp - hold_window)]
         peaks[name] = max([sf.last_value, *seen.dropna().tolist()])
+        if learned.get(name) is not None and not learned[name].forecast_shape:
+            # A signal whose margin fell back to the rule without the forecast's shape
+            # scales as that rule was replayed (scaler.margins): the largest newest value
+            # of the window, with its margin. The cycle records only its newest value
+            # with the margin, so that the records do not hold the window's peak for
+            # another window on top (that held nodes reacting would not).
+            peaks[name] *= 1.0 + headroom[name]
+            record_peaks[name] = sf.last_value
+        else:
+            record_peaks[name] = peaks[name]
     observed = current_demand_by_model(config, dict(forecasts), headroom, peaks)
+    recorded_floor = current_demand_by_model(config, dict(forecasts), headroom, record_peaks)
     # A signal whose forecast shape did not pay on its own history (scaler.margins) is
     # anchored on a flat median near term: its newest value, with its margin.
     shaped = {
@@ -730,11 +743,16 @@ def plan_capacity(
             # the forecast conditioned on now, not the day-ahead quantile's level.
             need[window & ~near] = anchor[window & ~near]
         # What this cycle itself asks for near term; later cycles' hysteresis reads it.
-        # It includes the observed peak the floor holds, so through the records a peak
-        # is held up to twice lead + stabilization: leaving it out was measured to
-        # cost more demand unserved and more reversals than the capacity it saved
-        # (README, "Replay").
-        near_need[model] = round(float(need[near].max()) if near.any() else 0.0, 4)
+        # With the forecast's shape it includes the observed peak the floor holds, so
+        # through the records a peak is held up to twice lead + stabilization: leaving
+        # it out was measured to cost more demand unserved and more reversals than the
+        # capacity it saved (README, "Replay"). Without the shape the record is the
+        # newest value with its margin, as the margin's rule was replayed.
+        provision = float(need[near].max()) if near.any() else 0.0
+        record = need[near]
+        if not is_held and near.any():
+            record = np.maximum(anchor[near], max(recorded_floor.get(model, floor), keep))
+        near_need[model] = round(float(record.max()) if near.any() else 0.0, 4)
         recent = [c for c in past if now - (lead_max + stab) < pd.Timestamp(c.at) < now]
         if not is_held:
             # No flapping (module docstring): capacity that this plan's own need, or
@@ -751,7 +769,7 @@ def plan_capacity(
             # What this plan provisions near term counts as held: the level kept over
             # the window is then the same before and after this plan's own raise is
             # applied (re-planning from the applied targets keeps them).
-            held_level = max(cover_now, near_need[model])
+            held_level = max(cover_now, provision)
             need[window] = np.maximum(need[window], min(held_level, again))
         need_by_model[model] = need
         top = float(need.max()) if len(need) else 0.0

@@ -498,6 +498,33 @@ def test_a_margin_leaves_no_more_unserved_than_reacting_did_where_that_is_within
     assert m.to_dict()["target"] == 0.0
 
 
+def test_a_margin_without_the_forecast_shape_scales_as_its_rule_was_replayed() -> None:
+    # The rule without the shape (scaler.margins) requests the largest newest value of
+    # lead time + stabilization with its margin, as reacting does, and the cycle records
+    # only its newest value with the margin, so that later cycles do not hold the peak
+    # for another window on top. The shaped rule keeps the observed peak itself (its
+    # margin is on the newest value) and records it.
+    from scaler.margins import Margin
+
+    config, _, inventory = _fleet()
+    fc = forecast(np.full(30, 40.0), 0.0, 40.0, 40.0)
+    seen = history([40.0] * 600 + [60.0] + [40.0] * 2)
+    common = dict(unserved_share=0.0, smaller_unserved_share=None, budget=0.005)
+    flat = Margin("rps", 0.2, **common, history_days=2.0, within_budget=True, forecast_shape=False)
+    shaped = Margin("rps", 0.2, **common, history_days=2.0, within_budget=True)
+    reach = lead_steps(config.pools[0], 300) + 1
+    plain = plan_capacity(
+        config, {"rps": fc}, inventory, NOW, history={"rps": seen}, margins={"rps": flat}
+    )
+    assert min(plain.demand_gpus["H100-80GB"][:reach]) == pytest.approx(72.0)
+    assert plain.risk["near_need_gpus"]["H100-80GB"] == pytest.approx(48.0)
+    held = plan_capacity(
+        config, {"rps": fc}, inventory, NOW, history={"rps": seen}, margins={"rps": shaped}
+    )
+    assert min(held.demand_gpus["H100-80GB"][:reach]) == pytest.approx(60.0)
+    assert held.risk["near_need_gpus"]["H100-80GB"] == pytest.approx(60.0)
+
+
 def test_whole_nodes_cover_what_their_rounding_covers_already() -> None:
     # Rises of 40 -> 46 every 95 minutes: without rounding they need a margin of 15%;
     # in nodes of 50 units the node held for 40 serves 46 too.
@@ -521,11 +548,13 @@ def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     plain = plan_capacity(config, {"rps": fc}, inventory, NOW, history={"rps": calm})
     none = plan_capacity(config, {"rps": fc}, inventory, NOW)
     reach = lead_steps(config.pools[0], 300) + 1
-    assert min(guarded.demand_gpus["H100-80GB"][:reach]) == pytest.approx(60.0)
     # The margin the planner keeps is the one learnt for its own lead time, hold window
     # and node size, capped by the reactive reference where meeting the budget cost more.
     want = learn_margins(config, {"rps": fc}, {"rps": jumpy})["rps"]
     assert want is not None and want.margin > 0
+    # The jump of the window held: with the margin where the rule has no forecast shape.
+    peak = math.ceil(60.0 * (1.0 if want.forecast_shape else 1.0 + want.margin) - 1e-9)
+    assert min(guarded.demand_gpus["H100-80GB"][:reach]) == pytest.approx(peak)
     got = guarded.risk["margins"]["rps"]
     assert got["margin"] == pytest.approx(want.margin)
     assert got["capped"] == want.capped and got["forecast_shape"] == want.forecast_shape
