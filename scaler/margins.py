@@ -23,23 +23,26 @@ Capacity is rounded up to whole nodes (``granule``, the signal units one node
 serves) as the planner rounds it, so the margin is not asked to cover what the
 rounding covers already.
 
-The margin is the cheapest that keeps the unserved share within ``budget``
-(``policy.unserved_budget``). Where no margin gets there (demand that jumps from
+The reference is a *reactive* rule (the newest value plus
+:data:`REACTIVE_HEADROOM`, held over the same window) replayed on the same
+history. The margin is the cheapest that leaves no more of the demand unserved
+than that rule did, and never more than ``budget`` (``policy.unserved_budget``):
+prediction has to serve at least as well as reacting on the series' own past
+before it may cost less. Where no margin gets there (demand that jumps from
 nothing, which no multiple of the newest value covers), it is the cheapest within
 ``budget`` of the least that any margin leaves: more margin would buy nothing.
 
-Then the reference: a *reactive* rule (the newest value plus
-:data:`REACTIVE_HEADROOM`, held over the same window) replayed on the same
-history. Where the choice costs more than the reactive rule did, prediction did
-not pay on this series' own past within the budget, and the choice falls back to
-the candidate that leaves the least unserved at no more than the reactive rule's
-cost, among the rule above and the same rule without the day-before shape
-(``s_j = 1``: the newest value with margin, held over the window; the planner
-then anchors on a flat forecast near term). The reactive rule itself is one of
-them (no shape, margin 20%), so a series never gets a margin that was costlier
-than reactive scaling over its history. The rule without shape is only the
-fallback: the day-before change is a poor stand-in for the forecaster's shape,
-and where the shaped rule pays the planner uses the forecaster's.
+Where that choice costs more than the reactive rule did, prediction did not pay
+on this series' own past, and the choice falls back to the same rule without the
+day-before shape (``s_j = 1``: the newest value with margin, held over the window,
+as reacting does; the planner then anchors on a flat forecast near term and holds
+the window's newest values with the margin): the cheapest of those that serves as
+well as reacting for no more (the reactive rule itself is one, where it left no
+more than the budget), else the candidate that leaves the least unserved at no
+more than the reactive rule's cost. So a series never gets a margin that was
+costlier than reactive scaling over its history. The rule without shape is only
+the fallback: the day-before change is a poor stand-in for the forecaster's
+shape, and where the shaped rule pays the planner uses the forecaster's.
 
 The rule sees only the history it is given; the replay gives it the training
 period, the product the collected lookback. The result carries its evidence

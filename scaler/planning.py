@@ -20,15 +20,19 @@ Need, per grid step j (GPUs of one model):
   step) is provisioned a lead time before it arrives;
 * the margin in the two levels above is each signal's own, learnt from its
   history (:mod:`scaler.margins`: the cheapest margin whose walk-forward replay
-  over that history leaves at most ``policy.unserved_budget`` of demand
-  unserved); ``policy.headroom_fraction`` only where the history is too short. A
+  over that history leaves no more demand unserved than a reactive rule did there,
+  and at most ``policy.unserved_budget``); ``policy.headroom_fraction`` only where
+  the history is too short. A
   series that jumps within a lead time keeps the margin its jumps needed; a calm
   one pays nothing for it. The reasons name each margin and its evidence;
 * from reach to ``now + lead + scale_down_stabilization`` the anchored demand
   replaces the quantile too (what the hold rules below keep);
 * a signal whose forecast shape did not pay on its own history (the margin fell
   back to the reactive reference, :mod:`scaler.margins`) is anchored on a flat
-  median near term: its newest value with its margin;
+  median near term: its newest value with its margin, and its observed floor is
+  the largest newest value of lead time + stabilization with the margin (as that
+  rule was replayed); the cycle records only its newest value with the margin, so
+  the records do not hold that peak for a second window;
 * within reach, at least the *keep level*: the largest anchored demand (without
   headroom) over ``[now, now + lead + scale_down_stabilization)``. Capacity that
   will be needed again within that window is not released, since it could not
