@@ -154,6 +154,21 @@ class StatisticalEstimator(BaseEstimator):
     def _fit_filled(self, values: np.ndarray) -> None:
         raise NotImplementedError
 
+    def _newer_window(self, history: pd.Series) -> tuple[int, np.ndarray] | None:
+        """``(start, gap-filled window)`` of ``history`` as :meth:`fit` would take it, for
+        ``update``; None where the model fell back or the window is under two seasons."""
+        if getattr(self, "delegate_", None) is not None or not hasattr(self, "window_"):
+            return None
+        y = self._prepare(history)
+        values = y.to_numpy(dtype=float)
+        m = steps_per(DAY, self.step_)
+        keep = max(steps_per(parse_duration(self.window), self.step_), 2 * m)
+        first = int(np.argmax(~np.isnan(values)))
+        start = max(first, len(values) - keep)
+        if len(values) - start < 2 * m:
+            return None
+        return start, _filled(values[start:])
+
     def artifact_state(self) -> dict[str, Any]:
         """Everything but the statsmodels results, which only pickle: the model is stored as
         its window of history and parameters, and rebuilt from them on loading."""
@@ -263,22 +278,17 @@ class AutoETS(StatisticalEstimator):
         a smoothing pass instead of the four configurations' fits. Where the model
         fell back, or the smoothing fails, it is refitted.
         """
-        if getattr(self, "delegate_", None) is not None or not hasattr(self, "config_"):
+        if not hasattr(self, "config_"):
             return self.fit(history)
         params = (
             np.asarray(self.result_.params, dtype=float)
             if "result_" in vars(self)
             else np.asarray(self.params_, dtype=float)
         )
-        y = self._prepare(history)
-        values = y.to_numpy(dtype=float)
-        m = steps_per(DAY, self.step_)
-        keep = max(steps_per(parse_duration(self.window), self.step_), 2 * m)
-        first = int(np.argmax(~np.isnan(values)))
-        start = max(first, len(values) - keep)
-        if len(values) - start < 2 * m:
+        newer = self._newer_window(history)
+        if newer is None:
             return self.fit(history)
-        window = _filled(values[start:])
+        start, window = newer
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -379,9 +389,57 @@ class ThetaForecaster(StatisticalEstimator):
         self.fill_ = float(values[-1])
         method = "additive" if values.min() <= 0 else "auto"
         self.result_ = ThetaModel(values, period=self.season_steps_, method=method).fit()
+        self.alpha_ = float(self.result_.params.iloc[1])
 
     def _rebuild(self) -> None:
-        self._fit_filled(self.window_)  # cheap and deterministic: the same fit again
+        alpha = getattr(self, "alpha_", None)
+        if alpha is None:
+            self._fit_filled(self.window_)  # deterministic: the same fit again
+        else:
+            self.result_ = self._held(self.window_, alpha)
+
+    def _held(self, values: np.ndarray, alpha: float) -> Any:
+        """Theta's results on ``values`` with the smoothing weight ``alpha`` held.
+
+        The steps of statsmodels' ``ThetaModel.fit`` (0.15, two-step estimation): the
+        seasonality test, the decomposition and the least-squares drift, redone on
+        ``values``; the simple exponential smoothing run with ``alpha`` instead of
+        estimated (the estimate is what a refit pays for). On the data it was fitted
+        on this gives the fit's forecast (test).
+        """
+        from scipy.signal import lfilter
+        from statsmodels.tsa.forecasting.theta import ThetaModel, ThetaModelResults
+        from statsmodels.tsa.tsatools import add_trend
+
+        method = "additive" if values.min() <= 0 else "auto"
+        model = ThetaModel(values, period=self.season_steps_, method=method)
+        if model.deseasonalize and model.use_test:
+            model._test_seasonality()
+        y, seasonal = model._deseasonalize_data()
+        ct = add_trend(y, "ct", prepend=True)[:, :2]
+        ct[:, 1] -= 1
+        _, b0 = np.linalg.lstsq(ct, y, rcond=None)[0]
+        # SES with the level known at y[0]: a(t+1) = alpha y(t) + (1 - alpha) a(t).
+        level = lfilter([alpha], [1.0, -(1.0 - alpha)], y, zi=[(1.0 - alpha) * y[0]])[0]
+        return ThetaModelResults(b0, alpha, None, np.array([level[-1]]), seasonal, False, model)
+
+    def update(self, history: pd.Series) -> StatisticalEstimator:
+        """Move the fitted model onto the newer ``history`` with its smoothing weight held
+        (:meth:`_held`); where the model fell back, or anything fails, it is refitted."""
+        alpha = getattr(self, "alpha_", None)
+        newer = self._newer_window(history) if alpha is not None else None
+        if newer is None or alpha is None:
+            return self.fit(history)
+        start, window = newer
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = self._held(window, alpha)
+        except (*_FIT_ERRORS, AttributeError, TypeError):
+            return self.fit(history)
+        self.window_start_, self.window_, self.result_ = start, window, result
+        self.fill_ = float(window[-1])
+        return self
 
     def _mean(self, horizon: int) -> np.ndarray:
         return np.asarray(self.result_.forecast(horizon), dtype=float)

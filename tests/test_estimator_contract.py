@@ -9,6 +9,8 @@ Series are small (hourly, 10 days) so the Prophet fits stay quick.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -205,6 +207,33 @@ def test_ets_update_moves_the_fitted_model_onto_newer_data_without_refitting() -
     # A model that fell back to the seasonal naive model is refitted instead.
     short = make("ets_auto").fit(y.iloc[:30])
     assert short.fallback_ and short.update(y).fallback_ is None
+
+
+def test_theta_update_holds_the_smoothing_weight_and_redoes_the_rest(tmp_path: Path) -> None:
+    # On the data it was fitted on, Theta moved by update forecasts what the fit does
+    # (the smoothing weight held, the decomposition and drift redone, as statsmodels'
+    # fit does them); on a day more it stays close to a refit; a stored model rebuilt
+    # from its window and weight forecasts the same as before it was stored.
+    import copy
+
+    from forecaster.artifacts import dumps, loads
+
+    y = hourly(days=12, seed=5)
+    fitted = make("theta").fit(y)
+    want = fitted.predict(24, [0.5]).to_numpy()[:, 0]
+    same = copy.deepcopy(fitted).update(y).predict(24, [0.5]).to_numpy()[:, 0]
+    np.testing.assert_allclose(same, want, rtol=1e-9, atol=1e-9)
+    old = make("theta").fit(y.iloc[:-24])
+    moved = old.update(y)
+    assert moved.last_timestamp_ == y.index[-1]
+    assert moved.alpha_ == old.alpha_  # type: ignore[attr-defined]
+    got = moved.predict(24, [0.5]).to_numpy()[:, 0]
+    assert np.mean(np.abs(got - want)) < 0.05 * np.mean(np.abs(want))
+    blob = tmp_path / "theta.npz"
+    blob.write_bytes(dumps({"model": fitted}, "theta", None))
+    again = loads(blob, "theta", None)["model"]
+    assert "result_" not in vars(again)  # rebuilt from the window and the weight
+    np.testing.assert_allclose(again.predict(24, [0.5]).to_numpy()[:, 0], want, atol=1e-9)
 
 
 def test_boosting_backtests_its_median_model_alone() -> None:
