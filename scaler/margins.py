@@ -19,9 +19,11 @@ replay of the near-term rule over that history:
   node kept from earlier would serve too);
 * the unserved share is ``sum(max(0, y_j - served_j)) / sum(y_j)``.
 
-Capacity is rounded up to whole nodes (``granule``, the signal units one node
-serves) as the planner rounds it, so the margin is not asked to cover what the
-rounding covers already.
+The margin is headroom on replicas, as the planner adds it: the level is rounded
+up to whole replicas (``replica``, the signal units of one) before the margin, then
+the capacity up to whole nodes (``granule``, the signal units one node serves), so
+the margin is not asked to cover what the rounding covers already, and the
+reactive reference replays exactly the rule a reactive autoscaler runs on GPUs.
 
 The reference is a *reactive* rule (the newest value plus
 :data:`REACTIVE_HEADROOM`, held over the same window) replayed on the same
@@ -196,12 +198,14 @@ def replay_rule(
     season_steps: int = 0,
     granule: float = 0.0,
     shape: bool = True,
+    replica: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(unserved share, capacity / demand)`` of the near-term rule per candidate margin.
 
     ``values``: one regular series, NaN for gaps. ``granule``: signal units of one node
     (capacity is requested in whole nodes; 0: not rounded). ``shape``: whether the
     day-before change stands in for the forecast's (False: the newest value only).
+    ``replica``: signal units of one replica, the margin's unit (0: not rounded).
     """
     y = np.asarray(values, dtype=float)
     n = len(y)
@@ -212,7 +216,13 @@ def replay_rule(
     # R[m, i]: what the rule requests after seeing step i: the largest of the
     # anchored levels over the floor window (the planner's hysteresis keeps them).
     level = pd.Series(known * factor).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
-    requested = np.maximum(level[None, :] * (1.0 + margins[:, None]), peak[None, :])
+    if replica > 0:
+        # Headroom on whole replicas (scaler.translating.gpus_for), in signal units.
+        level = np.ceil(level / replica - 1e-9)
+        grown = np.ceil(level[None, :] * (1.0 + margins[:, None]) - 1e-9) * replica
+        requested = np.maximum(grown, np.ceil(peak / replica - 1e-9)[None, :] * replica)
+    else:
+        requested = np.maximum(level[None, :] * (1.0 + margins[:, None]), peak[None, :])
     if granule > 0:
         requested = np.ceil(requested / granule - 1e-9) * granule
     # Step j is served by min(R[j-1-L .. j-1]).
@@ -252,12 +262,14 @@ def learn_margin(
     floor_window: pd.Timedelta = FLOOR_WINDOW,
     granule: float = 0.0,
     reactive_headroom: float | None = REACTIVE_HEADROOM,
+    replica: float = 0.0,
 ) -> Margin | None:
     """The cheapest rule and margin keeping ``history``'s unserved share in ``budget``.
 
     ``history`` is the signal as observed (its own step, NaN for gaps); ``step`` its
     step (inferred from the index when not given); ``granule`` the signal units one
-    node serves (0: capacity not rounded). ``reactive_headroom``: the reference rule
+    node serves (0: capacity not rounded), ``replica`` those of one replica (the margin
+    is headroom on replicas; 0: not rounded). ``reactive_headroom``: the reference rule
     the choice may not cost more than (None: no reference). None when the history is
     shorter than :data:`MIN_HISTORY_STEPS` or carries no demand.
     """
@@ -276,11 +288,12 @@ def learn_margin(
     floor_steps = max(1, int(floor_window / step))
     season = int(pd.Timedelta(days=1) / step) if step < pd.Timedelta(days=1) else 0
     granule = granule if math.isfinite(granule) and granule > 0 else 0.0
+    replica = replica if math.isfinite(replica) and replica > 0 else 0.0
     # Candidates: (shape, margin index) with their unserved share and cost, the
     # forecast-shaped rule first so that it wins ties.
     shapes = (True, False) if 0 < season < len(values) else (True,)
     table = {
-        sh: replay_rule(values, lead_steps, floor_steps, MARGIN_GRID, season, granule, sh)
+        sh: replay_rule(values, lead_steps, floor_steps, MARGIN_GRID, season, granule, sh, replica)
         for sh in shapes
     }
     cands = [(sh, k) for sh in shapes for k in range(len(MARGIN_GRID))]
@@ -291,7 +304,14 @@ def learn_margin(
     target = budget
     if reactive_headroom is not None:
         ru, rc = replay_rule(
-            values, lead_steps, floor_steps, np.array([reactive_headroom]), season, granule, False
+            values,
+            lead_steps,
+            floor_steps,
+            np.array([reactive_headroom]),
+            season,
+            granule,
+            False,
+            replica,
         )
         reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
         target = min(budget, reactive_unserved)

@@ -22,7 +22,9 @@ Need, per grid step j (GPUs of one model):
   history (:mod:`scaler.margins`: the cheapest margin whose walk-forward replay
   over that history leaves no more demand unserved than a reactive rule did there,
   and at most ``policy.unserved_budget``); ``policy.headroom_fraction`` only where
-  the history is too short. A
+  the history is too short. A margin is headroom on the replicas the signal
+  needs (``ceil(replicas x (1 + margin))``, :func:`scaler.translating.gpus_for`),
+  as the reactive rule adds it to the GPUs in use and as it was replayed. A
   series that jumps within a lead time keeps the margin its jumps needed; a calm
   one pays nothing for it. The reasons name each margin and its evidence;
 * from reach to ``now + lead + scale_down_stabilization`` the anchored demand
@@ -46,8 +48,9 @@ the run records or the replay): within ``W = lead + scale_down_stabilization``
   capacity is released only once every cycle of the window agrees;
 * a pool raised within W is not lowered, and the first step of the projection
   never releases nodes that a later step requests again to serve within W (not
-  those requested for the quantile beyond W: a forecast level that observations
-  contradict would hold them cycle after cycle);
+  those requested for the quantile beyond W, nor the steps of the ramp towards it
+  that ``max_step_nodes`` imposes: a forecast level that observations contradict
+  would hold them cycle after cycle);
 * a pool that released nodes within W is raised only as far as the observed floor
   (demand already there, with its margin) forces it, never on a forecast alone.
 
@@ -146,6 +149,16 @@ def signal_granule(config: Config, signal: str) -> float:
     return min(p.gpus_per_node for p in pools) / gpus_per_unit
 
 
+def signal_replica(config: Config, signal: str) -> float:
+    """Signal units of one replica of the workload ``signal`` drives (0 where several do).
+
+    The margin is headroom on replicas (:func:`scaler.translating.gpus_for`), so the
+    walk-forward replay rounds the signal up to replicas before adding it.
+    """
+    driven = [w for w in config.workloads if w.signal == signal]
+    return float(driven[0].units_per_replica) if len(driven) == 1 else 0.0
+
+
 def learn_margins(
     config: Config, forecasts: Mapping[str, SeriesForecast], history: Mapping[str, pd.Series]
 ) -> dict[str, Margin | None]:
@@ -166,6 +179,7 @@ def learn_margins(
             signal=name,
             floor_window=floor,
             granule=signal_granule(config, name),
+            replica=signal_replica(config, name),
         )
     return out
 
@@ -648,6 +662,8 @@ def plan_capacity(
     peaks: dict[str, float] = {}
     # What this cycle records as its own near-term need for later cycles' hold rules.
     record_peaks: dict[str, float] = {}
+    # The margin on the window's peak: only where the rule without shape was learnt.
+    peak_headroom: dict[str, float] = {}
     for name, sf in forecasts.items():
         y = (history or {}).get(name)
         if y is None:
@@ -660,12 +676,14 @@ def plan_capacity(
             # of the window, with its margin. The cycle records only its newest value
             # with the margin, so that the records do not hold the window's peak for
             # another window on top (that held nodes reacting would not).
-            peaks[name] *= 1.0 + headroom[name]
+            peak_headroom[name] = headroom[name]
             record_peaks[name] = sf.last_value
         else:
             record_peaks[name] = peaks[name]
-    observed = current_demand_by_model(config, dict(forecasts), headroom, peaks)
-    recorded_floor = current_demand_by_model(config, dict(forecasts), headroom, record_peaks)
+    observed = current_demand_by_model(config, dict(forecasts), headroom, peaks, peak_headroom)
+    recorded_floor = current_demand_by_model(
+        config, dict(forecasts), headroom, record_peaks, peak_headroom
+    )
     # A signal whose forecast shape did not pay on its own history (scaler.margins) is
     # anchored on a flat median near term: its newest value, with its margin.
     shaped = {
@@ -854,14 +872,29 @@ def plan_capacity(
         solvers.add(sol.solver)
         notes.extend(f"{model}: {n}" for n in sol.notes)
         reach_window = max(1, int(windows[model].sum()))
-        for p in pools:
-            tl = [int(x) for x in sol.nodes[p.name]]
+
+        def serving_steps(p: PoolConfig, reach_window: int = reach_window) -> int:
             # Requests that serve within the window: one made at step j serves from
             # j + lead. Those that only prepare for the projection beyond it (the
             # unanchored quantile) do not hold capacity now: a forecast level that the
             # observations contradict would otherwise keep the nodes cycle after cycle.
-            serving = max(1, reach_window - lead_steps(p, policy.cycle_s))
-            again_nodes = max(tl[1:serving], default=tl[0])
+            return max(1, reach_window - lead_steps(p, policy.cycle_s))
+
+        within = sol
+        if any(
+            int(sol.nodes[p.name][0]) < current[p.name]
+            and max(sol.nodes[p.name][1 : serving_steps(p)], default=0) > sol.nodes[p.name][0]
+            for p in pools
+        ):
+            # Nor do the steps of a ramp towards it (max_step_nodes a cycle): what the
+            # window asks for again is read from the plan of the window's need alone.
+            w = windows[model]
+            top_w = float(need[w].max()) if w.any() else 0.0
+            within = solve(replace(prob, need=np.where(w, need, np.minimum(need, top_w))), solver)
+        for p in pools:
+            tl = [int(x) for x in sol.nodes[p.name]]
+            serving = serving_steps(p)
+            again_nodes = max((int(x) for x in within.nodes[p.name][1:serving]), default=tl[0])
             if tl[0] < current[p.name] and again_nodes > tl[0]:
                 # Never release nodes that this plan's own projection needs again
                 # within lead time + stabilization (a swap between pools included),

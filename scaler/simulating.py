@@ -52,7 +52,14 @@ from forecaster.forecasting import SeriesForecast, forecast_series
 from forecaster.series import clean_series, infer_step
 from scaler.config import Config, parse_config
 from scaler.margins import Margin, learn_margin
-from scaler.planning import Solver, allocate, plan_capacity, reclaim_spares, signal_granule
+from scaler.planning import (
+    Solver,
+    allocate,
+    plan_capacity,
+    reclaim_spares,
+    signal_granule,
+    signal_replica,
+)
 from scaler.plans import PastCycle
 
 STEP = pd.Timedelta(minutes=5)
@@ -508,6 +515,7 @@ def tiercast_run(
         signal="demand",
         floor_window=memory,
         granule=signal_granule(config, "demand"),
+        replica=signal_replica(config, "demand"),
     )
     for i in range(n_test):
         t = trace.test_start + i
@@ -546,7 +554,9 @@ def tiercast_run(
                 targets=dict(targets),
                 need_gpus=dict(plan.risk["near_need_gpus"]),
                 observed_gpus=dict(plan.risk["observed_gpus"]),
-                current=dict(inventory),
+                # Warm start (below): the first request was in place before the test,
+                # so it is no raise that the hold rules would keep for a window.
+                current=dict(targets) if i == 0 else dict(inventory),
             )
         )
         for p in pools:

@@ -49,8 +49,14 @@ from scaler.config import Config, WorkloadConfig
 from scaler.mig import gpu_fraction, resolve_profile
 
 
-def gpus_for(workload: WorkloadConfig, value: float | np.ndarray) -> np.ndarray:
-    """GPUs ``workload`` needs when its signal is ``value`` (elementwise).
+def gpus_for(
+    workload: WorkloadConfig, value: float | np.ndarray, margin: float = 0.0
+) -> np.ndarray:
+    """GPUs ``workload`` needs when its signal is ``value`` (elementwise), with ``margin``.
+
+    The margin is headroom on the replicas the value needs, ``ceil(replicas x (1 +
+    margin))``, as a reactive autoscaler adds headroom to the GPUs in use: the same
+    rule whether it is replayed on a history (:mod:`scaler.margins`) or planned.
 
     A MIG workload (``mig_profile``) runs one replica per instance, so each replica
     counts as the share of a GPU its instance takes (``scaler.mig.gpu_fraction``), not
@@ -59,6 +65,8 @@ def gpus_for(workload: WorkloadConfig, value: float | np.ndarray) -> np.ndarray:
     """
     x = np.nan_to_num(np.asarray(value, dtype=float), nan=0.0)
     replicas = np.ceil(np.maximum(x, 0.0) / workload.units_per_replica - 1e-9)
+    if margin:
+        replicas = np.ceil(replicas * (1.0 + margin) - 1e-9)
     replicas = np.maximum(replicas, workload.min_replicas)
     if workload.mig_profile is not None:
         profile = resolve_profile(workload.gpu_model, workload.mig_profile, workload.memory_gb)
@@ -129,10 +137,11 @@ def current_demand_by_model(
     forecasts: dict[str, SeriesForecast],
     headroom_fraction: Headroom = 0.0,
     recent_peaks: Mapping[str, float] | None = None,
+    peak_headroom: Headroom = 0.0,
 ) -> dict[str, float]:
     """The observed floor per GPU model: GPUs for what is running now, with headroom.
 
-    Per workload ``max(gpus(last * (1 + headroom)), gpus(recent peak))``: the newest
+    Per workload ``max(gpus(last, headroom), gpus(recent peak, peak_headroom))``: the newest
     demand plus a margin for growth while new nodes boot, and never less than what
     the recent past actually needed (a dip of one sample does not release
     capacity). The recent peak is ``recent_peaks[signal]`` where given (the planner's
@@ -145,8 +154,11 @@ def current_demand_by_model(
             continue
         key = gpu_model(w.gpu_model).name
         peak = (recent_peaks or {}).get(w.signal, fc.recent_max)
-        level = max(fc.last_value * (1.0 + headroom_for(headroom_fraction, w.signal)), peak)
-        out[key] = out.get(key, 0.0) + float(gpus_for(w, level))
+        level = max(
+            float(gpus_for(w, fc.last_value, headroom_for(headroom_fraction, w.signal))),
+            float(gpus_for(w, peak, headroom_for(peak_headroom, w.signal))),
+        )
+        out[key] = out.get(key, 0.0) + level
     return out
 
 
@@ -191,14 +203,14 @@ def anchored_demand_by_model(
     grid: pd.DatetimeIndex,
     headroom_fraction: Headroom = 0.0,
 ) -> dict[str, np.ndarray]:
-    """GPUs per GPU model for ``last * (1 + headroom) * median ratio`` on ``grid``."""
+    """GPUs per GPU model for ``last * median ratio`` on ``grid``, with headroom (:func:`gpus_for`)."""
     out: dict[str, np.ndarray] = {}
     for w in config.workloads:
         fc = forecasts.get(w.signal)
         if fc is None:
             continue
         margin = headroom_for(headroom_fraction, w.signal)
-        values = fc.last_value * (1.0 + margin) * median_ratio(fc, grid)
+        values = fc.last_value * median_ratio(fc, grid)
         key = gpu_model(w.gpu_model).name
-        out[key] = out.get(key, np.zeros(len(grid))) + gpus_for(w, values)
+        out[key] = out.get(key, np.zeros(len(grid))) + gpus_for(w, values, margin)
     return out

@@ -15,17 +15,19 @@ from hypothesis import strategies as st
 from forecaster.forecasting import SeriesForecast
 from scaler.actuators import RecordingProvider
 from scaler.config import Config, parse_config
-from scaler.margins import learn_margin, unserved_by_margin
+from scaler.margins import learn_margin, replay_rule, unserved_by_margin
 from scaler.planning import (
     Solver,
     covered_gpus,
     lead_steps,
     learn_margins,
     plan_capacity,
+    signal_replica,
     spare_nodes,
     spot_loss_fraction,
 )
 from scaler.plans import CapacityPlan
+from scaler.translating import gpus_for
 from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "scaler" / "plan.schema.json").read_text())
@@ -536,6 +538,28 @@ def test_whole_nodes_cover_what_their_rounding_covers_already() -> None:
     assert nodes.margin == 0.0 and nodes.unserved_share == 0.0
 
 
+def test_the_margin_is_headroom_on_replicas_as_reacting_adds_it() -> None:
+    # A tenant at 46.2 GPUs needs 47; 20% on those is 56.4 -> 57 GPUs, 8 nodes, where
+    # 20% on the signal (55.4 -> 56 GPUs, 7 nodes) would hold a node less than the
+    # reactive rule on GPUs. The planner and the replay of the margin round alike.
+    config, _, _ = _fleet()
+    w = config.workloads[0]
+    assert float(gpus_for(w, 46.2, 0.2)) == 57.0 and float(gpus_for(w, 46.2)) == 47.0
+    assert float(signal_replica(config, "rps")) == 1.0
+    rng = np.random.default_rng(3)
+    y = 40.0 + 12.0 * rng.random(400)
+    lead, window = 2, 6
+    unserved, held = replay_rule(y, lead, window, np.array([0.2]), 0, 8.0, False, 1.0)
+    # The reactive autoscaler on GPUs: ceil(ceil(y) x 1.2 / 8) nodes, the largest of the
+    # window, serving after the lead time.
+    nodes = np.ceil(np.ceil(y - 1e-9) * 1.2 / 8 - 1e-9)
+    req = np.array([nodes[max(0, i - window + 1) : i + 1].max() for i in range(len(y))]) * 8
+    served = np.array([req[j - 1 - lead : j].min() for j in range(lead + 1, len(y))])
+    want = np.maximum(0.0, y[lead + 1 :] - served).sum() / y[lead + 1 :].sum()
+    assert unserved[0] == pytest.approx(want)
+    assert held[0] == pytest.approx(req[lead : len(y) - 1].sum() / y[lead + 1 :].sum())
+
+
 def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     config, _, inventory = _fleet()
     config = config.model_copy(
@@ -567,3 +591,54 @@ def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
         f"margin {100 * want.margin:.1f}% learned for 'rps'" in a.reason for a in guarded.actions
     )
     assert all("policy.headroom_fraction" in a.reason for a in none.actions)
+
+
+def test_a_ramp_towards_the_quantile_beyond_the_window_holds_no_capacity_now() -> None:
+    # The need falls to 6 nodes now while the unanchored q0.9 beyond lead +
+    # stabilization is 15 nodes. With at most 2 nodes a cycle, the projection's
+    # requests climb towards it from inside the window; those are for the quantile
+    # beyond it, so they hold nothing now: the pool steps down by 2, as far as it may.
+    config = parse_config(
+        {
+            "signals": [{"name": "rps"}],
+            "workloads": [
+                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
+            ],
+            "pools": [
+                {
+                    "name": "on-demand",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "max_nodes": 40,
+                    "lead_time_s": 600,
+                    **POOL_KINDS["on-demand"],
+                }
+            ],
+            "policy": {
+                "max_step_nodes": 2,
+                "scale_down_stabilization_s": 1200,
+                "horizon_s": 7200,
+                "headroom_fraction": 0.2,
+            },
+        }
+    )
+    n = 24
+    idx = pd.date_range(NOW, periods=n, freq=STEP, name="timestamp")
+    q9 = np.where(np.arange(n) < 8, 44.0, 120.0)
+    frame = pd.DataFrame({"q0.1": np.full(n, 36.0), "q0.5": np.full(n, 40.0), "q0.9": q9}, idx)
+    fc = SeriesForecast(
+        name="rps",
+        frame=frame,
+        estimator="fake",
+        reason="hand-made",
+        step=STEP,
+        last_timestamp=NOW - STEP,
+        last_value=40.0,
+        recent_max=40.0,
+        n_observed=1000,
+    )
+    plan = plan_capacity(config, {"rps": fc}, {"on-demand": 10}, NOW)
+    target = {a.pool: a.target_nodes for a in plan.actions}
+    assert target["on-demand"] == 8
+    # The projection still climbs to the quantile beyond the window, 2 nodes a cycle.
+    assert max(next(p for p in plan.pools if p.pool == "on-demand").target_nodes) >= 15
