@@ -888,9 +888,11 @@ def plan_capacity(
         ):
             # Nor do the steps of a ramp towards it (max_step_nodes a cycle): what the
             # window asks for again is read from the plan of the window's need alone.
-            w = windows[model]
-            top_w = float(need[w].max()) if w.any() else 0.0
-            within = solve(replace(prob, need=np.where(w, need, np.minimum(need, top_w))), solver)
+            span = windows[model]
+            peak_w = float(need[span].max()) if span.any() else 0.0
+            within = solve(
+                replace(prob, need=np.where(span, need, np.minimum(need, peak_w))), solver
+            )
         for p in pools:
             tl = [int(x) for x in sol.nodes[p.name]]
             serving = serving_steps(p)
