@@ -29,7 +29,9 @@ import copy
 import functools
 import importlib
 import inspect
+import json
 import math
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
@@ -874,16 +876,65 @@ def registered() -> dict[str, Callable[[], BaseEstimator]]:
     return dict(_REGISTRY)
 
 
+_SETTINGS = re.compile(r"^\s*([A-Za-z_][\w]*)\s*\((.*)\)\s*$")
+
+
+def _with_settings(est: BaseEstimator, spec: str, settings: str) -> BaseEstimator:
+    """``est`` with the ``key=value`` settings of ``spec`` (JSON scalars), type-checked."""
+    params = est.get_params()
+    for item in (x.strip() for x in settings.split(",")):
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not item or not eq or key not in params:
+            raise BadInputError(
+                f"estimator {spec!r}: {item!r} is not key=value with a key among "
+                f"{', '.join(sorted(params))}"
+            )
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            raise BadInputError(
+                f"estimator {spec!r}: {key}={raw.strip()!r} is not a number, true, false or "
+                'a "quoted" string'
+            ) from None
+        old = params[key]
+        if isinstance(old, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(old, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(old, float):
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value)
+            value = float(value) if ok else value
+        else:
+            ok = isinstance(old, str) and isinstance(value, str)
+        if not ok:
+            raise BadInputError(
+                f"estimator {spec!r}: {key} must be {type(old).__name__} like its default "
+                f"{old!r}; got {raw.strip()}"
+            )
+        est.set_params(**{key: value})
+    return est
+
+
 def make(name: str) -> BaseEstimator:
-    """A new, unfitted estimator registered under ``name``."""
-    if name not in _REGISTRY:
+    """A new, unfitted estimator registered under ``name``.
+
+    ``name(key=value, ...)`` sets scalar constructor parameters of the registered
+    estimator (``auto(budget_s=3.0)``): a variant that benchmarks and configurations
+    can name without registering it.
+    """
+    match = _SETTINGS.match(name) if "(" in name else None
+    base = match.group(1) if match else name
+    if base not in _REGISTRY:
         _load_plugins()
     try:
-        return _REGISTRY[name]()
+        est = _REGISTRY[base]()
     except KeyError:
         raise BadInputError(
-            f"unknown estimator {name!r}; expected one of {', '.join(sorted(_REGISTRY))}"
+            f"unknown estimator {base!r}; expected one of {', '.join(sorted(_REGISTRY))}"
         ) from None
+    return _with_settings(est, name, match.group(2)) if match else est
 
 
 register("seasonal_naive_1d", lambda: SeasonalNaive(season="1d"))

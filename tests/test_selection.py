@@ -253,3 +253,22 @@ def test_auto_mix_selects_among_the_profile_mix_candidates() -> None:
     assert (frame["q0.9"] >= frame["q0.1"]).all()
     forecast = forecast_series(y, pd.Timedelta("12h"), [0.5, 0.9], method="auto_mix")
     assert len(forecast.frame) == 12 and "lowest backtest MASE" in forecast.reason
+
+
+def test_a_registered_estimator_takes_settings_by_name() -> None:
+    from forecaster.errors import BadInputError
+
+    est = estimators.make("auto(budget_s=3, ensemble_size=5)")
+    assert isinstance(est, AutoSelector)
+    assert est.budget_s == 3.0 and isinstance(est.budget_s, float) and est.ensemble_size == 5
+    assert estimators.make("auto").budget_s == 1.5  # the registered default is untouched
+    for spec, says in [
+        ("auto(budget=3)", "'budget=3' is not key=value with a key among"),
+        ("auto(budget_s=fast)", "budget_s='fast' is not a number"),
+        ("auto(ensemble_size=2.5)", "ensemble_size must be int like its default 3; got 2.5"),
+        ("auto(budget_s=true)", "budget_s must be float"),
+        ("nothing(a=1)", "unknown estimator 'nothing'"),
+    ]:
+        with pytest.raises(BadInputError, match=None) as err:
+            estimators.make(spec)
+        assert says in str(err.value) and "\n" not in str(err.value)
