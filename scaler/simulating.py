@@ -491,13 +491,6 @@ def tiercast_run(
     n_test = len(index) - trace.test_start
     requested = {p.name: np.zeros(n_test, dtype=np.int64) for p in pools}
     usable = {p.name: np.zeros(n_test, dtype=np.int64) for p in pools}
-    d_prev = trace.visible_demand(trace.test_start)
-    start_alloc = allocate(
-        pools, d_prev * (1 + config.policy.headroom_fraction), config.policy.cycle_s
-    )
-    inventory = {p.name: start_alloc[p.name] for p in pools}
-    fc: SeriesForecast | None = None
-    next_refresh = index[trace.test_start]
     # The state across cycles the product reads from its run records.
     past: list[PastCycle] = []
     memory = pd.Timedelta(seconds=config.policy.scale_down_stabilization_s) + pd.Timedelta(
@@ -517,6 +510,19 @@ def tiercast_run(
         granule=signal_granule(config, "demand"),
         replica=signal_replica(config, "demand"),
     )
+    # Warm start at what the planner would hold: the newest visible demand of lead +
+    # stabilization with the signal's margin (its first request is then no raise).
+    first = trace.test_start
+    seen = [
+        trace.visible_demand(t) for t in range(max(0, first - int(memory / STEP) + 1), first + 1)
+    ]
+    margin_now = margin.margin if margin is not None else config.policy.headroom_fraction
+    start_alloc = allocate(
+        pools, math.ceil(max(seen) * (1 + margin_now) - 1e-9), config.policy.cycle_s
+    )
+    inventory = {p.name: start_alloc[p.name] for p in pools}
+    fc: SeriesForecast | None = None
+    next_refresh = index[trace.test_start]
     for i in range(n_test):
         t = trace.test_start + i
         now = index[t]
