@@ -51,6 +51,10 @@ the run records or the replay): within ``W = lead + scale_down_stabilization``
   those requested for the quantile beyond W, nor the steps of the ramp towards it
   that ``max_step_nodes`` imposes: a forecast level that observations contradict
   would hold them cycle after cycle);
+* where nothing has been observed since the last cycle (a coarse source between
+  its values) and the near-term need moves with a forecast's shape, nothing is
+  released: the shape moving on is no evidence that demand fell, and the next
+  value, which would often ask for the nodes again, decides;
 * a pool that released nodes within W is raised only as far as the observed floor
   (demand already there, with its margin) forces it, never on a forecast alone.
 
@@ -114,6 +118,7 @@ from scaler.plans import (
     PoolPlan,
     SignalSummary,
     iso,
+    naive_utc,
 )
 from scaler.translating import (
     anchored_demand_by_model,
@@ -157,6 +162,25 @@ def signal_replica(config: Config, signal: str) -> float:
     """
     driven = [w for w in config.workloads if w.signal == signal]
     return float(driven[0].units_per_replica) if len(driven) == 1 else 0.0
+
+
+def _nothing_new(
+    past: Sequence[PastCycle],
+    now: pd.Timestamp,
+    forecasts: Mapping[str, SeriesForecast],
+    signals: set[str],
+) -> bool:
+    """Whether no signal in ``signals`` has an observation newer than the last cycle saw."""
+    earlier = [c for c in past if pd.Timestamp(c.at) < now]
+    if not signals or not earlier:
+        return False
+    last = max(earlier, key=lambda c: pd.Timestamp(c.at))
+    if not all(s in last.observed_at for s in signals):
+        return False
+    return all(
+        naive_utc(pd.Timestamp(forecasts[s].last_timestamp)) <= naive_utc(last.observed_at[s])
+        for s in signals
+    )
 
 
 def learn_margins(
@@ -705,6 +729,16 @@ def plan_capacity(
             held_models[key] = f"no data for signal {w.signal!r}"
         elif w.signal in stale:
             held_models.setdefault(key, f"signal {w.signal!r} is stale")
+    # Per GPU model, its signals, and whether any has a forecast shape that moves the
+    # near-term need between observations (those without are anchored flat).
+    fed_by: dict[str, set[str]] = {}
+    shaped_models: set[str] = set()
+    for w in config.workloads:
+        m = learned.get(w.signal)
+        if w.signal in forecasts:
+            fed_by.setdefault(gpu_model(w.gpu_model).name, set()).add(w.signal)
+            if m is None or m.forecast_shape:
+                shaped_models.add(gpu_model(w.gpu_model).name)
     for key, why in sorted(held_models.items()):
         notes.append(f"{key}: {why}; holding current capacity (no scale-down)")
 
@@ -836,6 +870,16 @@ def plan_capacity(
         # Raised within lead time + stabilization: not released before the window
         # has passed (the hysteresis across cycles, from the past cycles' requests).
         prob.floor_now = {p.name: current[p.name] for p in pools if moves[p.name][0]}
+        # Nothing observed since the last cycle (a coarse source between its values):
+        # the forecast's shape moving on alone releases nothing; the next value decides.
+        # Where no signal of the model has a shape, nothing moves between values anyway.
+        no_news = (
+            not is_held
+            and model in shaped_models
+            and _nothing_new(past, now, forecasts, fed_by.get(model, set()))
+        )
+        if no_news:
+            prob.floor_now.update({p.name: current[p.name] for p in pools})
         # Reserved capacity is a commitment: held where it is, never scaled as elastic.
         prob.fixed = {p.name: current[p.name] for p in pools if p.tier == "reserved"}
         if prob.budget is not None:
@@ -928,6 +972,12 @@ def plan_capacity(
                 binding[p.name].append("released-recently")
             if prob.held and n0 == current[p.name]:
                 binding[p.name].append("stale-data")
+            if (
+                no_news
+                and n0 == current[p.name]
+                and n0 > allocate(pools, need_up, policy.cycle_s, spares)[p.name]
+            ):
+                binding[p.name].append("no-new-observation")
             if (
                 n0 < current[p.name]
                 and n0 > allocate(pools, need_up, policy.cycle_s, spares)[p.name]
@@ -1121,6 +1171,7 @@ def plan_capacity(
         "spot_spare_nodes": spare_by_pool,
         "near_need_gpus": near_need,
         "observed_gpus": {k: round(v, 4) for k, v in sorted(observed.items())},
+        "observed_at": {k: iso(fc.last_timestamp) for k, fc in sorted(forecasts.items())},
         "margins": {
             s.name: (
                 {"source": "learned", **learned[s.name].to_dict()}

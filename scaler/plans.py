@@ -129,6 +129,8 @@ class PastCycle:
     """The observed floor per GPU model at that cycle (newest demand with headroom)."""
     current: dict[str, int] = field(default_factory=dict)
     """Nodes per pool the cycle started from: ``targets`` against it is the cycle's move."""
+    observed_at: dict[str, pd.Timestamp] = field(default_factory=dict)
+    """Per signal, the newest observation the cycle planned from (UTC, naive)."""
 
 
 def past_cycle(plan: CapacityPlan | dict[str, Any]) -> PastCycle:
@@ -148,13 +150,26 @@ def past_cycle(plan: CapacityPlan | dict[str, Any]) -> PastCycle:
         current = {str(p["pool"]): int(p["current_nodes"]) for p in pools}
     near = data.get("risk", {}).get("near_need_gpus", {})
     observed = data.get("risk", {}).get("observed_gpus", {})
+    seen = data.get("risk", {}).get("observed_at", {})
+    observed_at: dict[str, pd.Timestamp] = {}
+    for k, v in seen.items() if isinstance(seen, dict) else ():
+        try:
+            observed_at[str(k)] = naive_utc(pd.Timestamp(str(v)))
+        except ValueError:
+            continue  # an unreadable entry says nothing newer was seen: no hold from it
     return PastCycle(
         at=pd.Timestamp(str(data["created_at"])).tz_localize(None),
         targets=targets,
         need_gpus={str(k): float(v) for k, v in near.items()},
         observed_gpus={str(k): float(v) for k, v in observed.items()},
         current=current,
+        observed_at=observed_at,
     )
+
+
+def naive_utc(ts: pd.Timestamp) -> pd.Timestamp:
+    """``ts`` as a naive UTC timestamp (naive ones are taken as UTC already)."""
+    return ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts
 
 
 def actions_table(plan: CapacityPlan) -> str:

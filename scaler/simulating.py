@@ -563,6 +563,7 @@ def tiercast_run(
                 # Warm start (below): the first request was in place before the test,
                 # so it is no raise that the hold rules would keep for a window.
                 current=dict(targets) if i == 0 else dict(inventory),
+                observed_at={"demand": forecasts["demand"].last_timestamp},
             )
         )
         for p in pools:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import jsonschema
 import numpy as np
@@ -26,7 +27,7 @@ from scaler.planning import (
     spare_nodes,
     spot_loss_fraction,
 )
-from scaler.plans import CapacityPlan
+from scaler.plans import CapacityPlan, iso
 from scaler.translating import gpus_for
 from tests.conftest import REPO
 
@@ -593,12 +594,8 @@ def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     assert all("policy.headroom_fraction" in a.reason for a in none.actions)
 
 
-def test_a_ramp_towards_the_quantile_beyond_the_window_holds_no_capacity_now() -> None:
-    # The need falls to 6 nodes now while the unanchored q0.9 beyond lead +
-    # stabilization is 15 nodes. With at most 2 nodes a cycle, the projection's
-    # requests climb towards it from inside the window; those are for the quantile
-    # beyond it, so they hold nothing now: the pool steps down by 2, as far as it may.
-    config = parse_config(
+def _one_pool(**policy: object) -> Config:
+    return parse_config(
         {
             "signals": [{"name": "rps"}],
             "workloads": [
@@ -614,31 +611,68 @@ def test_a_ramp_towards_the_quantile_beyond_the_window_holds_no_capacity_now() -
                     **POOL_KINDS["on-demand"],
                 }
             ],
-            "policy": {
-                "max_step_nodes": 2,
-                "scale_down_stabilization_s": 1200,
-                "horizon_s": 7200,
-                "headroom_fraction": 0.2,
-            },
+            "policy": {"scale_down_stabilization_s": 1200, "horizon_s": 7200, **policy},
         }
     )
-    n = 24
+
+
+def _hand_forecast(q9: np.ndarray, median: float = 40.0, last: float = 40.0) -> SeriesForecast:
+    n = len(q9)
     idx = pd.date_range(NOW, periods=n, freq=STEP, name="timestamp")
-    q9 = np.where(np.arange(n) < 8, 44.0, 120.0)
-    frame = pd.DataFrame({"q0.1": np.full(n, 36.0), "q0.5": np.full(n, 40.0), "q0.9": q9}, idx)
-    fc = SeriesForecast(
+    frame = pd.DataFrame(
+        {"q0.1": np.full(n, median * 0.9), "q0.5": np.full(n, median), "q0.9": q9}, idx
+    )
+    return SeriesForecast(
         name="rps",
         frame=frame,
         estimator="fake",
         reason="hand-made",
         step=STEP,
         last_timestamp=NOW - STEP,
-        last_value=40.0,
-        recent_max=40.0,
+        last_value=last,
+        recent_max=last,
         n_observed=1000,
     )
+
+
+def test_a_ramp_towards_the_quantile_beyond_the_window_holds_no_capacity_now() -> None:
+    # The need falls to 6 nodes now while the unanchored q0.9 beyond lead +
+    # stabilization is 15 nodes. With at most 2 nodes a cycle, the projection's
+    # requests climb towards it from inside the window; those are for the quantile
+    # beyond it, so they hold nothing now: the pool steps down by 2, as far as it may.
+    config = _one_pool(max_step_nodes=2, headroom_fraction=0.2)
+    n = 24
+    fc = _hand_forecast(np.where(np.arange(n) < 8, 44.0, 120.0))
     plan = plan_capacity(config, {"rps": fc}, {"on-demand": 10}, NOW)
     target = {a.pool: a.target_nodes for a in plan.actions}
     assert target["on-demand"] == 8
     # The projection still climbs to the quantile beyond the window, 2 nodes a cycle.
     assert max(next(p for p in plan.pools if p.pool == "on-demand").target_nodes) >= 15
+
+
+def test_nothing_observed_since_the_last_cycle_releases_nothing() -> None:
+    # A 30-minute source between its values: the forecast's shape moving on would
+    # release nodes that the next value may ask for again. Released only once a value
+    # newer than the last cycle's arrives (and then as the hold rules allow).
+    from scaler.plans import PastCycle, past_cycle
+
+    config = _one_pool(headroom_fraction=0.2)
+    fc = _hand_forecast(np.full(24, 44.0))
+    earlier = NOW - pd.Timedelta(hours=2)
+    same = PastCycle(
+        at=earlier,
+        targets={"on-demand": 10},
+        need_gpus={},
+        current={"on-demand": 10},
+        observed_at={"rps": fc.last_timestamp},
+    )
+    held = plan_capacity(config, {"rps": fc}, {"on-demand": 10}, NOW, past=[same])
+    assert {a.pool: a.target_nodes for a in held.actions}["on-demand"] == 10
+    assert "no-new-observation" in held.risk["binding"]["on-demand"]
+    # The plan says what it saw, and a later cycle reads it back from the plan's JSON.
+    assert held.risk["observed_at"] == {"rps": iso(fc.last_timestamp)}
+    assert past_cycle(held.to_dict()).observed_at == {"rps": fc.last_timestamp}
+    older = replace(same, observed_at={"rps": fc.last_timestamp - pd.Timedelta(minutes=30)})
+    for past in ([older], [], [replace(same, observed_at={})]):
+        plan = plan_capacity(config, {"rps": fc}, {"on-demand": 10}, NOW, past=past)
+        assert {a.pool: a.target_nodes for a in plan.actions}["on-demand"] == 6
