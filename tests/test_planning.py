@@ -60,6 +60,30 @@ def forecast(level: np.ndarray, spread: float, last: float, recent_max: float) -
     )
 
 
+def _one_pool(max_nodes: int = 40, **policy: object) -> Config:
+    """One on-demand pool of 8-GPU nodes, lead time 10 minutes, for signal ``rps``."""
+    return parse_config(
+        {
+            "signals": [{"name": "rps"}],
+            "workloads": [
+                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
+            ],
+            "pools": [
+                {
+                    "name": "on-demand",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "lead_time_s": 600,
+                    "max_nodes": max_nodes,
+                    "tier": "on-demand",
+                    "price_per_gpu_hour": 4.0,
+                }
+            ],
+            "policy": policy,
+        }
+    )
+
+
 POOL_KINDS = {
     "reserved": {"tier": "reserved", "price_per_gpu_hour": 2.4},
     "on-demand": {"tier": "on-demand", "price_per_gpu_hour": 4.0},
@@ -184,26 +208,7 @@ def test_never_above_max_nodes_or_budget(case) -> None:
 def test_a_live_inventory_above_max_nodes_steps_down_by_the_max_step(
     solver: Solver, stale: bool
 ) -> None:
-    config = parse_config(
-        {
-            "signals": [{"name": "rps"}],
-            "workloads": [
-                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
-            ],
-            "pools": [
-                {
-                    "name": "on-demand",
-                    "gpu_model": "H100",
-                    "gpus_per_node": 8,
-                    "lead_time_s": 600,
-                    "max_nodes": 10,
-                    "tier": "on-demand",
-                    "price_per_gpu_hour": 4.0,
-                }
-            ],
-            "policy": {"horizon_s": 3600, "max_step_nodes": 3},
-        }
-    )
+    config = _one_pool(max_nodes=10, horizon_s=3600, max_step_nodes=3)
     # A live inventory at 17 nodes against max_nodes 10 (a file inventory there is refused).
     fc = forecast(np.full(30, 200.0), 0.1, 200.0, 200.0)
     inventory = {"on-demand": 17}
@@ -594,55 +599,17 @@ def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     assert all("policy.headroom_fraction" in a.reason for a in none.actions)
 
 
-def _one_pool(**policy: object) -> Config:
-    return parse_config(
-        {
-            "signals": [{"name": "rps"}],
-            "workloads": [
-                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
-            ],
-            "pools": [
-                {
-                    "name": "on-demand",
-                    "gpu_model": "H100",
-                    "gpus_per_node": 8,
-                    "max_nodes": 40,
-                    "lead_time_s": 600,
-                    **POOL_KINDS["on-demand"],
-                }
-            ],
-            "policy": {"scale_down_stabilization_s": 1200, "horizon_s": 7200, **policy},
-        }
-    )
-
-
-def _hand_forecast(q9: np.ndarray, median: float = 40.0, last: float = 40.0) -> SeriesForecast:
-    n = len(q9)
-    idx = pd.date_range(NOW, periods=n, freq=STEP, name="timestamp")
-    frame = pd.DataFrame(
-        {"q0.1": np.full(n, median * 0.9), "q0.5": np.full(n, median), "q0.9": q9}, idx
-    )
-    return SeriesForecast(
-        name="rps",
-        frame=frame,
-        estimator="fake",
-        reason="hand-made",
-        step=STEP,
-        last_timestamp=NOW - STEP,
-        last_value=last,
-        recent_max=last,
-        n_observed=1000,
-    )
-
-
 def test_a_ramp_towards_the_quantile_beyond_the_window_holds_no_capacity_now() -> None:
     # The need falls to 6 nodes now while the unanchored q0.9 beyond lead +
     # stabilization is 15 nodes. With at most 2 nodes a cycle, the projection's
     # requests climb towards it from inside the window; those are for the quantile
     # beyond it, so they hold nothing now: the pool steps down by 2, as far as it may.
-    config = _one_pool(max_step_nodes=2, headroom_fraction=0.2)
+    config = _one_pool(
+        max_step_nodes=2, headroom_fraction=0.2, scale_down_stabilization_s=1200, horizon_s=7200
+    )
     n = 24
-    fc = _hand_forecast(np.where(np.arange(n) < 8, 44.0, 120.0))
+    fc = forecast(np.full(n, 40.0), 0.0, 40.0, 40.0)
+    fc.frame["q0.9"] = np.where(np.arange(n) < 8, 44.0, 120.0)
     plan = plan_capacity(config, {"rps": fc}, {"on-demand": 10}, NOW)
     target = {a.pool: a.target_nodes for a in plan.actions}
     assert target["on-demand"] == 8
@@ -656,8 +623,8 @@ def test_nothing_observed_since_the_last_cycle_releases_nothing() -> None:
     # newer than the last cycle's arrives (and then as the hold rules allow).
     from scaler.plans import PastCycle, past_cycle
 
-    config = _one_pool(headroom_fraction=0.2)
-    fc = _hand_forecast(np.full(24, 44.0))
+    config = _one_pool(headroom_fraction=0.2, scale_down_stabilization_s=1200, horizon_s=7200)
+    fc = forecast(np.full(24, 40.0), 0.1, 40.0, 40.0)
     earlier = NOW - pd.Timedelta(hours=2)
     same = PastCycle(
         at=earlier,
