@@ -295,7 +295,8 @@ class PolicyConfig(_Model):
 
 class ForecastConfig(_Model):
     method: str = "auto"
-    """Estimator name from the registry, or ``auto`` (chosen per series by backtest)."""
+    """Estimator name from the registry, or ``auto`` (chosen per series by backtest); scalar
+    settings in parentheses, ``auto(budget_s=3)`` (``forecaster.estimators.make``)."""
     quantiles: tuple[float, ...] = Field(default=(0.1, 0.5, 0.9), min_length=1, max_length=99)
     """Quantiles computed and reported; the policy quantile is added if missing."""
     jobs: int = Field(default=1, ge=-1, le=1024)
