@@ -55,6 +55,9 @@ the run records or the replay): within ``W = lead + scale_down_stabilization``
   its values) and the near-term need moves with a forecast's shape, nothing is
   released: the shape moving on is no evidence that demand fell, and the next
   value, which would often ask for the nodes again, decides;
+* nodes that a cycle within the lead time raised still boot: they serve only once
+  it has passed, so what bridges them meanwhile (on-demand while spot boots) is not
+  released by the next cycle;
 * a pool that released nodes within W is raised only as far as the observed floor
   (demand already there, with its margin) forces it, never on a forecast alone.
 
@@ -162,6 +165,36 @@ def signal_replica(config: Config, signal: str) -> float:
     """
     driven = [w for w in config.workloads if w.signal == signal]
     return float(driven[0].units_per_replica) if len(driven) == 1 else 0.0
+
+
+def _booting(
+    past: Sequence[PastCycle],
+    pools: Sequence[PoolConfig],
+    current: Mapping[str, int],
+    now: pd.Timestamp,
+    cycle_s: int,
+) -> dict[str, tuple[int, int]]:
+    """Per pool, the nodes earlier cycles raised within its lead time, and the grid step
+    from which the last of them serves (never more than it holds now)."""
+    out: dict[str, tuple[int, int]] = {}
+    for p in pools:
+        lead = pd.Timedelta(seconds=p.lead_time_s)
+        raised, ready = 0, now
+        for c in past:
+            at = pd.Timestamp(c.at)
+            start = c.current.get(p.name)
+            if start is None or p.name not in c.targets or not (now - lead < at <= now):
+                continue
+            # Only what the inventory shows was applied (a skipped action raised nothing).
+            up = min(c.targets[p.name], current[p.name]) - start
+            if up > 0:
+                raised += up
+                ready = max(ready, at + lead)
+        raised = min(raised, current[p.name])
+        steps = math.ceil((ready - now) / pd.Timedelta(seconds=cycle_s) - 1e-9)
+        if raised > 0 and steps > 0:
+            out[p.name] = (raised, steps)
+    return out
 
 
 def _nothing_new(
@@ -340,6 +373,15 @@ class ModelProblem:
     floor_now: dict[str, int] = field(default_factory=dict)
     """Fewest nodes a pool may request now (a pool raised within lead time plus
     stabilization is not released before the window has passed)."""
+    booting: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per pool, ``(nodes, steps)``: nodes an earlier cycle raised that still boot, so
+    that they serve only from grid step ``steps`` on (what bridges them is kept)."""
+
+    def serving_now(self, pool: PoolConfig, k: int) -> int:
+        """Nodes of ``pool`` held now that can serve at step ``k`` (before new ones boot)."""
+        cur = self.current[pool.name]
+        nodes, steps = self.booting.get(pool.name, (0, 0))
+        return max(0, cur - nodes) if k < steps else cur
 
     def ceiling(self, pool: PoolConfig, k: int) -> int:
         """Most nodes ``pool`` may request at grid step ``k``: its ``max_nodes``, or, for a
@@ -412,7 +454,7 @@ def _solve_milp(prob: ModelProblem) -> ModelSolution | None:
             integrality[nv(i, k)] = 1
             # Nodes asked for now serve only after the lead time; until then, at most
             # what is there now can serve.
-            upper[uv(i, k)] = cur if k < leads else prob.ceiling(p, k)
+            upper[uv(i, k)] = prob.serving_now(p, k) if k < leads else prob.ceiling(p, k)
     for k in range(k_steps):
         cost[sv(k)] = SHORTFALL_PRICE_FACTOR * dearest * step_h
         for s in range(len(spared)):
@@ -548,7 +590,7 @@ def _solve_greedy(prob: ModelProblem) -> ModelSolution:
             window = nodes[p.name][max(0, k - leads) : k + 1]
             usable = int(window.min())
             if k < leads:
-                usable = min(usable, prob.current[p.name])
+                usable = min(usable, prob.serving_now(p, k))
             cap += covered_gpus(p, usable, prob.spares.get(p.name, 0))
         shortfall[k] = max(0.0, float(prob.need[k]) - cap)
     shortfall[shortfall < 1e-6] = 0.0
@@ -870,6 +912,9 @@ def plan_capacity(
         # Raised within lead time + stabilization: not released before the window
         # has passed (the hysteresis across cycles, from the past cycles' requests).
         prob.floor_now = {p.name: current[p.name] for p in pools if moves[p.name][0]}
+        # Nodes raised within a lead time are still booting: they serve only once it has
+        # passed, so whatever bridges them until then is not released before.
+        prob.booting = _booting(past, pools, current, now, policy.cycle_s)
         # Nothing observed since the last cycle (a coarse source between its values):
         # the forecast's shape moving on alone releases nothing; the next value decides.
         # Where no signal of the model has a shape, nothing moves between values anyway.

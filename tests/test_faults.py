@@ -195,7 +195,12 @@ class FlakyProvider:
         return [c for c in self.inner.calls if c["verb"] == "scale"]
 
 
-def demo_job(provider: FlakyProvider, telemetry: Telemetry, sleeps: list[float]) -> CycleJob:
+def demo_job(
+    provider: FlakyProvider,
+    telemetry: Telemetry,
+    sleeps: list[float],
+    store: RunStore | None = None,
+) -> CycleJob:
     from scaler.demo import demo_inputs
 
     config, history, now = demo_inputs()
@@ -206,6 +211,7 @@ def demo_job(provider: FlakyProvider, telemetry: Telemetry, sleeps: list[float])
         dry_run=False,
         retries=2,
         sleep=sleeps.append,
+        store=store,
     )
 
 
@@ -227,11 +233,14 @@ def demo_inventory() -> dict[str, int]:
     ids=["timeout-after-write", "429", "409", "500"],
 )
 def test_api_errors_are_retried_without_duplicate_actions(
-    when: str, error: TemporaryError, status: str, delay: float
+    when: str, error: TemporaryError, status: str, delay: float, tmp_path: Path
 ) -> None:
     provider, telemetry, sleeps = FlakyProvider(demo_inventory()), Telemetry(), []
     provider.fail = [(when, error)]
-    outcome = demo_job(provider, telemetry, sleeps)()
+    # With the run records, as the service runs: the second cycle knows what the first
+    # raised and that it still boots (it keeps what bridges it).
+    store = RunStore(tmp_path / "runs.sqlite")
+    outcome = demo_job(provider, telemetry, sleeps, store)()
     assert outcome.status == status
     changed = [
         a for a in outcome.record.actions if a["decision"] != "no-op" and a["kind"] == "nodes"
@@ -247,7 +256,7 @@ def test_api_errors_are_retried_without_duplicate_actions(
         assert "confirmed at" in first["message"]
         assert provider.apply_calls.count((first["pool"], first["target_nodes"])) == 1
     # The same cycle again: already at target, nothing is sent.
-    again = demo_job(provider, telemetry, sleeps)()
+    again = demo_job(provider, telemetry, sleeps, store)()
     assert again.status == "ok" and len(provider.scale_calls) == len(changed)
 
 
