@@ -293,7 +293,16 @@ def learn_margin(
     # forecast-shaped rule first so that it wins ties.
     shapes = (True, False) if 0 < season < len(values) else (True,)
     table = {
-        sh: replay_rule(values, lead_steps, floor_steps, MARGIN_GRID, season, granule, sh, replica)
+        sh: replay_rule(
+            values,
+            lead_steps,
+            floor_steps,
+            MARGIN_GRID,
+            season,
+            granule=granule,
+            shape=sh,
+            replica=replica,
+        )
         for sh in shapes
     }
     cands = [(sh, k) for sh in shapes for k in range(len(MARGIN_GRID))]
@@ -309,9 +318,9 @@ def learn_margin(
             floor_steps,
             np.array([reactive_headroom]),
             season,
-            granule,
-            False,
-            replica,
+            granule=granule,
+            shape=False,
+            replica=replica,
         )
         reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
         target = min(budget, reactive_unserved)

@@ -776,11 +776,12 @@ def plan_capacity(
     fed_by: dict[str, set[str]] = {}
     shaped_models: set[str] = set()
     for w in config.workloads:
-        m = learned.get(w.signal)
         if w.signal in forecasts:
-            fed_by.setdefault(gpu_model(w.gpu_model).name, set()).add(w.signal)
+            key = gpu_model(w.gpu_model).name
+            fed_by.setdefault(key, set()).add(w.signal)
+            m = learned.get(w.signal)
             if m is None or m.forecast_shape:
-                shaped_models.add(gpu_model(w.gpu_model).name)
+                shaped_models.add(key)
     for key, why in sorted(held_models.items()):
         notes.append(f"{key}: {why}; holding current capacity (no scale-down)")
 
@@ -1009,24 +1010,16 @@ def plan_capacity(
             levels_now[p.name] = (need_up, kept, now + lead)
             hold_until[p.name] = (now + lead_max + stab, lead_max)
             n0 = timelines[p.name][0]
-            if (
-                p.name in prob.cap_now
-                and n0 == prob.cap_now[p.name]
-                and n0 < allocate(pools, need_up, policy.cycle_s, spares)[p.name]
-            ):
+            # What the need now alone would hold in this pool: the bounds below name
+            # what keeps the target away from it.
+            wanted = allocate(pools, need_up, policy.cycle_s, spares)[p.name]
+            if p.name in prob.cap_now and n0 == prob.cap_now[p.name] and n0 < wanted:
                 binding[p.name].append("released-recently")
             if prob.held and n0 == current[p.name]:
                 binding[p.name].append("stale-data")
-            if (
-                no_news
-                and n0 == current[p.name]
-                and n0 > allocate(pools, need_up, policy.cycle_s, spares)[p.name]
-            ):
+            if no_news and n0 == current[p.name] and n0 > wanted:
                 binding[p.name].append("no-new-observation")
-            if (
-                n0 < current[p.name]
-                and n0 > allocate(pools, need_up, policy.cycle_s, spares)[p.name]
-            ):
+            if n0 < current[p.name] and n0 > wanted:
                 # Kept above what the forecast alone asks: either it serves while a
                 # cheaper pool's new nodes boot, or it is needed again soon.
                 growing = any(
