@@ -592,8 +592,9 @@ class SpeedResult:
         # Group by the leading member: ensembles differ only in their tails.
         families: dict[str, int] = {}
         for label, n in self.chosen.items():
-            lead = label.removeprefix("ensemble(").split("+")[0].rstrip(")")
-            key = f"{lead}{' (+ensemble)' if label.startswith('ensemble(') else ''}"
+            kind = label.split("(")[0] if label.startswith(("ensemble(", "median(")) else ""
+            lead = label.removeprefix(f"{kind}(").split("+")[0].rstrip(")")
+            key = f"{lead}{f' (+{kind})' if kind else ''}"
             families[key] = families.get(key, 0) + n
         picks = ", ".join(f"{k} x{v}" for k, v in sorted(families.items(), key=lambda i: -i[1]))
         return [

@@ -1,10 +1,11 @@
-"""An ensemble that averages its members' quantiles, weighted by skill.
+"""An ensemble that averages its members' quantiles, weighted by skill, or takes their median.
 
 Members are registry names, so an ensemble is described by plain parameters and
 can be stored, cloned and rebuilt. The combination averages each quantile across
 members (quantile averaging, which keeps the result monotone when every member
 is), with ``weights`` in the members' order; model selection sets the weights from
-backtest skill (inverse squared MASE). A member that fails to fit is dropped and
+backtest skill (inverse squared MASE). ``combine='median'`` takes each quantile's
+median over the members instead (weights unused). A member that fails to fit is dropped and
 recorded in ``fallback_``; if every member fails the daily seasonal naive model
 stands in.
 """
@@ -34,12 +35,15 @@ class Ensemble(BaseEstimator):
         self,
         members: tuple[str, ...] = ("seasonal_naive_1d", "seasonal_profile_1d", "recent_level"),
         weights: tuple[float, ...] | None = None,
+        combine: str = "mean",
     ) -> None:
         self.members = members
         self.weights = weights
+        self.combine = combine
 
     def label(self) -> str:
-        return "ensemble(" + "+".join(self.members) + ")"
+        kind = "median" if getattr(self, "combine", "mean") == "median" else "ensemble"
+        return kind + "(" + "+".join(self.members) + ")"
 
     def _weights(self) -> np.ndarray:
         if self.weights is None:
@@ -55,6 +59,11 @@ class Ensemble(BaseEstimator):
     def fit(self, history: pd.Series) -> Ensemble:
         y = self._prepare(history)
         weights = self._weights()
+        if self.combine not in ("mean", "median"):
+            raise BadInputError(
+                f"The 'combine' parameter of Ensemble must be 'mean' or 'median'. "
+                f"Got {self.combine!r} instead."
+            )
         if not self.members:
             raise BadInputError("The 'members' parameter of Ensemble must be non-empty. Got ().")
         fitted: list[tuple[BaseEstimator, float]] = []
@@ -82,6 +91,11 @@ class Ensemble(BaseEstimator):
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         horizon, qs = self._predict_args(horizon, quantiles)
+        if self.combine == "median" and len(self.fitted_) > 1:
+            # Each quantile the median over members (unweighted): monotone in q, as
+            # every member is, and unmoved by one member far off the others.
+            stack = np.stack([est.predict(horizon, qs).to_numpy() for est, _ in self.fitted_])
+            return self._frame(np.median(stack, axis=0), qs, horizon)
         total = sum(w for _, w in self.fitted_)
         out = np.zeros((horizon, len(qs)))
         for est, w in self.fitted_:

@@ -12,9 +12,11 @@
    projected cost fits the per-series ``budget_s``; what was skipped, and why, is
    in the reason;
 3. ranks everything by MASE, adjusted by the paired difference to the candidate
-   with the most origins on the same days, tries skill-weighted ensembles of the best two and three, and
-   never keeps a choice that backtests worse than the daily seasonal naive model
-   on its own origins;
+   with the most origins on the same days, tries combinations of the best few
+   (``combine``: by default the skill-weighted average of the best two and the
+   median of the best three, four and five, each quantile's median over members,
+   which one member far off the others does not move), and never keeps a choice
+   that backtests worse than the daily seasonal naive model on its own origins;
 4. refits the winner on the whole history (moved onto the new level first when a
    lasting level shift ends it, see :func:`detect_level_shift`) and keeps its
    backtest residuals as the calibration of its quantiles (split-conformal
@@ -40,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.backtesting import naive_scale, pinball
-from forecaster.errors import TiercastError
+from forecaster.errors import BadInputError, TiercastError
 from forecaster.estimators import (
     BaseEstimator,
     SeasonalNaive,
@@ -87,6 +89,11 @@ MIN_HISTORY_DAYS: dict[str, float] = {
     "theta": 2.0,
 }
 """History each candidate needs before a backtest origin to be itself (not its fallback)."""
+
+COMBINE_MODES: tuple[str, ...] = ("select", "top", "median")
+"""``select``: the best backtest of the single models and the skill-weighted ensembles of
+the best few; ``top``: always the ensemble of the best ``ensemble_size`` (forecast
+combination); ``median``: as ``select`` with median ensembles of the best three or more."""
 
 TAIL_SCALES: tuple[float, ...] = (1.0, 0.8, 0.65, 0.5, 0.4, 0.3, 0.2, 0.1)
 """Factors on the tail mass beyond a quantile (1 - q above the median, q below) tried in
@@ -256,13 +263,15 @@ class AutoSelector(BaseEstimator):
         max_origins: int = 14,
         min_origins: int = 2,
         slow_origins: int = 7,
-        ensemble_size: int = 3,
+        ensemble_size: int = 5,
         weight_power: float = 2.0,
         backtest_horizon: str = "1d",
         buckets: int = 4,
         budget_s: float = 1.5,
         lead_days: int = 7,
         level_shifts: bool = True,
+        combine: str = "median",
+        recency_halflife_days: float = 0.0,
     ) -> None:
         self.candidates = candidates
         self.slow_candidates = slow_candidates
@@ -277,6 +286,8 @@ class AutoSelector(BaseEstimator):
         self.budget_s = budget_s
         self.lead_days = lead_days
         self.level_shifts = level_shifts
+        self.combine = combine
+        self.recency_halflife_days = recency_halflife_days
 
     def label(self) -> str:
         return getattr(self, "chosen_", "auto")
@@ -311,6 +322,10 @@ class AutoSelector(BaseEstimator):
         return result[:, :horizon]
 
     def fit(self, history: pd.Series) -> AutoSelector:
+        if self.combine not in COMBINE_MODES:
+            raise BadInputError(
+                f"auto: combine must be one of {', '.join(COMBINE_MODES)}, not {self.combine!r}"
+            )
         self._memo = {}
         try:
             return self._fit(history)
@@ -374,6 +389,7 @@ class AutoSelector(BaseEstimator):
                 scores[name] = relative(points[name])
         ranking = sorted(scores, key=lambda k: scores[k])
         chosen, chosen_points, weights = ranking[0], points[ranking[0]], {ranking[0]: 1.0}
+        self.combined_ = "mean"
 
         # Skill-weighted ensembles of the best few, on the origins their members share.
         for size in range(2, min(self.ensemble_size, len(ranking)) + 1):
@@ -381,12 +397,18 @@ class AutoSelector(BaseEstimator):
             k = min(len(points[name]) for name in top)
             w = np.array([1.0 / max(scores[name], 1e-9) ** self.weight_power for name in top])
             w = w / w.sum()
-            blend = sum(wi * points[name][:k] for wi, name in zip(w, top, strict=True))
-            label = "ensemble(" + "+".join(top) + ")"
+            median = self.combine == "median" and size >= 3
+            if median:
+                blend = np.median(np.stack([points[name][:k] for name in top]), axis=0)
+            else:
+                blend = sum(wi * points[name][:k] for wi, name in zip(w, top, strict=True))
+            label = ("median" if median else "ensemble") + "(" + "+".join(top) + ")"
             scores[label] = relative(blend)
-            if scores[label] < scores[chosen]:
+            forced = self.combine == "top" and size == min(self.ensemble_size, len(ranking))
+            if forced or scores[label] < scores[chosen]:
                 chosen, chosen_points = label, blend
                 weights = dict(zip(top, w.tolist(), strict=True))
+                self.combined_ = "median" if median else "mean"
 
         self.guard_ = ""
         naive = points.get(NAIVE)
@@ -533,8 +555,18 @@ class AutoSelector(BaseEstimator):
         return sum(calibrated) or int(np.isfinite(res).any())
 
     def _mase(self, actual: np.ndarray, point: np.ndarray) -> float:
+        """MASE over backtest origins (row 0 the newest), each origin's weight halved
+        every ``recency_halflife_days`` further back when that is set (0: equal)."""
         err = np.abs(actual - point)
-        return float(np.nanmean(err) / self.scale_) if np.isfinite(err).any() else float("inf")
+        if not np.isfinite(err).any():
+            return float("inf")
+        if self.recency_halflife_days <= 0 or err.ndim != 2:
+            return float(np.nanmean(err) / self.scale_)
+        w = 0.5 ** (np.arange(err.shape[0]) / self.recency_halflife_days)
+        ok = np.isfinite(err)
+        per = np.where(ok, err, 0.0).sum(axis=1)
+        cnt = ok.sum(axis=1)
+        return float((w * per).sum() / max((w * cnt).sum(), 1e-12) / self.scale_)
 
     def _build(self, y: pd.Series) -> BaseEstimator:
         if len(self.weights_) == 1:
@@ -542,7 +574,11 @@ class AutoSelector(BaseEstimator):
         from forecaster.ensemble import Ensemble
 
         names = tuple(self.weights_)
-        return Ensemble(members=names, weights=tuple(self.weights_[k] for k in names)).fit(y)
+        return Ensemble(
+            members=names,
+            weights=tuple(self.weights_[k] for k in names),
+            combine=getattr(self, "combined_", "mean"),
+        ).fit(y)
 
     def _fall_back(self, y: pd.Series, why: str) -> AutoSelector:
         self.fallback_ = f"{why}; daily seasonal naive used"

@@ -258,17 +258,68 @@ def test_auto_mix_selects_among_the_profile_mix_candidates() -> None:
 def test_a_registered_estimator_takes_settings_by_name() -> None:
     from forecaster.errors import BadInputError
 
-    est = estimators.make("auto(budget_s=3, ensemble_size=5)")
+    est = estimators.make("auto(budget_s=3, ensemble_size=4)")
     assert isinstance(est, AutoSelector)
-    assert est.budget_s == 3.0 and isinstance(est.budget_s, float) and est.ensemble_size == 5
+    assert est.budget_s == 3.0 and isinstance(est.budget_s, float) and est.ensemble_size == 4
     assert estimators.make("auto").budget_s == 1.5  # the registered default is untouched
     for spec, says in [
         ("auto(budget=3)", "'budget=3' is not key=value with a key among"),
         ("auto(budget_s=fast)", "budget_s='fast' is not a number"),
-        ("auto(ensemble_size=2.5)", "ensemble_size must be int like its default 3; got 2.5"),
+        ("auto(ensemble_size=2.5)", "ensemble_size must be int like its default 5; got 2.5"),
         ("auto(budget_s=true)", "budget_s must be float"),
         ("nothing(a=1)", "unknown estimator 'nothing'"),
     ]:
         with pytest.raises(BadInputError, match=None) as err:
             estimators.make(spec)
         assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_combine_top_always_uses_the_ensemble_of_the_best_few() -> None:
+    y = series(21, seed=4)
+    chosen = AutoSelector(slow_candidates=(), combine="top", ensemble_size=3).fit(y)
+    assert chosen.chosen_.startswith("ensemble(") and len(chosen.weights_) == 3
+    ranked = sorted((k for k in chosen.scores_ if "(" not in k), key=chosen.scores_.__getitem__)
+    assert list(chosen.weights_) == ranked[:3]
+    assert chosen.predict(24, [0.1, 0.5, 0.9]).notna().all().all()
+
+
+def test_median_ensembles_take_each_quantile_median_over_members() -> None:
+    from forecaster.ensemble import Ensemble
+
+    y = series(21, seed=5)
+    members = ("seasonal_naive_1d", "recent_level", "last_value")
+    med = Ensemble(members=members, combine="median").fit(y).predict(24, [0.1, 0.5, 0.9])
+    each = np.stack(
+        [estimators.make(m).fit(y).predict(24, [0.1, 0.5, 0.9]).to_numpy() for m in members]
+    )
+    np.testing.assert_allclose(med.to_numpy(), np.median(each, axis=0))
+    assert (np.diff(med.to_numpy(), axis=1) >= -1e-9).all()  # quantiles stay ordered
+    est = AutoSelector(slow_candidates=(), combine="median").fit(y)
+    assert any(k.startswith("median(") for k in est.scores_)
+
+
+def test_recency_weights_prefer_the_model_of_the_newer_days() -> None:
+    # Two weeks of a strong daily cycle, then a week of a flat level: with equal weights
+    # the older origins still favour the cycle; halving each origin's weight every day
+    # chooses by the newer ones.
+    index = pd.date_range("2026-02-02", periods=21 * 24, freq="1h", name="timestamp")
+    rng = np.random.default_rng(6)
+    cycle = 60 * np.sin(2 * np.pi * index.hour.to_numpy() / 24)
+    cycle[-7 * 24 :] = 0.0
+    y = pd.Series(200 + cycle + rng.normal(0, 2, len(index)), index=index, name="s")
+    cands = ("seasonal_naive_1d", "seasonal_profile_1d", "recent_level")
+    equal = AutoSelector(candidates=cands, slow_candidates=(), ensemble_size=1).fit(y)
+    recent = AutoSelector(
+        candidates=cands, slow_candidates=(), ensemble_size=1, recency_halflife_days=1.0
+    ).fit(y)
+    assert recent.scores_["recent_level"] < recent.scores_["seasonal_profile_1d"]
+    assert recent.chosen_ == "recent_level" != equal.chosen_
+
+
+def test_an_unknown_combination_is_a_one_line_error() -> None:
+    from forecaster.errors import BadInputError
+
+    with pytest.raises(
+        BadInputError, match="combine must be one of select, top, median, not 'vote'"
+    ):
+        estimators.make('auto(combine="vote")').fit(series(8))
