@@ -405,6 +405,32 @@ def test_the_suites_helios_tenants_are_those_peaking_at_32_gpus_or_more() -> Non
         assert (f.name in listed) == (peak >= 32), f.name
 
 
+HOLDOUT = Path(__file__).resolve().parents[1] / "scaler" / "replay_holdout.yaml"
+
+
+@pytest.mark.traces
+def test_the_holdout_suite_has_the_long_series_the_dev_suite_lacks_with_units_by_one_rule() -> None:
+    import math
+
+    from forecaster.series import read_history_csv
+
+    holdout, dev = load_suite(HOLDOUT), load_suite()
+    assert not {e.path for e in holdout.series} & {e.path for e in dev.series}
+    assert holdout.tuned_on == () and {e.group for e in holdout.series} == {
+        "bitbrains",
+        "nasa_http",
+        "nasa_ipsc",
+        "marenostrum3",
+        "aws_cloudwatch",
+    }
+    for e in holdout.series:
+        # The file's peak / 96 (about 12 eight-GPU nodes), to one significant digit.
+        peak = float(next(iter(read_history_csv(trace_path(e.path)).values())).max())
+        raw = peak / 96
+        digit = 10 ** math.floor(math.log10(raw))
+        assert e.units_per_gpu == round(raw / digit) * digit, e.path
+
+
 def test_bad_suites_are_one_line_errors(tmp_path) -> None:
     bad = tmp_path / "s.yaml"
     bad.write_text("series:\n  - {path: a.csv, units_per_gpu: 0, group: g}\n")
