@@ -91,7 +91,7 @@ class Ensemble(BaseEstimator):
 
     def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         horizon, qs = self._predict_args(horizon, quantiles)
-        if self.combine == "median" and len(self.fitted_) > 1:
+        if getattr(self, "combine", "mean") == "median" and len(self.fitted_) > 1:
             # Each quantile the median over members (unweighted): monotone in q, as
             # every member is, and unmoved by one member far off the others.
             stack = np.stack([est.predict(horizon, qs).to_numpy() for est, _ in self.fitted_])
