@@ -45,6 +45,13 @@ class Ensemble(BaseEstimator):
         kind = "median" if getattr(self, "combine", "mean") == "median" else "ensemble"
         return kind + "(" + "+".join(self.members) + ")"
 
+    def check_settings(self) -> None:
+        if self.combine not in ("mean", "median"):
+            raise BadInputError(
+                f"The 'combine' parameter of Ensemble must be 'mean' or 'median'. "
+                f"Got {self.combine!r} instead."
+            )
+
     def _weights(self) -> np.ndarray:
         if self.weights is None:
             return np.full(len(self.members), 1.0 / max(len(self.members), 1))
@@ -59,11 +66,7 @@ class Ensemble(BaseEstimator):
     def fit(self, history: pd.Series) -> Ensemble:
         y = self._prepare(history)
         weights = self._weights()
-        if self.combine not in ("mean", "median"):
-            raise BadInputError(
-                f"The 'combine' parameter of Ensemble must be 'mean' or 'median'. "
-                f"Got {self.combine!r} instead."
-            )
+        self.check_settings()
         if not self.members:
             raise BadInputError("The 'members' parameter of Ensemble must be non-empty. Got ().")
         fitted: list[tuple[BaseEstimator, float]] = []

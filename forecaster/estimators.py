@@ -116,6 +116,13 @@ class BaseEstimator:
             setattr(self, key, value)
         return self
 
+    def check_settings(self) -> None:
+        """Raise :class:`BadInputError` naming a setting outside its allowed values.
+
+        Called by :func:`make` once settings are applied, so that a bad
+        ``forecast.method`` fails where it is read rather than falling back at fit.
+        """
+
     def label(self) -> str:
         """Short name recorded in plans, reports and the model store."""
         return self.name
@@ -914,6 +921,7 @@ def _with_settings(est: BaseEstimator, spec: str, settings: str) -> BaseEstimato
                 f"{old!r}; got {raw.strip()}"
             )
         est.set_params(**{key: value})
+    est.check_settings()
     return est
 
 

@@ -321,11 +321,14 @@ class AutoSelector(BaseEstimator):
             memo[name] = (tuple(origins), result)
         return result[:, :horizon]
 
-    def fit(self, history: pd.Series) -> AutoSelector:
+    def check_settings(self) -> None:
         if self.combine not in COMBINE_MODES:
             raise BadInputError(
                 f"auto: combine must be one of {', '.join(COMBINE_MODES)}, not {self.combine!r}"
             )
+
+    def fit(self, history: pd.Series) -> AutoSelector:
+        self.check_settings()
         self._memo = {}
         try:
             return self._fit(history)

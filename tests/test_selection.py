@@ -319,7 +319,10 @@ def test_recency_weights_prefer_the_model_of_the_newer_days() -> None:
 def test_an_unknown_combination_is_a_one_line_error() -> None:
     from forecaster.errors import BadInputError
 
-    with pytest.raises(
-        BadInputError, match="combine must be one of select, top, median, not 'vote'"
-    ):
-        estimators.make('auto(combine="vote")').fit(series(8))
+    says = "combine must be one of select, top, median, not 'vote'"
+    with pytest.raises(BadInputError, match=says):
+        estimators.make('auto(combine="vote")')  # where the method is read, not at fit
+    with pytest.raises(BadInputError, match=says):
+        AutoSelector(combine="vote").fit(series(8))
+    with pytest.raises(BadInputError, match="'combine' parameter of Ensemble"):
+        estimators.make('ensemble(combine="mode")')
