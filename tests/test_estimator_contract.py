@@ -18,7 +18,8 @@ import pytest
 from forecaster.errors import BadInputError, NotFittedError
 from forecaster.estimators import BaseEstimator, clone, make, quantile_column, registered
 
-NAMES = sorted(registered())
+NAMES = [*sorted(registered()), 'ensemble(combine="median")']
+"""Every registered estimator, and the settings that change how one forecasts."""
 SLOW = {"prophet", "prophet_default"}
 QS = [0.1, 0.5, 0.9]
 
