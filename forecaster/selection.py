@@ -392,7 +392,6 @@ class AutoSelector(BaseEstimator):
                 scores[name] = relative(points[name])
         ranking = sorted(scores, key=lambda k: scores[k])
         chosen, chosen_points, weights = ranking[0], points[ranking[0]], {ranking[0]: 1.0}
-        self.combined_ = "mean"
 
         # Skill-weighted ensembles of the best few, on the origins their members share.
         for size in range(2, min(self.ensemble_size, len(ranking)) + 1):
@@ -411,7 +410,6 @@ class AutoSelector(BaseEstimator):
             if forced or scores[label] < scores[chosen]:
                 chosen, chosen_points = label, blend
                 weights = dict(zip(top, w.tolist(), strict=True))
-                self.combined_ = "median" if median else "mean"
 
         self.guard_ = ""
         naive = points.get(NAIVE)
@@ -580,7 +578,7 @@ class AutoSelector(BaseEstimator):
         return Ensemble(
             members=names,
             weights=tuple(self.weights_[k] for k in names),
-            combine=getattr(self, "combined_", "mean"),
+            combine="median" if self.chosen_.startswith("median(") else "mean",
         ).fit(y)
 
     def _fall_back(self, y: pd.Series, why: str) -> AutoSelector:

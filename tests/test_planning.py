@@ -60,28 +60,25 @@ def forecast(level: np.ndarray, spread: float, last: float, recent_max: float) -
     )
 
 
-def _one_pool(max_nodes: int = 40, **policy: object) -> Config:
-    """One on-demand pool of 8-GPU nodes, lead time 10 minutes, for signal ``rps``."""
+def _h100_config(pools: list[dict[str, object]], policy: dict[str, object]) -> Config:
+    """Signal ``rps`` driving one H100 workload (a replica per unit) over ``pools`` of
+    8-GPU H100 nodes."""
     return parse_config(
         {
             "signals": [{"name": "rps"}],
             "workloads": [
                 {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
             ],
-            "pools": [
-                {
-                    "name": "on-demand",
-                    "gpu_model": "H100",
-                    "gpus_per_node": 8,
-                    "lead_time_s": 600,
-                    "max_nodes": max_nodes,
-                    "tier": "on-demand",
-                    "price_per_gpu_hour": 4.0,
-                }
-            ],
+            "pools": [{"gpu_model": "H100", "gpus_per_node": 8, **p} for p in pools],
             "policy": policy,
         }
     )
+
+
+def _one_pool(max_nodes: int = 40, **policy: object) -> Config:
+    """One on-demand pool of 8-GPU nodes, lead time 10 minutes, for signal ``rps``."""
+    pool = {"name": "on-demand", "lead_time_s": 600, "max_nodes": max_nodes}
+    return _h100_config([{**pool, "tier": "on-demand", "price_per_gpu_hour": 4.0}], policy)
 
 
 POOL_KINDS = {
@@ -285,38 +282,13 @@ def test_every_action_names_quantile_time_lead_time_and_cost() -> None:
 
 
 def _fleet() -> tuple[Config, dict[str, SeriesForecast], dict[str, int]]:
-    config = parse_config(
-        {
-            "signals": [{"name": "rps"}],
-            "workloads": [
-                {"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}
-            ],
-            "pools": [
-                {
-                    "name": "reserved",
-                    "gpu_model": "H100",
-                    "gpus_per_node": 8,
-                    "min_nodes": 4,
-                    "max_nodes": 4,
-                    **POOL_KINDS["reserved"],
-                },
-                {
-                    "name": "spot",
-                    "gpu_model": "H100",
-                    "gpus_per_node": 8,
-                    "max_nodes": 3,
-                    **POOL_KINDS["spot"],
-                },
-                {
-                    "name": "on-demand",
-                    "gpu_model": "H100",
-                    "gpus_per_node": 8,
-                    "max_nodes": 20,
-                    **POOL_KINDS["on-demand"],
-                },
-            ],
-            "policy": {"horizon_s": 7200},
-        }
+    config = _h100_config(
+        [
+            {"name": "reserved", "min_nodes": 4, "max_nodes": 4, **POOL_KINDS["reserved"]},
+            {"name": "spot", "max_nodes": 3, **POOL_KINDS["spot"]},
+            {"name": "on-demand", "max_nodes": 20, **POOL_KINDS["on-demand"]},
+        ],
+        {"horizon_s": 7200},
     )
     level = np.linspace(40, 120, 30)
     return config, {"rps": forecast(level, 0.1, 40, 40)}, {"reserved": 4, "spot": 0, "on-demand": 1}
