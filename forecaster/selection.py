@@ -238,10 +238,18 @@ def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, floa
     ok = np.isfinite(recent) & np.isfinite(base)
     if ok.sum() < hour:
         return None
-    if np.nanmin(values) >= 0 and float(np.median(base[ok])) > 0:
-        factor = float(np.median(recent[ok])) / float(np.median(base[ok]))
-        return start, float(np.clip(factor, 0.05, 20.0)), 0.0
-    return start, 1.0, float(np.median(recent[ok] - base[ok]))
+    recent, base = recent[ok], base[ok]
+    offset = float(np.median(recent - base))
+    if np.nanmin(values) >= 0 and float(np.median(base)) > 0:
+        factor = float(np.clip(np.median(recent) / np.median(base), 0.05, 20.0))
+        # A step that lifts the troughs more than the peaks (or the reverse) is an
+        # offset, not a factor: keep whichever maps the old shape onto the hours
+        # since the step more closely.
+        scaled = float(np.mean(np.abs(recent - factor * base)))
+        shifted = float(np.mean(np.abs(recent - np.maximum(base + offset, 0.0))))
+        if scaled <= shifted:
+            return start, factor, 0.0
+    return start, 1.0, offset
 
 
 class AutoSelector(BaseEstimator):
@@ -534,6 +542,8 @@ class AutoSelector(BaseEstimator):
         start, factor, offset = self.shift_
         values = y.to_numpy(dtype=float).copy()
         values[:start] = values[:start] * factor + offset
+        if self.nonnegative_:
+            values[:start] = np.maximum(values[:start], 0.0)
         res = self.residuals_
         if res.size:
             res = res.copy()

@@ -117,6 +117,18 @@ def test_a_burst_or_a_normal_day_is_not_a_level_shift() -> None:
     assert start == len(values) - 10 and factor == pytest.approx(0.5, abs=0.05) and offset == 0
 
 
+def test_a_step_that_fills_the_troughs_is_an_offset_not_a_factor() -> None:
+    """Peaks of 70 and troughs of 30 become a flat-ish 55 with peaks of 80: moved by an
+    offset, the old shape fits the new hours; scaled by the troughs' ratio, the peaks
+    would be forecast at 130."""
+    rng = np.random.default_rng(9)
+    base = np.tile([70.0, 30.0, 30.0, 30.0], 28 * 6) + rng.normal(0, 1, 28 * 24)
+    values = base.copy()
+    values[-12:] = np.tile([80.0, 55.0, 55.0, 55.0], 3) + rng.normal(0, 1, 12)
+    start, factor, offset = detect_level_shift(values, 24)  # type: ignore[misc]
+    assert start == len(values) - 12 and factor == 1.0 and offset == pytest.approx(25, abs=3)
+
+
 class Memorizer(BaseEstimator):
     """Fits its history perfectly (it stores it) and forecasts by replaying it from the start."""
 
