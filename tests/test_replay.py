@@ -34,6 +34,7 @@ from scaler.simulating import (
     run_replay,
     single_pool_run,
     static_requests,
+    tier_saving_bound,
     tier_sizes,
     tiercast_run,
     usable_nodes,
@@ -140,6 +141,23 @@ def test_tier_sizes_commit_reserved_only_where_it_pays() -> None:
     # 8 nodes all the time: 4 on spot (its depth), of which one is the spare against
     # reclaims (N+1), so spot serves 3 and the other 5 pay off as reserved.
     assert reserved == 5
+
+
+
+def test_the_tier_bound_is_the_reserved_discount_on_flat_demand_and_less_on_spikes() -> None:
+    no_spot = replace(SETUP, spot_max_share=0.0)
+    flat = short_trace(series([64.0] * (6 * 288)), 2 * 288)
+    # 8 nodes all the time, all reserved at 2.40 against 4.00 on demand: 40% cheaper.
+    assert tier_saving_bound(flat, no_spot) == pytest.approx(1 - 2.40 / 4.00)
+    # One node with a day's 8-node peak: a reserved node beyond the first idles 23 h a
+    # day, so the peak stays on demand and the saving falls well under the discount.
+    spiky = np.full(6 * 288, 8.0)
+    for day in range(6):
+        spiky[day * 288 + 150 : day * 288 + 162] = 64.0
+    bound = tier_saving_bound(short_trace(series(spiky), 2 * 288), no_spot)
+    assert 0.2 < bound < 0.4
+    # Spot adds to the saving where the market has depth.
+    assert tier_saving_bound(flat, SETUP) > 1 - 2.40 / 4.00
 
 
 def short_trace(values: pd.Series, steps: int):
@@ -468,6 +486,9 @@ def test_the_summary_averages_over_series_of_a_group_then_over_groups() -> None:
     assert "tuned on (a)" in text and "confirming (b)" in text
     row = next(line for line in text.splitlines() if line.startswith("b1"))
     assert "NO" in row  # b1 costs more than reactive and leaves more unserved
+    # Tiers at half the cost: 50% cheaper with no more unserved on every series.
+    assert "tiers: 3 of 3 series at least 40% cheaper" in text
+    assert "on 0 of the 0 others" in text
 
 
 def test_simulate_suite_prints_a_table_per_series_and_the_summary(workdir, capsys) -> None:
