@@ -402,13 +402,16 @@ def _cheapest_tiers(need: np.ndarray, spot_max: int, setup: ReplaySetup) -> tupl
 
 
 def tier_saving_bound(trace: Trace, setup: ReplaySetup) -> float:
-    """The most tiers could save on the test period at the replay's prices: a clairvoyant fleet
-    serving the test demand exactly, split at hindsight into the cheapest reserved + spot
-    (the training period's market depth) + on-demand, against the same nodes on-demand.
+    """What tiers save on the test period at the replay's prices when demand is known: a
+    clairvoyant fleet serving the test demand exactly, split at hindsight into the cheapest
+    reserved + spot (the training period's market depth) + on-demand, against the same
+    nodes on-demand only.
 
     A flat demand saves the reserved discount (40% at the defaults) plus what spot adds;
-    a spiky one less, since a reserved node idles between peaks and spot is capped. Where
-    this bound is under the tier target no planner meets the target on that series.
+    a spiky one less, since a reserved node idles between peaks and spot is capped. It
+    tells how much of a series' miss of the tier target is its shape and the prices
+    rather than the planner (a planner's own margins can save a little more or less:
+    its on-demand-only replay holds more than the clairvoyant's).
     """
     need = np.ceil(trace.demand[trace.test_start :] / setup.gpus_per_node - 1e-9)
     on_demand = float(need.sum()) * setup.gpus_per_node * STEP_H * setup.price_per_gpu_hour
@@ -920,7 +923,7 @@ class SuiteResult:
     tiers_gpu_hours: dict[str, float] = field(default_factory=dict)
     margin: str = ""
     tiers_bound: float = math.nan
-    """:func:`tier_saving_bound` of the series: the most tiers could save on its test period."""
+    """:func:`tier_saving_bound` of the series: what clairvoyant tiers save on its test period."""
 
 
 def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
@@ -957,7 +960,7 @@ def format_summary(results: Sequence[SuiteResult], suite: Suite) -> str:
         "unserved<=react",
         "reversals<=react",
         "tiers cheaper %",
-        "bound %",
+        "clairv. tiers %",
         "unserved GPU-h tiers/od",
         "tiers ok",
     )
