@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -386,6 +387,8 @@ class Uncertainty:
     share_within_target: float
     """Share of the resampled mean ratios at or below the target."""
     draws: int
+    groups: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per group, the 5th and 95th percentiles of its ratio over the same draws."""
 
     def line(self) -> str:
         return (
@@ -393,6 +396,23 @@ class Uncertainty:
             f"{self.draws} draws): standard error {self.standard_error:.3f}, "
             f"90% interval {self.low:.3f} to {self.high:.3f}; "
             f"{self.share_within_target:.0%} of the draws at or below {TARGET_MEAN_RATIO}"
+        )
+
+    def groups_line(self, summary: Summary) -> str:
+        """The groups above the per-group target, each with its 90% interval, and how many
+        of them are above it in most draws rather than by the luck of their test days."""
+        above = [g for g in summary.groups.values() if g.ratio > TARGET_GROUP_RATIO]
+        if not above:
+            return f"no group above {TARGET_GROUP_RATIO}"
+        parts = []
+        clear = 0
+        for g in sorted(above, key=lambda g: -g.ratio):
+            lo, hi = self.groups.get(g.group, (math.nan, math.nan))
+            clear += lo > TARGET_GROUP_RATIO
+            parts.append(f"{g.group} {g.ratio:.3f} (90% {lo:.3f} to {hi:.3f})")
+        return (
+            f"groups above {TARGET_GROUP_RATIO}: " + ", ".join(parts) + f"; {clear} of "
+            f"{len(above)} with the whole 90% interval above {TARGET_GROUP_RATIO}"
         )
 
 
@@ -434,12 +454,20 @@ def bootstrap_mean_ratio(
     if not per_group:
         return None
     ratios = []
+    intervals: dict[str, tuple[float, float]] = {}
     for group, methods in per_group.items():
         full = {m: np.mean(v, axis=0) for m, v in methods.items() if len(v) == sizes[group]}
         mine = next(v for m, v in full.items() if m.startswith(TIERCAST))
         best = np.nanmin(np.array([v for m, v in full.items() if m in BASELINES]), axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            ratios.append(mine / best)
+            ratio = mine / best
+        ratios.append(ratio)
+        finite = ratio[np.isfinite(ratio)]
+        if finite.size:
+            intervals[group] = (
+                float(np.percentile(finite, 5)),
+                float(np.percentile(finite, 95)),
+            )
     means = np.mean(ratios, axis=0)
     means = means[np.isfinite(means)]
     # Half the central 68% range: the standard error of a normal spread, but not blown up
@@ -451,6 +479,7 @@ def bootstrap_mean_ratio(
         high=float(np.percentile(means, 95)),
         share_within_target=float(np.mean(means <= TARGET_MEAN_RATIO)),
         draws=len(means),
+        groups=intervals,
     )
 
 

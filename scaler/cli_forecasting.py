@@ -210,6 +210,7 @@ def _bench(
                 print(f"- {line}")
             if spread is not None:
                 print(f"- {spread.line()}")
+                print(f"- {spread.groups_line(summary)}")
             print()
             print("Fit and forecast time per method (cached rivals keep the time of their run):")
             print()

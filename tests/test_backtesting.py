@@ -185,6 +185,26 @@ def test_group_scoring_averages_series_within_a_group_then_groups() -> None:
     assert summary.groups["g1"].best_rival == "seasonal_naive_1d"
     spread = bootstrap_mean_ratio(rows, draws=300)
     assert spread is not None and spread.low <= 0.75 <= spread.high
+    assert spread.groups["g1"] == pytest.approx((0.5, 0.5))  # every day 0.5: no spread
+    assert "no group above 1.0" in spread.groups_line(summary)
+
+
+def test_a_group_above_target_says_whether_its_test_days_could_explain_it() -> None:
+    from forecaster.benchmarking import bootstrap_mean_ratio, summarize
+
+    # g1 loses to the naive model by 1.2 on every day; g2 by 1.1 on average, from one
+    # bad day of four, so other days could have put it under 1.
+    rows = _rows("a", [12.0] * 4, [10.0] * 4, [30.0] * 4, group="g1")
+    rows += _rows("b", [8.0, 8.0, 8.0, 20.0], [10.0] * 4, [30.0] * 4, group="g2")
+    summary = summarize(rows)
+    spread = bootstrap_mean_ratio(rows, draws=1000)
+    assert spread is not None
+    assert spread.groups["g1"] == pytest.approx((1.2, 1.2))
+    lo, hi = spread.groups["g2"]
+    assert lo < 1.0 < hi
+    line = spread.groups_line(summary)
+    assert line.startswith("groups above 1.0: g1 1.200 (90% 1.200 to 1.200), g2 1.100")
+    assert line.endswith("1 of 2 with the whole 90% interval above 1.0")
 
 
 def _rows(

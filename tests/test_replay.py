@@ -143,7 +143,6 @@ def test_tier_sizes_commit_reserved_only_where_it_pays() -> None:
     assert reserved == 5
 
 
-
 def test_the_tier_bound_is_the_reserved_discount_on_flat_demand_and_less_on_spikes() -> None:
     no_spot = replace(SETUP, spot_max_share=0.0)
     flat = short_trace(series([64.0] * (6 * 288)), 2 * 288)
