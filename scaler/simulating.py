@@ -401,7 +401,7 @@ def _cheapest_tiers(need: np.ndarray, spot_max: int, setup: ReplaySetup) -> tupl
     return best, best_cost
 
 
-def tier_saving_bound(trace: Trace, setup: ReplaySetup) -> float:
+def clairvoyant_tier_saving(trace: Trace, setup: ReplaySetup) -> float:
     """What tiers save on the test period at the replay's prices when demand is known: a
     clairvoyant fleet serving the test demand exactly, split at hindsight into the cheapest
     reserved + spot (the training period's market depth) + on-demand, against the same
@@ -796,10 +796,10 @@ def format_tiers(replay: Replay) -> str:
     split = ", ".join(f"{p} {gpu_h[p]:,.0f} GPU-h ${by_pool[p]:,.0f}" for p in sorted(by_pool))
     saving = 1 - tiered.cost / single.cost if single.cost > 0 else math.nan
     verdict = "no more" if tiered.unserved_gpu_hours <= single.unserved_gpu_hours + 1e-9 else "MORE"
-    bound = tier_saving_bound(replay.trace, replay.setup)
+    clairvoyant = clairvoyant_tier_saving(replay.trace, replay.setup)
     return (
         f"tiers: ${tiered.cost:,.0f} vs on-demand only ${single.cost:,.0f}: {100 * saving:.1f}% cheaper "
-        f"(clairvoyant tiers at these prices: {100 * bound:.1f}%); "
+        f"(clairvoyant tiers at these prices: {100 * clairvoyant:.1f}%); "
         f"unserved {tiered.unserved_gpu_hours:.2f} vs {single.unserved_gpu_hours:.2f} GPU-h ({verdict} unserved); "
         f"{split}; spot nodes reclaimed: {run.reclaimed}"
     )
@@ -922,8 +922,8 @@ class SuiteResult:
     scores: dict[str, Score]
     tiers_gpu_hours: dict[str, float] = field(default_factory=dict)
     margin: str = ""
-    tiers_bound: float = math.nan
-    """:func:`tier_saving_bound` of the series: what clairvoyant tiers save on its test period."""
+    tiers_clairvoyant: float = math.nan
+    """:func:`clairvoyant_tier_saving` of the series: what clairvoyant tiers save on its test period."""
 
 
 def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
@@ -938,8 +938,10 @@ def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
     )
     pred = replay.runs.get("predictive")
     margin = pred.margin.describe() if pred is not None and pred.margin is not None else ""
-    bound = tier_saving_bound(replay.trace, replay.setup) if tiered is not None else math.nan
-    return SuiteResult(entry, replay.trace.name, dict(replay.scores), gpu_h, margin, bound)
+    clairvoyant = (
+        clairvoyant_tier_saving(replay.trace, replay.setup) if tiered is not None else math.nan
+    )
+    return SuiteResult(entry, replay.trace.name, dict(replay.scores), gpu_h, margin, clairvoyant)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -988,7 +990,7 @@ def format_summary(results: Sequence[SuiteResult], suite: Suite) -> str:
                 "yes" if p.unserved_gpu_hours <= re_.unserved_gpu_hours + 1e-9 else "NO",
                 "yes" if p.reversals <= re_.reversals else "NO",
                 f"{100 * saving:.1f}" if t is not None else "-",
-                f"{100 * r.tiers_bound:.1f}" if math.isfinite(r.tiers_bound) else "-",
+                f"{100 * r.tiers_clairvoyant:.1f}" if math.isfinite(r.tiers_clairvoyant) else "-",
                 f"{t.unserved_gpu_hours:.2f}/{p.unserved_gpu_hours:.2f}" if t is not None else "-",
                 ("yes" if tiers_ok[r.entry.path] else "NO") if t is not None else "-",
             )
@@ -1036,11 +1038,11 @@ def format_summary(results: Sequence[SuiteResult], suite: Suite) -> str:
         lines.append(f"average over groups, {label}: " + "; ".join(parts))
     if tiers_ok:
         missed = [r for r in results if tiers_ok.get(r.entry.path) is False]
-        bounded = [r for r in missed if r.tiers_bound < TIER_SAVING_TARGET]
+        shaped = [r for r in missed if r.tiers_clairvoyant < TIER_SAVING_TARGET]
         lines.append(
             f"tiers: {len(tiers_ok) - len(missed)} of {len(tiers_ok)} series at least "
             f"{100 * TIER_SAVING_TARGET:.0f}% cheaper than on-demand only with no more unserved; "
-            f"on {len(bounded)} of the {len(missed)} others even clairvoyant tiers at these "
+            f"on {len(shaped)} of the {len(missed)} others even clairvoyant tiers at these "
             f"prices save less than {100 * TIER_SAVING_TARGET:.0f}%"
         )
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from scaler.simulating import (
     SuiteResult,
     SuiteSeries,
     clairvoyant_requests,
+    clairvoyant_tier_saving,
     count_reversals,
     format_summary,
     format_table,
@@ -34,7 +35,6 @@ from scaler.simulating import (
     run_replay,
     single_pool_run,
     static_requests,
-    tier_saving_bound,
     tier_sizes,
     tiercast_run,
     usable_nodes,
@@ -143,20 +143,20 @@ def test_tier_sizes_commit_reserved_only_where_it_pays() -> None:
     assert reserved == 5
 
 
-def test_the_tier_bound_is_the_reserved_discount_on_flat_demand_and_less_on_spikes() -> None:
+def test_clairvoyant_tiers_save_the_reserved_discount_on_flat_demand_and_less_on_spikes() -> None:
     no_spot = replace(SETUP, spot_max_share=0.0)
     flat = short_trace(series([64.0] * (6 * 288)), 2 * 288)
     # 8 nodes all the time, all reserved at 2.40 against 4.00 on demand: 40% cheaper.
-    assert tier_saving_bound(flat, no_spot) == pytest.approx(1 - 2.40 / 4.00)
+    assert clairvoyant_tier_saving(flat, no_spot) == pytest.approx(1 - 2.40 / 4.00)
     # One node with a day's 8-node peak: a reserved node beyond the first idles 23 h a
     # day, so the peak stays on demand and the saving falls well under the discount.
     spiky = np.full(6 * 288, 8.0)
     for day in range(6):
         spiky[day * 288 + 150 : day * 288 + 162] = 64.0
-    bound = tier_saving_bound(short_trace(series(spiky), 2 * 288), no_spot)
+    bound = clairvoyant_tier_saving(short_trace(series(spiky), 2 * 288), no_spot)
     assert 0.2 < bound < 0.4
     # Spot adds to the saving where the market has depth.
-    assert tier_saving_bound(flat, SETUP) > 1 - 2.40 / 4.00
+    assert clairvoyant_tier_saving(flat, SETUP) > 1 - 2.40 / 4.00
 
 
 def short_trace(values: pd.Series, steps: int):
