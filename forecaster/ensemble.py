@@ -26,6 +26,12 @@ from forecaster.estimators import (
 )
 
 
+def combination_label(members: Sequence[str], combine: str = "mean") -> str:
+    """``ensemble(a+b)`` for a weighted average, ``median(a+b+c)`` for a median: the label
+    that plans and the model store record, and from which selection rebuilds the ensemble."""
+    return ("median" if combine == "median" else "ensemble") + "(" + "+".join(members) + ")"
+
+
 class Ensemble(BaseEstimator):
     """Weighted quantile average of registered estimators."""
 
@@ -42,8 +48,7 @@ class Ensemble(BaseEstimator):
         self.combine = combine
 
     def label(self) -> str:
-        kind = "median" if getattr(self, "combine", "mean") == "median" else "ensemble"
-        return kind + "(" + "+".join(self.members) + ")"
+        return combination_label(self.members, getattr(self, "combine", "mean"))
 
     def check_settings(self) -> None:
         if self.combine not in ("mean", "median"):

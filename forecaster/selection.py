@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.backtesting import naive_scale, pinball
+from forecaster.ensemble import combination_label
 from forecaster.errors import BadInputError, TiercastError
 from forecaster.estimators import (
     BaseEstimator,
@@ -412,7 +413,7 @@ class AutoSelector(BaseEstimator):
                 blend = np.median(np.stack([points[name][:k] for name in top]), axis=0)
             else:
                 blend = sum(wi * points[name][:k] for wi, name in zip(w, top, strict=True))
-            label = ("median" if median else "ensemble") + "(" + "+".join(top) + ")"
+            label = combination_label(top, "median" if median else "mean")
             scores[label] = relative(blend)
             forced = self.combine == "top" and size == min(self.ensemble_size, len(ranking))
             if forced or scores[label] < scores[chosen]:

@@ -413,7 +413,7 @@ def clairvoyant_tier_saving(trace: Trace, setup: ReplaySetup) -> float:
     rather than the planner (a planner's own margins can save a little more or less:
     its on-demand-only replay holds more than the clairvoyant's).
     """
-    need = np.ceil(trace.demand[trace.test_start :] / setup.gpus_per_node - 1e-9)
+    need = oracle_requests(trace, setup).astype(float)
     on_demand = float(need.sum()) * setup.gpus_per_node * STEP_H * setup.price_per_gpu_hour
     if not on_demand > 0:
         return math.nan
