@@ -32,7 +32,7 @@ rules are these, in this order:
 6. **Stale series are marked.** A series whose newest observed sample is older
    than ``staleness_limit`` at ``now`` is stale; an empty series is stale too.
    Stale signals never lead to a scale-down: the planner holds every pool they
-   feed (see ``scaler.planning``).
+   feed (see ``scaler.planning.tiers``).
 """
 
 from __future__ import annotations

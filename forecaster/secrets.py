@@ -3,7 +3,7 @@
 Pattern-based masking (``token=...``, ``Bearer ...``) misses a secret that a server
 echoes back in an unexpected shape; the values themselves do not change shape.
 Whoever reads a secret (the Prometheus source) calls :func:`remember`; :func:`redact`
-(logs through ``scaler.telemetry.RedactSecrets``, the CLI's final error, run records,
+(logs through ``scaler.service.telemetry.RedactSecrets``, the CLI's final error, run records,
 ``tiercast history``) replaces each remembered value and anything that looks like a
 credential with ``***``.
 """

@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from forecaster.errors import BadInputError
-from scaler.catalog import GPU_MODELS, gpu_model
+from scaler.catalog.gpus import GPU_MODELS, gpu_model
 
 Tier = Literal["reserved", "on-demand", "spot"]
 TIER_ORDER: dict[str, int] = {"reserved": 0, "on-demand": 1, "spot": 2}
@@ -220,11 +220,11 @@ class PoolConfig(_Model):
     """Probability that a node is reclaimed within an hour (spot tiers). Default 0."""
     provider: ProviderConfig = RecordingProviderConfig()
     """How capacity is changed: ``{kind: recording | cluster-api | karpenter | placeholder, ...}``
-    (the models above; ``scaler.kube`` acts on the Kubernetes kinds)."""
+    (the models above; ``scaler.actuation.kube`` acts on the Kubernetes kinds)."""
     mig_layouts: tuple[str, ...] | None = None
     """MIG-managed pool: the current layout of each node's GPUs, one entry per node (``whole``,
     or profile counts such as ``1g.10gb:7`` or ``3g.40gb:1,2g.20gb:2``); nodes past the list
-    are whole. None (default): the MIG planner leaves the pool alone. See ``scaler.mig_planning``."""
+    are whole. None (default): the MIG planner leaves the pool alone. See ``scaler.planning.mig_layouts``."""
     mig_whole_gpus: int = Field(default=0, ge=0, le=1_600_000)
     """GPUs of a MIG-managed pool kept whole (MIG off) for jobs needing a full GPU. Default 0."""
     mig_change_s: int = Field(default=900, ge=60, le=86400)
@@ -290,7 +290,7 @@ class PolicyConfig(_Model):
     at most 30 days."""
     unserved_budget: float = Field(default=0.005, ge=0, le=0.5)
     """Share of demand GPU-hours a signal's learned margin may leave unserved in the
-    walk-forward replay of its own history (scaler.margins). Default 0.005 (0.5%)."""
+    walk-forward replay of its own history (scaler.planning.margins). Default 0.005 (0.5%)."""
 
 
 class ForecastConfig(_Model):
@@ -622,8 +622,8 @@ def _known_gpu(field: str, name: str) -> None:
 
 
 def _known_mig_profile(field: str, model: str, profile: str, memory_gb: float | None) -> None:
-    # Imported here: scaler.mig is the MIG catalog, needed only when a config uses MIG.
-    from scaler.mig import geometry, profile_for_memory
+    # Imported here: scaler.catalog.mig is the MIG catalog, needed only when a config uses MIG.
+    from scaler.catalog.mig import geometry, profile_for_memory
 
     if profile == "auto" and memory_gb is None:
         raise ValueError(f"{field}.mig_profile: 'auto' needs memory_gb to choose a profile")
@@ -637,7 +637,7 @@ def _known_mig_profile(field: str, model: str, profile: str, memory_gb: float | 
 
 
 def _known_mig_layout(field: str, model: str, spec: str) -> None:
-    from scaler.mig import parse_layout
+    from scaler.catalog.mig import parse_layout
 
     try:
         parse_layout(model, spec, field)

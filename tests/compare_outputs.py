@@ -73,13 +73,33 @@ def commands(full: bool) -> list[tuple[str, list[str]]]:
             ),
             (
                 "suite",
-                ["simulate", "--suite", str(TRACES), "--suite-file", "SUITE", "--tiers"]
-                + ["--timeline-out", "", "--chart-out", ""],
+                [
+                    "simulate",
+                    "--suite",
+                    str(TRACES),
+                    "--suite-file",
+                    "SUITE",
+                    "--tiers",
+                    "--timeline-out",
+                    "",
+                    "--chart-out",
+                    "",
+                ],
             ),
             (
                 "bench-forecast",
-                ["bench-forecast", "--traces", str(TRACES), "--groups", "nasa_ipsc"]
-                + ["--skip-prophet", "--no-cache", "--speed-count", "0", "--per-series"],
+                [
+                    "bench-forecast",
+                    "--traces",
+                    str(TRACES),
+                    "--groups",
+                    "nasa_ipsc",
+                    "--skip-prophet",
+                    "--no-cache",
+                    "--speed-count",
+                    "0",
+                    "--per-series",
+                ],
             ),
             (
                 "forecast",
@@ -87,16 +107,35 @@ def commands(full: bool) -> list[tuple[str, list[str]]]:
             ),
             (
                 "backtest",
-                ["backtest", "--history", vcpdc, "--origins", "2", "--json", "backtest.json"]
-                + ["--methods", "seasonal_naive_1d,seasonal_naive_7d"],
+                [
+                    "backtest",
+                    "--history",
+                    vcpdc,
+                    "--origins",
+                    "2",
+                    "--json",
+                    "backtest.json",
+                    "--methods",
+                    "seasonal_naive_1d,seasonal_naive_7d",
+                ],
             ),
         ]
         if full:
             cmds.append(
                 (
                     "suite-full",
-                    ["simulate", "--suite", str(TRACES), "--tiers", "--jobs", "2"]
-                    + ["--timeline-out", "", "--chart-out", ""],
+                    [
+                        "simulate",
+                        "--suite",
+                        str(TRACES),
+                        "--tiers",
+                        "--jobs",
+                        "2",
+                        "--timeline-out",
+                        "",
+                        "--chart-out",
+                        "",
+                    ],
                 )
             )
     else:

@@ -69,7 +69,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from scaler.kube.transport import ClientTransport, RetryPolicy, connect
+from scaler.actuation.kube.transport import ClientTransport, RetryPolicy, connect
 
 TOKEN = "fake-kube-token"
 
@@ -1353,7 +1353,7 @@ def connect_to(
 ) -> ClientTransport:
     """The official client's transport to ``fake``, through a kubeconfig written in ``folder``.
 
-    ``timeout_s`` defaults to :func:`scaler.kube.transport.connect`'s; tests of
+    ``timeout_s`` defaults to :func:`scaler.actuation.kube.transport.connect`'s; tests of
     timeouts pass a short one.
     """
     path = folder / "kubeconfig"

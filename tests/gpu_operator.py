@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from scaler.mig import Layout, parse_mig_parted_entry
+from scaler.catalog.mig import Layout, parse_mig_parted_entry
 from tests.fake_kube import FakeKube, Request
 
 OPERATOR_NS = "gpu-operator"

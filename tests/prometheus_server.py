@@ -32,7 +32,7 @@ import pandas as pd
 import pytest
 import requests
 
-from scaler.backfilling import series_from_files, write_blocks
+from scaler.inputs.backfilling import series_from_files, write_blocks
 from tests.conftest import TRACES
 
 STEP_S = 60

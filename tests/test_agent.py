@@ -10,10 +10,10 @@ import pynvml
 import pytest
 import yaml
 
-from scaler.agent import Agent, StaticGate, apply_layout, current_layouts, load_desired, serve
+from scaler.agent.node import Agent, StaticGate, apply_layout, current_layouts, load_desired, serve
+from scaler.agent.nvml import FakeNvml, NvmlError
+from scaler.catalog.mig import Layout
 from scaler.cli import main
-from scaler.mig import Layout
-from scaler.nvml import FakeNvml, NvmlError
 from tests.conftest import REPO
 
 BALANCED = [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "1g.10gb": 4}}]

@@ -143,7 +143,7 @@ def test_backtest_cli_rejects_an_unknown_method(
 
 @pytest.mark.traces
 def test_auto_beats_the_daily_naive_on_a_negative_control() -> None:
-    from forecaster.benchmarking import accuracy_rows, load_bench_series
+    from forecaster.benchmarks.accuracy import accuracy_rows, load_bench_series
     from tests.conftest import trace_path
 
     y = load_bench_series(trace_path("nab/aws_elb_request_count_5min.csv"))
@@ -153,7 +153,7 @@ def test_auto_beats_the_daily_naive_on_a_negative_control() -> None:
 
 
 def test_trace_groups_follow_the_traces_readme() -> None:
-    from forecaster.benchmarking import trace_group
+    from forecaster.benchmarks.accuracy import trace_group
 
     assert trace_group("nab/nyc_taxi_passengers_30min.csv") == "nyc_taxi"
     assert trace_group("nab/aws_elb_request_count_5min.csv") == "aws_cloudwatch"
@@ -165,7 +165,7 @@ def test_trace_groups_follow_the_traces_readme() -> None:
 
 
 def test_group_scoring_averages_series_within_a_group_then_groups() -> None:
-    from forecaster.benchmarking import bootstrap_mean_ratio, summarize
+    from forecaster.benchmarks.accuracy import bootstrap_mean_ratio, summarize
 
     # Group g1 has three series (ratios 0.5, 0.5, 0.5), g2 one (ratio 1.0): the mean
     # over groups is 0.75 where a mean over series would say 0.625.
@@ -190,7 +190,7 @@ def test_group_scoring_averages_series_within_a_group_then_groups() -> None:
 
 
 def test_a_group_above_target_says_whether_its_test_days_could_explain_it() -> None:
-    from forecaster.benchmarking import bootstrap_mean_ratio, summarize
+    from forecaster.benchmarks.accuracy import bootstrap_mean_ratio, summarize
 
     # g1 loses to the naive model by 1.2 on every day; g2 by 1.1 on average, from one
     # bad day of four, so other days could have put it under 1.
@@ -210,7 +210,7 @@ def test_a_group_above_target_says_whether_its_test_days_could_explain_it() -> N
 def _rows(
     series: str, mine: list[float], naive: list[float], other: list[float], group: str = ""
 ) -> list:
-    from forecaster.benchmarking import BenchRow
+    from forecaster.benchmarks.accuracy import BenchRow
 
     def row(method: str, errors: list[float]) -> BenchRow:
         return BenchRow(
@@ -233,7 +233,7 @@ def _rows(
 
 
 def test_a_rival_near_zero_on_one_series_does_not_decide_its_group() -> None:
-    from forecaster.benchmarking import bootstrap_mean_ratio, summarize
+    from forecaster.benchmarks.accuracy import bootstrap_mean_ratio, summarize
 
     # An idle tenant: a rival is almost perfect (0.03) where tiercast makes 0.3; on the
     # other series tiercast is better. Per-series ratios (10 and 0.83) would say 5.4.
@@ -247,7 +247,7 @@ def test_a_rival_near_zero_on_one_series_does_not_decide_its_group() -> None:
 
 
 def test_bootstrap_of_the_mean_ratio_resamples_test_days_paired_across_methods() -> None:
-    from forecaster.benchmarking import BenchRow, bootstrap_mean_ratio, summarize
+    from forecaster.benchmarks.accuracy import BenchRow, bootstrap_mean_ratio, summarize
 
     # Every day tiercast makes 0.8 of the best baseline's error: no draw can differ.
     steady = _rows("a", [8.0, 16.0, 40.0], [10.0, 20.0, 50.0], [30.0, 30.0, 60.0])
@@ -272,7 +272,7 @@ def test_bootstrap_of_the_mean_ratio_resamples_test_days_paired_across_methods()
 
 
 def test_bench_rows_keep_per_day_errors_that_add_up_to_the_mase() -> None:
-    from forecaster.benchmarking import accuracy_rows
+    from forecaster.benchmarks.accuracy import accuracy_rows
 
     index = pd.date_range("2026-01-01", periods=12 * 96, freq="15min", name="timestamp")
     phase = np.arange(len(index)) % 96

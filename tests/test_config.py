@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from scaler.config import ConfigError, PolicyConfig, PoolConfig, load_config, parse_config
-from scaler.demo import DEMO_CONFIG
+from scaler.inputs.demo import DEMO_CONFIG
 from tests.conftest import REPO
 
 

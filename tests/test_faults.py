@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from forecaster.errors import TemporaryError
-from scaler.actuators import ActionResult, RecordingProvider
+from scaler.actuation.protocol import ActionResult, RecordingProvider
 from scaler.plans import Action
 from scaler.records import RunStore
-from scaler.service import CycleJob, Inputs, JobOutcome, Stop
-from scaler.telemetry import Telemetry
+from scaler.service.jobs import CycleJob, Inputs, JobOutcome, Stop
+from scaler.service.telemetry import Telemetry
 from tests.prometheus_server import StubReply, StubServer, matrix_body
 
 NOW = pd.Timestamp("2026-11-30T12:00:00")
@@ -89,7 +89,7 @@ def prom_config(tmp: Path, url: str) -> Path:
 
 
 def prom_job(config: Path, telemetry: Telemetry, store: RunStore) -> CycleJob:
-    from scaler.cli import load_inputs
+    from scaler.inputs.loading import load_inputs
 
     args = argparse.Namespace(config=str(config), history=None, now=NOW.isoformat())
 
@@ -124,7 +124,7 @@ def test_prometheus_unavailable_changes_nothing_and_the_next_cycle_recovers(
     with StubServer(reply) as stub:
         url = "http://127.0.0.1:9" if fault == "down" else stub.url  # port 9: nothing listens
         job = prom_job(prom_config(tmp_path, url), telemetry, store)
-        with caplog.at_level(logging.ERROR, logger="scaler.service"):
+        with caplog.at_level(logging.ERROR, logger="scaler.service.jobs"):
             bad = job()
         assert (bad.status, bad.exit_code, bad.record.actions) == ("failed", 1, [])
         assert isinstance(bad.error, TemporaryError)
@@ -201,7 +201,7 @@ def demo_job(
     sleeps: list[float],
     store: RunStore | None = None,
 ) -> CycleJob:
-    from scaler.demo import demo_inputs
+    from scaler.inputs.demo import demo_inputs
 
     config, history, now = demo_inputs()
     return CycleJob(
@@ -216,7 +216,7 @@ def demo_job(
 
 
 def demo_inventory() -> dict[str, int]:
-    from scaler.demo import demo_inputs
+    from scaler.inputs.demo import demo_inputs
 
     config, _, _ = demo_inputs()
     return {p.name: p.current_nodes or p.min_nodes for p in config.pools}
@@ -265,7 +265,7 @@ def test_persistent_api_failure_fails_the_cycle_then_recovers(
 ) -> None:
     provider, telemetry, sleeps = FlakyProvider(demo_inventory()), Telemetry(), []
     provider.fail = [("before", TemporaryError("HTTP 500 Internal Server Error"))] * 3
-    with caplog.at_level(logging.WARNING, logger="scaler.service"):
+    with caplog.at_level(logging.WARNING, logger="scaler.service.jobs"):
         outcome = demo_job(provider, telemetry, sleeps)()
     assert (outcome.status, outcome.exit_code) == ("failed", 1)
     failed = [a for a in outcome.record.actions if a["outcome"] == "failed"]
@@ -309,7 +309,7 @@ def test_unwritable_run_records_fail_the_run_visibly_but_actions_stand(tmp_path:
 
 
 def test_clock_jump_forward_holds_and_backward_is_harmless() -> None:
-    from scaler.demo import demo_inputs
+    from scaler.inputs.demo import demo_inputs
 
     config, history, now = demo_inputs()
     inventory = {p.name: p.current_nodes or p.min_nodes for p in config.pools}
@@ -352,7 +352,7 @@ class StopsOnFirstApply(RecordingProvider):
 def test_sigterm_mid_cycle_finishes_the_action_in_flight_and_sends_no_more(
     tmp_path: Path,
 ) -> None:
-    from scaler.demo import demo_inputs
+    from scaler.inputs.demo import demo_inputs
 
     config, history, now = demo_inputs()
     inventory = {p.name: p.current_nodes or p.min_nodes for p in config.pools}
@@ -386,8 +386,8 @@ def test_sigterm_mid_cycle_finishes_the_action_in_flight_and_sends_no_more(
 
 @pytest.mark.slow
 def test_refit_with_corrupt_or_unwritable_model_store_completes(tmp_path: Path) -> None:
-    from scaler.demo import demo_inputs
-    from scaler.service import ScheduledJob, refit_models, write_capacity_report
+    from scaler.inputs.demo import demo_inputs
+    from scaler.service.jobs import ScheduledJob, refit_models, write_capacity_report
 
     config, history, now = demo_inputs()
     models = tmp_path / "models"

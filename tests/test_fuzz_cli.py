@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from scaler import cycle
 from scaler.cli import main
+from scaler.service import cycle
 from tests.fuzz_corpus import (
     ABSURD_NUMBERS,
     NUMERIC_FIELDS,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from scaler.kube.providers import KubeProvider
-from scaler.kube.transport import RetryPolicy
+from scaler.actuation.kube.providers import KubeProvider
+from scaler.actuation.kube.transport import RetryPolicy
 from tests.fake_kube import (
     ApiError,
     Clock,
@@ -289,7 +289,7 @@ def test_placeholders_left_from_before_the_api_are_retired(
 
 
 def test_the_offline_dry_run_shows_the_buffer_writes() -> None:
-    from scaler.kube.providers import build_provider
+    from scaler.actuation.kube.providers import build_provider
 
     cfg = make_config([{**BUFFER_POOL, "current_nodes": 1}])
     provider = build_provider(cfg, dry_run=True)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from scaler.cli import main
-from scaler.demo import DEMO_CONFIG
+from scaler.inputs.demo import DEMO_CONFIG
 from tests.fake_kube import FakeKube, gpu_node, kubeconfig_for, start_fake
 
 MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/gpu-md"

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
+from scaler.actuation.kube.inventory import pool_selectors
+from scaler.actuation.kube.transport import equality_terms, selector_matches
 from scaler.config import (
     ConfigError,
     KarpenterProviderConfig,
@@ -15,8 +17,6 @@ from scaler.config import (
     PlaceholderProviderConfig,
     parse_config,
 )
-from scaler.kube.inventory import pool_selectors
-from scaler.kube.transport import equality_terms, selector_matches
 
 
 def config_with(provider: dict[str, Any] | None = None, **kube: Any) -> dict[str, Any]:
@@ -109,7 +109,7 @@ def test_pool_selectors_and_label_selector_semantics() -> None:
 
 def test_bad_kubeconfig_or_context_is_one_line_of_bad_input(tmp_path: Path) -> None:
     from forecaster.errors import BadInputError
-    from scaler.kube.transport import connect
+    from scaler.actuation.kube.transport import connect
     from tests.fake_kube import kubeconfig_for
 
     with pytest.raises(BadInputError) as info:

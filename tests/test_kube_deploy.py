@@ -20,10 +20,10 @@ import yaml
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
+from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
+from scaler.actuation.kube.providers import SEEDED_CONFIG, KubeProvider
+from scaler.actuation.kube.transport import RetryPolicy, Session, connect
 from scaler.config import parse_config
-from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
-from scaler.kube.providers import SEEDED_CONFIG, KubeProvider
-from scaler.kube.transport import RetryPolicy, Session, connect
 from tests.conftest import REPO
 from tests.fake_kube import FakeKube, gpu_node, kubeconfig_for, pod, start_fake
 from tests.gpu_operator import seed_operator_cluster

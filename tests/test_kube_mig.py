@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
-from scaler.kube.providers import CORDONED_BY, KubeProvider
-from scaler.kube.transport import RetryPolicy
-from scaler.mig import Layout
+from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
+from scaler.actuation.kube.providers import CORDONED_BY, KubeProvider
+from scaler.actuation.kube.transport import RetryPolicy
+from scaler.catalog.mig import Layout
 from scaler.plans import Action
 from tests.fake_kube import Clock, FakeKube, Request, connect_to, gpu_node, pod, start_fake
 from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS, mig_config_map, seed_operator_cluster
@@ -207,7 +207,7 @@ def test_relabel_is_revalidated_against_the_node(fake: FakeKube, provider: KubeP
 
 
 def test_dry_run_lists_the_relabel_and_the_wait() -> None:
-    from scaler.kube.providers import build_provider
+    from scaler.actuation.kube.providers import build_provider
 
     provider = build_provider(make_config(), dry_run=True)
     store = provider.session.transport
@@ -375,8 +375,8 @@ def test_a_mixed_layout_is_refused_under_the_single_strategy(
 
 
 def test_mig_inventory_covers_the_pools_this_provider_acts_on() -> None:
+    from scaler.actuation.kube.providers import build_provider
     from scaler.config import parse_config
-    from scaler.kube.providers import build_provider
 
     pool = {"tier": "reserved", "gpu_model": "A100-80GB", "gpus_per_node": 2}
     cfg = parse_config(
@@ -407,7 +407,7 @@ def test_mig_inventory_covers_the_pools_this_provider_acts_on() -> None:
 def test_a_node_of_another_gpu_model_is_held_and_never_relabelled(
     fake: FakeKube, provider: KubeProvider
 ) -> None:
-    from scaler.kube.inventory import mig_node_state, node_info
+    from scaler.actuation.kube.inventory import mig_node_state, node_info
 
     # GPU feature discovery says A100 80GB; the pool says H100-80GB.
     fake.mutate(

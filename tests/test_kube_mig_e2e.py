@@ -21,12 +21,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
+from scaler.actuation.kube.providers import SEEDED_CONFIG, KubeProvider
+from scaler.actuation.kube.transport import RetryPolicy, Session, connect
+from scaler.catalog.mig import parse_mig_parted_entry
 from scaler.config import Config, parse_config
-from scaler.cycle import run_cycle
-from scaler.kube.inventory import MIG_CONFIG, MIG_STATE
-from scaler.kube.providers import SEEDED_CONFIG, KubeProvider
-from scaler.kube.transport import RetryPolicy, Session, connect
-from scaler.mig import parse_mig_parted_entry
+from scaler.service.cycle import run_cycle
 from tests.fake_kube import FakeKube, kubeconfig_for, pod, start_fake
 from tests.gpu_operator import MigManager, mig_config_map, operator_node, seed_operator_cluster
 from tests.test_kube_providers import Clock

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from scaler.actuation.kube.providers import KubeProvider, build_provider
+from scaler.actuation.kube.transport import ClientTransport, RetryPolicy, Session
 from scaler.config import Config, parse_config
-from scaler.kube.providers import KubeProvider, build_provider
-from scaler.kube.transport import ClientTransport, RetryPolicy, Session
 from scaler.plans import Action
 from tests.fake_kube import (
     Clock,

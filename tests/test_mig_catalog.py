@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forecaster.errors import BadInputError
-from scaler.mig import (
+from scaler.catalog.mig import (
     GEOMETRIES,
     Layout,
     Placed,
@@ -240,7 +240,7 @@ def test_every_default_entry_reads_on_the_models_it_names() -> None:
 
 
 def test_mixed_strategy_is_needed_for_mixed_nodes() -> None:
-    from scaler.mig import needs_mixed_strategy
+    from scaler.catalog.mig import needs_mixed_strategy
 
     one = Layout.of({"1g.10gb": 7})
     assert not needs_mixed_strategy([one, one])
@@ -270,6 +270,6 @@ def test_mixed_strategy_is_needed_for_mixed_nodes() -> None:
 def test_gpu_feature_discovery_products_are_matched_to_models(
     model: str, product: str, same: bool
 ) -> None:
-    from scaler.catalog import product_matches
+    from scaler.catalog.gpus import product_matches
 
     assert product_matches(model, product) is same

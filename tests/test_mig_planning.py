@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from forecaster.forecasting import SeriesForecast
-from scaler.actuators import RecordingProvider
-from scaler.cli_mig import random_instances
+from scaler.actuation.protocol import RecordingProvider
+from scaler.catalog.mig import Layout
+from scaler.cli.bench_mig import random_instances
 from scaler.config import ConfigError, parse_config
-from scaler.cycle import run_cycle
-from scaler.demo import demo_inputs
-from scaler.mig import Layout
-from scaler.mig_planning import (
+from scaler.inputs.demo import demo_inputs
+from scaler.planning.demand import gpus_for, planning_grid
+from scaler.planning.mig_layouts import (
     Costs,
     GpuState,
     MigPlan,
@@ -26,8 +26,8 @@ from scaler.mig_planning import (
     solve_exact,
     solve_heuristic,
 )
-from scaler.planning import plan_capacity
-from scaler.translating import gpus_for, planning_grid
+from scaler.planning.tiers import plan_capacity
+from scaler.service.cycle import run_cycle
 from tests.conftest import REPO
 
 NOW = pd.Timestamp("2026-11-02T00:00:00")
@@ -235,7 +235,7 @@ def test_demo_cycle_shows_mig_layout_actions() -> None:
 
 
 def _states(strategy: str | None = "mixed", held: str | None = None) -> dict[str, Any]:
-    from scaler.mig_planning import MigNodeState
+    from scaler.planning.mig_layouts import MigNodeState
 
     return {
         "mig": [
@@ -358,7 +358,7 @@ def test_single_strategy_nodes_never_get_mixed_layouts() -> None:
 
 def test_single_strategy_uniform_layouts_hold_for_every_solver() -> None:
     """Random fleets on mig.strategy=single: every node ends with one layout on every GPU."""
-    from scaler.mig_planning import MigNode, solve_node_layouts
+    from scaler.planning.mig_layouts import MigNode, solve_node_layouts
 
     rng = np.random.default_rng(7)
     pool = config(["whole", "whole"]).pools[0]

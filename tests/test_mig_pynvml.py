@@ -16,7 +16,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from scaler.nvml import NvmlError, PynvmlBackend
+from scaler.agent.nvml import NvmlError, PynvmlBackend
 
 GI_PROFILE_1G = 19  # NVML's profile id for 1g.10gb on an H100
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from scaler.cli import main
-from scaler.telemetry import Telemetry
+from scaler.service.telemetry import Telemetry
 from tests.conftest import REPO
 
 DEPLOY = REPO / "deploy"
@@ -171,7 +171,8 @@ def test_node_agent_serves_state_only_with_the_token_of_its_secret() -> None:
     import urllib.error
     import urllib.request
 
-    from scaler import agent as node_agent
+    from scaler.agent import node as node_agent
+    from scaler.cli import agent as agent_cli
 
     docs = _render(DEPLOY / "base")
     ds = next(d for d in docs if d["kind"] == "DaemonSet")
@@ -193,10 +194,10 @@ def test_node_agent_serves_state_only_with_the_token_of_its_secret() -> None:
     # The flag as the DaemonSet passes it parses, and a server with that token refuses
     # /state without it while /metrics and /healthz (Prometheus, probes) stay open.
     sub = argparse.ArgumentParser().add_subparsers()
-    node_agent.register(sub)
+    agent_cli.register(sub)
     parsed = sub.choices["agent"].parse_args(container["args"][1:])
     assert parsed.token_file == f"{mount['mountPath']}/{item['path']}"
-    from scaler.nvml import FakeNvml
+    from scaler.agent.nvml import FakeNvml
 
     agent = node_agent.Agent(FakeNvml(["H100-80GB"]), node_agent.StaticGate(True))
     server = node_agent.serve(agent, "127.0.0.1", 0, "t" * 32)
@@ -486,14 +487,14 @@ def test_config_from_flag_then_environment_then_in_cluster_path(
 ) -> None:
     import argparse
 
-    from scaler import cli
+    from scaler.inputs import loading
 
     mounted = tmp_path / "mounted.yaml"
-    monkeypatch.setattr(cli, "IN_CLUSTER_CONFIG", mounted)
+    monkeypatch.setattr(loading, "IN_CLUSTER_CONFIG", mounted)
     monkeypatch.delenv("TIERCAST_CONFIG", raising=False)
 
     def resolved(**flags: Any) -> str | None:
-        return cli.resolve_config_path(argparse.Namespace(**flags))
+        return loading.resolve_config_path(argparse.Namespace(**flags))
 
     assert resolved(config=None) is None  # nothing anywhere: the demo
     mounted.write_text("signals: []\n")
@@ -738,8 +739,8 @@ def test_bench_scale_bar_total_is_the_rows_it_measures(monkeypatch: pytest.Monke
     import argparse
     from types import SimpleNamespace
 
-    from forecaster import scaleout_bench as bench
-    from scaler.cli_scale import expected_rows
+    from forecaster.benchmarks import scaleout as bench
+    from scaler.cli.bench_scale import expected_rows
 
     def row(*_: object) -> bench.Row:
         return bench.Row("m", "c", "b", 1, 1, 1.0, 0.0, 0, 0, 0.0)
@@ -791,7 +792,7 @@ def test_command_table_matches_what_each_module_registers() -> None:
 def test_version_and_help_import_no_heavy_library(argv: list[str]) -> None:
     import sys
 
-    from scaler.cli_startup import HEAVY
+    from scaler.cli.bench_start import HEAVY
 
     probe = (
         "import sys\nfrom scaler.cli import main\n"
@@ -813,7 +814,7 @@ def test_flag_values_are_not_taken_for_the_command() -> None:
 
 
 def test_bench_start_prints_ratios_against_bare_python(capsys: pytest.CaptureFixture[str]) -> None:
-    from scaler import cli_startup
+    from scaler.cli import bench_start as cli_startup
 
     rows = cli_startup.measure(repeats=1)
     assert rows[0]["ratio"] == 1.0 and len(rows) == len(cli_startup.CASES) + 1

@@ -331,7 +331,7 @@ def test_warm_cycle_reuses_stored_models_whatever_the_backend(tmp_path: Path) ->
 
 
 def test_benchmark_series_are_realistic_and_deterministic(traces: Path) -> None:
-    from forecaster.scaleout_bench import END, POINTS, SeriesBank, load_shapes
+    from forecaster.benchmarks.scaleout import END, POINTS, SeriesBank, load_shapes
 
     shapes = load_shapes(traces)
     assert len(shapes) >= 5
@@ -353,7 +353,7 @@ def test_benchmark_series_are_realistic_and_deterministic(traces: Path) -> None:
 
 
 def test_benchmark_needs_the_traces(tmp_path: Path) -> None:
-    from forecaster.scaleout_bench import load_shapes
+    from forecaster.benchmarks.scaleout import load_shapes
 
     with pytest.raises(DataError, match="no trace shapes found"):
         load_shapes(tmp_path)
@@ -364,7 +364,7 @@ def test_benchmark_needs_the_traces(tmp_path: Path) -> None:
 
 def test_forecast_config_parallel_defaults_and_errors() -> None:
     from scaler.config import ConfigError, ForecastConfig, parse_config
-    from scaler.demo import demo_inputs
+    from scaler.inputs.demo import demo_inputs
 
     defaults = ForecastConfig()
     assert (defaults.jobs, defaults.backend, defaults.scheduler, defaults.batch_size) == (
@@ -387,8 +387,8 @@ def test_forecast_config_parallel_defaults_and_errors() -> None:
 
 
 def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
-    from scaler.cycle import forecast_for_plan
-    from scaler.demo import demo_inputs
+    from scaler.inputs.demo import demo_inputs
+    from scaler.service.cycle import forecast_for_plan
 
     config, history, now = demo_inputs()
     # Four days of history keep the automatic selection quick; the last signal goes stale.

@@ -14,11 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forecaster.forecasting import SeriesForecast
-from scaler.actuators import RecordingProvider
+from scaler.actuation.protocol import RecordingProvider
 from scaler.config import Config, parse_config
-from scaler.cycle import run_cycle
-from scaler.planning import plan_capacity
+from scaler.planning.tiers import plan_capacity
 from scaler.plans import CapacityPlan, past_cycle
+from scaler.service.cycle import run_cycle
 from tests.test_planning import NOW, PROPS, STEP, cases, forecast, history
 
 CYCLE = pd.Timedelta(minutes=5)
@@ -303,8 +303,8 @@ def test_reasons_are_computed_from_the_plan(case, learn: bool) -> None:
 
 
 def test_past_cycles_come_from_the_run_records_of_cycles_that_acted() -> None:
-    from scaler.cycle import past_cycles
     from scaler.records import RunRecord, plan_summary
+    from scaler.service.cycle import past_cycles
 
     config = two_models()
     fresh = renamed(forecast(np.full(30, 80.0), 0.2, 80.0, 80.0), "fresh")

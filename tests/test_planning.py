@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forecaster.forecasting import SeriesForecast
-from scaler.actuators import RecordingProvider
+from scaler.actuation.protocol import RecordingProvider
 from scaler.config import Config, parse_config
-from scaler.margins import learn_margin, replay_rule, unserved_by_margin
-from scaler.planning import (
+from scaler.planning.demand import gpus_for
+from scaler.planning.margins import learn_margin, replay_rule, unserved_by_margin
+from scaler.planning.tiers import (
     Solver,
     covered_gpus,
     lead_steps,
@@ -28,7 +29,6 @@ from scaler.planning import (
     spot_loss_fraction,
 )
 from scaler.plans import CapacityPlan, iso
-from scaler.translating import gpus_for
 from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "scaler" / "plan.schema.json").read_text())
@@ -318,7 +318,7 @@ def test_a_wrong_low_forecast_degrades_to_the_observed_floor() -> None:
 
 
 def test_greedy_fallback_when_the_optimizer_fails(monkeypatch) -> None:
-    import scaler.planning as planning
+    import scaler.planning.tiers as planning
 
     monkeypatch.setattr(planning, "_solve_milp", lambda prob: None)
     config, forecasts, inventory = _fleet()
@@ -331,7 +331,7 @@ def test_greedy_fallback_when_the_optimizer_fails(monkeypatch) -> None:
 def test_the_search_is_bounded_by_a_node_count_not_the_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import scaler.planning as planning
+    import scaler.planning.tiers as planning
 
     seen: list[dict[str, object]] = []
     real = planning.milp
@@ -479,12 +479,12 @@ def test_a_margin_leaves_no_more_unserved_than_reacting_did_where_that_is_within
 
 
 def test_a_margin_without_the_forecast_shape_scales_as_its_rule_was_replayed() -> None:
-    # The rule without the shape (scaler.margins) requests the largest newest value of
+    # The rule without the shape (scaler.planning.margins) requests the largest newest value of
     # lead time + stabilization with its margin, as reacting does, and the cycle records
     # only its newest value with the margin, so that later cycles do not hold the peak
     # for another window on top. The shaped rule keeps the observed peak itself (its
     # margin is on the newest value) and records it.
-    from scaler.margins import Margin
+    from scaler.planning.margins import Margin
 
     config, _, inventory = _fleet()
     fc = forecast(np.full(30, 40.0), 0.0, 40.0, 40.0)

@@ -9,9 +9,9 @@ import pytest
 from forecaster.errors import BadInputError
 from forecaster.hygiene import HygienePolicy, clean, counter_problem
 from forecaster.sources import LabelledSeries, MetricSource, StaticSource
-from scaler.backfilling import TraceSeries, openmetrics_lines, read_trace_csv
-from scaler.collecting import collect
 from scaler.config import Config, parse_config
+from scaler.inputs.backfilling import TraceSeries, openmetrics_lines, read_trace_csv
+from scaler.inputs.collecting import collect
 
 T0 = pd.Timestamp("2024-03-01T00:00:00")
 MIN = pd.Timedelta(minutes=1)

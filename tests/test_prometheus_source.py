@@ -9,8 +9,8 @@ import pytest
 from forecaster.errors import BadInputError
 from forecaster.hygiene import HygienePolicy, clean
 from forecaster.prometheus import PrometheusSettings, PrometheusSource
-from scaler.collecting import collect, collect_signal
 from scaler.config import parse_config
+from scaler.inputs.collecting import collect, collect_signal
 from tests.prometheus_server import (
     DIRTY_COUNTER,
     DIRTY_GAUGE,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from forecaster.errors import BadInputError
 from scaler.cli import main
-from scaler.simulating import (
+from scaler.replay.simulating import (
     STEP,
     FleetRun,
     ReplaySetup,
@@ -238,7 +238,7 @@ def test_the_replay_plans_with_the_margin_learnt_from_training() -> None:
     d = trace.demand[trace.test_start :]
     # Meeting the budget takes 50% over the newest value at all times, dearer on the
     # training period than reacting with 20%: the learnt margin is the one serving most
-    # at no more than the reactive rule's cost there (scaler.margins), and the replay
+    # at no more than the reactive rule's cost there (scaler.planning.margins), and the replay
     # keeps it.
     m = run.margin
     assert m is not None and m.capped
@@ -422,7 +422,7 @@ def test_the_suites_helios_tenants_are_those_peaking_at_32_gpus_or_more() -> Non
         assert (f.name in listed) == (peak >= 32), f.name
 
 
-HOLDOUT = Path(__file__).resolve().parents[1] / "scaler" / "replay_holdout.yaml"
+HOLDOUT = Path(__file__).resolve().parents[1] / "scaler" / "replay" / "replay_holdout.yaml"
 
 
 @pytest.mark.traces

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from scaler.cli import main
-from scaler.i18n import fmt_number
+from scaler.reports.i18n import fmt_number
 from tests.conftest import REPO
 
 websocket = pytest.importorskip("websocket", reason="websocket-client is not installed")

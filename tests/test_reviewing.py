@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from forecaster.backtesting import Backtest
-from scaler import reviewing
 from scaler.cli import main
+from scaler.reports import reviewing
 from tests.test_finance import fleet
 
 T0 = pd.Timestamp("2027-01-10T00:00:00")
@@ -116,7 +116,7 @@ def test_backtest_fallback_plans_the_forecast_and_costs_the_gap() -> None:
 def test_report_reads_recorded_cycles(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from scaler.cli import plan_without_acting
+    from scaler.cli.plan import plan_without_acting
     from scaler.records import RunRecord, RunStore, forecast_summary, plan_summary
 
     store = RunStore(workdir / "runs.sqlite")

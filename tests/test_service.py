@@ -28,11 +28,11 @@ import yaml
 from kubernetes import client as k8s
 
 from scaler.config import ServiceConfig, parse_config, parse_schedule
-from scaler.demo import DEMO_CONFIG, demo_inputs
-from scaler.leader import LeaseElector
+from scaler.inputs.demo import DEMO_CONFIG, demo_inputs
 from scaler.records import RunStore
-from scaler.service import CycleJob, Inputs, Service, Stop, provider_factory
-from scaler.telemetry import JsonFormatter, MetricsServer, RedactSecrets, Telemetry, redact
+from scaler.service.jobs import CycleJob, Inputs, Service, Stop, provider_factory
+from scaler.service.leader import LeaseElector
+from scaler.service.telemetry import JsonFormatter, MetricsServer, RedactSecrets, Telemetry, redact
 from tests.conftest import REPO
 from tests.fake_kube import TOKEN, FakeKube
 from tests.prometheus_server import DIRTY_GAUGE, DIRTY_START, PrometheusServer, prometheus
@@ -104,7 +104,7 @@ def test_scheduler_runs_jobs_without_overlap_and_counts_skips(
             running[0] -= 1
 
     telemetry, stop = Telemetry(), Stop()
-    from scaler.leader import AlwaysLeader
+    from scaler.service.leader import AlwaysLeader
 
     service = Service(
         config,
@@ -228,7 +228,7 @@ class CountingProvider:
     """A recording provider that counts the apply calls it received."""
 
     def __init__(self, inventory: dict[str, int]) -> None:
-        from scaler.actuators import RecordingProvider
+        from scaler.actuation.protocol import RecordingProvider
 
         self.inner = RecordingProvider(inventory)
         self.applied = 0
@@ -347,7 +347,7 @@ def serve_args(config: Path) -> argparse.Namespace:
 def test_serve_runs_scheduled_cycles_against_prometheus_with_a_lease(
     workdir: Path, prometheus: PrometheusServer, fake_kube: FakeKube, quiet_service: list[Service]
 ) -> None:
-    from scaler.cli import load_inputs
+    from scaler.inputs.loading import load_inputs
 
     path = gauge_config(workdir, prometheus.url, "@every 1s")
     args = serve_args(path)
@@ -591,9 +591,9 @@ def test_serve_starts_with_prometheus_down_is_not_ready_and_records_each_failed_
 def test_agent_state_needs_the_token_and_idle_connections_are_capped() -> None:
     import socket
 
-    from scaler.agent import Agent, StaticGate, serve
-    from scaler.nvml import FakeNvml
-    from scaler.telemetry import MAX_CONNECTIONS
+    from scaler.agent.node import Agent, StaticGate, serve
+    from scaler.agent.nvml import FakeNvml
+    from scaler.serving import MAX_CONNECTIONS
 
     token = "a-token-of-enough-length"
     server = serve(Agent(FakeNvml(["H100-80GB"]), StaticGate(True), None), "127.0.0.1", 0, token)

@@ -11,8 +11,8 @@ import pytest
 
 from forecaster.estimators import make
 from forecaster.store import ModelStore
-from scaler import cycle
 from scaler.cli import main
+from scaler.service import cycle
 
 
 def series(days: int = 12, seed: int = 0, name: str = "rps") -> pd.Series:

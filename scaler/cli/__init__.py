@@ -1,0 +1,124 @@
+"""The ``tiercast`` command line.
+
+Exit status: 0 success, 1 runtime failure (a server down, a failed cycle),
+2 bad input or config. Every error is one line on stderr that names what was
+wrong. Each command (or group of commands) is one thin module of this package that
+parses, calls the package that does the work, and prints; ``COMMANDS`` names it, and each
+exposes ``register(subparsers)``. What they share is in ``scaler.cli.common``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Collection, Sequence
+
+# Only the module of the command being run is imported (below), so `tiercast --version`
+# and `--help` start without pandas, scipy, Prophet or the Kubernetes client.
+from forecaster import __version__
+from forecaster.errors import TiercastError
+from forecaster.secrets import RedactSecrets
+from scaler.cli.common import one_line
+
+log = logging.getLogger("tiercast")
+
+
+# Every subcommand: the module that registers it (``register(subparsers)``) and its line in `tiercast --help`. Only the module of the command
+# being run is imported, so each command pays for its own imports alone;
+# tests/test_operations.py checks this table against what the modules register.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": (
+        "scaler.cli.run",
+        "one full cycle: collect, forecast, plan, act (or record with --dry-run)",
+    ),
+    "plan": ("scaler.cli.plan", "forecast and plan without acting; print the plan"),
+    "forecast": (
+        "scaler.cli.forecast",
+        "forecast a CSV history with quantiles; write timestamp,q... CSV",
+    ),
+    "backfill": ("scaler.cli.backfill", "load CSV traces into a Prometheus TSDB directory"),
+    "history": (
+        "scaler.cli.history",
+        "list recent runs (status, actions, errors) from the run records",
+    ),
+    "serve": ("scaler.cli.serve", "run the cycle, refit and report on schedules, with /metrics"),
+    "report": ("scaler.cli.report", "write the capacity review (HTML, Markdown, CSV, JSON)"),
+    "agent": ("scaler.cli.agent", "the node agent: GPU and MIG state through NVML, apply layouts"),
+    "bench-mig": ("scaler.cli.bench_mig", "benchmark the MIG layout solver against its heuristic"),
+    "simulate": ("scaler.cli.simulate", "replay a demand trace: tiercast against the baselines"),
+    "backtest": ("scaler.cli.forecasting", "rolling-origin backtest of forecasting methods"),
+    "bench-forecast": ("scaler.cli.forecasting", "the forecasting benchmark on the public traces"),
+    "bench-scale": ("scaler.cli.bench_scale", "benchmark batch forecasting of many series"),
+    "completion": ("scaler.cli.completion", "print a shell completion script (bash or zsh)"),
+    "bench-start": (
+        "scaler.cli.bench_start",
+        "benchmark command start-up time against bare Python",
+    ),
+}
+
+
+def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``tiercast`` parser: every command, or real parsers for ``only`` alone.
+
+    With ``only``, the other commands are one-line entries for ``--help`` and for
+    argparse's "invalid choice" message, and their modules are never imported.
+    """
+    parser = argparse.ArgumentParser(
+        prog="tiercast",
+        description="Predictive capacity planner for GPU clusters: forecast demand, plan node tiers and MIG layouts ahead of time.",
+    )
+    parser.add_argument("--version", action="version", version=f"tiercast {__version__}")
+    parser.add_argument(
+        "--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default) or ERROR"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    chosen = [name for name in COMMANDS if only is None or name in only]
+    for module in dict.fromkeys(COMMANDS[name][0] for name in chosen):
+        importlib.import_module(module).register(sub)
+    for name, (_, summary) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=summary, add_help=False)
+    order = list(COMMANDS)
+    sub._choices_actions.sort(key=lambda a: order.index(a.dest) if a.dest in order else len(order))
+    return parser
+
+
+def command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is no flag or flag value)."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--log-level":
+            next(tokens, None)
+        elif not token.startswith("-"):
+            return token
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = command_in(words)
+    parser = build_parser({command} if command in COMMANDS else set())
+    args = parser.parse_args(words)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Masking is on before the first log line (a retry warning may quote a server's echo).
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactSecrets) for f in handler.filters):
+            handler.addFilter(RedactSecrets())
+    try:
+        return int(args.func(args) or 0)
+    except TiercastError as exc:
+        print(one_line(f"tiercast: error: {exc}"), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tiercast: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""What every command of the CLI shares: the final error line, ``-o json|yaml`` documents,
+aligned tables, writing an output file, and the input and output flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from forecaster.errors import BadInputError
+from forecaster.secrets import redact
+from scaler.inputs.loading import IN_CLUSTER_CONFIG
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from forecaster.series import History
+
+
+MAX_ERROR_CHARS = 300
+"""The final error line is cut to this many characters (an input may be megabytes)."""
+
+
+def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` redacted, on one line, at most ``limit`` characters (the CLI's final error line)."""
+    flat = " ".join(redact(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def write_file(path: str, text: str) -> None:
+    p = Path(path)
+    if p.parent and not p.parent.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(p)
+
+
+OUTPUT_FORMATS = ("table", "json", "yaml")
+
+
+def format_document(document: object, output: str) -> str:
+    """``document`` as JSON or YAML text (kubectl's ``-o``)."""
+    if output == "yaml":
+        import yaml
+
+        return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+
+
+def print_document(document: object, output: str) -> None:
+    """``document`` on stdout as JSON or YAML (kubectl's ``-o``)."""
+    sys.stdout.write(format_document(document, output))
+
+
+def text_table(rows: list[list[str]], right: set[int]) -> list[str]:
+    """Aligned lines, indented two spaces: ``rows[0]`` is the header; columns in ``right``
+    are right-aligned (numbers)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  "
+        + "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def select_series(history: History, name: str | None) -> pd.Series:
+    """The ``--series`` named ``name``, or the file's only series when ``name`` is None."""
+    if name is not None:
+        if name not in history:
+            raise BadInputError(
+                f"--series: {name!r} is not in the file; it has {', '.join(sorted(history))}"
+            )
+        return history[name]
+    if len(history) == 1:
+        return next(iter(history.values()))
+    raise BadInputError(
+        f"--history has {len(history)} series ({', '.join(sorted(history))}); pick one with --series"
+    )
+
+
+def parse_quantiles(text: str) -> list[tuple[float, str]]:
+    from forecaster.estimators import check_quantiles
+
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    out = []
+    for p in parts:
+        try:
+            out.append((float(p), p))
+        except ValueError:
+            raise BadInputError(
+                f"--quantiles: {p!r} is not a number; expected e.g. 0.1,0.5,0.9"
+            ) from None
+    check_quantiles([q for q, _ in out], "--quantiles")
+    return out
+
+
+def add_fleet_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--current-nodes`` for ``plan``, ``report`` and ``run`` inputs."""
+    p.add_argument(
+        "--current-nodes",
+        action="append",
+        default=[],
+        metavar="POOL=N",
+        help="nodes running now in POOL (repeatable); overrides the config's current_nodes, "
+        "e.g. default-on-demand=4 with --history (default: the config's, else min_nodes)",
+    )
+
+
+def add_input_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        "-c",
+        help="YAML config (see data/example-config.yaml); default: $TIERCAST_CONFIG, then "
+        f"{IN_CLUSTER_CONFIG} when present, else the built-in demo",
+    )
+    p.add_argument(
+        "--history",
+        help="CSV history (timestamp,value or timestamp,series,value) instead of the config's sources",
+    )
+    p.add_argument(
+        "--now", help="plan as of this time (ISO-8601, UTC); default: just after the newest sample"
+    )
+    p.add_argument(
+        "--plan-out",
+        default="tiercast-plan.json",
+        help="where to write the plan JSON (default: %(default)s)",
+    )
+    add_fleet_flags(p)
+    g = p.add_argument_group("for --history without --config")
+    g.add_argument(
+        "--signal-unit",
+        default="1",
+        help="unit of the history's values, shown in reports, e.g. requests/s (default: %(default)s)",
+    )
+    g.add_argument(
+        "--units-per-gpu",
+        type=float,
+        default=1.0,
+        help="signal units one GPU serves (default 1: the values are GPUs)",
+    )
+    g.add_argument(
+        "--gpu-model",
+        default="H100-80GB",
+        help="GPU model of the default pool (default: %(default)s)",
+    )
+    g.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=8,
+        help="GPUs per node of the default pool (default: %(default)s)",
+    )
+    g.add_argument(
+        "--price-per-gpu-hour",
+        type=float,
+        default=4.0,
+        help="price of the default pool (default: %(default)s)",
+    )
+
+
+def add_output_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="what stdout shows: the human table (default), or the plan and action "
+        "outcomes as json or yaml (other messages go to stderr)",
+    )

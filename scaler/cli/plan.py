@@ -1,0 +1,92 @@
+"""``tiercast plan``: forecast and plan without acting, then the finance dry-run.
+
+``plan_without_acting`` is shared with ``tiercast report``: both plan exactly as ``run``
+does, with a recording provider, so they can never change the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from typing import TYPE_CHECKING
+
+from scaler.cli.common import add_input_flags, add_output_flag, write_file
+from scaler.cli.run import print_cycle
+from scaler.inputs.loading import load_inputs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from forecaster.series import History
+    from scaler.config import Config
+    from scaler.service.cycle import CycleResult
+
+
+def plan_without_acting(
+    args: argparse.Namespace,
+) -> tuple[Config, History, pd.Timestamp, str, CycleResult]:
+    """Load the inputs, apply ``--horizon``, and plan against the configured inventory.
+
+    ``plan`` and ``report`` share this: both forecast and plan exactly as ``run`` does,
+    with a recording provider, so they can never change the cluster.
+    """
+    from forecaster.series import parse_duration
+    from scaler.actuation.protocol import RecordingProvider
+    from scaler.service.cycle import run_cycle
+
+    config, history, now, label = load_inputs(args)
+    if getattr(args, "horizon", None):
+        horizon_s = int(parse_duration(args.horizon).total_seconds())
+        config = config.model_copy(
+            update={"policy": config.policy.model_copy(update={"horizon_s": horizon_s})}
+        )
+    inventory = {
+        p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
+        for p in config.pools
+    }
+    result = run_cycle(config, history, RecordingProvider(inventory), now, dry_run=True)
+    return config, history, now, label, result
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from forecaster.progress import Progress
+    from scaler.cli.finance import finance_dry_run, prepare_finance
+
+    finance_options = prepare_finance(args)
+    # One unit for the plan; the finance projection adds its scenarios and files.
+    with Progress.for_args(args, "plan", total=1) as bar:
+        bar.describe("forecast and plan")
+        config, _, now, label, result = plan_without_acting(args)
+        write_file(args.plan_out, result.plan.to_json())
+        bar.update(label="finance projection")
+        with bar.paused():
+            print_cycle(result, label, args.plan_out, args.output)
+        if args.output == "table":
+            finance_dry_run(finance_options, config, result, now, label, bar)
+        else:
+            # stdout carries the document alone, so it can be piped to jq or yq.
+            with contextlib.redirect_stdout(sys.stderr):
+                finance_dry_run(finance_options, config, result, now, label, bar)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="forecast and plan without acting; print the plan",
+        description="Forecast and plan; never acts. Finance uses it with --horizon for projections.",
+    )
+    add_input_flags(p)
+    add_output_flag(p)
+    p.add_argument(
+        "--dry-run", action="store_true", help="accepted for symmetry with 'run'; plan never acts"
+    )
+    p.add_argument(
+        "--horizon",
+        help="planning horizon, e.g. 24h, 7d, 90d (default: the config's policy.horizon_s)",
+    )
+    from scaler.cli.finance import add_finance_flags
+
+    add_finance_flags(p)
+    p.set_defaults(func=cmd_plan)

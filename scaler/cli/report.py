@@ -1,0 +1,121 @@
+"""``tiercast report``: the capacity review.
+
+``tiercast report`` runs one dry-run cycle (the same code as ``tiercast run``,
+with a recording provider) and writes the capacity review under ``--out``:
+``report.html`` (self-contained), ``report.md`` with ``charts/*.png``,
+``csv/report-*.csv``, ``report.json`` and the plan as ``plan.json``.
+
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from forecaster.errors import BadInputError
+from forecaster.progress import Progress, add_progress_flag
+from forecaster.series import parse_duration
+from scaler.cli.finance import add_lang_flag, parse_formats
+from scaler.reports import reviewing
+from scaler.reports.i18n import check_lang, t
+from scaler.reports.rendering import FORMATS
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from scaler.cli.common import write_file
+    from scaler.cli.plan import plan_without_acting
+    from scaler.reports.rendering import build_capacity_report, write_report
+
+    lang = check_lang(args.lang)
+    formats = parse_formats(args.format)
+    window = parse_duration(args.history_window)
+    if args.backtest_origins < 0:
+        raise BadInputError(
+            f"--backtest-origins: {args.backtest_origins} is negative; expected 0 (off) or more"
+        )
+    period = parse_duration(args.review_period)
+    if args.records and not Path(args.records).is_file():
+        raise BadInputError(
+            f"--records: {args.records!r} does not exist; expected a run-record file"
+        )
+    # Two units here (the plan, the files); the report adds its sections and backtests.
+    with Progress.for_args(args, "report", total=2) as bar:
+        bar.describe("forecast and plan")
+        config, history, now, label, result = plan_without_acting(args)
+        bar.update(label="signals")
+        records = args.records or config.service.records_path
+        recorded = reviewing.load_records(records, now - period, now)
+        report = build_capacity_report(
+            config,
+            history,
+            result.plan,
+            result.forecasts,
+            label,
+            lang,
+            history_window=window,
+            backtest_origins=args.backtest_origins,
+            recorded=recorded,
+            progress=bar,
+        )
+        bar.describe("writing files")
+        written = write_report(report, args.out, formats)
+        write_file(str(Path(args.out) / "plan.json"), result.plan.to_json())
+        bar.update()
+    for path in written:
+        if path.suffix in (".html", ".md", ".json"):
+            print(t(lang, "cli_report_written", path=str(path)))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``tiercast report``."""
+    from scaler.cli.common import add_input_flags
+
+    p = subparsers.add_parser(
+        "report",
+        help="write the capacity review: HTML (offline), Markdown, CSV and JSON",
+        description="Forecast and plan (never acts), then write the capacity review: history "
+        "with forecast bands, backtest accuracy against the baselines, plan against demand, "
+        "actions with reasons, cost by tier per day and month, utilization and waste.",
+    )
+    add_input_flags(p)
+    p.add_argument(
+        "--horizon",
+        help="planning horizon, e.g. 24h, 7d (default: the config's policy.horizon_s)",
+    )
+    add_lang_flag(p)
+    p.add_argument(
+        "--out",
+        "-o",
+        default="tiercast-report",
+        help="output folder (default: %(default)s)",
+    )
+    p.add_argument(
+        "--format",
+        default=",".join(FORMATS),
+        help="comma-separated formats (default: %(default)s)",
+    )
+    p.add_argument(
+        "--history-window",
+        default="7d",
+        help="history shown before the forecast in each chart (default: %(default)s)",
+    )
+    p.add_argument(
+        "--backtest-origins",
+        type=int,
+        default=3,
+        help="daily origins of the accuracy backtest; 0 turns it off (default: %(default)s)",
+    )
+    p.add_argument(
+        "--records",
+        help="run records (tiercast serve's SQLite file) for the forecast-against-actual section; "
+        "default: the config's service.records_path when it exists, else the backtest",
+    )
+    add_progress_flag(p)
+    p.add_argument(
+        "--review-period",
+        default="7d",
+        help="how far back the forecast-against-actual section reads run records "
+        "(default: %(default)s)",
+    )
+    p.set_defaults(func=cmd_report)

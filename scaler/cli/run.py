@@ -1,0 +1,131 @@
+"""``tiercast run``: one full cycle, collect, forecast, plan, act (or record with --dry-run),
+through the same job function ``serve`` schedules; and how a cycle is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from forecaster import __version__
+from scaler.cli.common import add_input_flags, add_output_flag, print_document
+from scaler.inputs.loading import load_inputs
+
+if TYPE_CHECKING:
+    from scaler.service.cycle import CycleResult
+
+
+def cycle_document(result: CycleResult) -> dict:
+    """The plan and what became of each action, as ``-o json|yaml`` prints it."""
+    return {
+        "plan": json.loads(result.plan.to_json()),
+        "dry_run": result.dry_run,
+        "results": [
+            {
+                "pool": r.action.pool,
+                "decision": r.action.decision,
+                "target_nodes": r.action.target_nodes,
+                "outcome": r.outcome,
+                "message": r.message,
+                "calls": r.calls,
+            }
+            for r in result.results
+        ],
+    }
+
+
+def print_cycle(result: CycleResult, label: str, out: str | None, output: str = "table") -> None:
+    from scaler.plans import actions_table
+
+    if output != "table":
+        print_document(cycle_document(result), output)
+        if out:
+            print(f"plan written to {out}", file=sys.stderr)
+        return
+    plan = result.plan
+    mode = "dry-run" if result.dry_run else "live"
+    print(f"tiercast {__version__} | {label} | now {plan.created_at} | {mode}")
+    print(
+        f"forecast: quantile q{plan.quantile:g}, horizon {plan.horizon_s / 3600:g} h, step {plan.step_s} s"
+    )
+    for s in plan.signals:
+        flag = " STALE" if s.stale else ""
+        print(
+            f"  {s.name:<16} {s.estimator:<22} last {s.last_value:,.2f} {s.unit} at {s.last_timestamp}; peak q{plan.quantile:g} {s.peak_at_quantile:,.2f}{flag}"
+        )
+    print()
+    print(actions_table(plan))
+    print()
+    for note in plan.notes:
+        print(f"note: {note}")
+    c = plan.cost
+    print(
+        f"cost: {c['per_hour_current']:.2f}/h now -> {c['per_hour_now']:.2f}/h planned; "
+        f"{c['horizon_total']:.2f} over the horizon; expected unserved "
+        f"{plan.risk['expected_unserved_gpu_hours']:.2f} GPU-h"
+    )
+    for r in result.results:
+        print(
+            f"{r.outcome}: {r.action.pool} {r.action.decision} -> {r.action.target_nodes} {r.message}"
+        )
+        for call in r.calls:
+            if call.get("verb") != "GET":
+                print(f"    {_format_call(call)}")
+    if out:
+        print(f"plan written to {out}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """One cycle through the same job function ``serve`` schedules (exit codes: scaler.service.jobs)."""
+    from scaler.service.jobs import Inputs, run_once
+
+    def load() -> Inputs:
+        config, history, now, label = load_inputs(args)
+        return Inputs(config, history, now, label)
+
+    return run_once(
+        args, load, lambda result, label: print_cycle(result, label, args.plan_out, args.output)
+    )
+
+
+def _format_call(call: dict) -> str:
+    """One API call as ``VERB path?query body``; reads are left out of the printed list."""
+    where = call.get("path") or call.get("pool", "")
+    if call.get("query"):
+        where += "?" + "&".join(f"{k}={v}" for k, v in call["query"].items())
+    extra = {k: v for k, v in call.items() if k not in ("verb", "path", "pool", "query", "status")}
+    text = f"{call['verb']} {where}"
+    if "body" in extra:
+        text += " " + json.dumps(extra.pop("body"), separators=(",", ":"), sort_keys=True)
+    if extra:
+        text += " " + " ".join(f"{k}={v}" for k, v in extra.items())
+    return text
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="one full cycle: collect, forecast, plan, act (or record with --dry-run)",
+        description="Run one plan-and-act cycle. With no --config it runs the built-in demo fleet.",
+    )
+    add_input_flags(p)
+    add_output_flag(p)
+    p.add_argument(
+        "--dry-run", action="store_true", help="record the actions instead of applying them"
+    )
+    k = p.add_argument_group(
+        "Kubernetes (pools whose provider kind is cluster-api, karpenter or placeholder)"
+    )
+    k.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file; default: in-cluster service account, else ~/.kube/config",
+    )
+    k.add_argument("--context", help="kubeconfig context; default: the current context")
+    k.add_argument(
+        "--server-dry-run",
+        action="store_true",
+        help="send the writes with dryRun=All: the API server validates them, nothing persists (implies --dry-run)",
+    )
+    p.set_defaults(func=cmd_run)

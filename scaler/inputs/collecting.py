@@ -1,0 +1,175 @@
+"""Collecting a signal's history from Prometheus for one cycle.
+
+:func:`collect_signal` reads the signal's PromQL over the configured lookback,
+at the signal's ``step_s``, through a :class:`~forecaster.sources.MetricSource`
+(a :class:`~forecaster.prometheus.PrometheusSource` built from the config's
+``prometheus`` section unless one is given), cleans each series by the written
+policy in :mod:`forecaster.hygiene`, and binds the result to the signal.
+
+How several label sets bind to one signal: a query that returns several series
+(per model, pool, node) is **summed per timestamp** into the signal's series,
+because a signal is one demand figure that one set of workloads serves; a
+timestamp where no series has a value stays missing rather than reading as zero.
+The cleaned per-label series are returned too, under ``"<signal>{label="v",...}"``
+keys, for reports; :func:`scaler.service.cycle.bind_history` keeps only the signal names
+for planning. Write ``sum by (...)`` in the query to choose the split yourself.
+
+An empty answer is not an error: the signal binds to an empty series, the
+planner then has no data for it and holds every pool it feeds (no scale-down),
+and the log says why. A server that is down, slow or failing raises
+:class:`~forecaster.errors.TemporaryError`: the cycle ends before planning, so
+nothing scales, the last plan file is left as it was, and ``tiercast run`` exits 1.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from forecaster.errors import BadInputError
+from forecaster.hygiene import HygienePolicy, HygieneReport, clean, counter_problem
+from forecaster.prometheus import PrometheusSettings, PrometheusSource
+from forecaster.sources import MetricSource
+from scaler.config import Config, PrometheusConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Collection:
+    """One signal's collected history and what hygiene found, for logs and reports."""
+
+    signal: str
+    query: str
+    start: pd.Timestamp
+    end: pd.Timestamp
+    series: pd.Series
+    """The signal as planned on: the per-label series summed (empty when no data)."""
+    by_labels: dict[str, pd.Series] = field(default_factory=dict)
+    """Cleaned series per label set, keyed ``{label="v",...}``."""
+    reports: list[HygieneReport] = field(default_factory=list)
+
+    @property
+    def stale(self) -> bool:
+        return not self.reports or all(r.stale for r in self.reports)
+
+    def history(self) -> dict[str, pd.Series]:
+        """``{signal: summed}`` plus ``{signal{labels}: series}`` when there are several."""
+        out = {self.signal: self.series}
+        if len(self.by_labels) > 1:
+            out.update({f"{self.signal}{key}": s for key, s in self.by_labels.items()})
+        return out
+
+
+def settings_from_config(prometheus: PrometheusConfig) -> PrometheusSettings:
+    return PrometheusSettings(
+        url=prometheus.url,
+        bearer_token_file=prometheus.bearer_token_file,
+        username=prometheus.username,
+        password_file=prometheus.password_file,
+        ca_file=prometheus.ca_file,
+        verify_tls=prometheus.verify_tls,
+        timeout_s=prometheus.timeout_s,
+        retries=prometheus.retries,
+        retry_backoff_s=prometheus.retry_backoff_s,
+        allow_insecure=prometheus.allow_insecure,
+        max_response_bytes=prometheus.max_response_bytes,
+        max_series=prometheus.max_series,
+    )
+
+
+def source_from_config(config: Config) -> PrometheusSource:
+    if config.prometheus is None:
+        raise BadInputError(
+            "config: signals with a 'query' need a 'prometheus' section with at least 'url'"
+        )
+    return PrometheusSource(settings_from_config(config.prometheus))
+
+
+def _wall_clock() -> pd.Timestamp:
+    return pd.Timestamp.now(tz="UTC").tz_localize(None)
+
+
+def collect(
+    config: Config,
+    signal_name: str,
+    now: pd.Timestamp | None = None,
+    source: MetricSource | None = None,
+) -> Collection:
+    """Read, clean and bind one signal; see the module docstring."""
+    names = [s.name for s in config.signals]
+    if signal_name not in names:
+        raise BadInputError(
+            f"signal {signal_name!r} is not declared (declared: {', '.join(names)})"
+        )
+    signal = config.signal(signal_name)
+    if signal.query is None:
+        raise BadInputError(f"signal {signal_name!r} has no 'query' to collect")
+    problem = counter_problem(signal.query)
+    if problem is not None:
+        raise BadInputError(f"signals[{names.index(signal_name)}].query ({signal_name}): {problem}")
+    if source is None:
+        source = source_from_config(config)
+    lookback_s = config.prometheus.lookback_s if config.prometheus is not None else 14 * 86400
+    fill_s = config.prometheus.max_fill_gap_s if config.prometheus is not None else 900
+    end = pd.Timestamp(now) if now is not None else _wall_clock()
+    start = end - pd.Timedelta(seconds=lookback_s)
+    step = pd.Timedelta(seconds=signal.step_s)
+    policy = HygienePolicy(
+        max_fill_gap=pd.Timedelta(seconds=fill_s),
+        staleness_limit=pd.Timedelta(seconds=config.policy.staleness_limit_s),
+    )
+    results = source.range(signal.query, start, end, step)
+    collection = Collection(
+        signal=signal_name, query=signal.query, start=start, end=end, series=_empty(signal_name)
+    )
+    for item in results:
+        label = signal_name if not item.labels else f"{signal_name}{item.key}"
+        report = clean(item.values, step, now=end, policy=policy, name=label)
+        collection.reports.append(report)
+        collection.by_labels[item.key] = report.series
+        level = logging.WARNING if (report.long_gaps or report.stale) else logging.INFO
+        log.log(level, "collected %s", report.summary())
+    if not results:
+        log.warning(
+            "signal %s: query %r returned no series between %s and %s; pools it feeds are held",
+            signal_name,
+            signal.query,
+            start,
+            end,
+        )
+    frames = [s for s in collection.by_labels.values() if len(s)]
+    if frames:
+        # min_count=1: a timestamp where no label set has a value is a gap, not zero demand.
+        summed = pd.concat(frames, axis=1).sum(axis=1, min_count=1)
+        summed.index.name = "timestamp"
+        collection.series = summed.rename(signal_name).astype(float)
+    if frames and collection.stale:
+        log.warning(
+            "signal %s is stale: newest sample %s is older than %d s before %s; no scale-down",
+            signal_name,
+            max(r.newest for r in collection.reports if r.newest is not None),
+            config.policy.staleness_limit_s,
+            end,
+        )
+    return collection
+
+
+def collect_signal(
+    config: Config,
+    signal_name: str,
+    now: pd.Timestamp | None = None,
+    source: MetricSource | None = None,
+) -> dict[str, pd.Series]:
+    """History for one signal: ``{signal: series}`` plus per-label series when there are several.
+
+    ``now`` is the end of the window (default: the wall clock); the window is the
+    config's ``prometheus.lookback_s`` before it.
+    """
+    return collect(config, signal_name, now=now, source=source).history()
+
+
+def _empty(name: str) -> pd.Series:
+    return pd.Series([], index=pd.DatetimeIndex([], name="timestamp"), dtype=float, name=name)

@@ -1,0 +1,10 @@
+"""From forecasts to target capacity: a pure function of values, never of the world.
+
+- ``demand``: forecast quantiles of signals into GPUs (or MIG slices) needed per GPU model;
+- ``margins``: how far above the newest observation to provision, learned per series;
+- ``tiers``: the tier planner, nodes per pool (reserved, on-demand, spot) -> ``CapacityPlan``;
+- ``mig_layouts``: target MIG layouts per GPU and when to change them.
+
+May import ``scaler.config``, ``scaler.catalog``, ``scaler.plans`` and ``forecaster``;
+nothing here talks to Kubernetes or a GPU (import-linter's layers contract).
+"""

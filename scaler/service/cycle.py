@@ -1,0 +1,182 @@
+"""One plan-and-act cycle: history in, forecast, plan, re-validate, act or record.
+
+This is the function a CronJob (``tiercast run``) and the service scheduler both
+call. It is the same code in dry-run: only the provider differs. Every action is
+re-validated against a fresh inventory read just before it is applied; an action
+whose pool changed underneath it is skipped and reported, never forced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from forecaster.artifacts import load_signing_key
+from forecaster.errors import BadInputError
+from forecaster.forecasting import SeriesForecast, forecast_history
+from forecaster.parallel import ForecastSpec, forecast_history_parallel
+from forecaster.series import History
+from forecaster.store import ModelStore
+from scaler.actuation.protocol import ActionResult, CapacityProvider
+from scaler.config import Config
+from scaler.planning.mig_layouts import mig_pools, plan_mig
+from scaler.planning.tiers import plan_capacity
+from scaler.plans import CapacityPlan, PastCycle, past_cycle
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CycleResult:
+    plan: CapacityPlan
+    results: list[ActionResult] = field(default_factory=list)
+    dry_run: bool = True
+    forecasts: dict[str, SeriesForecast] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> list[dict]:
+        return [c for r in self.results for c in r.calls]
+
+
+def stale_signals(
+    config: Config, forecasts: dict[str, SeriesForecast], now: pd.Timestamp
+) -> set[str]:
+    limit = pd.Timedelta(seconds=config.policy.staleness_limit_s)
+    return {name for name, fc in forecasts.items() if now - fc.last_timestamp > limit}
+
+
+_STORES: dict[tuple[str, int, str | None], ModelStore] = {}
+
+
+def model_store_for(config: Config) -> ModelStore:
+    """The config's model store; one object per path and age limit in a process.
+
+    Kept between cycles so a long-running service or a replay reads each stored
+    model from disk once, not every cycle.
+    """
+    path = Path(config.model_store.path).resolve()  # a relative path means the working dir
+    key_file = config.model_store.signing_key_file
+    key = (str(path), config.model_store.max_age_s, key_file)
+    if key not in _STORES:
+        _STORES[key] = ModelStore(
+            path, max_age_s=config.model_store.max_age_s, signing_key=load_signing_key(key_file)
+        )
+    return _STORES[key]
+
+
+def forecast_for_plan(
+    config: Config, history: History, now: pd.Timestamp
+) -> dict[str, SeriesForecast]:
+    """Forecast every signal far enough ahead to cover the horizon plus the longest lead time."""
+    lead = max(p.lead_time_s for p in config.pools)
+    horizon = pd.Timedelta(seconds=config.policy.horizon_s + lead + config.policy.cycle_s)
+    quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
+    upto = {name: y[y.index < now] for name, y in history.items()}
+    usable = {name: y for name, y in upto.items() if y.notna().sum() >= 2}
+    for name in sorted(set(upto) - set(usable)):
+        log.warning("signal %s has no usable history before %s", name, now)
+    # Forecast from the newest sample to now + horizon: a stale series needs more steps.
+    out = {}
+    store = model_store_for(config)
+    settings = config.forecast
+    if settings.jobs != 1 or settings.backend == "dask":
+        # Many signals: worker processes or a Dask cluster share the on-disk store.
+        spec = ForecastSpec(
+            horizon,
+            tuple(quantiles),
+            settings.method,
+            str(store.path) if store.path is not None else None,
+            store.max_age_s,
+            now,
+            signing_key_file=config.model_store.signing_key_file,
+        )
+        return forecast_history_parallel(
+            usable, spec, settings.backend, settings.jobs, settings.scheduler, settings.batch_size
+        )
+    for name, y in usable.items():
+        gap = max(pd.Timedelta(0), now - y.dropna().index[-1])
+        try:
+            out.update(
+                forecast_history({name: y}, horizon + gap, quantiles, config.forecast.method, store)
+            )
+        except BadInputError as exc:
+            # One malformed signal holds only the pools it feeds (the planner holds a
+            # GPU model whose signal has no forecast); the rest of the plan goes ahead.
+            log.warning("signal %s: no forecast (%s); its pools hold", name, str(exc)[:200])
+    return out
+
+
+def past_cycles(records: Sequence[Any]) -> list[PastCycle]:
+    """What earlier cycles asked for, from run records (``scaler.records.RunRecord``).
+
+    Only cycles that acted count (not dry runs: their targets were never applied);
+    a record whose plan summary is not of the expected shape is skipped.
+    """
+    out: list[PastCycle] = []
+    for r in records:
+        if getattr(r, "job", None) != "cycle" or getattr(r, "dry_run", True) or not r.plan:
+            continue
+        try:
+            out.append(past_cycle(r.plan))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            log.warning("run %s: plan summary unreadable; not used for hysteresis", r.run_id)
+    return out
+
+
+def run_cycle(
+    config: Config,
+    history: History,
+    provider: CapacityProvider,
+    now: pd.Timestamp,
+    dry_run: bool = True,
+    past: Sequence[PastCycle] = (),
+) -> CycleResult:
+    """Forecast, plan against the provider's inventory, then apply the changes.
+
+    ``past``: earlier cycles (:func:`past_cycles` of the run records), for the
+    planner's hysteresis across cycles.
+    """
+    forecasts = forecast_for_plan(config, history, now)
+    stale = stale_signals(config, forecasts, now)
+    inventory = provider.inventory()
+    # The history feeds the planner's learnt margins and observed floor (scaler.planning.tiers).
+    plan = plan_capacity(config, forecasts, inventory, now, stale=stale, history=history, past=past)
+    if mig_pools(config):
+        # MIG layouts are planned on the node counts the tier planner targets now.
+        targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
+        # A provider that can read the cluster's MIG state gives the real nodes and the
+        # mig-parted entries the MIG manager can apply; otherwise the config's mig_layouts.
+        reader = getattr(provider, "mig_inventory", None)
+        node_states, known = reader() if callable(reader) else (None, None)
+        mig = plan_mig(
+            config,
+            forecasts,
+            inventory,
+            now,
+            targets,
+            stale=stale,
+            node_states=node_states,
+            known_configs=known,
+        )
+        plan = dataclasses.replace(plan, actions=plan.actions + mig.actions, mig=mig.section)
+    results: list[ActionResult] = []
+    for action in plan.changes():
+        fresh = provider.inventory()
+        if fresh.get(action.pool) != action.current_nodes:
+            results.append(
+                ActionResult(
+                    action,
+                    "skipped",
+                    f"inventory changed since planning ({action.current_nodes} -> {fresh.get(action.pool)}); "
+                    "will re-plan next cycle",
+                )
+            )
+            continue
+        results.append(provider.apply(action))
+    return CycleResult(plan=plan, results=results, dry_run=dry_run, forecasts=forecasts)
