@@ -159,7 +159,7 @@ def manifest_grants() -> set[Grant]:
 
 def documented_grants() -> set[Grant]:
     """Rows of the README's RBAC table: | account | scope | API group | resources | verbs | why |."""
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "kubernetes.md").read_text()
     section = text[text.index("## Kubernetes actuation") :]
     table = section[section.index("| account | scope |") :].split("\n\n")[0].splitlines()[2:]
     grants: set[Grant] = set()
