@@ -21,6 +21,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out, err
 
 
+@pytest.mark.slow
 def test_demo_dry_run_prints_and_writes_a_valid_plan(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -44,6 +45,7 @@ def test_demo_dry_run_prints_and_writes_a_valid_plan(
             assert "/h" in action["reason"]
 
 
+@pytest.mark.slow
 def test_demo_plan_is_deterministic(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run(["run", "--dry-run", "--plan-out", "a.json"], capsys)
     run(["run", "--dry-run", "--plan-out", "b.json"], capsys)

@@ -48,6 +48,7 @@ def test_the_registry_holds_every_family() -> None:
     assert expected <= set(NAMES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_fit_returns_self_and_predicts_the_right_frame(name: str) -> None:
     y = hourly()
@@ -63,6 +64,7 @@ def test_fit_returns_self_and_predicts_the_right_frame(name: str) -> None:
     assert (values >= 0).all(), "a non-negative signal needs non-negative forecasts"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_refit_is_idempotent(name: str) -> None:
     y = hourly(seed=1)
@@ -152,6 +154,7 @@ def test_boosting_leaves_out_a_weekly_lag_it_never_saw() -> None:
     assert len(longer.lags_) == 3  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_backtest_medians_are_the_refitted_median_forecasts(name: str) -> None:
     # What selection backtests must be what the estimator forecasts when refitted

@@ -46,6 +46,7 @@ def run_in_process(case: Case, folder: Path, capsys: pytest.CaptureFixture[str])
 CASES = [c for c in (*hand_config_cases(), *hand_history_cases()) if not c.slow]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_hand_written_case_fails_safe(
     case: Case, workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

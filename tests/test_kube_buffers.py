@@ -150,6 +150,7 @@ def test_the_fake_refuses_what_the_capacity_buffer_crd_refuses(fake: FakeKube) -
     assert code == 404
 
 
+@pytest.mark.slow
 def test_a_served_api_gets_a_pod_template_and_a_buffer(
     fake: FakeKube, provider: KubeProvider
 ) -> None:

@@ -17,6 +17,7 @@ from tests.fake_kube import FakeKube, gpu_node, kubeconfig_for, start_fake
 MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/gpu-md"
 
 
+@pytest.mark.slow
 def test_demo_dry_run_lists_the_exact_kubernetes_calls_per_action(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

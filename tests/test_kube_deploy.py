@@ -219,6 +219,7 @@ def fake() -> Iterator[FakeKube]:
     f.stop()
 
 
+@pytest.mark.slow
 def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
     fake: FakeKube, tmp_path: Path
 ) -> None:

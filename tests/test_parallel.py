@@ -81,6 +81,7 @@ def cluster() -> Iterator[str]:
 # -- backend equivalence ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_one_process_two_processes_and_dask_give_identical_forecasts(cluster: str) -> None:
     fleet = small_fleet(6)
     spec = ForecastSpec(HORIZON, (0.1, 0.5, 0.9), "auto")
@@ -197,6 +198,7 @@ def test_a_failing_series_falls_back_alone(fakes: ForecastSpec, jobs: int) -> No
     pd.testing.assert_frame_equal(raised.forecast.frame, alone.outcomes["svc-1"].forecast.frame)
 
 
+@pytest.mark.slow
 def test_a_series_that_kills_its_worker_falls_back_alone(fakes: ForecastSpec) -> None:
     fleet = small_fleet(6, days=2)
     series = [*fleet[:2], named(fleet[2], "crash-2"), *fleet[3:]]
@@ -243,6 +245,7 @@ class CountingSource:
             yield y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_series_are_read_in_bounded_batches(jobs: int) -> None:
     fleet = small_fleet(30, days=2)
@@ -297,6 +300,7 @@ def test_a_stale_series_is_forecast_up_to_now_plus_the_horizon() -> None:
 # -- warm cycles ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_warm_cycle_reuses_stored_models_whatever_the_backend(tmp_path: Path) -> None:
     full = small_fleet(4, days=5)
     cold = [y.iloc[:-1] for y in full]
@@ -386,6 +390,7 @@ def test_forecast_config_parallel_defaults_and_errors() -> None:
         parse_config(data)
 
 
+@pytest.mark.slow
 def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
     from scaler.inputs.demo import demo_inputs
     from scaler.service.cycle import forecast_for_plan
@@ -446,6 +451,7 @@ def test_bench_scale_prints_the_table_and_verdicts(
     assert all(line.split("|")[9].strip() == "6" for line in warm)  # every model reused
 
 
+@pytest.mark.slow
 def test_bench_scale_refuses_unknown_backends(capsys: pytest.CaptureFixture[str]) -> None:
     from scaler.cli import main
 

@@ -173,6 +173,7 @@ def test_update_keeps_the_selection_and_moves_the_origin() -> None:
     assert frame.index[0] == y.index[-1] + pd.Timedelta("1h")
 
 
+@pytest.mark.slow
 def test_forecast_series_auto_reports_the_choice() -> None:
     y = series(15, noise=4.0, seed=6).rename("selection_report")
     fc = forecast_series(y, pd.Timedelta("6h"), [0.1, 0.5, 0.9], "auto", ModelStore(None))
@@ -239,6 +240,7 @@ def test_the_median_is_the_chosen_models_point_forecast() -> None:
     assert (frame["q0.9"] >= frame["q0.5"]).all() and (frame["q0.1"] <= frame["q0.5"]).all()
 
 
+@pytest.mark.slow
 def test_auto_mix_selects_among_the_profile_mix_candidates() -> None:
     from forecaster.selection import MIX_CANDIDATES, SLOW_CANDIDATES
 

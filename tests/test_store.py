@@ -63,6 +63,7 @@ def test_newer_data_reuses_and_moves_the_forecast_origin(tmp_path: Path) -> None
     assert outcome.model.predict(2, [0.5]).index[0] == y.index[-1] + pd.Timedelta("1h")
 
 
+@pytest.mark.slow
 def test_an_old_model_is_refitted(tmp_path: Path) -> None:
     clock = Clock()
     store = store_at(tmp_path, clock)
@@ -73,6 +74,7 @@ def test_an_old_model_is_refitted(tmp_path: Path) -> None:
     assert not outcome.reused and "h old" in outcome.note
 
 
+@pytest.mark.slow
 def test_data_far_past_the_training_window_is_due(tmp_path: Path) -> None:
     y = series(days=14)
     store = store_at(tmp_path)
@@ -81,6 +83,7 @@ def test_data_far_past_the_training_window_is_due(tmp_path: Path) -> None:
     assert not outcome.reused and "old" in outcome.note
 
 
+@pytest.mark.slow
 def test_drift_triggers_a_refit(tmp_path: Path) -> None:
     y = series(days=13)
     store = store_at(tmp_path)
@@ -91,6 +94,7 @@ def test_drift_triggers_a_refit(tmp_path: Path) -> None:
     assert not outcome.reused and outcome.note.startswith("refitted: drift")
 
 
+@pytest.mark.slow
 def test_an_unreadable_artifact_is_replaced(tmp_path: Path) -> None:
     y = series()
     store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
@@ -100,6 +104,7 @@ def test_an_unreadable_artifact_is_replaced(tmp_path: Path) -> None:
     assert store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto")).reused
 
 
+@pytest.mark.slow
 def test_a_foreign_version_is_refitted(tmp_path: Path) -> None:
     y = series()
     store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
@@ -111,6 +116,7 @@ def test_a_foreign_version_is_refitted(tmp_path: Path) -> None:
     assert not outcome.reused and "0.0.1" in outcome.note
 
 
+@pytest.mark.slow
 def test_different_data_under_the_same_name_is_not_reused(tmp_path: Path) -> None:
     # Signed, so that whatever auto selects (pickled parts included) is stored.
     key = b"k" * 32
@@ -131,6 +137,7 @@ def test_an_unwritable_store_still_forecasts(tmp_path: Path) -> None:
     assert np.isfinite(outcome.model.predict(3, [0.5]).to_numpy()).all()
 
 
+@pytest.mark.slow
 def test_second_tiercast_run_reuses_stored_models(
     workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -266,6 +273,7 @@ def test_gradient_boosting_is_stored_only_when_signed(tmp_path: Path) -> None:
     assert not other.reused and "signature" in other.note
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change",
     [
@@ -290,6 +298,7 @@ def test_a_sidecar_of_the_wrong_shape_is_replaced(
     assert store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto")).reused
 
 
+@pytest.mark.slow
 def test_a_sidecar_that_is_not_an_object_is_replaced(tmp_path: Path) -> None:
     y = series()
     store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
@@ -299,6 +308,7 @@ def test_a_sidecar_that_is_not_an_object_is_replaced(tmp_path: Path) -> None:
     assert store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto")).reused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "method",
     [
