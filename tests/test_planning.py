@@ -16,18 +16,11 @@ from hypothesis import strategies as st
 from forecaster.forecasting import SeriesForecast
 from scaler.actuation.protocol import RecordingProvider
 from scaler.config import Config, parse_config
+from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes, spot_loss_fraction
 from scaler.planning.demand import gpus_for
 from scaler.planning.margins import learn_margin, replay_rule, unserved_by_margin
-from scaler.planning.tiers import (
-    Solver,
-    covered_gpus,
-    lead_steps,
-    learn_margins,
-    plan_capacity,
-    signal_replica,
-    spare_nodes,
-    spot_loss_fraction,
-)
+from scaler.planning.solver import Solver
+from scaler.planning.tiers import learn_margins, plan_capacity, signal_replica
 from scaler.plans import CapacityPlan, iso
 from tests.conftest import REPO
 
@@ -318,7 +311,7 @@ def test_a_wrong_low_forecast_degrades_to_the_observed_floor() -> None:
 
 
 def test_greedy_fallback_when_the_optimizer_fails(monkeypatch) -> None:
-    import scaler.planning.tiers as planning
+    import scaler.planning.solver as planning
 
     monkeypatch.setattr(planning, "_solve_milp", lambda prob: None)
     config, forecasts, inventory = _fleet()
@@ -331,7 +324,7 @@ def test_greedy_fallback_when_the_optimizer_fails(monkeypatch) -> None:
 def test_the_search_is_bounded_by_a_node_count_not_the_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import scaler.planning.tiers as planning
+    import scaler.planning.solver as planning
 
     seen: list[dict[str, object]] = []
     real = planning.milp

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -705,13 +706,10 @@ def plan_mig(
     if not pools:
         return MigPlan()
     policy = config.policy
-    q = policy.quantile
-    qname = quantile_column(q)
     now = pd.Timestamp(now)
     grid = planning_grid(now, policy.horizon_s, policy.cycle_s)
-    step_s = policy.cycle_s
-    demand = slice_demand(config, forecasts, grid, q)
-    targets = targets or {}
+    demand = slice_demand(config, forecasts, grid, policy.quantile)
+    held_by_model = _held_signals(config.workloads, forecasts, stale or set())
     plan = MigPlan()
     configs: dict[str, list[dict]] = {}
     labels: dict[str, str] = {}
@@ -719,230 +717,407 @@ def plan_mig(
     for model in sorted({gpu_model(p.gpu_model).name for p in pools}):
         geometry(model)
         group = [p for p in pools if gpu_model(p.gpu_model).name == model]
-        nodes: list[MigNode] = []
-        for p in group:
-            current = int(inventory.get(p.name, p.min_nodes))
-            if node_states is not None and p.name in node_states:
-                known = list(node_states[p.name])
-            else:
-                known = configured_nodes(p, current)
-            nodes += _nodes(p, known, current, int(targets.get(p.name, current)))
-        gpus = [
-            GpuState(lay, n.new, fixed=n.held is not None, single=n.strategy == "single")
-            for n in nodes
-            for lay in n.current
-        ]
-        series = demand.get(model, {})
-        peak = {p: math.ceil(float(v.max()) - 1e-9) for p, v in series.items()}
-        keep_whole = sum(p.mig_whole_gpus for p in group)
-        need = {p: n for p, n in peak.items() if n > 0}
-        if keep_whole:
-            need["whole"] = keep_whole
-        change_s = max(p.mig_change_s for p in group)
-        lead_s = max(p.lead_time_s for p in group)
-        horizon_h = policy.horizon_s / 3600
-        costs = Costs(used_gpu_h=horizon_h, change_gpu_h=change_s / 3600)
-        best = solve_node_layouts(model, nodes, gpus, need, costs, method)
-        keep = solve_node_layouts(model, nodes, gpus, need, costs, method, allow_changes=False)
-        # Load per step (GPU-equivalents), for the quiet window and the coverage deadline.
-        w = {p: gpu_fraction(model, p) for p in series}
-        load = sum((w[p] * v for p, v in series.items()), np.zeros(len(grid)))
-        # What the GPUs hold today, used or not: the layouts fall short when demand passes it.
-        now_cap = _capacity(g.current for g in gpus if not g.new)
-        short_at = [
-            i
-            for i in range(len(grid))
-            if any(series[p][i] > now_cap.get(p, 0) + 1e-9 for p in series)
-        ]
-        width = max(1, math.ceil(change_s / step_s))
-        needed_for_cover = (
-            _weighted(model, keep.shortfall) > _weighted(model, best.shortfall) + 1e-9
+        nodes = _group_nodes(group, inventory, targets or {}, node_states)
+        ctx = _MigContext(
+            model=model,
+            now=now,
+            grid=grid,
+            qname=quantile_column(policy.quantile),
+            horizon_h=policy.horizon_s / 3600,
+            step_s=policy.cycle_s,
+            change_s=max(p.mig_change_s for p in group),
+            lead_s=max(p.lead_time_s for p in group),
+            inventory=inventory,
+            known_configs=known_configs,
         )
-        saved_h = (keep.used - best.used) * max(0.0, horizon_h - change_s / 3600)
-        drain_h = best.changed * change_s / 3600
-        held = sorted(
-            w.signal
-            for w in config.workloads
-            if w.mig_profile is not None
-            and gpu_model(w.gpu_model).name == model
-            and (w.signal in (stale or set()) or w.signal not in forecasts)
-        )
-        start = 0
-        if held:
-            mode = "held"
-        elif best.changed == 0:
-            mode = "fits"
-        elif needed_for_cover:
-            mode = "cover"
-            deadline = short_at[0] if short_at else len(grid) - 1
-            start = quiet_window(load, width, deadline - width)
-        elif saved_h > drain_h:
-            mode = "save"
-            start = quiet_window(load, width, len(grid) - width)
-        else:
-            mode = "not-worth"
-        chosen = best if mode in ("cover", "save") else keep
-        window_at = grid[min(start, len(grid) - 1)]
-        window_end = window_at + pd.Timedelta(seconds=change_s)
-        act_now = mode in ("cover", "save") and start == 0
-        demand_txt = ", ".join(f"{n} x {p}" for p, n in sorted(need.items())) or "no instances"
-        cap = chosen.capacity()
-        cap_txt = ", ".join(f"{cap.get(p, 0)} x {p}" for p in sorted(need)) or "none"
-        window_txt = f"{window_at:%H:%M}-{window_end:%H:%M}Z"
-        if mode == "cover":
-            why = "needed before the current layouts fall short"
-        else:
-            why = f"saves {saved_h:.1f} GPU-h against {drain_h:.1f} GPU-h of drain"
-        k = 0
-        unchanged: dict[str, list[str]] = {p.name: [] for p in group}
-        pool_nodes: list[dict[str, Any]] = []
-        for n in nodes:
-            tgt = [
-                lay if (a := chosen.assignment[k + i]) is None else a
-                for i, lay in enumerate(n.current)
-            ]
-            k += len(n.current)
-            changed = sum(1 for a, b in zip(n.current, tgt, strict=True) if a != b)
-            if changed:
-                tgt_name, in_config = resolve_config_name(model, tgt, known_configs)
-                cur_name = n.label or resolve_config_name(model, n.current, known_configs)[0]
-            else:
-                cur_name = n.label or resolve_config_name(model, n.current, known_configs)[0]
-                tgt_name, in_config = cur_name, n.label is not None
-            entry = mig_parted_entry(tgt)
-            if not in_config:
-                configs[tgt_name] = entry
-            labels[n.name] = tgt_name
-            pool_nodes.append(
-                {
-                    "node": n.name,
-                    "pool": n.pool.name,
-                    "new": n.new,
-                    "current": cur_name,
-                    "target": tgt_name,
-                    "gpus_changed": changed,
-                    "layouts": [lay.spec() for lay in tgt],
-                    "strategy": n.strategy,
-                    "held": n.held,
-                }
-            )
-            if not changed:
-                unchanged[n.pool.name].append(n.name)
-                continue
-            current_nodes = int(inventory.get(n.pool.name, n.pool.min_nodes))
-            if n.new:
-                # A node still booting is labelled when it joins: nothing to drain.
-                decision, at, when = "no-op", now, "label it when the node joins (no drain)"
-            elif act_now:
-                decision, at, when = (
-                    "relayout",
-                    now,
-                    f"now, in the lowest-demand window {window_txt}",
-                )
-            else:
-                decision, at, when = (
-                    "no-op",
-                    window_at,
-                    f"scheduled for the lowest-demand window {window_txt}",
-                )
-            if n.strategy == "single":
-                when += " (one layout on every GPU: the node's mig.strategy is single)"
-            plan.actions.append(
-                Action(
-                    pool=n.pool.name,
-                    decision=decision,  # type: ignore[arg-type]
-                    current_nodes=current_nodes,
-                    target_nodes=current_nodes,
-                    at=iso(at),
-                    needed_at=iso(at + pd.Timedelta(seconds=change_s)),
-                    cost_delta_per_hour=0.0,
-                    reason=(
-                        f"{qname} MIG demand for {model} peaks at {demand_txt}; node {n.name} "
-                        f"{cur_name} -> {tgt_name} ({changed} GPU(s); drain + re-partition "
-                        f"{change_s / 60:.0f} min, lead time {lead_s / 60:.0f} min) {when}; {why}; "
-                        "spend unchanged (+0.00/h)"
-                    ),
-                    kind="mig-layout",
-                    details={
-                        "node": n.name,
-                        "layout": tgt_name,
-                        "from": cur_name,
-                        "label": {"nvidia.com/mig.config": tgt_name},
-                        "mig_parted_entry": entry,
-                        "in_mig_parted_config": in_config,
-                        "needs_mixed_strategy": needs_mixed_strategy(tgt),
-                        "gpus_changed": changed,
-                        "window_start": iso(window_at),
-                        "window_end": iso(window_end),
-                        "new_node": n.new,
-                    },
-                )
-            )
-        if mode == "held":
-            keep_why = f"signal(s) {', '.join(held)} stale or missing; holding the layouts"
-        elif mode == "not-worth":
-            keep_why = (
-                f"a relayout would save {saved_h:.1f} GPU-h but cost {drain_h:.1f} GPU-h "
-                "of drain; keeping the current layouts"
-            )
-        elif chosen.shortfall:
-            short = ", ".join(f"{n} x {p}" for p, n in sorted(chosen.shortfall.items()))
-            keep_why = f"the pool's GPUs cannot hold it all: short {short}"
-        else:
-            keep_why = "the layouts cover it"
-        holds = sorted({f"{n.name}: {n.held}" for n in nodes if n.held})
-        if holds:
-            keep_why += "; held: " + "; ".join(holds)
-        if best.blocked:
-            keep_why += (
-                f"; {', '.join(best.blocked)} would need mig.strategy=mixed "
-                "(the GPU Operator's ClusterPolicy has single): not re-partitioned"
-            )
-        for p in group:
-            if not unchanged[p.name] and any(n.pool is p for n in nodes):
-                continue
-            current_nodes = int(inventory.get(p.name, p.min_nodes))
-            plan.actions.append(
-                Action(
-                    pool=p.name,
-                    decision="no-op",
-                    current_nodes=current_nodes,
-                    target_nodes=current_nodes,
-                    at=iso(now),
-                    needed_at=iso(now + pd.Timedelta(seconds=p.lead_time_s)),
-                    cost_delta_per_hour=0.0,
-                    reason=(
-                        f"{len(unchanged[p.name])} node(s) keep their MIG layouts: {qname} MIG "
-                        f"demand for {model} peaks at {demand_txt}, capacity {cap_txt} "
-                        f"(lead time {p.lead_time_s / 60:.0f} min); {keep_why}"
-                    ),
-                    kind="mig-layout",
-                    details={"layout": "unchanged", "nodes": unchanged[p.name]},
-                )
-            )
-        section_pools[model] = {
-            "pools": [p.name for p in group],
-            "demand_peak_instances": {p: int(n) for p, n in sorted(need.items())},
-            "demand_instances": {
-                p: [round(float(x), 3) for x in v] for p, v in sorted(series.items())
-            },
-            "capacity_instances": {p: int(n) for p, n in sorted(cap.items())},
-            "shortfall_instances": dict(sorted(chosen.shortfall.items())),
-            "gpus": len(gpus),
-            "gpus_used": chosen.used,
-            "gpus_changed": chosen.changed,
-            "gpus_used_without_changes": keep.used,
-            "decision": mode,
-            "solver": chosen.solver,
-            "window": {"start": iso(window_at), "end": iso(window_end)},
-            "saved_gpu_hours": round(saved_h, 3),
-            "drain_gpu_hours": round(drain_h, 3),
-            "nodes": pool_nodes,
-        }
+        out = _plan_model(ctx, group, nodes, demand.get(model, {}), method, held_by_model[model])
+        plan.actions += out.actions
+        configs.update(out.configs)
+        labels.update(out.labels)
+        section_pools[model] = out.section
     plan.section = {
-        "quantile": q,
+        "quantile": policy.quantile,
         "models": section_pools,
         "node_labels": dict(sorted(labels.items())),
         "mig_parted_config": {"version": "v1", "mig-configs": dict(sorted(configs.items()))},
     }
     return plan
+
+
+def _held_signals(
+    workloads: Iterable[WorkloadConfig], forecasts: Mapping[str, SeriesForecast], stale: set[str]
+) -> defaultdict[str, list[str]]:
+    """Per GPU model, its MIG workloads' signals that are stale or missing, sorted."""
+    held: defaultdict[str, list[str]] = defaultdict(list)
+    for w in workloads:
+        if w.mig_profile is not None and (w.signal in stale or w.signal not in forecasts):
+            held[gpu_model(w.gpu_model).name].append(w.signal)
+    for signals in held.values():
+        signals.sort()
+    return held
+
+
+def _group_nodes(
+    group: Sequence[PoolConfig],
+    inventory: Mapping[str, int],
+    targets: Mapping[str, int],
+    node_states: Mapping[str, Sequence[MigNodeState]] | None,
+) -> list[MigNode]:
+    """The nodes of a GPU model's MIG pools: read from the cluster where ``node_states``
+    has the pool, else from its ``mig_layouts``; nodes still to come as new ones."""
+    nodes: list[MigNode] = []
+    for p in group:
+        current = int(inventory.get(p.name, p.min_nodes))
+        if node_states is not None and p.name in node_states:
+            known = list(node_states[p.name])
+        else:
+            known = configured_nodes(p, current)
+        nodes += _nodes(p, known, current, int(targets.get(p.name, current)))
+    return nodes
+
+
+@dataclass(frozen=True)
+class _MigContext:
+    """What one GPU model's MIG plan shares across its steps."""
+
+    model: str
+    now: pd.Timestamp
+    grid: pd.DatetimeIndex
+    qname: str
+    horizon_h: float
+    step_s: int
+    change_s: int
+    """The longest drain and re-partition time of the model's pools."""
+    lead_s: int
+    """The longest lead time of the model's pools."""
+    inventory: Mapping[str, int]
+    known_configs: Mapping[str, Any] | None
+
+
+@dataclass
+class _ModelMig:
+    """One GPU model's share of the MIG plan."""
+
+    actions: list[Action] = field(default_factory=list)
+    configs: dict[str, list[dict]] = field(default_factory=dict)
+    """mig-parted entries to add, by name."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """``nvidia.com/mig.config`` per node."""
+    section: dict[str, Any] = field(default_factory=dict)
+
+
+def _plan_model(
+    ctx: _MigContext,
+    group: Sequence[PoolConfig],
+    nodes: list[MigNode],
+    series: dict[str, np.ndarray],
+    method: str,
+    held: list[str],
+) -> _ModelMig:
+    """One GPU model: its slice demand, target layouts per GPU, when to change, and the
+    actions with their reasons."""
+    model = ctx.model
+    gpus = [
+        GpuState(lay, n.new, fixed=n.held is not None, single=n.strategy == "single")
+        for n in nodes
+        for lay in n.current
+    ]
+    need = _peak_need(series, sum(p.mig_whole_gpus for p in group))
+    costs = Costs(used_gpu_h=ctx.horizon_h, change_gpu_h=ctx.change_s / 3600)
+    best = solve_node_layouts(model, nodes, gpus, need, costs, method)
+    keep = solve_node_layouts(model, nodes, gpus, need, costs, method, allow_changes=False)
+    timing = _when_to_change(ctx, series, gpus, best, keep, held)
+    chosen = best if timing.mode in ("cover", "save") else keep
+    out = _ModelMig()
+    unchanged: dict[str, list[str]] = {p.name: [] for p in group}
+    pool_nodes: list[dict[str, Any]] = []
+    for n, tgt in zip(nodes, _node_targets(nodes, chosen), strict=True):
+        t = _name_target(ctx, n, tgt)
+        if not t.in_config:
+            out.configs[t.target] = t.entry
+        out.labels[n.name] = t.target
+        pool_nodes.append(_node_entry(t))
+        if t.changed:
+            out.actions.append(_relayout_action(ctx, t, need, timing))
+        else:
+            unchanged[n.pool.name].append(n.name)
+    keep_why = _keep_reason(timing, chosen, best, nodes)
+    cap = chosen.capacity()
+    for p in group:
+        if not unchanged[p.name] and any(n.pool is p for n in nodes):
+            continue
+        out.actions.append(_unchanged_action(ctx, p, unchanged[p.name], need, cap, keep_why))
+    out.section = {
+        "pools": [p.name for p in group],
+        "demand_peak_instances": {p: int(n) for p, n in sorted(need.items())},
+        "demand_instances": {p: [round(float(x), 3) for x in v] for p, v in sorted(series.items())},
+        "capacity_instances": {p: int(n) for p, n in sorted(cap.items())},
+        "shortfall_instances": dict(sorted(chosen.shortfall.items())),
+        "gpus": len(gpus),
+        "gpus_used": chosen.used,
+        "gpus_changed": chosen.changed,
+        "gpus_used_without_changes": keep.used,
+        "decision": timing.mode,
+        "solver": chosen.solver,
+        "window": {"start": iso(timing.window_at), "end": iso(timing.window_end)},
+        "saved_gpu_hours": round(timing.saved_h, 3),
+        "drain_gpu_hours": round(timing.drain_h, 3),
+        "nodes": pool_nodes,
+    }
+    return out
+
+
+def _peak_need(series: Mapping[str, np.ndarray], keep_whole: int) -> dict[str, int]:
+    """Instances per profile the layouts must hold: the peak over the horizon (layouts
+    hold for hours), and the whole GPUs kept for whole-GPU work."""
+    peak = {p: math.ceil(float(v.max()) - 1e-9) for p, v in series.items()}
+    need = {p: n for p, n in peak.items() if n > 0}
+    if keep_whole:
+        need["whole"] = keep_whole
+    return need
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """Whether and when a GPU model's layouts change."""
+
+    mode: str
+    """``held``, ``fits``, ``cover``, ``save`` or ``not-worth``."""
+    start: int
+    """The grid step the change window starts at."""
+    window_at: pd.Timestamp
+    window_end: pd.Timestamp
+    saved_h: float
+    """GPU-hours the change saves over the horizon."""
+    drain_h: float
+    """GPU-hours its drains cost."""
+    held: list[str]
+    """Signals stale or missing (the layouts hold)."""
+
+    @property
+    def act_now(self) -> bool:
+        return self.mode in ("cover", "save") and self.start == 0
+
+
+def _when_to_change(
+    ctx: _MigContext,
+    series: Mapping[str, np.ndarray],
+    gpus: Sequence[GpuState],
+    best: LayoutSolution,
+    keep: LayoutSolution,
+    held: list[str],
+) -> _Timing:
+    """A change needed for coverage goes in the lowest-demand window before the current
+    layouts fall short; one that only saves GPUs in the lowest-demand window of the
+    horizon, and only when it saves more GPU-hours than its drains cost."""
+    model, grid, change_s = ctx.model, ctx.grid, ctx.change_s
+    # Load per step (GPU-equivalents), for the quiet window and the coverage deadline.
+    w = {p: gpu_fraction(model, p) for p in series}
+    load = sum((w[p] * v for p, v in series.items()), np.zeros(len(grid)))
+    # What the GPUs hold today, used or not: the layouts fall short when demand passes it.
+    now_cap = _capacity(g.current for g in gpus if not g.new)
+    short_at = [
+        i for i in range(len(grid)) if any(series[p][i] > now_cap.get(p, 0) + 1e-9 for p in series)
+    ]
+    width = max(1, math.ceil(change_s / ctx.step_s))
+    needed_for_cover = _weighted(model, keep.shortfall) > _weighted(model, best.shortfall) + 1e-9
+    saved_h = (keep.used - best.used) * max(0.0, ctx.horizon_h - change_s / 3600)
+    drain_h = best.changed * change_s / 3600
+    start = 0
+    if held:
+        mode = "held"
+    elif best.changed == 0:
+        mode = "fits"
+    elif needed_for_cover:
+        mode = "cover"
+        deadline = short_at[0] if short_at else len(grid) - 1
+        start = quiet_window(load, width, deadline - width)
+    elif saved_h > drain_h:
+        mode = "save"
+        start = quiet_window(load, width, len(grid) - width)
+    else:
+        mode = "not-worth"
+    window_at = grid[min(start, len(grid) - 1)]
+    window_end = window_at + pd.Timedelta(seconds=change_s)
+    return _Timing(mode, start, window_at, window_end, saved_h, drain_h, held)
+
+
+def _node_targets(nodes: Sequence[MigNode], chosen: LayoutSolution) -> list[list[Layout]]:
+    """Per node, the layout of each GPU in ``chosen`` (a GPU it leaves unused keeps its own)."""
+    out: list[list[Layout]] = []
+    k = 0
+    for n in nodes:
+        out.append(
+            [
+                lay if (a := chosen.assignment[k + i]) is None else a
+                for i, lay in enumerate(n.current)
+            ]
+        )
+        k += len(n.current)
+    return out
+
+
+@dataclass(frozen=True)
+class _NodeTarget:
+    """One node's target layouts and the ``nvidia.com/mig.config`` names of both ends."""
+
+    node: MigNode
+    layouts: list[Layout]
+    changed: int
+    """GPUs whose layout changes."""
+    current: str
+    target: str
+    in_config: bool
+    """Whether the known mig-parted config has the target already."""
+    entry: list[dict]
+    """The target's mig-parted entry."""
+
+
+def _name_target(ctx: _MigContext, n: MigNode, tgt: list[Layout]) -> _NodeTarget:
+    """Node ``n`` going to ``tgt``, its current and target layouts named."""
+    model, known_configs = ctx.model, ctx.known_configs
+    changed = sum(1 for a, b in zip(n.current, tgt, strict=True) if a != b)
+    if changed:
+        tgt_name, in_config = resolve_config_name(model, tgt, known_configs)
+        cur_name = n.label or resolve_config_name(model, n.current, known_configs)[0]
+    else:
+        cur_name = n.label or resolve_config_name(model, n.current, known_configs)[0]
+        tgt_name, in_config = cur_name, n.label is not None
+    return _NodeTarget(n, tgt, changed, cur_name, tgt_name, in_config, mig_parted_entry(tgt))
+
+
+def _node_entry(t: _NodeTarget) -> dict[str, Any]:
+    """The node's entry in the plan's MIG section."""
+    n = t.node
+    return {
+        "node": n.name,
+        "pool": n.pool.name,
+        "new": n.new,
+        "current": t.current,
+        "target": t.target,
+        "gpus_changed": t.changed,
+        "layouts": [lay.spec() for lay in t.layouts],
+        "strategy": n.strategy,
+        "held": n.held,
+    }
+
+
+def _relayout_action(
+    ctx: _MigContext, t: _NodeTarget, need: Mapping[str, int], timing: _Timing
+) -> Action:
+    """The ``mig-layout`` action of a node whose layouts change: now, in a later window,
+    or on arrival for a node still to come."""
+    n, model, change_s = t.node, ctx.model, ctx.change_s
+    window_txt = f"{timing.window_at:%H:%M}-{timing.window_end:%H:%M}Z"
+    current_nodes = int(ctx.inventory.get(n.pool.name, n.pool.min_nodes))
+    if n.new:
+        # A node still booting is labelled when it joins: nothing to drain.
+        decision, at, when = "no-op", ctx.now, "label it when the node joins (no drain)"
+    elif timing.act_now:
+        decision, at, when = (
+            "relayout",
+            ctx.now,
+            f"now, in the lowest-demand window {window_txt}",
+        )
+    else:
+        decision, at, when = (
+            "no-op",
+            timing.window_at,
+            f"scheduled for the lowest-demand window {window_txt}",
+        )
+    if n.strategy == "single":
+        when += " (one layout on every GPU: the node's mig.strategy is single)"
+    if timing.mode == "cover":
+        why = "needed before the current layouts fall short"
+    else:
+        why = f"saves {timing.saved_h:.1f} GPU-h against {timing.drain_h:.1f} GPU-h of drain"
+    return Action(
+        pool=n.pool.name,
+        decision=decision,  # type: ignore[arg-type]
+        current_nodes=current_nodes,
+        target_nodes=current_nodes,
+        at=iso(at),
+        needed_at=iso(at + pd.Timedelta(seconds=change_s)),
+        cost_delta_per_hour=0.0,
+        reason=(
+            f"{ctx.qname} MIG demand for {model} peaks at {_demand_text(need)}; node {n.name} "
+            f"{t.current} -> {t.target} ({t.changed} GPU(s); drain + re-partition "
+            f"{change_s / 60:.0f} min, lead time {ctx.lead_s / 60:.0f} min) {when}; {why}; "
+            "spend unchanged (+0.00/h)"
+        ),
+        kind="mig-layout",
+        details={
+            "node": n.name,
+            "layout": t.target,
+            "from": t.current,
+            "label": {"nvidia.com/mig.config": t.target},
+            "mig_parted_entry": t.entry,
+            "in_mig_parted_config": t.in_config,
+            "needs_mixed_strategy": needs_mixed_strategy(t.layouts),
+            "gpus_changed": t.changed,
+            "window_start": iso(timing.window_at),
+            "window_end": iso(timing.window_end),
+            "new_node": n.new,
+        },
+    )
+
+
+def _demand_text(need: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} x {p}" for p, n in sorted(need.items())) or "no instances"
+
+
+def _keep_reason(
+    timing: _Timing, chosen: LayoutSolution, best: LayoutSolution, nodes: Sequence[MigNode]
+) -> str:
+    """Why the nodes that keep their layouts keep them."""
+    if timing.mode == "held":
+        keep_why = f"signal(s) {', '.join(timing.held)} stale or missing; holding the layouts"
+    elif timing.mode == "not-worth":
+        keep_why = (
+            f"a relayout would save {timing.saved_h:.1f} GPU-h but cost {timing.drain_h:.1f} GPU-h "
+            "of drain; keeping the current layouts"
+        )
+    elif chosen.shortfall:
+        short = ", ".join(f"{n} x {p}" for p, n in sorted(chosen.shortfall.items()))
+        keep_why = f"the pool's GPUs cannot hold it all: short {short}"
+    else:
+        keep_why = "the layouts cover it"
+    holds = sorted({f"{n.name}: {n.held}" for n in nodes if n.held})
+    if holds:
+        keep_why += "; held: " + "; ".join(holds)
+    if best.blocked:
+        keep_why += (
+            f"; {', '.join(best.blocked)} would need mig.strategy=mixed "
+            "(the GPU Operator's ClusterPolicy has single): not re-partitioned"
+        )
+    return keep_why
+
+
+def _unchanged_action(
+    ctx: _MigContext,
+    pool: PoolConfig,
+    unchanged: list[str],
+    need: Mapping[str, int],
+    cap: Mapping[str, int],
+    keep_why: str,
+) -> Action:
+    """The pool's ``no-op`` action for its nodes that keep their layouts."""
+    p = pool
+    cap_txt = ", ".join(f"{cap.get(x, 0)} x {x}" for x in sorted(need)) or "none"
+    current_nodes = int(ctx.inventory.get(p.name, p.min_nodes))
+    return Action(
+        pool=p.name,
+        decision="no-op",
+        current_nodes=current_nodes,
+        target_nodes=current_nodes,
+        at=iso(ctx.now),
+        needed_at=iso(ctx.now + pd.Timedelta(seconds=p.lead_time_s)),
+        cost_delta_per_hour=0.0,
+        reason=(
+            f"{len(unchanged)} node(s) keep their MIG layouts: {ctx.qname} MIG "
+            f"demand for {ctx.model} peaks at {_demand_text(need)}, capacity {cap_txt} "
+            f"(lead time {p.lead_time_s / 60:.0f} min); {keep_why}"
+        ),
+        kind="mig-layout",
+        details={"layout": "unchanged", "nodes": unchanged},
+    )
