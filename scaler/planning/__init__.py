@@ -2,7 +2,11 @@
 
 - ``demand``: forecast quantiles of signals into GPUs (or MIG slices) needed per GPU model;
 - ``margins``: how far above the newest observation to provision, learned per series;
-- ``tiers``: the tier planner, nodes per pool (reserved, on-demand, spot) -> ``CapacityPlan``;
+- ``tiers``: the tier planner, nodes per pool (reserved, on-demand, spot) -> ``CapacityPlan``,
+  as named steps in ``need`` (the need per GPU model), ``bounds`` (earlier cycles, reserved
+  pools, the budget), ``solver`` (the MILP and its greedy fallback), ``binding`` (which bound
+  binds, the shortfall), ``reasons`` (every note and reason string) and ``cost_and_risk``;
+- ``coverage``: what a pool's nodes count for (spot reclaim spares, effective GPUs);
 - ``mig_layouts``: target MIG layouts per GPU and when to change them.
 
 May import ``scaler.config``, ``scaler.catalog``, ``scaler.plans`` and ``forecaster``;
