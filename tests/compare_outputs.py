@@ -31,8 +31,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "data" / "traces"
 
-# Seconds printed by benchmarks and progress lines: the one thing a refactor cannot keep.
+# Seconds printed by benchmarks and progress lines, and log lines' clock: the things a
+# refactor cannot keep. Fit times are printed in "fit s" columns and "*seconds" JSON keys.
 TIMING = re.compile(r"\b\d+(?:\.\d+)?\s?(?:s|ms|min)\b(?!\w)")
+LOG_CLOCK = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", re.M)
+JSON_SECONDS = re.compile(r'("[a-z_]*seconds[a-z_]*": )[-\d.e+]+')
+# A log line names its module: where a refactor moved a function, the name moves with it.
+LOGGER = re.compile(r"^(<clock> \w+ )[\w.]+(?=: )", re.M)
 
 RUNNER = (
     "import sys\n"
@@ -160,15 +165,43 @@ def run_side(tree: Path, out: Path, full: bool) -> None:
             env={"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(out), "TZ": "UTC"},
         )
         (work / "stdout.txt").write_text(proc.stdout)
-        (work / "stderr.txt").write_text(TIMING.sub("<t>", proc.stderr))
+        (work / "stderr.txt").write_text(proc.stderr)
         (work / "exit-status.txt").write_text(f"{proc.returncode}\n")
         print(f"  {tree.name:>8} {name:<15} exit {proc.returncode}", flush=True)
 
 
+def masked_tables(text: str) -> str:
+    """Timing columns masked: Markdown table columns whose header names seconds, and the
+    last column of a plain table whose header ends in ``fit s``."""
+    out, timing_cols, plain_fit = [], set(), False
+    for line in text.split("\n"):
+        if line.startswith("|"):
+            cells = line.split("|")
+            if not timing_cols and "second" in line:
+                timing_cols = {i for i, c in enumerate(cells) if "second" in c}
+            elif timing_cols and not set(line) <= set("|-: "):
+                line = "|".join("<t>" if i in timing_cols else c for i, c in enumerate(cells))
+        else:
+            timing_cols = set()
+            if line.rstrip().endswith("fit s"):
+                plain_fit = True
+            elif plain_fit and line.strip():
+                line = re.sub(r"\S+\s*$", "<t>", line)
+            else:
+                plain_fit = False
+        out.append(line)
+    return "\n".join(out)
+
+
 def masked(path: Path) -> bytes:
+    """The file's bytes with timings masked: log clocks and logger names on stderr, fit
+    seconds in benchmark and backtest tables and JSON."""
     data = path.read_bytes()
-    if path.name in {"stdout.txt", "stderr.txt"} and "bench" in str(path.parent.name):
-        return TIMING.sub("<t>", data.decode()).encode()
+    if path.name == "stderr.txt":
+        text = LOGGER.sub(r"\1<logger>", LOG_CLOCK.sub("<clock> ", data.decode()))
+        return TIMING.sub("<t>", text).encode()
+    if path.parent.name in {"bench-forecast", "backtest"}:
+        return masked_tables(JSON_SECONDS.sub(r"\1<t>", data.decode())).encode()
     return data
 
 
@@ -181,7 +214,7 @@ def compare(base: Path, head: Path) -> int:
     skip = {"tiercast-records.sqlite"}  # SQLite pages carry wall-clock run times
     differ = 0
     for rel in names:
-        if rel.name in skip or "models" in rel.parts:
+        if rel.name in skip or "models" in rel.parts or ".cache" in rel.parts:
             continue
         a, b = base / rel, head / rel
         if not a.exists() or not b.exists():
