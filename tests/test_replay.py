@@ -13,32 +13,20 @@ from hypothesis import strategies as st
 
 from forecaster.errors import BadInputError
 from scaler.cli import main
-from scaler.replay.simulating import (
-    STEP,
-    FleetRun,
-    ReplaySetup,
-    Score,
-    SpotFleet,
-    Suite,
-    SuiteResult,
-    SuiteSeries,
+from scaler.replay.baselines import (
     clairvoyant_requests,
-    clairvoyant_tier_saving,
-    count_reversals,
-    format_summary,
-    format_table,
-    load_suite,
     oracle_requests,
-    prepare_trace,
     reactive_requests,
-    replay_config,
-    run_replay,
-    single_pool_run,
     static_requests,
-    tier_sizes,
-    tiercast_run,
-    usable_nodes,
 )
+from scaler.replay.fleets import FleetRun, SpotFleet, single_pool_run, usable_nodes
+from scaler.replay.protocol import STEP, ReplaySetup, prepare_trace
+from scaler.replay.scoring import Score, count_reversals
+from scaler.replay.simulating import run_replay
+from scaler.replay.suite import Suite, SuiteResult, SuiteSeries, load_suite
+from scaler.replay.tables import format_summary, format_table
+from scaler.replay.tiers import clairvoyant_tier_saving, tier_sizes
+from scaler.replay.walkforward import replay_config, tiercast_run
 from tests.conftest import trace_path
 
 SETUP = ReplaySetup()

@@ -2,7 +2,7 @@
 
 Prints the replay table (cost, cost against the oracle and the clairvoyant,
 unserved demand), writes the timeline CSV and a chart. The protocol and the
-policies are in :mod:`scaler.replay.simulating`.
+policies are in :mod:`scaler.replay.simulating`; this module parses, calls and prints.
 """
 
 from __future__ import annotations
@@ -16,21 +16,12 @@ from forecaster.errors import BadInputError, DataError
 from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration, read_history_csv
 from scaler.cli.common import select_series
-from scaler.replay.simulating import (
-    POLICIES,
-    ReplaySetup,
-    SuiteResult,
-    SuiteSeries,
-    format_summary,
-    format_table,
-    format_tiers,
-    load_suite,
-    prepare_trace,
-    run_replay,
-    suite_result,
-    timeline_frame,
-    write_chart,
-)
+from scaler.replay.protocol import ReplaySetup, Trace, prepare_trace
+from scaler.replay.simulating import POLICIES, Replay, planner_days, run_replay
+from scaler.replay.suite import SuiteResult, load_suite
+from scaler.replay.suite_runner import check_suite_files, replay_suite
+from scaler.replay.tables import format_summary, format_table, format_tiers
+from scaler.replay.timeline import timeline_frame, write_chart
 
 
 def _setup(args: argparse.Namespace) -> ReplaySetup:
@@ -42,17 +33,7 @@ def _setup(args: argparse.Namespace) -> ReplaySetup:
         raise BadInputError(
             f"--spot-max-share must be between 0 and 1; got {args.spot_max_share!r}"
         )
-    if args.stabilization is None:
-        stabilization_s = ReplaySetup().stabilization_s
-    else:
-        try:
-            text = str(args.stabilization).strip()
-            # A bare number is seconds (0 allowed: no stabilization).
-            stabilization_s = (
-                int(text) if text.isdigit() else int(parse_duration(text).total_seconds())
-            )
-        except DataError as exc:
-            raise BadInputError(f"--stabilization: {exc}") from exc
+    stabilization_s = _stabilization_s(args.stabilization)
     if not 0 <= args.unserved_budget <= 0.5:
         raise BadInputError(
             f"--unserved-budget must be between 0 and 0.5; got {args.unserved_budget!r}"
@@ -68,30 +49,20 @@ def _setup(args: argparse.Namespace) -> ReplaySetup:
     )
 
 
-def _suite_one(
-    folder: str, entry: SuiteSeries, setup: ReplaySetup, policies: list[str], tiers: bool
-) -> tuple[str, SuiteResult]:
-    """Replay one suite series; the printed block and the figures for the summary."""
-    path = Path(folder) / entry.path
+def _stabilization_s(value: str | None) -> int:
+    """``--stabilization`` in seconds: a duration, or a bare number of seconds."""
+    if value is None:
+        return ReplaySetup().stabilization_s
     try:
-        history = read_history_csv(path)
+        text = str(value).strip()
+        # A bare number is seconds (0 allowed: no stabilization).
+        return int(text) if text.isdigit() else int(parse_duration(text).total_seconds())
     except DataError as exc:
-        raise BadInputError(f"--suite: {entry.path}: {exc}") from exc
-    series = next(iter(history.values()))
-    trace = prepare_trace(series.rename(path.stem), entry.units_per_gpu, setup)
-    replay = run_replay(trace, setup, policies, tiers=tiers)
-    test = trace.test_index
-    result = suite_result(entry, replay)
-    block = [
-        f"== {entry.path} ({entry.group}) | demand = ceil(value / {entry.units_per_gpu:g}) GPUs | "
-        f"test {test[0]:%Y-%m-%d %H:%M} to {test[-1]:%Y-%m-%d %H:%M}",
-        format_table(replay),
-    ]
-    if tiers:
-        block.append(format_tiers(replay))
-    if result.margin:
-        block.append(f"predictive: {result.margin}")
-    return "\n".join(block), result
+        raise BadInputError(f"--stabilization: {exc}") from exc
+
+
+def _policies(args: argparse.Namespace) -> list[str]:
+    return [p.strip() for p in args.policies.split(",") if p.strip()]
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
@@ -100,13 +71,8 @@ def cmd_suite(args: argparse.Namespace) -> int:
         raise BadInputError(f"--suite: {str(folder)!r} is not a folder (the traces folder)")
     suite = load_suite(args.suite_file) if args.suite_file else load_suite()
     setup = _setup(args)
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    missing = [e.path for e in suite.series if not (folder / e.path).is_file()]
-    if missing:
-        raise BadInputError(
-            f"--suite: {len(missing)} file(s) of suite {suite.name!r} are not in {str(folder)!r}, "
-            f"e.g. {missing[0]}"
-        )
+    policies = _policies(args)
+    check_suite_files(folder, suite)
     print(
         f"tiercast simulate --suite {args.suite} | suite {suite.name!r}, {len(suite.series)} series | "
         f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, lead {setup.lead_time_s // 60} min | "
@@ -115,27 +81,19 @@ def cmd_suite(args: argparse.Namespace) -> int:
     )
     results: list[SuiteResult] = []
     with Progress.for_args(args, "simulate --suite", len(suite.series), "series") as bar:
-        if args.jobs > 1:
-            from concurrent.futures import ProcessPoolExecutor
-
-            with ProcessPoolExecutor(args.jobs) as pool:
-                futures = [
-                    pool.submit(_suite_one, str(folder), e, setup, policies, args.tiers)
-                    for e in suite.series
-                ]
-                for e, f in zip(suite.series, futures, strict=True):
-                    bar.describe(e.path)
-                    block, result = f.result()
-                    bar.write(block + "\n", sys.stdout)
-                    results.append(result)
-                    bar.update()
-        else:
-            for e in suite.series:
-                bar.describe(e.path)
-                block, result = _suite_one(str(folder), e, setup, policies, args.tiers)
-                bar.write(block + "\n", sys.stdout)
-                results.append(result)
-                bar.update()
+        replays = replay_suite(
+            folder,
+            suite,
+            setup,
+            policies,
+            args.tiers,
+            jobs=args.jobs,
+            started=lambda e: bar.describe(e.path),
+        )
+        for block, result in replays:
+            bar.write(block + "\n", sys.stdout)
+            results.append(result)
+            bar.update()
     print(format_summary(results, suite))
     return 0
 
@@ -150,13 +108,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     except DataError as exc:
         raise BadInputError(f"--history: {exc}") from exc
     series = select_series(history, args.series)
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    policies = _policies(args)
     setup = _setup(args)
-    trace = prepare_trace(
-        series.rename(Path(args.history).stem if args.series is None else args.series),
-        args.units_per_gpu,
-        setup,
-    )
+    name = Path(args.history).stem if args.series is None else args.series
+    trace = prepare_trace(series.rename(name), args.units_per_gpu, setup)
     test = trace.test_index
     print(
         f"tiercast simulate | {args.history} | demand = ceil(value / {args.units_per_gpu:g}) GPUs | "
@@ -164,10 +119,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, lead {setup.lead_time_s // 60} min | "
         f"reforecast every {args.reforecast}"
     )
+    replay = _replay_showing_progress(args, trace, setup, policies)
+    print(format_table(replay))
+    if args.tiers:
+        print(format_tiers(replay))
+    for policy, run in replay.runs.items():
+        if run.plans:
+            print(f"{policy}: {run.plans} plans in {run.seconds:.1f} s", file=sys.stderr)
+    _write_files(replay, args.timeline_out, args.chart_out)
+    return 0
 
-    # The replay reports each simulated day of each run of the planner.
-    runs = int("predictive" in policies) + int(args.tiers)
-    with Progress.for_args(args, "simulate", runs * (len(test) // 288), "day") as bar:
+
+def _replay_showing_progress(
+    args: argparse.Namespace, trace: Trace, setup: ReplaySetup, policies: list[str]
+) -> Replay:
+    """:func:`run_replay`, each simulated day of the planner shown on the progress bar, or
+    on stderr with ``--progress`` where no bar is shown."""
+    days = planner_days(trace, policies, args.tiers)
+    with Progress.for_args(args, "simulate", days, "day") as bar:
 
         def progress(msg: str) -> None:
             if bar.enabled:
@@ -175,28 +144,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             else:
                 print(msg, file=sys.stderr, flush=True)
 
-        replay = run_replay(
+        return run_replay(
             trace,
             setup,
             policies,
             tiers=args.tiers,
             progress=progress if args.progress or bar.enabled else None,
         )
-    print(format_table(replay))
-    if args.tiers:
-        print(format_tiers(replay))
-    for name, run in replay.runs.items():
-        if run.plans:
-            print(f"{name}: {run.plans} plans in {run.seconds:.1f} s", file=sys.stderr)
-    if args.timeline_out:
-        Path(args.timeline_out).parent.mkdir(parents=True, exist_ok=True)
-        timeline_frame(replay).to_csv(args.timeline_out, index=False)
-        print(f"timeline written to {args.timeline_out}")
-    if args.chart_out:
-        Path(args.chart_out).parent.mkdir(parents=True, exist_ok=True)
-        write_chart(replay, args.chart_out)
-        print(f"chart written to {args.chart_out}")
-    return 0
+
+
+def _write_files(replay: Replay, timeline_out: str, chart_out: str) -> None:
+    """The timeline CSV and the chart, each where asked ('' for none)."""
+    if timeline_out:
+        Path(timeline_out).parent.mkdir(parents=True, exist_ok=True)
+        timeline_frame(replay).to_csv(timeline_out, index=False)
+        print(f"timeline written to {timeline_out}")
+    if chart_out:
+        Path(chart_out).parent.mkdir(parents=True, exist_ok=True)
+        write_chart(replay, chart_out)
+        print(f"chart written to {chart_out}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -209,6 +175,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "series of 14 days or less) and compare tiercast's planner with the baselines."
         ),
     )
+    _add_input_flags(p)
+    _add_policy_flags(p)
+    _add_output_flags(p)
+    add_progress_flag(p)
+    p.set_defaults(func=cmd_simulate)
+
+
+def _add_input_flags(p: argparse.ArgumentParser) -> None:
+    """What is replayed: one history or a suite, and the demand's units."""
     p.add_argument("--history", help="CSV (timestamp,value or long format)")
     p.add_argument(
         "--suite",
@@ -233,6 +208,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1.0,
         help="signal units one GPU serves: demand = ceil(value / this) (default 1)",
     )
+
+
+def _add_policy_flags(p: argparse.ArgumentParser) -> None:
+    """Which policies, and the parameters of the planner's replay."""
     p.add_argument(
         "--policies",
         default=",".join(POLICIES),
@@ -271,6 +250,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="predictive: policy.unserved_budget, what a learnt margin may leave unserved "
         "(default: %(default)s)",
     )
+
+
+def _add_output_flags(p: argparse.ArgumentParser) -> None:
+    """Where the timeline and the chart go, and progress lines."""
     p.add_argument(
         "--timeline-out",
         default="tiercast-timeline.csv",
@@ -286,5 +269,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="a line per simulated day on stderr where no progress bar is shown",
     )
-    add_progress_flag(p)
-    p.set_defaults(func=cmd_simulate)
