@@ -14,7 +14,7 @@
   the labels (``__name__`` included when the query keeps it) are the identity.
 * **Failures.** Each request has a timeout. Connection failures, timeouts, HTTP
   429 and 5xx are retried up to ``retries`` times with exponential backoff
-  (``retry_backoff_s * 2**attempt``, capped at 30 s), then raise
+  (``retry_backoff_s * 2**attempt``, capped at 30 s; :mod:`forecaster.retrying`), then raise
   :class:`PrometheusUnavailable` (a :class:`~forecaster.errors.TemporaryError`:
   exit 1, the next cycle may succeed). Other 4xx answers are not retried; an
   invalid query (HTTP 400 ``bad_data``) raises :class:`PrometheusQueryError`
@@ -54,9 +54,10 @@ import requests
 import urllib3
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.exceptions import InsecureRequestWarning
-from urllib3.util.retry import Retry
+from urllib3.util import retry as urllib3_retry
 
 from forecaster.errors import BadInputError, TemporaryError
+from forecaster.retrying import Attempts, Retry, RetryPolicy
 from forecaster.secrets import remember
 from forecaster.sources import LabelledSeries
 
@@ -78,6 +79,13 @@ class PrometheusQueryError(BadInputError):
 
 class PrometheusAnswerTooLarge(BadInputError):
     """The answer is over the size or series cap; narrow the query or raise the cap."""
+
+
+class _Unanswered(Exception):
+    """No useful answer this time (unreachable, too slow, 429 or 5xx): the one error retried.
+
+    Its text is what went wrong, worded to follow "Prometheus at URL".
+    """
 
 
 class _TooLarge(requests.exceptions.RequestException):
@@ -227,7 +235,14 @@ class PrometheusSource:
             raise BadInputError(f"max_points must be at least 2, got {settings.max_points}")
         self.settings = settings
         self.url = redact_url(settings.url.rstrip("/"))
-        self._sleep = sleep
+        self._retry_policy = RetryPolicy(
+            settings.retries,
+            settings.retry_backoff_s,
+            MAX_BACKOFF_S,
+            sleep=sleep,
+            retryable=lambda error: isinstance(error, _Unanswered),
+            before_sleep=self._log_retry,
+        )
         headers: dict[str, str] = {}
         auth: tuple[str, str] | None = None
         if settings.bearer_token_file:
@@ -249,14 +264,14 @@ class PrometheusSource:
         if not settings.verify_tls and settings.url.startswith("https://"):
             # Said once here rather than by urllib3 on every request.
             log.warning("TLS verification of Prometheus at %s is off (verify_tls: false)", self.url)
-        # Retries are ours (with backoff and clear errors), not urllib3's.
+        # Retries are ours (with backoff and clear errors, _retry_policy), not urllib3's.
         self._client = PrometheusConnect(
             url=settings.url.rstrip("/"),
             headers=headers or None,
             auth=auth,
             session=session,
             # No urllib3 retries; read=False keeps a read timeout a timeout for requests.
-            retry=Retry(total=0, read=False, raise_on_status=False),
+            retry=urllib3_retry.Retry(total=0, read=False, raise_on_status=False),
             timeout=settings.timeout_s,  # type: ignore[arg-type]
         )
 
@@ -298,71 +313,78 @@ class PrometheusSource:
 
     # -- one chunk, with retries -------------------------------------------------
     def _query_range(self, query: str, start_s: int, end_s: int, step_s: int) -> list[dict]:
-        attempts = self.settings.retries + 1
-        last_problem = ""
-        for attempt in range(attempts):
-            try:
-                with warnings.catch_warnings():
-                    if not self.settings.verify_tls:
-                        warnings.simplefilter("ignore", InsecureRequestWarning)
-                    result = self._client.custom_query_range(
-                        query,
-                        start_time=pd.Timestamp(start_s, unit="s", tz="UTC").to_pydatetime(),
-                        end_time=pd.Timestamp(end_s, unit="s", tz="UTC").to_pydatetime(),
-                        step=str(step_s),
-                    )
-                return _check_result(result, self.url, self.settings.max_series, query)
-            except PrometheusApiClientException as exc:
-                status, etype, detail = _error_detail(exc)
-                if status == 400 or etype == "bad_data":
-                    raise PrometheusQueryError(
-                        f"Prometheus at {self.url} refused query {query!r}: "
-                        f"{detail or 'HTTP ' + str(status)}"
-                    ) from None
-                problem = f"HTTP {status}" + (f" ({detail})" if detail else "")
-                if status not in _RETRY_STATUS:
-                    raise PrometheusUnavailable(
-                        f"Prometheus at {self.url} answered {problem} to query {query!r}"
-                        + _hint(status)
-                    ) from None
-                last_problem = f"answered {problem}"
-            except PrometheusAnswerTooLarge:
-                raise
-            except _TooLarge as exc:
-                raise PrometheusAnswerTooLarge(
-                    f"Prometheus at {self.url} answered query {query!r} with a body that {exc}; "
-                    f"narrow the query or raise prometheus.max_response_bytes "
-                    f"({self.settings.max_response_bytes})"
-                ) from None
-            except requests.exceptions.SSLError as exc:
-                raise PrometheusUnavailable(
-                    f"TLS verification of Prometheus at {self.url} failed ({_reason(exc)}); "
-                    "set prometheus.ca_file to the CA bundle that signed its certificate"
-                ) from None
-            except requests.exceptions.Timeout:
-                last_problem = f"did not answer within {self.settings.timeout_s:g} s"
-            except (requests.exceptions.ConnectionError, urllib3.exceptions.HTTPError) as exc:
-                last_problem = f"cannot be reached ({_reason(exc)})"
-            except (ValueError, KeyError, TypeError, RecursionError) as exc:
-                # A 200 that is not Prometheus JSON: a proxy's login page, a wrong URL path.
-                raise PrometheusUnavailable(
-                    f"{self.url} did not answer like a Prometheus API ({type(exc).__name__}); "
-                    "check prometheus.url"
-                ) from None
-            if attempt + 1 < attempts:
-                delay = min(MAX_BACKOFF_S, self.settings.retry_backoff_s * 2**attempt)
-                log.warning(
-                    "Prometheus at %s %s; retry %d of %d in %.1f s",
-                    self.url,
-                    last_problem,
-                    attempt + 1,
-                    attempts - 1,
-                    delay,
-                )
-                self._sleep(delay)
+        tries = Attempts(self._retry_policy)
+        for attempt in tries:
+            with attempt:
+                return self._query_once(query, start_s, end_s, step_s)
         raise PrometheusUnavailable(
-            f"Prometheus at {self.url} {last_problem} after {attempts} attempt(s)"
+            f"Prometheus at {self.url} {tries.last_error} after "
+            f"{self._retry_policy.attempts} attempt(s)"
         )
+
+    def _log_retry(self, retry: Retry) -> None:
+        log.warning(
+            "Prometheus at %s %s; retry %d of %d in %.1f s",
+            self.url,
+            retry.error,
+            retry.number,
+            retry.retries,
+            retry.delay_s,
+        )
+
+    def _query_once(self, query: str, start_s: int, end_s: int, step_s: int) -> list[dict]:
+        """One range query, checked; :class:`_Unanswered` when a retry may get an answer."""
+        try:
+            with warnings.catch_warnings():
+                if not self.settings.verify_tls:
+                    warnings.simplefilter("ignore", InsecureRequestWarning)
+                result = self._client.custom_query_range(
+                    query,
+                    start_time=pd.Timestamp(start_s, unit="s", tz="UTC").to_pydatetime(),
+                    end_time=pd.Timestamp(end_s, unit="s", tz="UTC").to_pydatetime(),
+                    step=str(step_s),
+                )
+            return _check_result(result, self.url, self.settings.max_series, query)
+        except PrometheusApiClientException as exc:
+            raise self._refusal(exc, query) from None
+        except PrometheusAnswerTooLarge:
+            raise
+        except _TooLarge as exc:
+            raise PrometheusAnswerTooLarge(
+                f"Prometheus at {self.url} answered query {query!r} with a body that {exc}; "
+                f"narrow the query or raise prometheus.max_response_bytes "
+                f"({self.settings.max_response_bytes})"
+            ) from None
+        except requests.exceptions.SSLError as exc:
+            raise PrometheusUnavailable(
+                f"TLS verification of Prometheus at {self.url} failed ({_reason(exc)}); "
+                "set prometheus.ca_file to the CA bundle that signed its certificate"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise _Unanswered(f"did not answer within {self.settings.timeout_s:g} s") from None
+        except (requests.exceptions.ConnectionError, urllib3.exceptions.HTTPError) as exc:
+            raise _Unanswered(f"cannot be reached ({_reason(exc)})") from None
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            # A 200 that is not Prometheus JSON: a proxy's login page, a wrong URL path.
+            raise PrometheusUnavailable(
+                f"{self.url} did not answer like a Prometheus API ({type(exc).__name__}); "
+                "check prometheus.url"
+            ) from None
+
+    def _refusal(self, exc: PrometheusApiClientException, query: str) -> Exception:
+        """The error an HTTP error answer stands for: the query's, the server's, or a retry's."""
+        status, etype, detail = _error_detail(exc)
+        if status == 400 or etype == "bad_data":
+            return PrometheusQueryError(
+                f"Prometheus at {self.url} refused query {query!r}: "
+                f"{detail or 'HTTP ' + str(status)}"
+            )
+        problem = f"HTTP {status}" + (f" ({detail})" if detail else "")
+        if status not in _RETRY_STATUS:
+            return PrometheusUnavailable(
+                f"Prometheus at {self.url} answered {problem} to query {query!r}" + _hint(status)
+            )
+        return _Unanswered(f"answered {problem}")
 
 
 def _hint(status: int | None) -> str:

@@ -191,9 +191,7 @@ def actions_table(plan: CapacityPlan) -> str:
                 a.reason,
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5]
-        for r in rows
-    ]
-    return "\n".join(lines)
+    # Imported here: tabulate is needed only when a table is printed, not on every import.
+    from forecaster.tables import aligned
+
+    return "\n".join(aligned(rows))

@@ -354,6 +354,8 @@ def history_table(records: list[RunRecord]) -> str:
                 detail,
             )
         )
+    # Aligned by hand, not with forecaster.tables.aligned: DETAIL follows unpadded, and a
+    # blank one still ends its line with the separator, which aligned would strip.
     widths = [max(len(row[i]) for row in rows) for i in range(7)]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(row[:7], widths, strict=True)) + "  " + row[7]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forecaster.errors import BadInputError
+from forecaster.tables import aligned
 from scaler.catalog.mig import Layout, layouts
 from scaler.planning.mig_layouts import Costs, GpuState, solve_exact, solve_heuristic
 
@@ -109,6 +110,7 @@ def run_benchmark(
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
+    """The benchmark's table: one row per fleet size, every column right-aligned."""
     head = (
         "GPUS",
         "RUNS",
@@ -140,10 +142,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
-    return "\n".join(
-        "  ".join(c.rjust(w) for c, w in zip(x, widths, strict=True)) for x in [head, *body]
-    )
+    return "\n".join(aligned([head, *body], right=range(len(head))))
 
 
 def cmd_bench_mig(args: argparse.Namespace) -> int:

@@ -59,15 +59,10 @@ def print_document(document: object, output: str) -> None:
 def text_table(rows: list[list[str]], right: set[int]) -> list[str]:
     """Aligned lines, indented two spaces: ``rows[0]`` is the header; columns in ``right``
     are right-aligned (numbers)."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  "
-        + "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in rows
-    ]
+    # Imported here: tabulate is not needed for --help and --version.
+    from forecaster.tables import aligned
+
+    return aligned(rows, right, indent="  ")
 
 
 def select_series(history: History, name: str | None) -> pd.Series:

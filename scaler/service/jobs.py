@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -51,6 +52,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from forecaster.errors import BadInputError, TemporaryError, TiercastError
+from forecaster.retrying import Attempts, Retry, RetryPolicy
 from forecaster.series import History
 from scaler.actuation.protocol import ActionResult, CapacityProvider, RecordingProvider
 from scaler.config import Config, parse_schedule
@@ -76,6 +78,8 @@ WEDGED_AFTER_S: dict[str, float] = {"cycle": 1800.0, "refit": 6 * 3600.0, "repor
 
 RETRY_BACKOFF_S = (1.0, 4.0, 10.0)
 """Waits before the 1st, 2nd, 3rd+ retry of an action, unless the error names a delay."""
+MAX_RETRY_WAIT_S = 30.0
+"""The longest wait before a retry of an action, a delay the error names included."""
 
 
 class Inputs(NamedTuple):
@@ -162,6 +166,12 @@ class GuardedProvider:
         return out
 
     def apply(self, action: Action) -> ActionResult:
+        """Apply ``action`` when leading and not stopping, retrying temporary API errors.
+
+        A retry comes only after the wait, while still leading and not stopping, and for a
+        node count only when the pool is not already at the target (the failed call may
+        have landed). An error a retry would repeat, or any other, fails the action.
+        """
         self.stage = "act"
         if self.stop.is_set():
             self.abandoned = True
@@ -173,43 +183,67 @@ class GuardedProvider:
                 else f"change {action.pool}"
             )
             return ActionResult(action, "recorded", f"not the leader or dry-run: would {what}")
-        attempt = 0
-        while True:
-            try:
-                return self.provider.apply(action)
-            except TemporaryError as exc:
-                self.telemetry.error(exc, "act")
-                if attempt >= self.retries:
-                    return ActionResult(
-                        action, "failed", f"gave up after {attempt + 1} attempts: {exc}"
-                    )
-                delay = exc.delay_s or RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-                log.warning("%s: %s; retrying in %.1f s", action.pool, exc, delay)
-                self._sleep(min(delay, 30.0))
-                attempt += 1
-                if self.stop.is_set() or not self.act():
-                    self.abandoned = self.stop.is_set()
-                    return ActionResult(action, "skipped", f"stopped before retrying: {exc}")
-                if action.kind == "nodes":
-                    # The failed call may have landed (a timeout after the write): re-read
-                    # the pool, and do not send the change again if it is already there.
-                    try:
-                        now_nodes = self.provider.inventory().get(action.pool)
-                    except TemporaryError as inv_exc:
-                        self.telemetry.error(inv_exc, "inventory")
-                        continue
-                    if now_nodes == action.target_nodes:
-                        return ActionResult(
-                            action, "applied", f"confirmed at {now_nodes} after a retried call"
-                        )
-            except BadInputError as exc:
-                # The API rejected the change itself (422, 403): a retry would repeat it.
-                self.telemetry.error(exc, "act")
-                return ActionResult(action, "failed", str(exc))
-            except Exception as exc:
-                self.telemetry.error(exc, "act")
-                log.error("%s: unexpected %s: %s", action.pool, type(exc).__name__, exc)
-                return ActionResult(action, "failed", f"{type(exc).__name__}: {exc}")
+        tries = Attempts(self._retry_policy(action))
+        for attempt in tries:
+            if isinstance(tries.last_error, TemporaryError):
+                settled = self._settled_before_retry(action, tries.last_error)
+                if settled is not None:
+                    return settled
+            with attempt:
+                return self._apply_once(action)
+        return ActionResult(
+            action, "failed", f"gave up after {self.retries + 1} attempts: {tries.last_error}"
+        )
+
+    def _retry_policy(self, action: Action) -> RetryPolicy:
+        def log_retry(retry: Retry) -> None:
+            log.warning("%s: %s; retrying in %.1f s", action.pool, retry.error, retry.delay_s)
+
+        return RetryPolicy(
+            self.retries,
+            # Uncapped here so that the log line names the delay the error asked for; the
+            # wait itself is capped at MAX_RETRY_WAIT_S.
+            max_s=math.inf,
+            sleep=lambda seconds: self._sleep(min(seconds, MAX_RETRY_WAIT_S)),
+            schedule=RETRY_BACKOFF_S,
+            retryable=lambda error: isinstance(error, TemporaryError),
+            delay_hint=lambda error: getattr(error, "delay_s", None) or None,
+            before_sleep=log_retry,
+        )
+
+    def _apply_once(self, action: Action) -> ActionResult:
+        """One try: the provider's result, a failed result, or a TemporaryError to retry."""
+        try:
+            return self.provider.apply(action)
+        except TemporaryError as exc:
+            self.telemetry.error(exc, "act")
+            raise
+        except BadInputError as exc:
+            # The API rejected the change itself (422, 403): a retry would repeat it.
+            self.telemetry.error(exc, "act")
+            return ActionResult(action, "failed", str(exc))
+        except Exception as exc:
+            self.telemetry.error(exc, "act")
+            log.error("%s: unexpected %s: %s", action.pool, type(exc).__name__, exc)
+            return ActionResult(action, "failed", f"{type(exc).__name__}: {exc}")
+
+    def _settled_before_retry(self, action: Action, error: TemporaryError) -> ActionResult | None:
+        """After the wait: a result that makes the retry needless, or None to retry."""
+        if self.stop.is_set() or not self.act():
+            self.abandoned = self.stop.is_set()
+            return ActionResult(action, "skipped", f"stopped before retrying: {error}")
+        if action.kind != "nodes":
+            return None
+        # The failed call may have landed (a timeout after the write): re-read the pool,
+        # and do not send the change again if it is already there.
+        try:
+            now_nodes = self.provider.inventory().get(action.pool)
+        except TemporaryError as inv_exc:
+            self.telemetry.error(inv_exc, "inventory")
+            return None
+        if now_nodes == action.target_nodes:
+            return ActionResult(action, "applied", f"confirmed at {now_nodes} after a retried call")
+        return None
 
 
 ProviderFactory = Callable[[Config], CapacityProvider]
@@ -268,132 +302,182 @@ class CycleJob:
             return []
 
     def __call__(self) -> JobOutcome:
+        """One cycle: load the inputs, plan and act (leadership and shutdown checked before
+        every action, each retried), then record the run and its telemetry."""
+        run = self._begin()
+        try:
+            self._plan_and_act(run)
+        except _Abandoned:
+            run.abandoned = True
+        except Exception as exc:
+            self._failed(run, exc)
+        return self._finish(run)
+
+    def _begin(self) -> _CycleRun:
         started, t0 = self.clock(), time.monotonic()
         run_id = uuid.uuid4().hex[:12]
         leader = self.leadership.is_leader()
         self.telemetry.leader.set(1 if leader else 0)
-        fields: dict[str, Any] = {"source": ""}
-        result: CycleResult | None = None
-        error: BaseException | None = None
-        guard: GuardedProvider | None = None
-        abandoned = False
-        stage = "collect"
+        return _CycleRun(run_id, started, t0, leader)
+
+    def _plan_and_act(self, run: _CycleRun) -> None:
+        """Load, forecast, plan and act; ``run.stage`` names the step a failure is in."""
+        inputs = self.load()
+        config = inputs.config
+        run.fields.update(source=inputs.source, inputs=inputs_summary(inputs.history))
+        if self.stop.is_set():
+            raise _Abandoned()
+        run.stage = "provider"
+        run.guard = GuardedProvider(
+            self.make_provider(config),
+            act=self.leadership.is_leader,
+            stop=self.stop,
+            telemetry=self.telemetry,
+            retries=self.retries,
+            sleep=self.sleep,
+        )
+        run.stage = "forecast"
+        now = inputs.now if inputs.now is not None else self.clock()
+        run.result = run_cycle(
+            config,
+            inputs.history,
+            run.guard,
+            now,
+            dry_run=self.dry_run or not run.leader,
+            past=self._past_cycles(),
+        )
+        run.abandoned = run.guard.abandoned
+        run.stage = "record"
+        self._observe(run.result, run.guard, config, now, run.fields)
+
+    def _observe(
+        self,
+        result: CycleResult,
+        guard: GuardedProvider,
+        config: Config,
+        now: pd.Timestamp,
+        fields: dict[str, Any],
+    ) -> None:
+        """The run record's summaries, the self-metrics, ``plan_out`` and the inventory gauge."""
+        quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
+        lead = max(p.lead_time_s for p in config.pools)
+        fields.update(
+            forecast=forecast_summary(result.forecasts, quantiles, lead),
+            plan=plan_summary(result.plan),
+            notes=list(result.plan.notes),
+        )
+        self.telemetry.observe_forecasts(config, result.forecasts, now)
+        self.telemetry.observe_plan(config, result.plan)
+        self.telemetry.observe_actions(result.results)
+        if self.plan_out:
+            _write_atomic(self.plan_out, result.plan.to_json())
         try:
-            inputs = self.load()
-            config = inputs.config
-            fields.update(source=inputs.source, inputs=inputs_summary(inputs.history))
-            if self.stop.is_set():
-                raise _Abandoned()
-            stage = "provider"
-            guard = GuardedProvider(
-                self.make_provider(config),
-                act=self.leadership.is_leader,
-                stop=self.stop,
-                telemetry=self.telemetry,
-                retries=self.retries,
-                sleep=self.sleep,
-            )
-            stage = "forecast"
-            now = inputs.now if inputs.now is not None else self.clock()
-            result = run_cycle(
-                config,
-                inputs.history,
-                guard,
-                now,
-                dry_run=self.dry_run or not leader,
-                past=self._past_cycles(),
-            )
-            abandoned = guard.abandoned
-            stage = "record"
-            quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
-            lead = max(p.lead_time_s for p in config.pools)
-            fields.update(
-                forecast=forecast_summary(result.forecasts, quantiles, lead),
-                plan=plan_summary(result.plan),
-                notes=list(result.plan.notes),
-            )
-            self.telemetry.observe_forecasts(config, result.forecasts, now)
-            self.telemetry.observe_plan(config, result.plan)
-            self.telemetry.observe_actions(result.results)
-            if self.plan_out:
-                _write_atomic(self.plan_out, result.plan.to_json())
-            try:
-                self.telemetry.observe_inventory(config, guard.provider.inventory())
-            except TemporaryError as exc:
-                self.telemetry.error(exc, "inventory")
-        except _Abandoned:
-            abandoned = True
-        except Exception as exc:
-            error = exc
-            where = stage
-            if stage == "forecast" and guard is not None and guard.stage != "plan":
-                where = guard.stage
-            kind = self.telemetry.error(exc, where)
-            log.error(
-                "cycle %s failed in %s: %s: %s",
-                run_id,
-                where,
-                type(exc).__name__,
-                exc,
-                extra={"run_id": run_id, "job": "cycle", "stage": where, "error_kind": kind},
-            )
-        actions = [
-            {
-                "pool": r.action.pool,
-                "decision": r.action.decision,
-                "kind": r.action.kind,
-                "current_nodes": r.action.current_nodes,
-                "target_nodes": r.action.target_nodes,
-                "reason": r.action.reason,
-                "outcome": r.outcome,
-                "message": r.message,
-            }
-            for r in (result.results if result else [])
-        ]
-        if abandoned:
-            status, code = "abandoned", EXIT_ABANDONED
-        elif error is not None:
-            status = "failed"
-            code = error.exit_code if isinstance(error, TiercastError) else EXIT_FAILED
-        elif any(a["outcome"] == "failed" for a in actions):
-            status, code = "failed", EXIT_FAILED
-        elif result is not None and result.plan.risk.get("held_models"):
-            status, code = "held", EXIT_FAILED
-        else:
-            status, code = "ok", EXIT_OK
-        duration = time.monotonic() - t0
+            self.telemetry.observe_inventory(config, guard.provider.inventory())
+        except TemporaryError as exc:
+            self.telemetry.error(exc, "inventory")
+
+    def _failed(self, run: _CycleRun, exc: Exception) -> None:
+        """Count and log a failure, naming the step it happened in."""
+        run.error = exc
+        where = run.stage
+        if run.stage == "forecast" and run.guard is not None and run.guard.stage != "plan":
+            where = run.guard.stage
+        kind = self.telemetry.error(exc, where)
+        log.error(
+            "cycle %s failed in %s: %s: %s",
+            run.run_id,
+            where,
+            type(exc).__name__,
+            exc,
+            extra={"run_id": run.run_id, "job": "cycle", "stage": where, "error_kind": kind},
+        )
+
+    def _finish(self, run: _CycleRun) -> JobOutcome:
+        """Write the run record and the run's metrics; the outcome ``run`` and ``serve`` see."""
+        actions = _action_rows(run.result)
+        status, code = _cycle_status(run, actions)
+        duration = time.monotonic() - run.t0
         record = RunRecord(
-            run_id=run_id,
+            run_id=run.run_id,
             job="cycle",
-            started_at=iso(started),
+            started_at=iso(run.started),
             finished_at=iso(self.clock()),
             duration_s=round(duration, 3),
             status=status,
             exit_code=code,
             dry_run=self.dry_run,
-            leader=leader,
+            leader=run.leader,
             identity=self.identity,
-            error=f"{type(error).__name__}: {error}" if error is not None else None,
+            error=f"{type(run.error).__name__}: {run.error}" if run.error is not None else None,
             actions=actions,
-            **fields,
+            **run.fields,
         )
         self.telemetry.observe_run("cycle", status, duration, time.time())
         if self.store is not None:
             try:
-                self.store.add(record, result.plan if result else None)
+                self.store.add(record, run.result.plan if run.result else None)
             except (RecordsError, OSError) as exc:
                 self.telemetry.error(exc, "record")
-                log.error("%s", exc, extra={"run_id": run_id, "job": "cycle"})
+                log.error("%s", exc, extra={"run_id": run.run_id, "job": "cycle"})
                 code = max(code, EXIT_FAILED)
         log.info(
             "cycle %s %s in %.1f s: %d action(s)",
-            run_id,
+            run.run_id,
             status,
             duration,
             len(actions),
-            extra={"run_id": run_id, "job": "cycle", "status": status},
+            extra={"run_id": run.run_id, "job": "cycle", "status": status},
         )
-        return JobOutcome("cycle", status, code, record, result, error)
+        return JobOutcome("cycle", status, code, record, run.result, run.error)
+
+
+@dataclass
+class _CycleRun:
+    """One cycle as it goes: filled in step by step, then read for the run record."""
+
+    run_id: str
+    started: pd.Timestamp
+    t0: float
+    """``time.monotonic()`` at the start, for the duration."""
+    leader: bool
+    fields: dict[str, Any] = field(default_factory=lambda: {"source": ""})
+    """The run record's inputs, forecast and plan summaries, as far as the cycle got."""
+    result: CycleResult | None = None
+    error: BaseException | None = None
+    guard: GuardedProvider | None = None
+    abandoned: bool = False
+    stage: str = "collect"
+
+
+def _action_rows(result: CycleResult | None) -> list[dict[str, Any]]:
+    """Each action and its outcome, as the run record keeps them."""
+    return [
+        {
+            "pool": r.action.pool,
+            "decision": r.action.decision,
+            "kind": r.action.kind,
+            "current_nodes": r.action.current_nodes,
+            "target_nodes": r.action.target_nodes,
+            "reason": r.action.reason,
+            "outcome": r.outcome,
+            "message": r.message,
+        }
+        for r in (result.results if result else [])
+    ]
+
+
+def _cycle_status(run: _CycleRun, actions: list[dict[str, Any]]) -> tuple[str, int]:
+    """The run's status and exit code (see the module's docstring)."""
+    if run.abandoned:
+        return "abandoned", EXIT_ABANDONED
+    if run.error is not None:
+        code = run.error.exit_code if isinstance(run.error, TiercastError) else EXIT_FAILED
+        return "failed", code
+    if any(a["outcome"] == "failed" for a in actions):
+        return "failed", EXIT_FAILED
+    if run.result is not None and run.result.plan.risk.get("held_models"):
+        return "held", EXIT_FAILED
+    return "ok", EXIT_OK
 
 
 @dataclass
@@ -496,7 +580,8 @@ def write_capacity_report(out_dir: str) -> Callable[[Inputs], list[str]]:
 
     def body(inputs: Inputs) -> list[str]:
         from scaler.reports import reviewing
-        from scaler.reports.rendering import build_capacity_report, write_report
+        from scaler.reports.capacity import build_capacity_report
+        from scaler.reports.writing import write_report
 
         config = inputs.config
         now = inputs.now if inputs.now is not None else utc_now()
@@ -764,41 +849,9 @@ def make_leadership(config: Config, telemetry: Telemetry, identity: str) -> Lead
 
 def serve(args: argparse.Namespace) -> int:
     """``tiercast serve``: run the scheduled jobs until SIGTERM."""
-    from scaler.inputs.loading import load_inputs
-
-    offset = None
-    if getattr(args, "time_offset", None):
-        from forecaster.series import parse_duration
-
-        offset = parse_duration(args.time_offset)
-
-    def load() -> Inputs:
-        if offset is not None:
-            # A rehearsal on backfilled history: every cycle's "now" is the wall clock
-            # moved back by the offset, so the schedule walks through the old data.
-            args.now = (utc_now() - offset).isoformat()
-        config, history, now, label = load_inputs(args)
-        # Files, the demo and --now carry their own time; live data is planned at the wall clock.
-        live = live_signals(config) and not args.now
-        return Inputs(config, history, None if live else now, label)
-
-    if getattr(args, "config", None) and getattr(args, "history", None) is None:
-        # Only the config at start-up: Prometheus may be down now and up by the next cycle.
-        from scaler.config import load_config
-
-        config = load_config(args.config)
-    else:
-        config = load().config
+    load = _serve_loader(args)
+    config = _serve_config(args, load)
     svc = config.service
-    configure_logging(args.log_format or os.environ.get("TIERCAST_LOG_FORMAT") or svc.log_format)
-    overrides: dict[str, Any] = {}
-    if args.metrics_port is not None:
-        overrides["metrics_port"] = args.metrics_port
-    if args.leader_election:
-        overrides["leader_election"] = True
-    if overrides:
-        config = config.model_copy(update={"service": svc.model_copy(update=overrides)})
-        svc = config.service
     from scaler.service.leader import default_identity
 
     identity = default_identity()
@@ -819,25 +872,7 @@ def serve(args: argparse.Namespace) -> int:
         identity=identity,
         retries=svc.action_retries,
     )
-    store = RunStore(svc.records_path, svc.records_keep_days)
-    jobs: dict[str, tuple[str, Callable[[], Any]]] = {
-        "cycle": (svc.cycle_schedule, cycle),
-        "refit": (
-            svc.refit_schedule,
-            ScheduledJob("refit", load, refit_models, telemetry, store, identity=identity),
-        ),
-        "report": (
-            svc.report_schedule,
-            ScheduledJob(
-                "report",
-                load,
-                write_capacity_report(svc.report_out),
-                telemetry,
-                store,
-                identity=identity,
-            ),
-        ),
-    }
+    jobs = _scheduled_jobs(cycle, load, config, telemetry, identity)
     service = Service(config, jobs, telemetry, leadership, stop)
     stop.install()
     service.start()
@@ -862,3 +897,77 @@ def serve(args: argparse.Namespace) -> int:
     # --once is a rehearsal or a CronJob-like run: its exit status is the cycle's own
     # (0 ok, 1 held or failed, 143 abandoned), as its run record says.
     return once.exit_code if once is not None else 0
+
+
+def _serve_loader(args: argparse.Namespace) -> Callable[[], Inputs]:
+    """How every scheduled job of ``serve`` loads its inputs (``--time-offset`` applied)."""
+    from scaler.inputs.loading import load_inputs
+
+    offset = None
+    if getattr(args, "time_offset", None):
+        from forecaster.series import parse_duration
+
+        offset = parse_duration(args.time_offset)
+
+    def load() -> Inputs:
+        if offset is not None:
+            # A rehearsal on backfilled history: every cycle's "now" is the wall clock
+            # moved back by the offset, so the schedule walks through the old data.
+            args.now = (utc_now() - offset).isoformat()
+        config, history, now, label = load_inputs(args)
+        # Files, the demo and --now carry their own time; live data is planned at the wall clock.
+        live = live_signals(config) and not args.now
+        return Inputs(config, history, None if live else now, label)
+
+    return load
+
+
+def _serve_config(args: argparse.Namespace, load: Callable[[], Inputs]) -> Config:
+    """The config ``serve`` starts with, its logging set up and the flags' overrides applied."""
+    if getattr(args, "config", None) and getattr(args, "history", None) is None:
+        # Only the config at start-up: Prometheus may be down now and up by the next cycle.
+        from scaler.config import load_config
+
+        config = load_config(args.config)
+    else:
+        config = load().config
+    svc = config.service
+    configure_logging(args.log_format or os.environ.get("TIERCAST_LOG_FORMAT") or svc.log_format)
+    overrides: dict[str, Any] = {}
+    if args.metrics_port is not None:
+        overrides["metrics_port"] = args.metrics_port
+    if args.leader_election:
+        overrides["leader_election"] = True
+    if overrides:
+        config = config.model_copy(update={"service": svc.model_copy(update=overrides)})
+    return config
+
+
+def _scheduled_jobs(
+    cycle: CycleJob,
+    load: Callable[[], Inputs],
+    config: Config,
+    telemetry: Telemetry,
+    identity: str,
+) -> dict[str, tuple[str, Callable[[], Any]]]:
+    """The service's jobs by name: (cron schedule, job) for the cycle, refit and report."""
+    svc = config.service
+    store = RunStore(svc.records_path, svc.records_keep_days)
+    return {
+        "cycle": (svc.cycle_schedule, cycle),
+        "refit": (
+            svc.refit_schedule,
+            ScheduledJob("refit", load, refit_models, telemetry, store, identity=identity),
+        ),
+        "report": (
+            svc.report_schedule,
+            ScheduledJob(
+                "report",
+                load,
+                write_capacity_report(svc.report_out),
+                telemetry,
+                store,
+                identity=identity,
+            ),
+        ),
+    }

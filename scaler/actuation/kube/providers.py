@@ -53,6 +53,8 @@ from typing import Any, Protocol, TypeVar
 
 import yaml
 
+from forecaster import retrying
+from forecaster.retrying import Attempts
 from scaler.actuation.kube.inventory import (
     CAPI_DEPLOYMENT,
     GPU_COUNT,
@@ -890,15 +892,23 @@ def _conflicts(path: str, retries: int) -> KubeApiError:
     )
 
 
+def _is_conflict(error: BaseException) -> bool:
+    return isinstance(error, KubeApiError) and error.conflict
+
+
+def _at_once(_seconds: float) -> None:
+    """No wait between re-reads: a conflict means another writer got there first."""
+
+
 def _until_no_conflict(path: str, retries: int, attempt: Callable[[], _T]) -> _T:
     """Run ``attempt`` (a fresh read, then a write carrying its resourceVersion) again on
     each 409 Conflict, at most ``retries`` times more; other errors pass through."""
-    for _ in range(retries + 1):
-        try:
+    tries = Attempts(
+        retrying.RetryPolicy(retries, base_s=0.0, sleep=_at_once, retryable=_is_conflict)
+    )
+    for each in tries:
+        with each:
             return attempt()
-        except KubeApiError as exc:
-            if not exc.conflict:
-                raise
     raise _conflicts(path, retries)
 
 

@@ -6,7 +6,7 @@ wire. Three transports implement it:
 
 * :class:`ClientTransport`: the official ``kubernetes`` client (auth, TLS,
   kubeconfig or in-cluster service account), with bounded exponential backoff on
-  429, 5xx and timeouts;
+  429, 5xx and timeouts (:class:`RetryPolicy`, through :mod:`forecaster.retrying`);
 * :class:`MemoryTransport`: an in-memory cluster for the offline dry-run, seeded
   from the config, optionally reading through to a real cluster while keeping
   every write local (``tiercast run --dry-run --kubeconfig ...``).
@@ -22,14 +22,16 @@ import copy
 import json
 import logging
 import os
-import random
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Protocol
 
+from forecaster import retrying
 from forecaster.errors import BadInputError, TemporaryError
+from forecaster.retrying import Attempts, Retry
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +50,15 @@ class KubeApiError(TemporaryError):
         status: int | None = None,
         reason: str = "",
         delay_s: float | None = None,
+        retry_after: str | None = None,
     ) -> None:
         super().__init__(message, delay_s=delay_s)
         self.status = status
         """HTTP status; None when no answer came (timeout, connection refused)."""
         self.reason = reason
         """The ``reason`` of the Status body (``Conflict``, ``NotFound``, ``TooManyRequests``)."""
+        self.retry_after = retry_after
+        """The answer's Retry-After header, as sent; the retries read it."""
 
     @property
     def not_found(self) -> bool:
@@ -78,33 +83,52 @@ class Transport(Protocol):
     ) -> dict[str, Any]: ...
 
 
-def _status_error(verb: str, path: str, status: int, data: Any) -> KubeApiError:
+def _status_error(
+    verb: str, path: str, status: int, data: Any, retry_after: str | None = None
+) -> KubeApiError:
     reason = data.get("reason", "") if isinstance(data, dict) else ""
     message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
     return KubeApiError(
         f"{verb} {path}: HTTP {status} {reason or 'error'}: {message}".rstrip(": "),
         status=status,
         reason=reason,
+        retry_after=retry_after,
     )
 
 
-@dataclass
-class RetryPolicy:
-    """Bounded exponential backoff with jitter, capped; a Retry-After header wins if shorter."""
+def _retry_after_s(error: BaseException) -> float | None:
+    """The wait a Retry-After header asks for (never negative); None when absent or unreadable."""
+    header = getattr(error, "retry_after", None)
+    if not header:
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        return None
+
+
+def _log_retry(retry: Retry) -> None:
+    log.info("%s; retrying in %.2f s", retry.error, retry.delay_s)
+
+
+@dataclass(frozen=True)
+class RetryPolicy(retrying.RetryPolicy):
+    """The API server's retries: bounded exponential backoff with jitter, capped; a
+    Retry-After header names the wait instead (capped too). Which answers are retried is
+    the call's: ``retry_statuses``, and every call that got no answer."""
 
     retries: int = 4
     base_s: float = 0.5
     max_s: float = 8.0
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], object] = time.sleep
+    jitter: bool = True
+    delay_hint: Callable[[BaseException], float | None] = _retry_after_s
+    before_sleep: Callable[[Retry], None] | None = _log_retry
 
-    def delay(self, attempt: int, retry_after: str | None = None) -> float:
-        if retry_after:
-            try:
-                return min(self.max_s, max(0.0, float(retry_after)))
-            except ValueError:
-                pass
-        # Full jitter keeps several tiercast replicas (or cycles) from retrying in step.
-        return min(self.max_s, self.base_s * 2**attempt) * (0.5 + random.random() / 2)
+
+def _retried(statuses: frozenset[int], error: BaseException) -> bool:
+    """Whether a call's error is worth a retry: no answer, or an answer in ``statuses``."""
+    return isinstance(error, KubeApiError) and (error.status is None or error.status in statuses)
 
 
 class ClientTransport:
@@ -126,52 +150,57 @@ class ClientTransport:
         content_type: str | None = None,
         retry_statuses: frozenset[int] = RETRY_STATUSES,
     ) -> dict[str, Any]:
-        import urllib3
-
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
-        last: KubeApiError | None = None
-        for attempt in range(self.policy.retries + 1):
-            retry_after = None
-            try:
-                request = self.api_client.param_serialize(
-                    verb,
-                    path,
-                    query_params=list((query or {}).items()) or None,
-                    header_params=headers,
-                    body=body,
-                    auth_settings=["BearerToken"],
-                )
-                response = self.api_client.call_api(
-                    *request, _request_timeout=(self.timeout_s, self.timeout_s)
-                )
-                raw = response.read()
-                status = int(response.status)
-                retry_after = response.getheader("Retry-After")
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                last = KubeApiError(f"{verb} {path}: no answer ({type(exc).__name__}: {exc})")
-                last.__cause__ = exc
-            else:
-                try:
-                    data = json.loads(raw) if raw else {}
-                except ValueError:
-                    data = {"message": raw[:200].decode("utf-8", "replace")}
-                if 200 <= status < 300:
-                    return data if isinstance(data, dict) else {"items": data}
-                last = _status_error(verb, path, status, data)
-                if status not in retry_statuses:
-                    raise last
-            if attempt < self.policy.retries:
-                delay = self.policy.delay(attempt, retry_after)
-                log.info("%s; retrying in %.2f s", last, delay)
-                self.policy.sleep(delay)
-        assert last is not None
+        policy = replace(self.policy, retryable=partial(_retried, retry_statuses))
+        tries = Attempts(policy)
+        for attempt in tries:
+            with attempt:
+                return self._once(verb, path, body, query, headers)
+        last = tries.last_error
+        assert isinstance(last, KubeApiError)
         raise KubeApiError(
-            f"{last} (gave up after {self.policy.retries + 1} attempts)",
+            f"{last} (gave up after {policy.attempts} attempts)",
             status=last.status,
             reason=last.reason,
         ) from last
+
+    def _once(
+        self,
+        verb: str,
+        path: str,
+        body: Any,
+        query: dict[str, str] | None,
+        headers: dict[str, str],
+    ) -> dict[str, Any]:
+        """One call: the answer's JSON, or a :class:`KubeApiError` (status None: no answer)."""
+        import urllib3
+
+        try:
+            request = self.api_client.param_serialize(
+                verb,
+                path,
+                query_params=list((query or {}).items()) or None,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api_client.call_api(
+                *request, _request_timeout=(self.timeout_s, self.timeout_s)
+            )
+            raw = response.read()
+            status = int(response.status)
+            retry_after = response.getheader("Retry-After")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeApiError(f"{verb} {path}: no answer ({type(exc).__name__}: {exc})") from exc
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {"message": raw[:200].decode("utf-8", "replace")}
+        if 200 <= status < 300:
+            return data if isinstance(data, dict) else {"items": data}
+        raise _status_error(verb, path, status, data, retry_after)
 
 
 def connect(
@@ -454,54 +483,59 @@ class MemoryTransport:
         query = query or {}
         parts = [p for p in path.split("?")[0].split("/") if p]
         if verb == "GET" and parts[:1] == ["apis"] and len(parts) == 3:
-            # Discovery of one group/version: which resources the cluster serves.
-            if self.upstream is not None:
-                return self.upstream.request("GET", path)
-            group_version = f"{parts[1]}/{parts[2]}"
-            if group_version not in self.discovery:
-                raise KubeApiError(
-                    f"GET {path}: HTTP 404 NotFound: {group_version} is not served",
-                    status=404,
-                    reason="NotFound",
-                )
-            return copy.deepcopy(self.discovery[group_version])
+            return self._discover(path, f"{parts[1]}/{parts[2]}")
         k = _parse(path)
         if verb == "GET" and k.name is None:
             return self._list(k, path, query)
         if verb == "POST" and k.name is None:
-            name = body.get("metadata", {}).get("name")
-            key = (k.api, k.plural, k.namespace, name)
-            exists = key in self.objects
-            if not exists and key not in self.deleted and self.upstream is not None:
-                try:
-                    self._load(
-                        _Key(k.api, k.plural, k.namespace, name, None), "GET", f"{path}/{name}"
-                    )
-                    exists = True
-                except KubeApiError as exc:
-                    if not exc.not_found:
-                        raise
-            if exists:
-                raise KubeApiError(
-                    f"POST {path}: HTTP 409 AlreadyExists: {name!r} already exists",
-                    status=409,
-                    reason="AlreadyExists",
-                )
-            self.deleted.discard(key)
-            return copy.deepcopy(self.add(f"{path}/{name}", body))
+            return self._create(k, path, body)
         obj = self._load(k, verb, path)
         if verb == "GET":
             return copy.deepcopy(self._scale_of(obj) if k.sub == "scale" else obj)
-        if verb == "POST" and k.sub == "eviction":
+        if (verb == "POST" and k.sub == "eviction") or verb == "DELETE":
             key = (k.api, k.plural, k.namespace, k.name or "")
             self.objects.pop(key, None)
             self.deleted.add(key)
             return {"kind": "Status", "status": "Success"}
-        if verb == "DELETE":
-            key = (k.api, k.plural, k.namespace, k.name or "")
-            self.objects.pop(key, None)
-            self.deleted.add(key)
-            return {"kind": "Status", "status": "Success"}
+        return self._update(k, verb, path, body, obj)
+
+    def _discover(self, path: str, group_version: str) -> dict[str, Any]:
+        """Discovery of one group/version: which resources the cluster serves."""
+        if self.upstream is not None:
+            return self.upstream.request("GET", path)
+        if group_version not in self.discovery:
+            raise KubeApiError(
+                f"GET {path}: HTTP 404 NotFound: {group_version} is not served",
+                status=404,
+                reason="NotFound",
+            )
+        return copy.deepcopy(self.discovery[group_version])
+
+    def _create(self, k: _Key, path: str, body: Any) -> dict[str, Any]:
+        """POST to a collection: the new object, or 409 AlreadyExists (here or upstream)."""
+        name = body.get("metadata", {}).get("name")
+        key = (k.api, k.plural, k.namespace, name)
+        exists = key in self.objects
+        if not exists and key not in self.deleted and self.upstream is not None:
+            try:
+                self._load(_Key(k.api, k.plural, k.namespace, name, None), "GET", f"{path}/{name}")
+                exists = True
+            except KubeApiError as exc:
+                if not exc.not_found:
+                    raise
+        if exists:
+            raise KubeApiError(
+                f"POST {path}: HTTP 409 AlreadyExists: {name!r} already exists",
+                status=409,
+                reason="AlreadyExists",
+            )
+        self.deleted.discard(key)
+        return copy.deepcopy(self.add(f"{path}/{name}", body))
+
+    def _update(
+        self, k: _Key, verb: str, path: str, body: Any, obj: dict[str, Any]
+    ) -> dict[str, Any]:
+        """PUT or PATCH ``obj`` (or its scale): 409 when the body's resourceVersion is stale."""
         current = self._scale_of(obj) if k.sub == "scale" else obj
         want_rv = (body or {}).get("metadata", {}).get("resourceVersion")
         if want_rv and want_rv != obj["metadata"].get("resourceVersion"):
