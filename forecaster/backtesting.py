@@ -12,7 +12,7 @@ happened. The scores are scaled so that series of any unit compare:
   central interval between the lowest and highest quantile.
 
 NaN actuals are ignored everywhere. :func:`protocol_origins` gives the origins of
-the benchmark protocol in the README (daily at 00:00 over the last 7 days, or the
+the benchmark protocol of docs/benchmarks.md (daily at 00:00 over the last 7 days, or the
 last 4 for series of 14 days or less).
 """
 

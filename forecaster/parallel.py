@@ -187,7 +187,7 @@ def run_batch(batch: list[pd.Series], spec: ForecastSpec) -> list[SeriesOutcome]
         return [forecast_one(y, spec, store) for y in batch]
     # In a worker process: one BLAS/OpenMP thread, since the pool already runs a
     # process per core (two threads per worker on two cores made two workers no
-    # faster than one; README "Scale-out benchmark").
+    # faster than one; docs/benchmarks.md, "Forecasting at scale").
     with threadpool_limits(limits=1):
         return [forecast_one(y, spec, store) for y in batch]
 

@@ -673,7 +673,7 @@ class AutoSelector(BaseEstimator):
         The median's offset is zero: the median is the model's own point forecast, since
         the median residual of a couple of weeks of backtest days is too noisy a bias
         correction (it cost accuracy on the benchmark and on held-out windows; see the
-        README). Only ``q == 0.5`` maps to the median level (see :func:`adjusted_level`).
+        benchmarks in docs/benchmarks.md). Only ``q == 0.5`` maps to the median level (see :func:`adjusted_level`).
         """
         width = residuals.shape[1]
         m = min(getattr(self, "lead_steps_", width) or width, width)
@@ -829,6 +829,6 @@ MIX_CANDIDATES: tuple[str, ...] = (
 register("auto", AutoSelector)
 # Opt-in: the slow candidates at 7 origins within 10 s per series (about 20x auto's fit time).
 register("auto_thorough", lambda: AutoSelector(budget_s=10.0, slow_origins=7))
-# Opt-in: more accurate on the held-out windows of the benchmark traces (see the README),
+# Opt-in: more accurate on the held-out windows of the benchmark traces (see docs/benchmarks.md),
 # about 1.7x the fitting time of ``auto`` on 5-minute series.
 register("auto_mix", lambda: AutoSelector(candidates=MIX_CANDIDATES, ensemble_size=5))

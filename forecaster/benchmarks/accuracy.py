@@ -484,7 +484,7 @@ def bootstrap_mean_ratio(
 
 
 def format_table(rows: Sequence[BenchRow]) -> str:
-    """A Markdown table of every row: paste-able into the README as printed."""
+    """A Markdown table of every row: paste-able into docs/benchmarks.md as printed."""
     lines = [
         "| group | series | method | MASE | pinball q0.9 | q0.9 coverage | fit seconds |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",

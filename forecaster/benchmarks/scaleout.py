@@ -497,7 +497,7 @@ def format_row(r: Row) -> str:
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    """A Markdown table, paste-able into the README as printed."""
+    """A Markdown table, paste-able into docs/benchmarks.md as printed."""
     align = "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     return "\n".join([HEADER, align, *(format_row(r) for r in rows)])
 

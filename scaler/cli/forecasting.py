@@ -3,8 +3,8 @@
 ``backtest`` runs rolling-origin cross-validation of one or more estimators on a
 CSV history and prints a table (and optionally JSON): MASE, scaled pinball loss
 and coverage per quantile, interval coverage, fit seconds. ``bench-forecast``
-runs the fixed benchmark protocol of the README on the public traces and the
-100-series speed check, and prints the tables the README quotes.
+runs the fixed benchmark protocol of docs/benchmarks.md on the public traces and the
+100-series speed check, and prints the tables docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "bench-forecast",
-        help="the README's forecasting benchmark: accuracy by group on public traces, and speed",
+        help="the forecasting benchmark of docs/benchmarks.md: accuracy by group on public traces, and speed",
         description=(
             "Accuracy protocol on every series of at least 14 days in the traces folder "
             "(15-minute means; origins daily at 00:00 over the last 7 days, or 4 for 14-day "
