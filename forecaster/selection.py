@@ -672,8 +672,9 @@ class AutoSelector(BaseEstimator):
 
         The median's offset is zero: the median is the model's own point forecast, since
         the median residual of a couple of weeks of backtest days is too noisy a bias
-        correction (it cost accuracy on the benchmark and on held-out windows; see the
-        benchmarks in docs/benchmarks.md). Only ``q == 0.5`` maps to the median level (see :func:`adjusted_level`).
+        correction (it cost accuracy on the benchmark and on held-out windows; see
+        docs/benchmarks.md). Only ``q == 0.5`` maps to the median level (see
+        :func:`adjusted_level`).
         """
         width = residuals.shape[1]
         m = min(getattr(self, "lead_steps_", width) or width, width)
