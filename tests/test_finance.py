@@ -145,7 +145,7 @@ def test_projection_reports_one_progress_unit_per_scenario_and_for_the_advice() 
 def test_scenario_deltas_are_shown_for_every_band() -> None:
     # 10 committed GPUs absorb +2 GPUs in the low and expected bands; only the high band
     # (9 -> 11 GPUs) spills onto on-demand: +1 GPU x 24 h x 2.0.
-    from scaler.reports.rendering import build_finance_report
+    from scaler.reports.finance_report import build_finance_report
 
     reserved = {"name": "res", "tier": "reserved", "price_per_gpu_hour": 1.0, "min_nodes": 10}
     config = fleet([reserved, ON_DEMAND])
@@ -172,7 +172,7 @@ def test_scenario_deltas_are_shown_for_every_band() -> None:
 
 
 def test_currency_label_from_the_config() -> None:
-    from scaler.reports.rendering import build_finance_report
+    from scaler.reports.finance_report import build_finance_report
 
     config = fleet([ON_DEMAND])
     config = config.model_copy(
@@ -338,7 +338,7 @@ def test_below_break_even_keep_states_why() -> None:
     assert advice.detail_band == "high"
     months = 48 / finance.HOURS_PER_MONTH
     assert advice.detail_value == pytest.approx((2.0 - 1.2) * 48 / months)
-    from scaler.reports.rendering import _advice_sentence
+    from scaler.reports.commitments import _advice_sentence
 
     sentence = _advice_sentence(advice, "en")
     assert "50% busy" in sentence and "break-even 60%" in sentence
@@ -558,8 +558,8 @@ def test_finance_dry_run_on_a_public_trace(
 
 
 def test_russian_advice_keeps_every_number_for_every_reason() -> None:
+    from scaler.reports.commitments import _advice_sentence
     from scaler.reports.i18n import numbers_in
-    from scaler.reports.rendering import _advice_sentence
 
     reserved = {"name": "res", "tier": "reserved", "min_nodes": 4}
     cases = [

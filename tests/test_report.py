@@ -17,19 +17,13 @@ from PIL import Image
 from forecaster.errors import BadInputError
 from forecaster.progress import Progress
 from scaler.cli import main
+from scaler.reports.capacity import REPORT_STEPS
+from scaler.reports.charts import CHART_SIZE_PX
+from scaler.reports.document import Column, KeyFigure, Report, Section, Table
+from scaler.reports.html import render_html
 from scaler.reports.i18n import STRINGS, check_lang, fmt_number, month_label, t
-from scaler.reports.rendering import (
-    CHART_SIZE_PX,
-    REPORT_STEPS,
-    Column,
-    KeyFigure,
-    Report,
-    Section,
-    Table,
-    render_html,
-    render_markdown,
-    write_report,
-)
+from scaler.reports.markdown import render_markdown
+from scaler.reports.writing import write_report
 from tests.conftest import trace_path
 
 
@@ -278,7 +272,8 @@ def test_tier_and_mig_sections_that_disagree_are_called_out() -> None:
     import dataclasses
 
     from scaler.cli.plan import plan_without_acting
-    from scaler.reports.rendering import build_capacity_report, mig_pool_rows
+    from scaler.reports.capacity import build_capacity_report
+    from scaler.reports.mig_review import mig_pool_rows
 
     args = argparse.Namespace(config=None, history=None, now=None, horizon="6h", current_nodes=[])
     config, history, _, label, result = plan_without_acting(args)
@@ -307,8 +302,8 @@ def test_russian_reasons_keep_every_number_and_the_sentence_of_their_kind() -> N
     import argparse
 
     from scaler.cli.plan import plan_without_acting
+    from scaler.reports.capacity import build_capacity_report
     from scaler.reports.i18n import numbers_in
-    from scaler.reports.rendering import build_capacity_report
 
     args = argparse.Namespace(config=None, history=None, now=None, horizon="6h", current_nodes=[])
     config, history, _, label, result = plan_without_acting(args)
@@ -333,8 +328,8 @@ def test_russian_reasons_keep_every_number_and_the_sentence_of_their_kind() -> N
     # planner's words (and numbers) beside it.
     import dataclasses
 
+    from scaler.reports.actions import _action_reason
     from scaler.reports.i18n import translate_reason
-    from scaler.reports.rendering import _action_reason
 
     assert translate_reason("zz 12.5 yy", "ru") is None
     odd = dataclasses.replace(result.plan.actions[0], reason="zz 12.5 yy")
@@ -344,7 +339,7 @@ def test_russian_reasons_keep_every_number_and_the_sentence_of_their_kind() -> N
 
 
 def test_summary_ranks_and_links_what_matters() -> None:
-    from scaler.reports.rendering import SUMMARY_MAX, _lost_to_baseline, summary_section
+    from scaler.reports.summary import SUMMARY_MAX, _lost_to_baseline, summary_section
 
     rows = [
         {"signal": "a", "estimator": "auto", "chosen": "yes", "mase": 1.4},

@@ -20,8 +20,9 @@ from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration
 from scaler.config import Config
 from scaler.reports import finance
+from scaler.reports.document import Report
 from scaler.reports.i18n import DEFAULT_LANG, LANGS, check_lang, t
-from scaler.reports.rendering import FORMATS, Report
+from scaler.reports.writing import FORMATS
 from scaler.service.cycle import CycleResult
 
 
@@ -105,7 +106,8 @@ def finance_dry_run(
 
     ``progress`` counts the projection's scenarios, the report and the files written.
     """
-    from scaler.reports.rendering import build_finance_report, write_report
+    from scaler.reports.finance_report import build_finance_report
+    from scaler.reports.writing import write_report
 
     bar = progress or Progress(False)
     bar.add_total(2 if options.out else 1)
@@ -131,7 +133,7 @@ def _print_finance(
 ) -> None:
     """The finance summary on stdout: monthly tables, scenarios, commitment advice, notes."""
     from scaler.cli.common import text_table
-    from scaler.reports.rendering import format_cell
+    from scaler.reports.document import format_cell
 
     tables = {tb.key: tb for s in report.sections for tb in s.tables}
     print()

@@ -18,13 +18,14 @@ from forecaster.series import parse_duration
 from scaler.cli.finance import add_lang_flag, parse_formats
 from scaler.reports import reviewing
 from scaler.reports.i18n import check_lang, t
-from scaler.reports.rendering import FORMATS
+from scaler.reports.writing import FORMATS
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from scaler.cli.common import write_file
     from scaler.cli.plan import plan_without_acting
-    from scaler.reports.rendering import build_capacity_report, write_report
+    from scaler.reports.capacity import build_capacity_report
+    from scaler.reports.writing import write_report
 
     lang = check_lang(args.lang)
     formats = parse_formats(args.format)

@@ -56,7 +56,7 @@ from forecaster.forecasting import SeriesForecast
 from forecaster.progress import Progress
 from scaler.catalog.gpus import gpu_model
 from scaler.config import TIER_ORDER, Config, PoolConfig
-from scaler.planning.tiers import allocate, effective_gpus
+from scaler.planning.coverage import allocate, effective_gpus
 from scaler.planning.demand import gpus_for
 
 STEP = pd.Timedelta(hours=1)
@@ -726,7 +726,8 @@ class _Residual:
             )
         return self.memo[gpus]
 
-    def _table(self, top: int) -> None:
+    def _grow_to(self, top: int) -> None:
+        """Extend the lookup table of whole GPU counts to ``top``."""
         start = len(self.cost_h)
         if top < start:
             return
@@ -740,7 +741,7 @@ class _Residual:
         whole = np.round(r)
         if np.all(np.abs(r - whole) < 1e-6):
             idx = whole.astype(int)
-            self._table(int(idx.max(initial=0)))
+            self._grow_to(int(idx.max(initial=0)))
             return (
                 float(self.cost_h[idx].sum()),
                 float(np.maximum(0.0, idx - self.eff[idx]).sum()),
@@ -838,7 +839,6 @@ def advise_commitments(
     advice: list[CommitmentAdvice] = []
     notes: list[Note] = []
     months = len(grid) * (STEP / pd.Timedelta(hours=1)) / HOURS_PER_MONTH
-    unserved_price = config.finance.unserved_price_per_gpu_hour
     for model in sorted({gpu_model(p.gpu_model).name for p in config.pools}):
         pools = config.pools_for(model)
         reserved = sorted(
@@ -848,83 +848,106 @@ def advise_commitments(
         if not reserved:
             notes.append(Note("no_reserved_pool", {"model": model}))
             continue
-        pool = reserved[0]
         on_demand = [p for p in others if p.tier == "on-demand"] or others
         if not on_demand:
             notes.append(Note("no_alternative_pool", {"model": model}))
             continue
         alt = min(p.price_per_gpu_hour for p in on_demand)
-        current = pool.committed_nodes
-        g = pool.gpus_per_node
         demand = {b: baseline[b].demand[model] for b in BANDS}
-        options = _options(config, pool, demand, unserved_price)
-        keep = next(o for o in options if o.nodes == current)
-        safe = [o for o in options if all(_no_worse(o, keep, b) for b in BANDS)]
-        best = max(
-            safe,
-            key=lambda o: (
-                round(keep.objective["expected"] - o.objective["expected"], 6),
-                -abs(o.nodes - current),
-                -o.price_per_gpu_hour,
-            ),
-        )
-        base = float(np.quantile(demand["low"], 1.0 - BASE_LOAD_COVERAGE))
-        base_nodes = math.ceil(base / g - _EPS)
-        reason = ""
-        if unserved_price is None and best.nodes <= current and base_nodes > current:
-            at_base = min(
-                (o for o in options if o.nodes == base_nodes),
-                key=lambda o: o.price_per_gpu_hour,
-            )
-            if at_base.unserved_gpu_hours["low"] < keep.unserved_gpu_hours["low"] - _EPS:
-                best, reason = at_base, "commit_unserved"
-        kind = "commit" if best.nodes > current else "release" if best.nodes < current else "keep"
-        lo, hi = sorted((best.nodes * g, current * g))
-        changed = _busy_share(demand["expected"], lo, hi)
-        detail_band, detail_value = "", 0.0
-        if not reason:
-            reason = kind
-            if kind == "keep":
-                reason, detail_band, detail_value = _keep_reason(
-                    options, keep, current, demand, g, alt, pool, months
-                )
-                # The nodes a keep is about: the last committed one when releasing was the
-                # question, the next one to add otherwise.
-                lo, hi = (current * g - g, current * g) if current else (0, g)
-                changed = _busy_share(demand["expected"], lo, hi)
-        term_price = best.price_per_gpu_hour if best.nodes > current else pool.price_per_gpu_hour
-        if kind == "keep" and current == 0:
-            term_price = min(o.price_per_gpu_hour for o in options if o.nodes == 1)
-        advice.append(
-            CommitmentAdvice(
-                gpu_model=model,
-                pool=pool.name,
-                gpus_per_node=g,
-                current_nodes=current,
-                recommended_nodes=best.nodes,
-                term=best.term,
-                kind=kind,
-                reason=reason,
-                base_load_gpus=base,
-                reserved_price=pool.price_per_gpu_hour,
-                term_price=term_price,
-                alternative_price=alt,
-                break_even_utilization=term_price / alt,
-                utilization=best.utilization,
-                current_utilization=keep.utilization,
-                changed_utilization=changed,
-                monthly_saving=(keep.cost["expected"] - best.cost["expected"]) / months,
-                monthly_saving_low=(keep.cost["low"] - best.cost["low"]) / months,
-                monthly_saving_high=(keep.cost["high"] - best.cost["high"]) / months,
-                unserved_gpu_hours=dict(best.unserved_gpu_hours),
-                current_unserved_gpu_hours=dict(keep.unserved_gpu_hours),
-                unserved_price=unserved_price,
-                detail_band=detail_band,
-                detail_value=detail_value,
-                options=tuple(options),
-            )
-        )
+        advice.append(_advise(config, model, reserved[0], alt, demand, months))
     return advice, notes
+
+
+def _advise(
+    config: Config,
+    model: str,
+    pool: PoolConfig,
+    alt: float,
+    demand: Mapping[str, np.ndarray],
+    months: float,
+) -> CommitmentAdvice:
+    """The advice for one GPU model's cheapest reserved ``pool`` against the on-demand price
+    ``alt``: the option chosen, its reason, and what it is worth per month."""
+    unserved_price = config.finance.unserved_price_per_gpu_hour
+    current = pool.committed_nodes
+    g = pool.gpus_per_node
+    options = _options(config, pool, demand, unserved_price)
+    keep = next(o for o in options if o.nodes == current)
+    base = float(np.quantile(demand["low"], 1.0 - BASE_LOAD_COVERAGE))
+    best, reason = _choose(options, keep, current, math.ceil(base / g - _EPS), unserved_price)
+    kind = "commit" if best.nodes > current else "release" if best.nodes < current else "keep"
+    lo, hi = sorted((best.nodes * g, current * g))
+    changed = _busy_share(demand["expected"], lo, hi)
+    detail_band, detail_value = "", 0.0
+    if not reason:
+        reason = kind
+        if kind == "keep":
+            reason, detail_band, detail_value = _keep_reason(
+                options, keep, current, demand, g, alt, pool, months
+            )
+            # The nodes a keep is about: the last committed one when releasing was the
+            # question, the next one to add otherwise.
+            lo, hi = (current * g - g, current * g) if current else (0, g)
+            changed = _busy_share(demand["expected"], lo, hi)
+    term_price = best.price_per_gpu_hour if best.nodes > current else pool.price_per_gpu_hour
+    if kind == "keep" and current == 0:
+        term_price = min(o.price_per_gpu_hour for o in options if o.nodes == 1)
+    return CommitmentAdvice(
+        gpu_model=model,
+        pool=pool.name,
+        gpus_per_node=g,
+        current_nodes=current,
+        recommended_nodes=best.nodes,
+        term=best.term,
+        kind=kind,
+        reason=reason,
+        base_load_gpus=base,
+        reserved_price=pool.price_per_gpu_hour,
+        term_price=term_price,
+        alternative_price=alt,
+        break_even_utilization=term_price / alt,
+        utilization=best.utilization,
+        current_utilization=keep.utilization,
+        changed_utilization=changed,
+        monthly_saving=(keep.cost["expected"] - best.cost["expected"]) / months,
+        monthly_saving_low=(keep.cost["low"] - best.cost["low"]) / months,
+        monthly_saving_high=(keep.cost["high"] - best.cost["high"]) / months,
+        unserved_gpu_hours=dict(best.unserved_gpu_hours),
+        current_unserved_gpu_hours=dict(keep.unserved_gpu_hours),
+        unserved_price=unserved_price,
+        detail_band=detail_band,
+        detail_value=detail_value,
+        options=tuple(options),
+    )
+
+
+def _choose(
+    options: Sequence[CommitmentOption],
+    keep: CommitmentOption,
+    current: int,
+    base_nodes: int,
+    unserved_price: float | None,
+) -> tuple[CommitmentOption, str]:
+    """The qualifying option that gains most in the expected band, and ``""``; or, without an
+    unserved price, the base load's ``base_nodes`` and ``commit_unserved`` when that serves
+    low-band demand that keeping leaves unserved."""
+    safe = [o for o in options if all(_no_worse(o, keep, b) for b in BANDS)]
+    best = max(
+        safe,
+        key=lambda o: (
+            round(keep.objective["expected"] - o.objective["expected"], 6),
+            -abs(o.nodes - current),
+            -o.price_per_gpu_hour,
+        ),
+    )
+    if unserved_price is None and best.nodes <= current and base_nodes > current:
+        at_base = min(
+            (o for o in options if o.nodes == base_nodes),
+            key=lambda o: o.price_per_gpu_hour,
+        )
+        if at_base.unserved_gpu_hours["low"] < keep.unserved_gpu_hours["low"] - _EPS:
+            return at_base, "commit_unserved"
+    return best, ""
 
 
 def _keep_reason(

@@ -42,8 +42,8 @@ from forecaster.estimators import quantile_column
 from forecaster.series import History, infer_step
 from scaler.catalog.gpus import gpu_model
 from scaler.config import TIER_ORDER, Config, PoolConfig
-from scaler.reports.finance import fill_pools, pin_commitments
 from scaler.planning.demand import gpus_for
+from scaler.reports.finance import fill_pools, pin_commitments
 
 if TYPE_CHECKING:
     from forecaster.backtesting import Backtest
@@ -137,7 +137,7 @@ def _serve(
     pools: Sequence[PoolConfig], nodes: np.ndarray, demand: np.ndarray, cycle_s: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """(GPUs used per pool, GPUs short) when planned ``nodes`` (steps x pools) meet ``demand``."""
-    from scaler.planning.tiers import spot_loss_fraction
+    from scaler.planning.coverage import spot_loss_fraction
 
     order = sorted(
         range(len(pools)),
@@ -206,38 +206,12 @@ def from_backtests(
     quantile: float,
 ) -> Hindsight:
     """The review period as the backtest's daily origins saw it (no run records)."""
-    signal_rows: list[pd.DataFrame] = []
-    per_signal: dict[str, pd.DataFrame] = {}
-    for name, bt in backtests.items():
-        y = history[name]
-        step = infer_step(y.dropna())
-        parts = []
-        for k, origin in enumerate(bt.origins):
-            times = pd.date_range(origin, periods=bt.forecasts.shape[1], freq=step)
-            frame = pd.DataFrame(
-                bt.forecasts[k], index=times, columns=[quantile_column(q) for q in bt.quantiles]
-            )
-            frame["actual"] = bt.actuals[k]
-            parts.append(frame)
-        # Newer origins win where day-ahead forecasts overlap.
-        joined = pd.concat(parts[::-1])
-        joined = joined[~joined.index.duplicated(keep="last")].sort_index()
-        per_signal[name] = joined
-        signal_rows.append(joined.rename_axis("timestamp").reset_index().assign(signal=name))
-    notes: list[str] = []
+    per_signal = {name: _day_ahead(history[name], bt) for name, bt in backtests.items()}
     if not per_signal:
         return _empty("backtest", quantile, ["no signal had a backtest over the review period"])
     times = pd.DatetimeIndex(sorted(set().union(*[f.index for f in per_signal.values()])))
     step_h = float(min(infer_step(history[n].dropna()) for n in per_signal) / pd.Timedelta(hours=1))
-    col = quantile_column(quantile)
-    forecast: dict[str, np.ndarray] = {}
-    for w in config.workloads:
-        f = per_signal.get(w.signal)
-        if f is None or col not in f:
-            continue
-        values = f[col].reindex(times).ffill().bfill().to_numpy(dtype=float)
-        key = gpu_model(w.gpu_model).name
-        forecast[key] = forecast.get(key, np.zeros(len(times))) + gpus_for(w, values)
+    forecast = _forecast_gpus(config, per_signal, times, quantile_column(quantile))
     actual = actual_gpus(config, history, times)
     pinned = pin_commitments(config)
     gpu_rows: list[pd.DataFrame] = []
@@ -260,6 +234,10 @@ def from_backtests(
             )
         )
         pool_rows += _pool_rows(pinned, model, nodes, d, weight)
+    signal_rows = [
+        f.rename_axis("timestamp").reset_index().assign(signal=name)
+        for name, f in per_signal.items()
+    ]
     return Hindsight(
         source="backtest",
         start=times[0],
@@ -268,8 +246,39 @@ def from_backtests(
         signals=pd.concat(signal_rows, ignore_index=True),
         gpus=pd.concat(gpu_rows, ignore_index=True) if gpu_rows else pd.DataFrame(),
         pools=pd.DataFrame(pool_rows),
-        notes=notes,
+        notes=[],
     )
+
+
+def _day_ahead(y: pd.Series, bt: Backtest) -> pd.DataFrame:
+    """One signal's backtest as one frame: each origin's quantiles and the actual, by time."""
+    step = infer_step(y.dropna())
+    parts = []
+    for k, origin in enumerate(bt.origins):
+        times = pd.date_range(origin, periods=bt.forecasts.shape[1], freq=step)
+        frame = pd.DataFrame(
+            bt.forecasts[k], index=times, columns=[quantile_column(q) for q in bt.quantiles]
+        )
+        frame["actual"] = bt.actuals[k]
+        parts.append(frame)
+    # Newer origins win where day-ahead forecasts overlap.
+    joined = pd.concat(parts[::-1])
+    return joined[~joined.index.duplicated(keep="last")].sort_index()
+
+
+def _forecast_gpus(
+    config: Config, per_signal: Mapping[str, pd.DataFrame], times: pd.DatetimeIndex, col: str
+) -> dict[str, np.ndarray]:
+    """GPU demand per model at the quantile column ``col``, the workloads' signals translated."""
+    forecast: dict[str, np.ndarray] = {}
+    for w in config.workloads:
+        f = per_signal.get(w.signal)
+        if f is None or col not in f:
+            continue
+        values = f[col].reindex(times).ffill().bfill().to_numpy(dtype=float)
+        key = gpu_model(w.gpu_model).name
+        forecast[key] = forecast.get(key, np.zeros(len(times))) + gpus_for(w, values)
+    return forecast
 
 
 def _empty(source: str, quantile: float, notes: list[str]) -> Hindsight:
@@ -329,55 +338,11 @@ def from_records(
     if not cycles:
         return _empty("records", quantile, ["no recorded cycle in the review period"])
     lead_s = max(p.lead_time_s for p in config.pools)
-    signal_rows = []
-    for c in cycles:
-        for name, f in c.forecast.items():
-            y = history.get(name)
-            if y is None or not f.get("last_timestamp"):
-                continue
-            at = _naive(f["last_timestamp"]) + pd.Timedelta(seconds=lead_s)
-            seen = y.dropna()
-            actual = float(seen[seen.index <= at].iloc[-1]) if (seen.index <= at).any() else np.nan
-            if at > seen.index[-1]:
-                actual = np.nan  # not happened yet by the newest sample
-            signal_rows.append(
-                {"timestamp": at, "signal": name, "actual": actual, **dict(f.get("at_lead", {}))}
-            )
+    sig = pd.DataFrame(_recorded_signals(history, cycles, lead_s))
     pools_by_model: dict[str, list[PoolConfig]] = {}
     for p in config.pools:
         pools_by_model.setdefault(gpu_model(p.gpu_model).name, []).append(p)
-    gpu_rows: list[dict[str, Any]] = []
-    nodes_at: dict[str, list[list[float]]] = {m: [] for m in pools_by_model}
-    weight = config.policy.cycle_s / 3600.0
-    for c in cycles:
-        plan = c.plan
-        timeline = [_naive(x) for x in plan.get("timeline", [])]
-        if not timeline:
-            continue
-        step_s = float(plan.get("step_s", config.policy.cycle_s))
-        by_pool = {pp["pool"]: pp for pp in plan.get("pools", [])}
-        for model, pools in pools_by_model.items():
-            lead = max(p.lead_time_s for p in pools)
-            k = min(len(timeline) - 1, int(np.ceil(lead / step_s - 1e-9)))
-            demand = plan.get("demand_gpus", {}).get(model)
-            if demand is None:
-                continue
-            nodes = [
-                float(by_pool[p.name]["target_nodes"][k]) if p.name in by_pool else 0.0
-                for p in pools
-            ]
-            nodes_at[model].append(nodes)
-            gpu_rows.append(
-                {
-                    "timestamp": timeline[k],
-                    "gpu_model": model,
-                    "forecast_gpus": float(demand[k]),
-                    "planned_gpus": sum(
-                        n * p.gpus_per_node for n, p in zip(nodes, pools, strict=True)
-                    ),
-                    "weight_h": weight,
-                }
-            )
+    gpu_rows, nodes_at = _recorded_plans(cycles, pools_by_model, config.policy.cycle_s)
     gpus = pd.DataFrame(gpu_rows)
     notes: list[str] = []
     pool_rows: list[dict[str, Any]] = []
@@ -401,7 +366,6 @@ def from_records(
                 config, str(model), nodes, d, g["weight_h"].to_numpy(dtype=float)
             )
         gpus["actual_gpus"] = actual_col
-    sig = pd.DataFrame(signal_rows)
     return Hindsight(
         source="records",
         start=cycles[0].created_at,
@@ -412,6 +376,68 @@ def from_records(
         pools=pd.DataFrame(pool_rows),
         notes=notes,
     )
+
+
+def _recorded_signals(
+    history: History, cycles: Sequence[RecordedCycle], lead_s: int
+) -> list[dict[str, Any]]:
+    """Each cycle's forecast of each signal one lead time ahead, beside what happened then
+    (NaN for a moment after the newest sample)."""
+    rows = []
+    for c in cycles:
+        for name, f in c.forecast.items():
+            y = history.get(name)
+            if y is None or not f.get("last_timestamp"):
+                continue
+            at = _naive(f["last_timestamp"]) + pd.Timedelta(seconds=lead_s)
+            seen = y.dropna()
+            actual = float(seen[seen.index <= at].iloc[-1]) if (seen.index <= at).any() else np.nan
+            if at > seen.index[-1]:
+                actual = np.nan  # not happened yet by the newest sample
+            rows.append(
+                {"timestamp": at, "signal": name, "actual": actual, **dict(f.get("at_lead", {}))}
+            )
+    return rows
+
+
+def _recorded_plans(
+    cycles: Sequence[RecordedCycle], pools_by_model: Mapping[str, list[PoolConfig]], cycle_s: int
+) -> tuple[list[dict[str, Any]], dict[str, list[list[float]]]]:
+    """Per cycle and GPU model, the GPUs its plan forecast and targeted one lead time ahead
+    (rows), and the node counts per pool behind each row (per model, in row order)."""
+    rows: list[dict[str, Any]] = []
+    nodes_at: dict[str, list[list[float]]] = {m: [] for m in pools_by_model}
+    weight = cycle_s / 3600.0
+    for c in cycles:
+        plan = c.plan
+        timeline = [_naive(x) for x in plan.get("timeline", [])]
+        if not timeline:
+            continue
+        step_s = float(plan.get("step_s", cycle_s))
+        by_pool = {pp["pool"]: pp for pp in plan.get("pools", [])}
+        for model, pools in pools_by_model.items():
+            lead = max(p.lead_time_s for p in pools)
+            k = min(len(timeline) - 1, int(np.ceil(lead / step_s - 1e-9)))
+            demand = plan.get("demand_gpus", {}).get(model)
+            if demand is None:
+                continue
+            nodes = [
+                float(by_pool[p.name]["target_nodes"][k]) if p.name in by_pool else 0.0
+                for p in pools
+            ]
+            nodes_at[model].append(nodes)
+            rows.append(
+                {
+                    "timestamp": timeline[k],
+                    "gpu_model": model,
+                    "forecast_gpus": float(demand[k]),
+                    "planned_gpus": sum(
+                        n * p.gpus_per_node for n, p in zip(nodes, pools, strict=True)
+                    ),
+                    "weight_h": weight,
+                }
+            )
+    return rows, nodes_at
 
 
 def to_dict(h: Hindsight) -> dict[str, Any]:

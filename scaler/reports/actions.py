@@ -1,0 +1,77 @@
+"""The capacity review's actions: what the plan changes, when, at what cost, and why.
+
+The planner writes its reasons in English with every number in them; a Russian
+report translates them phrase by phrase (:func:`scaler.reports.i18n.translate_reason`)
+and, for a reason none of whose phrases is known, builds a sentence from the
+action's fields with the planner's own words beside it.
+"""
+
+from __future__ import annotations
+
+from forecaster.estimators import quantile_column
+from scaler.plans import CapacityPlan
+from scaler.reports.document import Column, Section, Table
+from scaler.reports.i18n import fmt_number, t, translate_reason
+
+
+def actions_section(plan: CapacityPlan, lang: str) -> Section:
+    """The plan's actions, each with the planner's reason in the reader's language."""
+    sec = Section("actions", t(lang, "sec_actions"), [t(lang, "sec_actions_intro")])
+    sec.tables.append(
+        Table(
+            "actions",
+            t(lang, "tbl_actions"),
+            [
+                Column("pool", t(lang, "col_pool")),
+                Column("decision", t(lang, "col_decision")),
+                Column("nodes", t(lang, "col_nodes")),
+                Column("needed_at", t(lang, "col_needed_at")),
+                Column("cost_delta_per_hour", t(lang, "col_cost_delta"), 2),
+                Column("reason", t(lang, "col_reason")),
+            ],
+            [
+                {
+                    "pool": a.pool,
+                    "decision": t(lang, "decision_" + a.decision.replace("-", "_")),
+                    "nodes": f"{a.current_nodes} → {a.target_nodes}"
+                    if a.kind == "nodes"
+                    else str(a.details.get("layout", "")),
+                    "needed_at": a.needed_at,
+                    "cost_delta_per_hour": a.cost_delta_per_hour,
+                    "reason": _action_reason(plan, i, lang),
+                }
+                for i, a in enumerate(plan.actions)
+            ],
+        )
+    )
+    return sec
+
+
+def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
+    """The planner's reason in ``lang``: translated phrase by phrase, every number kept.
+
+    A reason whose phrases are all unknown to the translation falls back to a sentence
+    built from the action's fields, with the planner's own words beside it.
+    """
+    a = plan.actions[index]
+    if lang == "en":
+        return a.reason
+    text = translate_reason(a.reason, lang)
+    if text is not None:
+        return text
+    pool = next((p for p in plan.pools if p.pool == a.pool), None)
+    lead_min = (pool.lead_time_s / 60) if pool else 0.0
+    built = t(
+        lang,
+        "reason_" + a.decision.replace("-", "_"),
+        pool=a.pool,
+        current=a.current_nodes,
+        target=a.target_nodes,
+        amount=abs(a.amount),
+        needed_at=a.needed_at[11:16] + "Z",
+        lead=fmt_number(lead_min, lang, 0),
+        cost=fmt_number(abs(a.cost_delta_per_hour), lang, 2),
+        q=quantile_column(plan.quantile),
+        bound=", ".join(pool.binding) if pool and pool.binding else "–",
+    )
+    return f"{built} ({a.reason})"

@@ -1,0 +1,585 @@
+"""The capacity review: what a dry-run cycle planned, why, and what it will cost.
+
+:func:`build_capacity_report` reads the plan, the forecasts and the history of one
+cycle (and the run records of the review period when there are any) and builds a
+:class:`~scaler.reports.document.Report` section by section: the summary, the
+signals with their forecast bands, the forecasts' accuracy against the baselines,
+forecast against actual over the review period, capacity against demand per GPU
+model and pool (MIG included), the actions with their reasons, cost by tier per
+day and month, utilization and waste, commitment advice, and the planner's notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from forecaster import __version__
+from forecaster.estimators import quantile_column
+from forecaster.forecasting import SeriesForecast
+from forecaster.progress import Progress
+from forecaster.series import History
+from scaler.config import TIER_ORDER, Config
+from scaler.planning.coverage import effective_gpus
+from scaler.planning.demand import demand_by_model
+from scaler.plans import CapacityPlan
+from scaler.reports import reviewing
+from scaler.reports.accuracy import accuracy_rows, accuracy_section
+from scaler.reports.actions import actions_section
+from scaler.reports.capacity_charts import capacity_chart, signal_chart, tier_cost_chart
+from scaler.reports.commitments import commitment_section
+from scaler.reports.document import Column, KeyFigure, Report, Section, Table
+from scaler.reports.finance import CommitmentAdvice, project
+from scaler.reports.hindsight import hindsight_section
+from scaler.reports.i18n import fmt_number, month_label, t, translate_reason
+from scaler.reports.mig_review import add_mig
+from scaler.reports.summary import capacity_recommendations, summary_section
+
+if TYPE_CHECKING:
+    from forecaster.backtesting import Backtest
+
+HISTORY_WINDOW = pd.Timedelta(days=7)
+"""History shown before the forecast in each signal chart."""
+REPORT_STEPS = 5
+"""Units :func:`build_capacity_report` counts besides backtests and scenarios: one after
+the signals, the accuracy table, the forecast against actual, capacity, actions to
+utilization."""
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """What every section reads the plan through: its quantiles and its timeline."""
+
+    q: float
+    """The policy quantile capacity is sized to."""
+    quantiles: list[float]
+    """The configured quantiles with the median and ``q``, ascending."""
+    grid: pd.DatetimeIndex
+    step_h: float
+
+    @property
+    def low(self) -> float:
+        return self.quantiles[0]
+
+    @property
+    def high(self) -> float:
+        return self.quantiles[-1]
+
+    @classmethod
+    def of(cls, config: Config, plan: CapacityPlan) -> _Frame:
+        q = plan.quantile
+        return cls(
+            q=q,
+            quantiles=sorted(set(config.forecast.quantiles) | {0.5, q}),
+            grid=pd.DatetimeIndex(
+                pd.to_datetime(plan.timeline).tz_localize(None), name="timestamp"
+            ),
+            step_h=plan.step_s / 3600.0,
+        )
+
+
+@dataclass(frozen=True)
+class _ModelCapacity:
+    """One GPU model's planned capacity and forecast demand on the plan's timeline."""
+
+    model: str
+    pools: list[tuple[str, str, np.ndarray]]
+    """(pool, tier, effective GPUs) of each of the model's pools."""
+    demand_q: np.ndarray
+    """Demand at the policy quantile, in GPUs."""
+    demand_median: np.ndarray
+    capacity: np.ndarray
+    """Effective GPUs (spot discounted for reclamation)."""
+    paid: np.ndarray
+    """GPUs paid for, spot at its nominal count."""
+
+
+def build_capacity_report(
+    config: Config,
+    history: History,
+    plan: CapacityPlan,
+    forecasts: Mapping[str, SeriesForecast],
+    source: str,
+    lang: str = "en",
+    history_window: pd.Timedelta = HISTORY_WINDOW,
+    backtest_origins: int = 3,
+    recorded: Sequence[reviewing.RecordedCycle] = (),
+    progress: Progress | None = None,
+) -> Report:
+    """The capacity review: history and forecast, accuracy, forecast against actual over the
+    review period (from ``recorded`` cycles, or the backtest when there are none), plan,
+    actions, cost, utilization.
+
+    ``progress`` counts one unit per group of sections below, each backtest origin and
+    each scenario of the commitment projection."""
+    bar = progress or Progress(False)
+    bar.add_total(REPORT_STEPS)
+    frame = _Frame.of(config, plan)
+    sections = [_signals_section(config, history, plan, forecasts, frame, history_window, lang)]
+    bar.update(label="accuracy")
+
+    scores, skipped, backtests = _backtests(
+        config, history, forecasts, frame, backtest_origins, bar
+    )
+    sections.append(
+        accuracy_section(scores, skipped, frame.low, frame.high, backtest_origins, lang)
+    )
+    bar.update(label="forecast against actual")
+
+    hindsight = (
+        reviewing.from_records(config, history, recorded, frame.q)
+        if recorded
+        else reviewing.from_backtests(config, history, backtests, frame.q)
+    )
+    sections.append(hindsight_section(hindsight, config.finance, frame.low, frame.high, lang))
+    bar.update(label="capacity")
+
+    models = _model_capacity(config, plan, forecasts, frame.grid)
+    utilization = _utilization_rows(models, frame.step_h)
+    sections.append(_capacity_section(config, plan, models, frame, lang))
+    bar.update(label="actions and cost")
+
+    sections.append(actions_section(plan, lang))
+    sections.append(_cost_section(plan, frame.grid, lang))
+    sections.append(_utilization_section(utilization, frame.q, lang))
+    bar.update(label="commitment advice")
+
+    advice = _commitment_advice(config, plan, forecasts, bar)
+    if advice:
+        unserved_price = config.finance.unserved_price_per_gpu_hour
+        sections.append(commitment_section(advice, unserved_price, lang))
+    recommendations = capacity_recommendations(config, plan, advice, scores, hindsight, lang)
+    return Report(
+        kind="report",
+        lang=lang,
+        title=t(lang, "title_report"),
+        subtitle=_subtitle(plan, source, lang),
+        created_at=plan.created_at,
+        figures=_key_figures(plan, utilization, lang),
+        sections=[summary_section(recommendations, lang), *sections, *_notes(plan.notes, lang)],
+        data={"plan": plan.to_dict()},
+    )
+
+
+def _backtests(
+    config: Config,
+    history: History,
+    forecasts: Mapping[str, SeriesForecast],
+    frame: _Frame,
+    origins: int,
+    bar: Progress,
+) -> tuple[list[dict[str, Any]], list[str], dict[str, Backtest]]:
+    """Accuracy rows, what was skipped, and each signal's backtest of the estimator in use."""
+    backtests: dict[str, Backtest] = {}
+    rows, skipped = accuracy_rows(
+        history,
+        forecasts,
+        frame.quantiles,
+        origins,
+        config.forecast.method,
+        keep=backtests,
+        progress=bar,
+    )
+    return rows, skipped, backtests
+
+
+# ---------------------------------------------------------------- signals
+
+
+def _signals_section(
+    config: Config,
+    history: History,
+    plan: CapacityPlan,
+    forecasts: Mapping[str, SeriesForecast],
+    frame: _Frame,
+    history_window: pd.Timedelta,
+    lang: str,
+) -> Section:
+    """Each signal's recent history with its forecast bands, and a table of the signals."""
+    sec = Section(
+        "signals",
+        t(lang, "sec_signals"),
+        [
+            t(
+                lang,
+                "sec_signals_intro",
+                q=quantile_column(frame.q),
+                low=quantile_column(frame.low),
+                high=quantile_column(frame.high),
+            )
+        ],
+    )
+    rows = []
+    units = {s.name: s.unit for s in config.signals}
+    for s in plan.signals:
+        fc = forecasts.get(s.name)
+        if fc is None:
+            continue
+        y = history[s.name]
+        tail = y[y.index > fc.last_timestamp - history_window]
+        view = _forecast_over_plan(fc, frame.grid, plan.step_s)
+        unit = units.get(s.name, s.unit)
+        sec.charts.append(
+            signal_chart(s.name, unit, tail, view, frame.low, frame.high, frame.q, lang)
+        )
+        rows.append(
+            {
+                "signal": s.name,
+                "unit": s.unit,
+                "estimator": s.estimator,
+                "last_value": s.last_value,
+                "last_timestamp": s.last_timestamp,
+                "peak_q": s.peak_at_quantile,
+                "stale": t(lang, "yes") if s.stale else t(lang, "no"),
+            }
+        )
+    sec.tables.append(
+        Table(
+            "signals",
+            t(lang, "tbl_signals"),
+            [
+                Column("signal", t(lang, "col_signal")),
+                Column("unit", t(lang, "col_unit")),
+                Column("estimator", t(lang, "col_estimator")),
+                Column("last_value", t(lang, "col_last_value"), 2),
+                Column("last_timestamp", t(lang, "col_last_timestamp")),
+                Column("peak_q", t(lang, "col_peak_q", q=quantile_column(frame.q)), 2),
+                Column("stale", t(lang, "col_stale")),
+            ],
+            rows,
+        )
+    )
+    return sec
+
+
+def _forecast_over_plan(fc: SeriesForecast, grid: pd.DatetimeIndex, step_s: int) -> SeriesForecast:
+    """The forecast cut to the plan's timeline (and one step past it), when that leaves a line."""
+    shown = fc.frame[fc.frame.index <= grid[-1] + pd.Timedelta(seconds=step_s)]
+    return SeriesForecast(**{**fc.__dict__, "frame": shown}) if len(shown) >= 2 else fc
+
+
+# ---------------------------------------------------------------- capacity
+
+
+def _model_capacity(
+    config: Config,
+    plan: CapacityPlan,
+    forecasts: Mapping[str, SeriesForecast],
+    grid: pd.DatetimeIndex,
+) -> list[_ModelCapacity]:
+    """Per GPU model of the plan (sorted): its pools' GPUs and its demand over the timeline."""
+    pool_gpus = _pool_gpus(config, plan)
+    median = demand_by_model(config, dict(forecasts), grid, 0.5)
+    n = len(grid)
+    out = []
+    for model in sorted({p.gpu_model for p in plan.pools}):
+        pools = [
+            (p.pool, p.tier, pool_gpus[p.pool])
+            for p in plan.pools
+            if p.gpu_model == model and p.pool in pool_gpus
+        ]
+        paid = sum(
+            (
+                np.array(p.target_nodes, dtype=float) * p.gpus_per_node
+                for p in plan.pools
+                if p.gpu_model == model
+            ),
+            np.zeros(n),
+        )
+        out.append(
+            _ModelCapacity(
+                model=model,
+                pools=pools,
+                demand_q=np.array(plan.demand_gpus.get(model, [0.0] * n), dtype=float),
+                demand_median=median.get(model, np.zeros(n)),
+                capacity=sum((g for _, _, g in pools), np.zeros(n)),
+                paid=paid,
+            )
+        )
+    return out
+
+
+def _pool_gpus(config: Config, plan: CapacityPlan) -> dict[str, np.ndarray]:
+    """Effective GPUs per pool on the plan's timeline (spot discounted for reclamation)."""
+    pools = {p.name: p for p in config.pools}
+    return {
+        pp.pool: np.array(pp.target_nodes, dtype=float)
+        * effective_gpus(pools[pp.pool], 1, config.policy.cycle_s)
+        for pp in plan.pools
+        if pp.pool in pools
+    }
+
+
+def _capacity_section(
+    config: Config,
+    plan: CapacityPlan,
+    models: Sequence[_ModelCapacity],
+    frame: _Frame,
+    lang: str,
+) -> Section:
+    """Capacity against demand per GPU model, the pools' plan, and the MIG layouts."""
+    sec = Section(
+        "capacity",
+        t(lang, "sec_capacity"),
+        [t(lang, "sec_capacity_intro", q=quantile_column(frame.q))],
+    )
+    for m in models:
+        sec.charts.append(
+            capacity_chart(m.model, frame.grid, m.pools, m.demand_q, m.demand_median, frame.q, lang)
+        )
+    sec.tables.append(_pools_table(plan, lang))
+    if plan.mig.get("models"):
+        sec.paragraphs.append(t(lang, "mig_intro"))
+        prices = {p.name: p.price_per_gpu_hour for p in config.pools}
+        add_mig(sec, prices, plan, frame.grid, lang)
+    return sec
+
+
+def _pools_table(plan: CapacityPlan, lang: str) -> Table:
+    """Each pool's nodes now and planned, its price, lead time and what binds it."""
+    rows = [
+        {
+            "pool": p.pool,
+            "tier": t(lang, "tier_" + p.tier),
+            "gpu_model": p.gpu_model,
+            "gpus_per_node": p.gpus_per_node,
+            "current_nodes": p.current_nodes,
+            "target_now": p.target_nodes[0] if p.target_nodes else p.current_nodes,
+            "target_max": max(p.target_nodes) if p.target_nodes else p.current_nodes,
+            "price_per_gpu_hour": p.price_per_gpu_hour,
+            "lead_time_min": p.lead_time_s / 60,
+            "binding": ", ".join(p.binding) or "–",
+        }
+        for p in plan.pools
+    ]
+    return Table(
+        "pools",
+        t(lang, "tbl_pools"),
+        [
+            Column("pool", t(lang, "col_pool")),
+            Column("tier", t(lang, "col_tier")),
+            Column("gpu_model", t(lang, "col_gpu_model")),
+            Column("gpus_per_node", t(lang, "col_gpus_per_node"), 0),
+            Column("current_nodes", t(lang, "col_current_nodes"), 0),
+            Column("target_now", t(lang, "col_target_now"), 0),
+            Column("target_max", t(lang, "col_target_max"), 0),
+            Column("price_per_gpu_hour", t(lang, "col_price_gpu_hour"), 2),
+            Column("lead_time_min", t(lang, "col_lead_min"), 0),
+            Column("binding", t(lang, "col_binding")),
+        ],
+        rows,
+    )
+
+
+# ---------------------------------------------------------------- cost
+
+
+def _tiers(plan: CapacityPlan) -> list[str]:
+    """The plan's tiers, reserved first."""
+    return sorted({p.tier for p in plan.pools}, key=lambda x: TIER_ORDER.get(x, 9))
+
+
+def _cost_section(plan: CapacityPlan, grid: pd.DatetimeIndex, lang: str) -> Section:
+    """Spend per hour by tier over the timeline, and cost by tier per day and per month."""
+    tiers = _tiers(plan)
+    cost_cols = [
+        Column("period", t(lang, "col_period")),
+        *[Column(x, t(lang, "tier_" + x), 2) for x in tiers],
+        Column("total", t(lang, "col_total"), 2),
+    ]
+    monthly = _period_cost_rows(plan, grid, "%Y-%m")
+    for r in monthly:
+        r["period"] = month_label(r["period"], lang)
+    by_tier = {
+        x: sum(
+            (
+                np.array(p.target_nodes, dtype=float) * p.gpus_per_node * p.price_per_gpu_hour
+                for p in plan.pools
+                if p.tier == x
+            ),
+            np.zeros(len(grid)),
+        )
+        for x in tiers
+    }
+    sec = Section("cost", t(lang, "sec_cost"), [t(lang, "sec_cost_intro")])
+    sec.charts.append(tier_cost_chart(grid, by_tier, lang))
+    daily = _period_cost_rows(plan, grid, "%Y-%m-%d")
+    sec.tables.append(Table("cost_daily", t(lang, "tbl_cost_daily"), cost_cols, daily))
+    sec.tables.append(Table("cost_monthly", t(lang, "tbl_cost_monthly"), cost_cols, monthly))
+    return sec
+
+
+def _period_cost_rows(plan: CapacityPlan, grid: pd.DatetimeIndex, fmt: str) -> list[dict[str, Any]]:
+    """Cost of each tier and in total per period (``fmt`` names the period: day, month)."""
+    step_h = plan.step_s / 3600.0
+    periods = np.asarray(grid.strftime(fmt))
+    rows = []
+    tiers = _tiers(plan)
+    for period in dict.fromkeys(periods):
+        mask = periods == period
+        row: dict[str, Any] = {"period": str(period)}
+        total = 0.0
+        for tier in tiers:
+            cost = sum(
+                float(np.asarray(p.target_nodes, dtype=float)[mask].sum())
+                * p.gpus_per_node
+                * p.price_per_gpu_hour
+                * step_h
+                for p in plan.pools
+                if p.tier == tier
+            )
+            row[tier] = cost
+            total += cost
+        row["total"] = total
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- utilization
+
+
+def _utilization_rows(models: Sequence[_ModelCapacity], step_h: float) -> list[dict[str, Any]]:
+    """Per GPU model: GPU-hours paid, demanded, idle and short, and the share used."""
+    rows = []
+    for m in models:
+        d_m, d_q, capacity, paid = m.demand_median, m.demand_q, m.capacity, m.paid
+        rows.append(
+            {
+                "gpu_model": m.model,
+                "capacity_gpu_hours": float(paid.sum() * step_h),
+                "demand_median_gpu_hours": float(d_m.sum() * step_h),
+                "demand_q_gpu_hours": float(d_q.sum() * step_h),
+                "idle_gpu_hours": float(np.maximum(0.0, capacity - d_m).sum() * step_h),
+                "short_gpu_hours": float(np.maximum(0.0, d_m - capacity).sum() * step_h),
+                "short_q_gpu_hours": float(np.maximum(0.0, d_q - capacity).sum() * step_h),
+                "utilization": float(np.minimum(d_m, capacity).sum() / paid.sum())
+                if paid.sum()
+                else 0.0,
+            }
+        )
+    return rows
+
+
+def _utilization_section(rows: list[dict[str, Any]], q: float, lang: str) -> Section:
+    """Utilization and waste per GPU model against median and policy-quantile demand."""
+    qc = quantile_column(q)
+    sec = Section(
+        "utilization", t(lang, "sec_utilization"), [t(lang, "sec_utilization_intro", q=qc)]
+    )
+    sec.tables.append(
+        Table(
+            "utilization",
+            t(lang, "tbl_utilization"),
+            [
+                Column("gpu_model", t(lang, "col_gpu_model")),
+                Column("capacity_gpu_hours", t(lang, "col_capacity_gpu_h"), 1),
+                Column("demand_median_gpu_hours", t(lang, "col_demand_median_gpu_h"), 1),
+                Column("demand_q_gpu_hours", t(lang, "col_demand_q_gpu_h", q=qc), 1),
+                Column("idle_gpu_hours", t(lang, "col_idle_gpu_h"), 1),
+                Column("short_gpu_hours", t(lang, "col_short_gpu_h"), 1),
+                Column("short_q_gpu_hours", t(lang, "col_short_q_gpu_h", q=qc), 1),
+                Column("utilization", t(lang, "col_utilization"), 1, percent=True),
+            ],
+            rows,
+        )
+    )
+    return sec
+
+
+# ---------------------------------------------------------------- commitments, notes, figures
+
+
+def _commitment_advice(
+    config: Config,
+    plan: CapacityPlan,
+    forecasts: Mapping[str, SeriesForecast],
+    bar: Progress,
+) -> list[CommitmentAdvice]:
+    """Commitment advice over the plan's horizon, from the same forecasts and pools; none when
+    the horizon is under an hour or no pool is reserved."""
+    if plan.horizon_s < 3600 or not any(p.tier == "reserved" for p in config.pools):
+        return []
+    now = pd.Timestamp(plan.created_at).tz_localize(None)
+    horizon = pd.Timedelta(seconds=plan.horizon_s)
+    return project(config, forecasts, now, horizon, progress=bar).commitments
+
+
+def _notes(notes: Sequence[str], lang: str) -> list[Section]:
+    """The planner's notes, translated where their phrases are known; none without notes."""
+    if not notes:
+        return []
+    return [
+        Section(
+            "notes",
+            t(lang, "sec_notes"),
+            [t(lang, "notes_planner"), *[translate_reason(n, lang) or n for n in notes]],
+        )
+    ]
+
+
+def _subtitle(plan: CapacityPlan, source: str, lang: str) -> str:
+    return t(
+        lang,
+        "subtitle_report",
+        source=source,
+        created=plan.created_at,
+        hours=fmt_number(plan.horizon_s / 3600, lang, 0),
+        q=quantile_column(plan.quantile),
+        version=__version__,
+    )
+
+
+def _key_figures(
+    plan: CapacityPlan, util_rows: Sequence[Mapping[str, Any]], lang: str
+) -> list[KeyFigure]:
+    """Spend now and planned, cost over the horizon, changes, unserved and idle GPU-hours,
+    utilization."""
+    paid_total = sum(r["capacity_gpu_hours"] for r in util_rows)
+    utilization = (
+        round(
+            100.0 * sum(r["utilization"] * r["capacity_gpu_hours"] for r in util_rows) / paid_total,
+            2,
+        )
+        if paid_total
+        else 0.0
+    )
+    per_hour, gpu_hours = t(lang, "unit_per_hour"), t(lang, "unit_gpu_hours")
+    horizon_h = fmt_number(plan.horizon_s / 3600, lang, 0)
+    return [
+        KeyFigure(
+            "cost_per_hour_current",
+            t(lang, "fig_cost_now"),
+            float(plan.cost["per_hour_current"]),
+            per_hour,
+        ),
+        KeyFigure(
+            "cost_per_hour_planned",
+            t(lang, "fig_cost_planned"),
+            float(plan.cost["per_hour_now"]),
+            per_hour,
+        ),
+        KeyFigure(
+            "cost_horizon_total",
+            t(lang, "fig_cost_horizon", hours=horizon_h),
+            float(plan.cost["horizon_total"]),
+            "",
+        ),
+        KeyFigure("changes", t(lang, "fig_changes"), float(len(plan.changes())), "", 0),
+        KeyFigure(
+            "expected_unserved_gpu_hours",
+            t(lang, "fig_unserved"),
+            float(plan.risk["expected_unserved_gpu_hours"]),
+            gpu_hours,
+        ),
+        KeyFigure(
+            "idle_gpu_hours",
+            t(lang, "fig_idle"),
+            round(sum(r["idle_gpu_hours"] for r in util_rows), 2),
+            gpu_hours,
+        ),
+        KeyFigure("utilization_percent", t(lang, "fig_utilization"), utilization, "%", 1),
+    ]

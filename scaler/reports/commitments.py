@@ -1,0 +1,189 @@
+"""The commitment advice as the reports show it: one sentence per GPU model, the advice
+table and the options behind each advice (:func:`scaler.reports.finance.advise_commitments`).
+
+Both reports carry it: the finance dry-run always, the capacity review when its
+horizon allows a projection and a reserved pool exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scaler.reports.document import Column, Section, Table
+from scaler.reports.finance import BANDS, CommitmentAdvice
+from scaler.reports.i18n import fmt_number, t
+
+
+def commitment_section(
+    advice: Sequence[CommitmentAdvice], unserved_price: float | None, lang: str
+) -> Section:
+    """Commitment advice: one sentence per GPU model, the advice table and the options behind it."""
+    sec = Section("commitments", t(lang, "sec_commitments"), [_intro(unserved_price, lang)])
+    sec.paragraphs += [_advice_sentence(c, lang) for c in advice]
+    sec.tables.append(_advice_table(advice, lang))
+    sec.tables.append(_options_table(advice, lang))
+    return sec
+
+
+def commitment_recommendations(
+    advice: Sequence[CommitmentAdvice], lang: str
+) -> list[tuple[int, str, str]]:
+    """Each advice for the summary; a change ranks above a keep."""
+    return [
+        (1 if c.kind != "keep" else 3, _advice_sentence(c, lang), "commitments") for c in advice
+    ]
+
+
+def _intro(unserved_price: float | None, lang: str) -> str:
+    """How the advice is made, and what it does with demand no pool can serve."""
+    return t(
+        lang,
+        "sec_commitments_intro",
+        coverage=fmt_number(95, lang, 0),
+        unserved_rule=t(lang, "unserved_refused")
+        if unserved_price is None
+        else t(lang, "unserved_priced", price=fmt_number(unserved_price, lang, 2)),
+    )
+
+
+def _advice_table(advice: Sequence[CommitmentAdvice], lang: str) -> Table:
+    """One row per GPU model: the decision, its prices, utilizations and savings."""
+    return Table(
+        "commitments",
+        t(lang, "tbl_commitments"),
+        [
+            Column("gpu_model", t(lang, "col_gpu_model")),
+            Column("pool", t(lang, "col_pool")),
+            Column("decision", t(lang, "col_decision")),
+            Column("current_nodes", t(lang, "col_current_nodes"), 0),
+            Column("recommended_nodes", t(lang, "col_recommended_nodes"), 0),
+            Column("change_nodes", t(lang, "col_change_nodes"), 0),
+            Column("term", t(lang, "col_term")),
+            Column("base_load_gpus", t(lang, "col_base_load"), 0),
+            Column("reserved_price", t(lang, "col_reserved_price"), 2),
+            Column("alternative_price", t(lang, "col_alternative_price"), 2),
+            Column("break_even_utilization", t(lang, "col_break_even"), 0, percent=True),
+            Column("changed_utilization", t(lang, "col_changed_utilization"), 0, percent=True),
+            Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
+            Column("unserved_now", t(lang, "col_unserved_now"), 0),
+            Column("unserved", t(lang, "col_unserved_after"), 0),
+            *[
+                Column(
+                    f"monthly_saving{suffix}",
+                    t(lang, "col_saving_band", band=t(lang, "band_" + b)),
+                    2,
+                )
+                for b, suffix in (("expected", ""), ("low", "_low"), ("high", "_high"))
+            ],
+        ],
+        [_advice_row(c, lang) for c in advice],
+    )
+
+
+def _advice_row(c: CommitmentAdvice, lang: str) -> dict[str, Any]:
+    return {
+        "gpu_model": c.gpu_model,
+        "pool": c.pool,
+        "decision": t(lang, "commit_kind_" + c.kind),
+        "current_nodes": c.current_nodes,
+        "recommended_nodes": c.recommended_nodes,
+        "change_nodes": c.change_nodes,
+        "term": c.term or "–",
+        "base_load_gpus": c.base_load_gpus,
+        "reserved_price": c.term_price,
+        "alternative_price": c.alternative_price,
+        "break_even_utilization": c.break_even_utilization,
+        "changed_utilization": c.changed_utilization,
+        "utilization": c.utilization,
+        "unserved_now": c.current_unserved_gpu_hours["expected"],
+        "unserved": c.unserved_gpu_hours["expected"],
+        "monthly_saving": c.monthly_saving,
+        "monthly_saving_low": c.monthly_saving_low,
+        "monthly_saving_high": c.monthly_saving_high,
+    }
+
+
+def _options_table(advice: Sequence[CommitmentAdvice], lang: str) -> Table:
+    """The options each advice weighed, with the verdict on each."""
+    return Table(
+        "commitment_options",
+        t(lang, "tbl_commitment_options"),
+        [
+            Column("gpu_model", t(lang, "col_gpu_model")),
+            Column("nodes", t(lang, "col_option_nodes"), 0),
+            Column("term", t(lang, "col_term")),
+            Column("price", t(lang, "col_reserved_price"), 2),
+            *[
+                Column(f"cost_{b}", t(lang, "col_cost_band", band=t(lang, "band_" + b)), 2)
+                for b in BANDS
+            ],
+            *[
+                Column(f"unserved_{b}", t(lang, "col_unserved_band", band=t(lang, "band_" + b)), 0)
+                for b in BANDS
+            ],
+            Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
+            Column("verdict", t(lang, "col_verdict")),
+        ],
+        [row for c in advice for row in _option_rows(c, lang)],
+    )
+
+
+def _option_rows(c: CommitmentAdvice, lang: str) -> list[dict[str, Any]]:
+    """The advice's key options (:meth:`CommitmentAdvice.key_options`) as table rows."""
+    rows = []
+    for o in c.key_options():
+        verdict = (
+            "option_recommended"
+            if (o.nodes, o.term) == (c.recommended_nodes, c.term)
+            else "option_current"
+            if o.nodes == c.current_nodes
+            else "option_refused"
+            if o.refused
+            else "option_other"
+        )
+        rows.append(
+            {
+                "gpu_model": c.gpu_model,
+                "nodes": o.nodes,
+                "term": o.term or "–",
+                "price": o.price_per_gpu_hour,
+                **{f"cost_{b}": o.cost[b] for b in BANDS},
+                **{f"unserved_{b}": o.unserved_gpu_hours[b] for b in BANDS},
+                "utilization": o.utilization,
+                "verdict": t(lang, verdict),
+            }
+        )
+    return rows
+
+
+def _advice_sentence(c: CommitmentAdvice, lang: str) -> str:
+    """One sentence per recommendation, its numbers taken from the advice's fields."""
+    money = {"loss": c.detail_value}
+    return t(
+        lang,
+        "advice_" + c.reason,
+        model=c.gpu_model,
+        pool=c.pool,
+        term=t(lang, "term_" + c.term) if c.term else "",
+        nodes=abs(c.change_nodes),
+        gpus=fmt_number(abs(c.change_nodes) * c.gpus_per_node, lang, 0),
+        current=c.current_nodes,
+        recommended=c.recommended_nodes,
+        committed=fmt_number(c.current_nodes * c.gpus_per_node, lang, 0),
+        base=fmt_number(c.base_load_gpus, lang, 0),
+        saving=fmt_number(c.monthly_saving, lang, 2),
+        saving_low=fmt_number(c.monthly_saving_low, lang, 2),
+        saving_high=fmt_number(c.monthly_saving_high, lang, 2),
+        extra=fmt_number(-c.monthly_saving, lang, 2),
+        break_even=fmt_number(100 * c.break_even_utilization, lang, 0),
+        reserved=fmt_number(c.reserved_price, lang, 2),
+        price=fmt_number(c.term_price, lang, 2),
+        alternative=fmt_number(c.alternative_price, lang, 2),
+        utilization=fmt_number(100 * c.utilization, lang, 0),
+        changed=fmt_number(100 * c.changed_utilization, lang, 0),
+        unserved=fmt_number(c.unserved_gpu_hours["expected"], lang, 0),
+        unserved_now=fmt_number(c.current_unserved_gpu_hours["expected"], lang, 0),
+        loss=fmt_number(money["loss"], lang, 2 if c.reason != "keep_release_unserved" else 0),
+        band=t(lang, "band_case_" + c.detail_band) if c.detail_band else "",
+    )

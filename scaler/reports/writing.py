@@ -1,0 +1,96 @@
+"""Writing a report to a folder in the formats asked for.
+
+``html`` is one self-contained page, ``md`` the Markdown with ``charts/*.png``
+beside it, ``csv`` one file per table under ``csv/``, ``json`` every number in one
+document. Each file is written to a temporary name and renamed, so a reader never
+sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from forecaster.errors import BadInputError, TemporaryError
+from scaler.reports.csvjson import table_csv, to_json
+from scaler.reports.document import Report
+from scaler.reports.html import render_html
+from scaler.reports.markdown import render_markdown
+
+FORMATS: tuple[str, ...] = ("html", "md", "csv", "json")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _write_html(report: Report, out: Path) -> list[Path]:
+    p = out / f"{report.kind}.html"
+    _atomic_write(p, render_html(report).encode("utf-8"))
+    return [p]
+
+
+def _write_md(report: Report, out: Path) -> list[Path]:
+    written = []
+    charts = out / "charts"
+    charts.mkdir(exist_ok=True)
+    for s in report.sections:
+        for c in s.charts:
+            _atomic_write(charts / f"{c.key}.png", c.png)
+            written.append(charts / f"{c.key}.png")
+    p = out / f"{report.kind}.md"
+    _atomic_write(p, render_markdown(report).encode("utf-8"))
+    return [*written, p]
+
+
+def _write_csv(report: Report, out: Path) -> list[Path]:
+    written = []
+    folder = out / "csv"
+    folder.mkdir(exist_ok=True)
+    for s in report.sections:
+        for tb in s.tables:
+            p = folder / f"{report.kind}-{tb.key}.csv"
+            _atomic_write(p, table_csv(tb).encode("utf-8"))
+            written.append(p)
+    return written
+
+
+def _write_json(report: Report, out: Path) -> list[Path]:
+    p = out / f"{report.kind}.json"
+    text = json.dumps(to_json(report), indent=2, ensure_ascii=False, default=str)
+    _atomic_write(p, text.encode("utf-8"))
+    return [p]
+
+
+_WRITERS: dict[str, Callable[[Report, Path], list[Path]]] = {
+    "html": _write_html,
+    "md": _write_md,
+    "csv": _write_csv,
+    "json": _write_json,
+}
+
+
+def write_report(
+    report: Report, out_dir: str | Path, formats: Sequence[str] = FORMATS
+) -> list[Path]:
+    """Write the report in ``formats`` under ``out_dir``; return the files written."""
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise BadInputError(
+            f"--format: {', '.join(unknown)} not known; expected some of {', '.join(FORMATS)}"
+        )
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"--out: cannot create folder {str(out)!r}: {exc.strerror}") from exc
+    written: list[Path] = []
+    try:
+        for f in formats:
+            written += _WRITERS[f](report, out)
+    except OSError as exc:
+        raise TemporaryError(f"writing the {report.kind} under {str(out)!r} failed: {exc}") from exc
+    return written
