@@ -16,16 +16,10 @@ from scaler.cli.bench_mig import random_instances
 from scaler.config import ConfigError, parse_config
 from scaler.inputs.demo import demo_inputs
 from scaler.planning.demand import gpus_for, planning_grid
-from scaler.planning.mig_layouts import (
-    Costs,
-    GpuState,
-    MigPlan,
-    plan_mig,
-    quiet_window,
-    slice_demand,
-    solve_exact,
-    solve_heuristic,
-)
+from scaler.planning.mig.demand import slice_demand
+from scaler.planning.mig.layouts import Costs, GpuState, solve_exact, solve_heuristic
+from scaler.planning.mig.plan import MigPlan, plan_mig
+from scaler.planning.mig.timing import quiet_window
 from scaler.planning.tiers import plan_capacity
 from scaler.service.cycle import run_cycle
 from tests.conftest import REPO
@@ -235,7 +229,7 @@ def test_demo_cycle_shows_mig_layout_actions() -> None:
 
 
 def _states(strategy: str | None = "mixed", held: str | None = None) -> dict[str, Any]:
-    from scaler.planning.mig_layouts import MigNodeState
+    from scaler.planning.mig.state import MigNodeState
 
     return {
         "mig": [
@@ -358,7 +352,8 @@ def test_single_strategy_nodes_never_get_mixed_layouts() -> None:
 
 def test_single_strategy_uniform_layouts_hold_for_every_solver() -> None:
     """Random fleets on mig.strategy=single: every node ends with one layout on every GPU."""
-    from scaler.planning.mig_layouts import MigNode, solve_node_layouts
+    from scaler.planning.mig.node_layouts import solve_node_layouts
+    from scaler.planning.mig.state import MigNode
 
     rng = np.random.default_rng(7)
     pool = config(["whole", "whole"]).pools[0]

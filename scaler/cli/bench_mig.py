@@ -21,7 +21,7 @@ from typing import Any
 from forecaster.errors import BadInputError
 from forecaster.tables import aligned
 from scaler.catalog.mig import Layout, layouts
-from scaler.planning.mig_layouts import Costs, GpuState, solve_exact, solve_heuristic
+from scaler.planning.mig.layouts import Costs, GpuState, solve_exact, solve_heuristic
 
 MODELS = ("A100-80GB", "H100-80GB")
 

@@ -7,7 +7,8 @@
   pools, the budget), ``solver`` (the MILP and its greedy fallback), ``binding`` (which bound
   binds, the shortfall), ``reasons`` (every note and reason string) and ``cost_and_risk``;
 - ``coverage``: what a pool's nodes count for (spot reclaim spares, effective GPUs);
-- ``mig_layouts``: target MIG layouts per GPU and when to change them.
+- ``mig``: target MIG layouts per GPU and when to change them (a subpackage: slice
+  demand, the layout solvers, timing, the actions and ``plan_mig``).
 
 May import ``scaler.config``, ``scaler.catalog``, ``scaler.plans`` and ``forecaster``;
 nothing here talks to Kubernetes or a GPU (import-linter's layers contract).

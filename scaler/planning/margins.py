@@ -253,6 +253,39 @@ def unserved_by_margin(
     return replay_rule(values, lead_steps, floor_steps, margins, season_steps)[0]
 
 
+@dataclass(frozen=True)
+class _Replay:
+    """A regular history and the replay's window sizes, in its steps."""
+
+    values: np.ndarray
+    """The history on its regular grid, NaN for gaps."""
+    grid: pd.DatetimeIndex
+    step: pd.Timedelta
+    lead_steps: int
+    floor_steps: int
+    season: int
+    """Steps in a day (the day-before shape), 0 where the step is a day or more."""
+    granule: float
+    replica: float
+
+    def rule(self, margins: np.ndarray, shape: bool) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`replay_rule` on this history: unserved share and cost per margin."""
+        return replay_rule(
+            self.values,
+            self.lead_steps,
+            self.floor_steps,
+            margins,
+            self.season,
+            granule=self.granule,
+            shape=shape,
+            replica=self.replica,
+        )
+
+
+_Candidate = tuple[bool, int]
+"""A rule (with the day-before shape or not) and the index of its margin in MARGIN_GRID."""
+
+
 def learn_margin(
     history: pd.Series,
     lead_time_s: int,
@@ -273,6 +306,51 @@ def learn_margin(
     the choice may not cost more than (None: no reference). None when the history is
     shorter than :data:`MIN_HISTORY_STEPS` or carries no demand.
     """
+    replay = _regular_replay(history, lead_time_s, step, floor_window, granule, replica)
+    if replay is None:
+        return None
+    cands, unserved, cost = _candidates(replay)
+    # Never more unserved than reacting left on the same history, nor than the budget.
+    reactive_cost = reactive_unserved = None
+    target = budget
+    if reactive_headroom is not None:
+        ru, rc = replay.rule(np.array([reactive_headroom]), shape=False)
+        reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
+        target = min(budget, reactive_unserved)
+    chosen = _cheapest_shaped(cands, unserved, cost, target, budget)
+    capped = False
+    if reactive_cost is not None and cost[chosen] > reactive_cost * (1 + 1e-9):
+        chosen, capped = _no_costlier_than_reacting(
+            cands, unserved, cost, target, reactive_cost, chosen
+        )
+    sh, k = chosen
+    return Margin(
+        signal=str(signal if signal is not None else history.name or "signal"),
+        margin=float(MARGIN_GRID[k]),
+        unserved_share=unserved[chosen],
+        smaller_unserved_share=unserved[(sh, k - 1)] if k > 0 else None,
+        budget=budget,
+        history_days=(replay.grid[-1] - replay.grid[0] + replay.step) / pd.Timedelta(days=1),
+        within_budget=unserved[chosen] <= budget + 1e-12,
+        forecast_shape=sh,
+        cost_ratio=cost[chosen],
+        reactive_cost_ratio=reactive_cost,
+        reactive_unserved_share=reactive_unserved,
+        capped=capped,
+        target=target,
+    )
+
+
+def _regular_replay(
+    history: pd.Series,
+    lead_time_s: int,
+    step: pd.Timedelta | None,
+    floor_window: pd.Timedelta,
+    granule: float,
+    replica: float,
+) -> _Replay | None:
+    """``history`` on its regular grid with the replay's windows in its steps; None where
+    it is too short (or its step not positive) or it carries no demand."""
     seen = history.dropna()
     if len(seen) < 2:
         return None
@@ -284,79 +362,67 @@ def learn_margin(
     values = history.reindex(grid).to_numpy(dtype=float)
     if len(values) < MIN_HISTORY_STEPS or not np.nansum(values) > 0:
         return None
-    lead_steps = max(0, math.ceil(lead_time_s / step.total_seconds() - 1e-9))
-    floor_steps = max(1, int(floor_window / step))
-    season = int(pd.Timedelta(days=1) / step) if step < pd.Timedelta(days=1) else 0
-    granule = granule if math.isfinite(granule) and granule > 0 else 0.0
-    replica = replica if math.isfinite(replica) and replica > 0 else 0.0
-    # Candidates: (shape, margin index) with their unserved share and cost, the
-    # forecast-shaped rule first so that it wins ties.
-    shapes = (True, False) if 0 < season < len(values) else (True,)
-    table = {
-        sh: replay_rule(
-            values,
-            lead_steps,
-            floor_steps,
-            MARGIN_GRID,
-            season,
-            granule=granule,
-            shape=sh,
-            replica=replica,
-        )
-        for sh in shapes
-    }
+    return _Replay(
+        values=values,
+        grid=grid,
+        step=step,
+        lead_steps=max(0, math.ceil(lead_time_s / step.total_seconds() - 1e-9)),
+        floor_steps=max(1, int(floor_window / step)),
+        season=int(pd.Timedelta(days=1) / step) if step < pd.Timedelta(days=1) else 0,
+        granule=granule if math.isfinite(granule) and granule > 0 else 0.0,
+        replica=replica if math.isfinite(replica) and replica > 0 else 0.0,
+    )
+
+
+def _candidates(
+    replay: _Replay,
+) -> tuple[list[_Candidate], dict[_Candidate, float], dict[_Candidate, float]]:
+    """Every candidate with its unserved share and cost over the history."""
+    # The forecast-shaped rule first so that it wins ties.
+    shapes = (True, False) if 0 < replay.season < len(replay.values) else (True,)
+    table = {sh: replay.rule(MARGIN_GRID, shape=sh) for sh in shapes}
     cands = [(sh, k) for sh in shapes for k in range(len(MARGIN_GRID))]
     unserved = {c: float(table[c[0]][0][c[1]]) for c in cands}
     cost = {c: float(table[c[0]][1][c[1]]) for c in cands}
-    # Never more unserved than reacting left on the same history, nor than the budget.
-    reactive_cost = reactive_unserved = None
-    target = budget
-    if reactive_headroom is not None:
-        ru, rc = replay_rule(
-            values,
-            lead_steps,
-            floor_steps,
-            np.array([reactive_headroom]),
-            season,
-            granule=granule,
-            shape=False,
-            replica=replica,
-        )
-        reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
-        target = min(budget, reactive_unserved)
+    return cands, unserved, cost
+
+
+def _cheapest_shaped(
+    cands: list[_Candidate],
+    unserved: dict[_Candidate, float],
+    cost: dict[_Candidate, float],
+    target: float,
+    budget: float,
+) -> _Candidate:
+    """The cheapest forecast-shaped candidate meeting ``target``, else the cheapest within
+    ``budget`` of the least any shaped candidate leaves unserved."""
     # The target is met with the forecast's shape: the day-before change is a poor
     # stand-in for the forecaster's, so the rule without it is only the fallback.
     shaped = [c for c in cands if c[0]]
     within = any(unserved[c] <= target + 1e-12 for c in shaped)
     limit = target if within else min(unserved[c] for c in shaped) + budget
     # Cheapest first; among equal costs the smaller margin.
-    chosen = min((c for c in shaped if unserved[c] <= limit + 1e-12), key=lambda c: (cost[c], c[1]))
-    capped = False
-    if reactive_cost is not None and cost[chosen] > reactive_cost * (1 + 1e-9):
-        # Meeting the target with the forecast's shape cost more than reacting did:
-        # the cheapest candidate that serves as well as reacting for no more (the
-        # reactive rule itself is one where it left no more than the budget), else
-        # the one serving most at no more than the reactive rule's cost.
-        affordable = [c for c in cands if cost[c] <= reactive_cost * (1 + 1e-9)]
-        dominating = [c for c in affordable if unserved[c] <= target + 1e-12]
-        if dominating:
-            chosen = min(dominating, key=lambda c: (cost[c], not c[0], c[1]))
-        elif affordable:
-            chosen = min(affordable, key=lambda c: (unserved[c], cost[c], c[1]))
-            capped = True
-    sh, k = chosen
-    return Margin(
-        signal=str(signal if signal is not None else history.name or "signal"),
-        margin=float(MARGIN_GRID[k]),
-        unserved_share=unserved[chosen],
-        smaller_unserved_share=unserved[(sh, k - 1)] if k > 0 else None,
-        budget=budget,
-        history_days=(grid[-1] - grid[0] + step) / pd.Timedelta(days=1),
-        within_budget=unserved[chosen] <= budget + 1e-12,
-        forecast_shape=sh,
-        cost_ratio=cost[chosen],
-        reactive_cost_ratio=reactive_cost,
-        reactive_unserved_share=reactive_unserved,
-        capped=capped,
-        target=target,
-    )
+    return min((c for c in shaped if unserved[c] <= limit + 1e-12), key=lambda c: (cost[c], c[1]))
+
+
+def _no_costlier_than_reacting(
+    cands: list[_Candidate],
+    unserved: dict[_Candidate, float],
+    cost: dict[_Candidate, float],
+    target: float,
+    reactive_cost: float,
+    chosen: _Candidate,
+) -> tuple[_Candidate, bool]:
+    """The choice where meeting the target with the forecast's shape cost more than
+    reacting did, and whether it is capped (serves less than the target)."""
+    # The cheapest candidate that serves as well as reacting for no more (the reactive
+    # rule itself is one where it left no more than the budget), else the one serving
+    # most at no more than the reactive rule's cost; ``chosen`` stays where none costs
+    # no more.
+    affordable = [c for c in cands if cost[c] <= reactive_cost * (1 + 1e-9)]
+    dominating = [c for c in affordable if unserved[c] <= target + 1e-12]
+    if dominating:
+        return min(dominating, key=lambda c: (cost[c], not c[0], c[1])), False
+    if affordable:
+        return min(affordable, key=lambda c: (unserved[c], cost[c], c[1])), True
+    return chosen, False
