@@ -21,7 +21,8 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
-from scaler.actuation.kube.providers import SEEDED_CONFIG, KubeProvider
+from scaler.actuation.kube.mig_parted import SEEDED_CONFIG
+from scaler.actuation.kube.providers import KubeProvider
 from scaler.actuation.kube.transport import RetryPolicy, Session, connect
 from scaler.config import parse_config
 from tests.conftest import REPO

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
-from scaler.actuation.kube.providers import CORDONED_BY, KubeProvider
+from scaler.actuation.kube.mig_relabel import CORDONED_BY
+from scaler.actuation.kube.providers import KubeProvider
 from scaler.actuation.kube.transport import RetryPolicy
 from scaler.catalog.mig import Layout
 from scaler.plans import Action

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
-from scaler.actuation.kube.providers import SEEDED_CONFIG, KubeProvider
+from scaler.actuation.kube.mig_parted import SEEDED_CONFIG
+from scaler.actuation.kube.providers import KubeProvider
 from scaler.actuation.kube.transport import RetryPolicy, Session, connect
 from scaler.catalog.mig import parse_mig_parted_entry
 from scaler.config import Config, parse_config

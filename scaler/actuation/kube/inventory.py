@@ -40,7 +40,7 @@ from scaler.config import (
     PlaceholderProviderConfig,
     PoolConfig,
 )
-from scaler.planning.mig_layouts import MigNodeState
+from scaler.planning.mig.state import MigNodeState
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 CAPI_DEPLOYMENT = "cluster.x-k8s.io/deployment-name"

@@ -1,0 +1,171 @@
+"""The GPU Operator's MIG configuration: its ClusterPolicy and the mig-parted ConfigMap it names.
+
+Follows NVIDIA's GPU Operator: the ``nvidia.com/v1`` ClusterPolicy (``spec.mig.strategy``,
+``spec.migManager.config.name``) and the mig-parted ``config.yaml`` (``version``,
+``mig-configs``) in a core ``v1`` ConfigMap, which the MIG manager reads. tiercast adds
+the entries its layouts need, keeps every entry already there, never edits the operator's
+own ``default-mig-parted-config``, and removes only its own ``tiercast-`` entries once no
+node names them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import yaml
+
+from scaler.actuation.kube.inventory import MIG_CONFIG, NODES_PATH
+from scaler.actuation.kube.transport import MERGE_PATCH, KubeApiError, Session
+from scaler.actuation.kube.writes import still_conflicting, until_no_conflict
+from scaler.config import KubernetesConfig
+
+log = logging.getLogger(__name__)
+
+CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
+OPERATOR_CONFIG = "default-mig-parted-config"
+"""The mig-parted ConfigMap the GPU Operator creates and keeps rewriting: tiercast never edits it."""
+MIG_PARTED_KEY = "config.yaml"
+OWN_PREFIX = "tiercast-"
+"""The prefix of the mig-parted entries tiercast adds (and alone may remove)."""
+SEEDED_CONFIG = "tiercast-mig-parted-config"
+"""The mig-parted ConfigMap name the deploy/ RBAC grants, and the offline dry-run seeds."""
+
+
+class MigConfigRefused(Exception):
+    """A MIG change that cannot take effect (no GPU Operator, a config tiercast may not edit)."""
+
+
+class MigPartedConfig:
+    """The ClusterPolicy of ``kubernetes.cluster_policy`` and the mig-parted ConfigMap it names."""
+
+    def __init__(self, session: Session, kube: KubernetesConfig) -> None:
+        self.session = session
+        self.kube = kube
+
+    def policy(self) -> dict[str, Any] | None:
+        """The ClusterPolicy, or None where there is none (no GPU Operator)."""
+        try:
+            return self.session.get(f"{CLUSTER_POLICIES}/{self.kube.cluster_policy}")
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def config_map_path(self, policy: dict[str, Any]) -> str:
+        """The path of the mig-parted ConfigMap ``policy`` names (the operator's by default)."""
+        spec = policy.get("spec") or {}
+        name = ((spec.get("migManager") or {}).get("config") or {}).get("name") or OPERATOR_CONFIG
+        return f"/api/v1/namespaces/{self.kube.gpu_operator_namespace}/configmaps/{name}"
+
+    def read(self, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The ConfigMap at ``path`` and its parsed ``config.yaml``."""
+        cm = self.session.get(path)
+        text = (cm.get("data") or {}).get(MIG_PARTED_KEY)
+        if text is None:
+            raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]} has no {MIG_PARTED_KEY}")
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]}: {exc}") from exc
+        if not isinstance(data.get("mig-configs"), dict):
+            raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]}: no mig-configs mapping")
+        return cm, data
+
+    def ensure(self, want: str, entry: Any, needs_mixed: bool = False) -> str | None:
+        """Make ``want`` applicable by the MIG manager; returns the ConfigMap path if written.
+
+        The entry is added to the mig-parted ConfigMap the ClusterPolicy names, keeping
+        every entry already there; an entry of the same name is never replaced. Raises
+        :class:`MigConfigRefused` when the change cannot be made to work.
+        """
+        policy = self.policy()
+        if policy is None:
+            raise MigConfigRefused(
+                f"no ClusterPolicy {self.kube.cluster_policy} (is NVIDIA's GPU Operator installed?)"
+            )
+        strategy = ((policy.get("spec") or {}).get("mig") or {}).get("strategy")
+        if needs_mixed and strategy != "mixed":
+            raise MigConfigRefused(
+                f"{want} mixes MIG profiles, which needs the ClusterPolicy's "
+                f"mig.strategy=mixed (it is {strategy or 'unset, i.e. single'})"
+            )
+        path = self.config_map_path(policy)
+        name = path.rsplit("/", 1)[-1]
+        for _ in range(self.kube.conflict_retries + 1):
+            cm, data = self.read(path)
+            configs = data["mig-configs"]
+            if want in configs:
+                if entry is not None and configs[want] != entry:
+                    raise MigConfigRefused(
+                        f"ConfigMap {name} already has a different {want}; tiercast never replaces one"
+                    )
+                return None
+            if entry is None:
+                raise MigConfigRefused(
+                    f"{want} is not in ConfigMap {name} and no entry was planned"
+                )
+            if name == OPERATOR_CONFIG:
+                raise MigConfigRefused(
+                    f"the ClusterPolicy names the operator's own {OPERATOR_CONFIG}, which the operator "
+                    f"rewrites; point migManager.config.name at a ConfigMap you own (README) to add {want}"
+                )
+            merged = {**data, "mig-configs": {**configs, want: entry}}
+            body = {
+                "metadata": {"resourceVersion": cm["metadata"]["resourceVersion"]},
+                "data": {MIG_PARTED_KEY: yaml.safe_dump(merged, sort_keys=False)},
+            }
+            try:
+                self.session.request("PATCH", path, body, MERGE_PATCH)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return path
+        raise still_conflicting(path, self.kube.conflict_retries)
+
+    def prune(self) -> str:
+        """Drop tiercast's own mig-parted entries that no node's label names any more.
+
+        Only ``tiercast-`` entries go, and only when no node in the cluster (in a pool or
+        not) carries that ``nvidia.com/mig.config``; the operator's entries and the
+        operator's own ConfigMap are never touched. Returns a note for the action's
+        message; a failure here is logged and never fails the relayout that just worked.
+        """
+        try:
+            policy = self.policy()
+            if policy is None:
+                return ""
+            path = self.config_map_path(policy)
+            if path.rsplit("/", 1)[-1] == OPERATOR_CONFIG:
+                return ""
+
+            def attempt() -> str:
+                listing = self.session.get(NODES_PATH)
+                named = {
+                    (n.get("metadata", {}).get("labels") or {}).get(MIG_CONFIG)
+                    for n in listing.get("items", [])
+                }
+                cm, data = self.read(path)
+                configs = data["mig-configs"]
+                unused = sorted(k for k in configs if k.startswith(OWN_PREFIX) and k not in named)
+                if not unused:
+                    return ""
+                kept = {k: v for k, v in configs.items() if k not in unused}
+                body = {
+                    "metadata": {"resourceVersion": cm["metadata"]["resourceVersion"]},
+                    "data": {
+                        MIG_PARTED_KEY: yaml.safe_dump(
+                            {**data, "mig-configs": kept}, sort_keys=False
+                        )
+                    },
+                }
+                self.session.request("PATCH", path, body, MERGE_PATCH)
+                return (
+                    f"; removed unused {', '.join(unused)} from ConfigMap {path.rsplit('/', 1)[-1]}"
+                )
+
+            return until_no_conflict(path, self.kube.conflict_retries, attempt)
+        except (KubeApiError, MigConfigRefused) as exc:
+            log.warning("unused tiercast mig-parted entries not removed: %s", exc)
+            return f"; unused tiercast entries not removed ({exc})"
