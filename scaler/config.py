@@ -224,7 +224,7 @@ class PoolConfig(_Model):
     mig_layouts: tuple[str, ...] | None = None
     """MIG-managed pool: the current layout of each node's GPUs, one entry per node (``whole``,
     or profile counts such as ``1g.10gb:7`` or ``3g.40gb:1,2g.20gb:2``); nodes past the list
-    are whole. None (default): the MIG planner leaves the pool alone. See ``scaler.planning.mig_layouts``."""
+    are whole. None (default): the MIG planner leaves the pool alone. See ``scaler.planning.mig``."""
     mig_whole_gpus: int = Field(default=0, ge=0, le=1_600_000)
     """GPUs of a MIG-managed pool kept whole (MIG off) for jobs needing a full GPU. Default 0."""
     mig_change_s: int = Field(default=900, ge=60, le=86400)

@@ -22,7 +22,8 @@ from forecaster.errors import TemporaryError
 from scaler.actuation.protocol import ActionResult, RecordingProvider
 from scaler.plans import Action
 from scaler.records import RunStore
-from scaler.service.jobs import CycleJob, Inputs, JobOutcome, Stop
+from scaler.service.cycle_job import CycleJob
+from scaler.service.runs import Inputs, JobOutcome, Stop
 from scaler.service.telemetry import Telemetry
 from tests.prometheus_server import StubReply, StubServer, matrix_body
 
@@ -124,7 +125,7 @@ def test_prometheus_unavailable_changes_nothing_and_the_next_cycle_recovers(
     with StubServer(reply) as stub:
         url = "http://127.0.0.1:9" if fault == "down" else stub.url  # port 9: nothing listens
         job = prom_job(prom_config(tmp_path, url), telemetry, store)
-        with caplog.at_level(logging.ERROR, logger="scaler.service.jobs"):
+        with caplog.at_level(logging.ERROR, logger="scaler.service.cycle_job"):
             bad = job()
         assert (bad.status, bad.exit_code, bad.record.actions) == ("failed", 1, [])
         assert isinstance(bad.error, TemporaryError)
@@ -265,7 +266,7 @@ def test_persistent_api_failure_fails_the_cycle_then_recovers(
 ) -> None:
     provider, telemetry, sleeps = FlakyProvider(demo_inventory()), Telemetry(), []
     provider.fail = [("before", TemporaryError("HTTP 500 Internal Server Error"))] * 3
-    with caplog.at_level(logging.WARNING, logger="scaler.service.jobs"):
+    with caplog.at_level(logging.WARNING, logger="scaler.service.guarded"):
         outcome = demo_job(provider, telemetry, sleeps)()
     assert (outcome.status, outcome.exit_code) == ("failed", 1)
     failed = [a for a in outcome.record.actions if a["outcome"] == "failed"]
@@ -387,7 +388,7 @@ def test_sigterm_mid_cycle_finishes_the_action_in_flight_and_sends_no_more(
 @pytest.mark.slow
 def test_refit_with_corrupt_or_unwritable_model_store_completes(tmp_path: Path) -> None:
     from scaler.inputs.demo import demo_inputs
-    from scaler.service.jobs import ScheduledJob, refit_models, write_capacity_report
+    from scaler.service.scheduled import ScheduledJob, refit_models, write_capacity_report
 
     config, history, now = demo_inputs()
     models = tmp_path / "models"

@@ -30,9 +30,12 @@ from kubernetes import client as k8s
 from scaler.config import ServiceConfig, parse_config, parse_schedule
 from scaler.inputs.demo import DEMO_CONFIG, demo_inputs
 from scaler.records import RunStore
-from scaler.service.jobs import CycleJob, Inputs, Service, Stop, provider_factory
+from scaler.service.cycle_job import CycleJob
 from scaler.service.leader import LeaseElector
+from scaler.service.runs import Inputs, Stop
+from scaler.service.scheduler import Service
 from scaler.service.telemetry import JsonFormatter, MetricsServer, RedactSecrets, Telemetry, redact
+from scaler.service.wiring import provider_factory
 from tests.conftest import REPO
 from tests.fake_kube import TOKEN, FakeKube
 from tests.prometheus_server import DIRTY_GAUGE, DIRTY_START, PrometheusServer, prometheus

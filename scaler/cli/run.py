@@ -78,8 +78,9 @@ def print_cycle(result: CycleResult, label: str, out: str | None, output: str = 
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """One cycle through the same job function ``serve`` schedules (exit codes: scaler.service.jobs)."""
-    from scaler.service.jobs import Inputs, run_once
+    """One cycle through the same job function ``serve`` schedules (exit codes: scaler.service.runs)."""
+    from scaler.service.runs import Inputs
+    from scaler.service.wiring import run_once
 
     def load() -> Inputs:
         config, history, now, label = load_inputs(args)

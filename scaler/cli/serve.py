@@ -1,4 +1,4 @@
-"""``tiercast serve``: the long-running service (``scaler.service.jobs.serve``)."""
+"""``tiercast serve``: the long-running service (``scaler.service.wiring.serve``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``tiercast serve``: run the scheduled jobs until SIGTERM."""
-    from scaler.service.jobs import serve
+    from scaler.service.wiring import serve
 
     return serve(args)
 

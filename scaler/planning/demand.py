@@ -61,7 +61,7 @@ def gpus_for(
     A MIG workload (``mig_profile``) runs one replica per instance, so each replica
     counts as the share of a GPU its instance takes (``scaler.catalog.mig.gpu_fraction``), not
     as whole GPUs: the tier planner keeps room for the slices without counting them
-    twice, and the MIG planner (``scaler.planning.mig_layouts``) chooses the layouts.
+    twice, and the MIG planner (``scaler.planning.mig``) chooses the layouts.
     """
     x = np.nan_to_num(np.asarray(value, dtype=float), nan=0.0)
     replicas = np.ceil(np.maximum(x, 0.0) / workload.units_per_replica - 1e-9)

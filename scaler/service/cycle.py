@@ -25,7 +25,7 @@ from forecaster.series import History
 from forecaster.store import ModelStore
 from scaler.actuation.protocol import ActionResult, CapacityProvider
 from scaler.config import Config
-from scaler.planning.mig_layouts import mig_pools, plan_mig
+from scaler.planning.mig.plan import mig_pools, plan_mig
 from scaler.planning.tiers import plan_capacity
 from scaler.plans import CapacityPlan, PastCycle, past_cycle
 

@@ -69,6 +69,15 @@ class Telemetry:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        # In this order: /metrics lists the families in the order they were registered.
+        self._declare_signal_metrics(r)
+        self._declare_capacity_metrics(r)
+        self._declare_run_metrics(r)
+        self._declare_plan_metrics(r)
+        Info("tiercast_build", "tiercast version.", registry=r).info({"version": __version__})
+
+    def _declare_signal_metrics(self, r: CollectorRegistry) -> None:
+        """Per signal: its forecast, newest value and staleness."""
         self.forecast = Gauge(
             "tiercast_forecast",
             "Forecast of a signal at a quantile: one lead time ahead (at=lead) or its "
@@ -88,6 +97,9 @@ class Telemetry:
             ["signal"],
             registry=r,
         )
+
+    def _declare_capacity_metrics(self, r: CollectorRegistry) -> None:
+        """Per pool: planned and actual nodes; the actions taken."""
         self.planned = Gauge(
             "tiercast_capacity_planned_nodes",
             "Target nodes of a pool for now, as planned by the last cycle.",
@@ -106,6 +118,9 @@ class Telemetry:
             ["decision", "result"],
             registry=r,
         )
+
+    def _declare_run_metrics(self, r: CollectorRegistry) -> None:
+        """Per job: durations, runs, skips, errors, last success; and the Lease."""
         self.duration = Histogram(
             "tiercast_job_duration_seconds",
             "Wall time of a job run.",
@@ -142,6 +157,9 @@ class Telemetry:
         self.leader = Gauge(
             "tiercast_leader", "1 while this replica holds the Lease and may actuate.", registry=r
         )
+
+    def _declare_plan_metrics(self, r: CollectorRegistry) -> None:
+        """The fleet as planned: held GPU models, spend, unserved demand."""
         self.held = Gauge(
             "tiercast_held_gpu_models",
             "GPU models whose pools are held (no scale-down) on stale or missing data.",
@@ -158,7 +176,6 @@ class Telemetry:
             "Expected GPU-hours of demand the plan leaves unserved over the horizon.",
             registry=r,
         )
-        Info("tiercast_build", "tiercast version.", registry=r).info({"version": __version__})
 
     def error(self, exc: BaseException, stage: str) -> str:
         """Count an error; returns its kind label."""

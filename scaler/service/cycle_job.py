@@ -1,0 +1,284 @@
+"""The cycle job: :class:`CycleJob`, the plan-and-act cycle, and its run record.
+
+:class:`CycleJob` is the one job function. ``tiercast run`` calls it once (a
+CronJob); ``tiercast serve`` calls it from an APScheduler 3 ``BackgroundScheduler``
+on the ``service.cycle_schedule`` cron, beside the refit and report jobs. Each run:
+
+1. loads config and fresh history; a failure here ends the run ``failed`` before
+   anything is planned, so nothing changes;
+2. forecasts, plans and acts through :func:`scaler.service.cycle.run_cycle`, with the
+   provider wrapped in :class:`scaler.service.guarded.GuardedProvider`, which checks
+   leadership and shutdown before every action, retries temporary API failures only
+   after re-reading the pool (an action that did land is not sent twice), and turns
+   errors into ``failed`` results rather than half-done cycles;
+3. writes a run record and updates the self-metrics.
+
+Its status and exit code are those of :mod:`scaler.service.runs`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from forecaster.errors import TemporaryError, TiercastError
+from scaler.actuation.protocol import CapacityProvider
+from scaler.config import Config
+from scaler.plans import PastCycle, iso
+from scaler.records import (
+    RecordsError,
+    RunRecord,
+    RunStore,
+    forecast_summary,
+    inputs_summary,
+    plan_summary,
+)
+from scaler.service.cycle import CycleResult, past_cycles, run_cycle
+from scaler.service.guarded import GuardedProvider
+from scaler.service.leader import AlwaysLeader, Leadership
+from scaler.service.runs import (
+    EXIT_ABANDONED,
+    EXIT_FAILED,
+    EXIT_OK,
+    Inputs,
+    JobOutcome,
+    Stop,
+    utc_now,
+)
+from scaler.service.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+ProviderFactory = Callable[[Config], CapacityProvider]
+"""Builds the provider for one cycle (a fresh one each time: providers keep per-cycle
+state such as the change cap and the halt after an API failure)."""
+
+
+def _write_atomic(path: str, text: str) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(p)
+
+
+@dataclass
+class CycleJob:
+    """The plan-and-act cycle: the function ``run`` calls once and ``serve`` on a schedule."""
+
+    load: Callable[[], Inputs]
+    make_provider: ProviderFactory
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    store: RunStore | None = None
+    leadership: Leadership = field(default_factory=AlwaysLeader)
+    dry_run: bool = True
+    """For the record: whether the provider itself only records (dry-run providers)."""
+    stop: Stop = field(default_factory=Stop)
+    clock: Callable[[], pd.Timestamp] = utc_now
+    plan_out: str | None = None
+    identity: str = ""
+    retries: int = 2
+    sleep: Callable[[float], Any] | None = None
+
+    def _past_cycles(self) -> list[PastCycle]:
+        """Recent cycles from the run records, for the planner's hysteresis across cycles.
+
+        No records yet, or unreadable ones, give no state (the planner then holds
+        only what the plan itself and the observed floor ask for).
+        """
+        if self.store is None:
+            return []
+        try:
+            return past_cycles(self.store.recent(limit=24, job="cycle"))
+        except (TiercastError, TypeError, ValueError) as exc:
+            log.info("no run records for hysteresis: %s", str(exc)[:200])
+            return []
+
+    def __call__(self) -> JobOutcome:
+        """One cycle: load the inputs, plan and act (leadership and shutdown checked before
+        every action, each retried), then record the run and its telemetry."""
+        run = self._begin()
+        try:
+            self._plan_and_act(run)
+        except _Abandoned:
+            run.abandoned = True
+        except Exception as exc:
+            self._failed(run, exc)
+        return self._finish(run)
+
+    def _begin(self) -> _CycleRun:
+        started, t0 = self.clock(), time.monotonic()
+        run_id = uuid.uuid4().hex[:12]
+        leader = self.leadership.is_leader()
+        self.telemetry.leader.set(1 if leader else 0)
+        return _CycleRun(run_id, started, t0, leader)
+
+    def _plan_and_act(self, run: _CycleRun) -> None:
+        """Load, forecast, plan and act; ``run.stage`` names the step a failure is in."""
+        inputs = self.load()
+        config = inputs.config
+        run.fields.update(source=inputs.source, inputs=inputs_summary(inputs.history))
+        if self.stop.is_set():
+            raise _Abandoned()
+        run.stage = "provider"
+        run.guard = GuardedProvider(
+            self.make_provider(config),
+            act=self.leadership.is_leader,
+            stop=self.stop,
+            telemetry=self.telemetry,
+            retries=self.retries,
+            sleep=self.sleep,
+        )
+        run.stage = "forecast"
+        now = inputs.now if inputs.now is not None else self.clock()
+        run.result = run_cycle(
+            config,
+            inputs.history,
+            run.guard,
+            now,
+            dry_run=self.dry_run or not run.leader,
+            past=self._past_cycles(),
+        )
+        run.abandoned = run.guard.abandoned
+        run.stage = "record"
+        self._observe(run.result, run.guard, config, now, run.fields)
+
+    def _observe(
+        self,
+        result: CycleResult,
+        guard: GuardedProvider,
+        config: Config,
+        now: pd.Timestamp,
+        fields: dict[str, Any],
+    ) -> None:
+        """The run record's summaries, the self-metrics, ``plan_out`` and the inventory gauge."""
+        quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
+        lead = max(p.lead_time_s for p in config.pools)
+        fields.update(
+            forecast=forecast_summary(result.forecasts, quantiles, lead),
+            plan=plan_summary(result.plan),
+            notes=list(result.plan.notes),
+        )
+        self.telemetry.observe_forecasts(config, result.forecasts, now)
+        self.telemetry.observe_plan(config, result.plan)
+        self.telemetry.observe_actions(result.results)
+        if self.plan_out:
+            _write_atomic(self.plan_out, result.plan.to_json())
+        try:
+            self.telemetry.observe_inventory(config, guard.provider.inventory())
+        except TemporaryError as exc:
+            self.telemetry.error(exc, "inventory")
+
+    def _failed(self, run: _CycleRun, exc: Exception) -> None:
+        """Count and log a failure, naming the step it happened in."""
+        run.error = exc
+        where = run.stage
+        if run.stage == "forecast" and run.guard is not None and run.guard.stage != "plan":
+            where = run.guard.stage
+        kind = self.telemetry.error(exc, where)
+        log.error(
+            "cycle %s failed in %s: %s: %s",
+            run.run_id,
+            where,
+            type(exc).__name__,
+            exc,
+            extra={"run_id": run.run_id, "job": "cycle", "stage": where, "error_kind": kind},
+        )
+
+    def _finish(self, run: _CycleRun) -> JobOutcome:
+        """Write the run record and the run's metrics; the outcome ``run`` and ``serve`` see."""
+        actions = _action_rows(run.result)
+        status, code = _cycle_status(run, actions)
+        duration = time.monotonic() - run.t0
+        record = RunRecord(
+            run_id=run.run_id,
+            job="cycle",
+            started_at=iso(run.started),
+            finished_at=iso(self.clock()),
+            duration_s=round(duration, 3),
+            status=status,
+            exit_code=code,
+            dry_run=self.dry_run,
+            leader=run.leader,
+            identity=self.identity,
+            error=f"{type(run.error).__name__}: {run.error}" if run.error is not None else None,
+            actions=actions,
+            **run.fields,
+        )
+        self.telemetry.observe_run("cycle", status, duration, time.time())
+        if self.store is not None:
+            try:
+                self.store.add(record, run.result.plan if run.result else None)
+            except (RecordsError, OSError) as exc:
+                self.telemetry.error(exc, "record")
+                log.error("%s", exc, extra={"run_id": run.run_id, "job": "cycle"})
+                code = max(code, EXIT_FAILED)
+        log.info(
+            "cycle %s %s in %.1f s: %d action(s)",
+            run.run_id,
+            status,
+            duration,
+            len(actions),
+            extra={"run_id": run.run_id, "job": "cycle", "status": status},
+        )
+        return JobOutcome("cycle", status, code, record, run.result, run.error)
+
+
+class _Abandoned(Exception):
+    """Internal: a shutdown arrived before the cycle started acting."""
+
+
+@dataclass
+class _CycleRun:
+    """One cycle as it goes: filled in step by step, then read for the run record."""
+
+    run_id: str
+    started: pd.Timestamp
+    t0: float
+    """``time.monotonic()`` at the start, for the duration."""
+    leader: bool
+    fields: dict[str, Any] = field(default_factory=lambda: {"source": ""})
+    """The run record's inputs, forecast and plan summaries, as far as the cycle got."""
+    result: CycleResult | None = None
+    error: BaseException | None = None
+    guard: GuardedProvider | None = None
+    abandoned: bool = False
+    stage: str = "collect"
+
+
+def _action_rows(result: CycleResult | None) -> list[dict[str, Any]]:
+    """Each action and its outcome, as the run record keeps them."""
+    return [
+        {
+            "pool": r.action.pool,
+            "decision": r.action.decision,
+            "kind": r.action.kind,
+            "current_nodes": r.action.current_nodes,
+            "target_nodes": r.action.target_nodes,
+            "reason": r.action.reason,
+            "outcome": r.outcome,
+            "message": r.message,
+        }
+        for r in (result.results if result else [])
+    ]
+
+
+def _cycle_status(run: _CycleRun, actions: list[dict[str, Any]]) -> tuple[str, int]:
+    """The run's status and exit code (see :mod:`scaler.service.runs`)."""
+    if run.abandoned:
+        return "abandoned", EXIT_ABANDONED
+    if run.error is not None:
+        code = run.error.exit_code if isinstance(run.error, TiercastError) else EXIT_FAILED
+        return "failed", code
+    if any(a["outcome"] == "failed" for a in actions):
+        return "failed", EXIT_FAILED
+    if run.result is not None and run.result.plan.risk.get("held_models"):
+        return "held", EXIT_FAILED
+    return "ok", EXIT_OK
