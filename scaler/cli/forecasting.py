@@ -253,6 +253,12 @@ def _bench(
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``tiercast backtest`` and ``tiercast bench-forecast``."""
+    _add_backtest(sub)
+    _add_bench_forecast(sub)
+
+
+def _add_backtest(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "backtest",
         help="rolling-origin backtest of estimators on a CSV history; table and JSON",
@@ -284,6 +290,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_progress_flag(p)
     p.set_defaults(func=cmd_backtest)
 
+
+def _add_bench_forecast(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench-forecast",
         help="the forecasting benchmark of docs/benchmarks.md: accuracy by group on public traces, and speed",
