@@ -141,6 +141,7 @@ def test_backtest_cli_rejects_an_unknown_method(
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.traces
 def test_auto_beats_the_daily_naive_on_a_negative_control() -> None:
     from forecaster.benchmarks.accuracy import accuracy_rows, load_bench_series

@@ -223,6 +223,7 @@ def demo_inventory() -> dict[str, int]:
     return {p.name: p.current_nodes or p.min_nodes for p in config.pools}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "when, error, status, delay",
     [
@@ -309,6 +310,7 @@ def test_unwritable_run_records_fail_the_run_visibly_but_actions_stand(tmp_path:
 # -- clock jump --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_clock_jump_forward_holds_and_backward_is_harmless() -> None:
     from scaler.inputs.demo import demo_inputs
 
@@ -437,6 +439,7 @@ def test_refit_with_corrupt_or_unwritable_model_store_completes(tmp_path: Path) 
     assert broken.status == "failed" and errors(telemetry)[("temporary", "report")] == 1
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_slow_collection_still_leaves_a_run_record(tmp_path: Path) -> None:
     import os
     import signal

@@ -502,6 +502,7 @@ def test_plan_rejects_bad_finance_flags_before_planning(
     assert not (workdir / "tiercast-plan.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.traces
 def test_finance_dry_run_on_a_public_trace(
     workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

@@ -280,6 +280,7 @@ def test_a_new_layout_is_added_to_the_configmap_then_applied(
     assert len(fake.writes()) == before
 
 
+@pytest.mark.slow
 def test_tiercasts_unused_entries_are_removed_and_nothing_else(
     fake: FakeKube, provider: KubeProvider
 ) -> None:

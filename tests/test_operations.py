@@ -517,6 +517,7 @@ def test_a_missing_config_from_the_environment_is_one_line_exit_2(
 # -- -o json|yaml|table on stdout ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_plan_and_history_print_json_or_yaml_on_stdout_alone(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -813,6 +814,7 @@ def test_flag_values_are_not_taken_for_the_command() -> None:
     assert command_in(["--version"]) is None
 
 
+@pytest.mark.slow
 def test_bench_start_prints_ratios_against_bare_python(capsys: pytest.CaptureFixture[str]) -> None:
     from scaler.cli import bench_start as cli_startup
 
@@ -827,6 +829,7 @@ def test_bench_start_prints_ratios_against_bare_python(capsys: pytest.CaptureFix
 # -- serve --once exits with its cycle's own status ---------------------------------------
 
 
+@pytest.mark.slow
 def test_serve_once_exits_with_the_status_of_its_cycle(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -868,6 +871,7 @@ def test_serve_once_exits_with_the_status_of_its_cycle(
     assert failed.status == "failed" and failed.exit_code == 1
 
 
+@pytest.mark.slow
 def test_serve_time_offset_plans_each_cycle_as_of_the_shifted_clock(workdir: Path) -> None:
     import pandas as pd
 

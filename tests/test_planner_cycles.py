@@ -60,6 +60,7 @@ def renamed(fc: SeriesForecast, name: str, age: pd.Timedelta = STEP) -> SeriesFo
     return replace(fc, name=name, last_timestamp=NOW - age)
 
 
+@pytest.mark.slow
 @given(
     st.floats(0, 200),
     st.floats(0, 200),
@@ -185,6 +186,7 @@ def cycle_runs(draw: st.DrawFn):
     return config, lasts, levels, slopes, inventory
 
 
+@pytest.mark.slow
 @given(cycle_runs())
 @PROPS
 def test_no_reversal_within_lead_and_stabilization_unless_observed_demand_rises(run) -> None:
@@ -290,6 +292,7 @@ def check_reasons(config: Config, plan: CapacityPlan) -> None:
                 )
 
 
+@pytest.mark.slow
 @given(cases(), st.booleans())
 @PROPS
 def test_reasons_are_computed_from_the_plan(case, learn: bool) -> None:

@@ -234,6 +234,7 @@ def test_no_scale_down_on_stale_or_missing_data(case) -> None:
         assert plan.risk["held_models"]
 
 
+@pytest.mark.slow
 @given(cases())
 @PROPS
 def test_same_inputs_same_plan_and_actions_are_idempotent(case) -> None:

@@ -117,6 +117,7 @@ def run_plan(workdir: Path, cfg: Path, now: str, exit_code: int = 0) -> dict:
     return json.loads((workdir / "p.json").read_text())
 
 
+@pytest.mark.slow
 def test_run_plans_from_prometheus_history(
     prometheus: PrometheusServer,  # noqa: F811
     workdir: Path,
@@ -136,6 +137,7 @@ def test_run_plans_from_prometheus_history(
     assert "m_small_rps" in out and "STALE" not in out
 
 
+@pytest.mark.slow
 def test_stale_prometheus_signal_holds_the_pool(
     prometheus: PrometheusServer,  # noqa: F811
     workdir: Path,

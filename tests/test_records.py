@@ -61,6 +61,7 @@ def test_retention_prunes_old_records_in_the_same_write(tmp_path: Path) -> None:
     assert [r.run_id for r in store.recent()] == ["new"]
 
 
+@pytest.mark.slow
 def test_a_kill_mid_write_leaves_no_partial_record(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite"
     RunStore(path).add(record("before"))
@@ -115,6 +116,7 @@ def test_unwritable_and_corrupt_files_are_one_line_records_errors(tmp_path: Path
         RunStore(tmp_path / "missing.sqlite").recent()
 
 
+@pytest.mark.slow
 def test_history_command_table_json_and_full_plan(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -155,6 +155,7 @@ def short_trace(values: pd.Series, steps: int):
 FAST = replace(SETUP, forecast_method="seasonal_naive_1d", reforecast_s=1800)
 
 
+@pytest.mark.slow
 def test_walk_forward_never_sees_the_future() -> None:
     base = daily(6)
     trace = short_trace(base, 30)
@@ -186,6 +187,7 @@ def test_predictive_degrades_to_reactive_when_the_forecast_is_wrong() -> None:
     assert (run.usable_total[-12:] * 8 >= d[-12:]).all()
 
 
+@pytest.mark.slow
 def test_tiers_replay_is_deterministic_and_uses_every_tier() -> None:
     values = pd.concat([daily(6)] * 1)
     trace = short_trace(values * 4, 24)
@@ -323,6 +325,7 @@ def test_a_coarse_value_is_visible_only_once_its_interval_has_ended() -> None:
     assert (clair.usable_total * 8 >= trace.demand[trace.test_start :]).all()
 
 
+@pytest.mark.slow
 @given(st.integers(0, 3), st.floats(2, 20))
 @settings(max_examples=4, deadline=None)
 def test_predictive_decisions_ignore_an_interval_that_has_not_ended(k: int, factor: float) -> None:
@@ -369,6 +372,7 @@ def test_the_table_counts_changes_and_reversals_for_every_policy() -> None:
 # --------------------------------------------------------------------------- learnt margins
 
 
+@pytest.mark.slow
 @given(st.floats(0.1, 10), st.integers(0, 29))
 @settings(max_examples=4, deadline=None)
 def test_margins_learnt_from_training_ignore_the_test_period(scale: float, at: int) -> None:

@@ -102,6 +102,7 @@ def _counted_bars(monkeypatch: pytest.MonkeyPatch) -> list[Progress]:
     return bars
 
 
+@pytest.mark.slow
 def test_demo_report_files_and_numbers(
     workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,6 +178,7 @@ def test_demo_report_files_and_numbers(
     assert md.count("\n## ") == len(data["sections"])
 
 
+@pytest.mark.slow
 @pytest.mark.traces
 def test_russian_report_on_a_public_trace(
     workdir: Path, capsys: pytest.CaptureFixture[str]
@@ -267,6 +269,7 @@ def test_history_review_starts_from_todays_fleet(
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_tier_and_mig_sections_that_disagree_are_called_out() -> None:
     import argparse
     import dataclasses
@@ -298,6 +301,7 @@ def test_tier_and_mig_sections_that_disagree_are_called_out() -> None:
     assert not any("do not come from the same plan" in p for p in cap.paragraphs)
 
 
+@pytest.mark.slow
 def test_russian_reasons_keep_every_number_and_the_sentence_of_their_kind() -> None:
     import argparse
 

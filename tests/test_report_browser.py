@@ -206,6 +206,7 @@ def _check_page(base: str, folder: Path, kind: str, screenshot: str) -> dict[str
     return exported
 
 
+@pytest.mark.slow
 def test_capacity_report_renders_in_chromium(
     browser: str, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -229,6 +230,7 @@ def test_capacity_report_renders_in_chromium(
     assert any(i["link"] == "commitments" for i in sections["summary"]["items"])
 
 
+@pytest.mark.slow
 def test_russian_finance_report_renders_in_chromium(
     browser: str, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -113,6 +113,7 @@ def test_backtest_fallback_plans_the_forecast_and_costs_the_gap() -> None:
     assert h.accuracy().iloc[0]["coverage"] == pytest.approx((steps - 1) / steps)
 
 
+@pytest.mark.slow
 def test_report_reads_recorded_cycles(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 

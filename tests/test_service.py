@@ -89,6 +89,7 @@ def quiet_service() -> Iterator[list[Service]]:
             s.shutdown(1.0)
 
 
+@pytest.mark.slow
 def test_scheduler_runs_jobs_without_overlap_and_counts_skips(
     quiet_service: list[Service],
 ) -> None:
@@ -139,6 +140,7 @@ def get(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+@pytest.mark.slow
 def test_metrics_endpoint_and_probes(workdir: Path) -> None:
     config, history, now = demo_inputs()
     telemetry = Telemetry()
@@ -244,6 +246,7 @@ class CountingProvider:
         return self.inner.apply(action)
 
 
+@pytest.mark.slow
 def test_two_replicas_one_acts_and_leader_loss_hands_over(fake_kube: FakeKube) -> None:
     api = lease_api(fake_kube)
     clock_a, clock_b = Clock(), Clock()
@@ -347,6 +350,7 @@ def serve_args(config: Path) -> argparse.Namespace:
     )
 
 
+@pytest.mark.slow
 def test_serve_runs_scheduled_cycles_against_prometheus_with_a_lease(
     workdir: Path, prometheus: PrometheusServer, fake_kube: FakeKube, quiet_service: list[Service]
 ) -> None:
@@ -394,6 +398,7 @@ def test_serve_runs_scheduled_cycles_against_prometheus_with_a_lease(
     assert not fake_kube.get(f"{LEASES}/tiercast")["spec"].get("holderIdentity")
 
 
+@pytest.mark.slow
 def test_serve_process_exits_cleanly_on_sigterm(workdir: Path) -> None:
     _, history, _ = demo_inputs()
     rows = ["timestamp,series,value"]
@@ -530,6 +535,7 @@ def test_grafana_dashboard_queries_only_metrics_tiercast_exports() -> None:
     assert len(ids) == len(set(ids))
 
 
+@pytest.mark.slow
 def test_serve_starts_with_prometheus_down_is_not_ready_and_records_each_failed_cycle(
     workdir: Path,
 ) -> None:
@@ -591,6 +597,7 @@ def test_serve_starts_with_prometheus_down_is_not_ready_and_records_each_failed_
     assert any("cannot be reached" in (r.error or "") for r in runs)
 
 
+@pytest.mark.slow
 def test_agent_state_needs_the_token_and_idle_connections_are_capped() -> None:
     import socket
 
