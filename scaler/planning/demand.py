@@ -37,7 +37,7 @@ capacity chosen for a step must cover its worst sub-step.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -147,19 +147,15 @@ def current_demand_by_model(
     capacity). The recent peak is ``recent_peaks[signal]`` where given (the planner's
     lead time + stabilization window), else the forecast's last hour.
     """
-    out: dict[str, float] = {}
-    for w in config.workloads:
-        fc = forecasts.get(w.signal)
-        if fc is None:
-            continue
-        key = gpu_model(w.gpu_model).name
+
+    def level(w: WorkloadConfig, fc: SeriesForecast) -> float:
         peak = (recent_peaks or {}).get(w.signal, fc.recent_max)
-        level = max(
+        return max(
             float(gpus_for(w, fc.last_value, headroom_for(headroom_fraction, w.signal))),
             float(gpus_for(w, peak, headroom_for(peak_headroom, w.signal))),
         )
-        out[key] = out.get(key, 0.0) + level
-    return out
+
+    return _summed_by_model(config, forecasts, level)
 
 
 def newest_demand_by_model(
@@ -170,13 +166,23 @@ def newest_demand_by_model(
     What a pool held on stale or missing data may still scale up to: the demand
     that is already there, not a forecast made from old data.
     """
+    return _summed_by_model(config, forecasts, lambda w, fc: float(gpus_for(w, fc.last_value)))
+
+
+def _summed_by_model(
+    config: Config,
+    forecasts: dict[str, SeriesForecast],
+    level: Callable[[WorkloadConfig, SeriesForecast], float],
+) -> dict[str, float]:
+    """``level`` of every workload whose signal has a forecast, summed per GPU model in the
+    config's workload order."""
     out: dict[str, float] = {}
     for w in config.workloads:
         fc = forecasts.get(w.signal)
         if fc is None:
             continue
         key = gpu_model(w.gpu_model).name
-        out[key] = out.get(key, 0.0) + float(gpus_for(w, fc.last_value))
+        out[key] = out.get(key, 0.0) + level(w, fc)
     return out
 
 
