@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forecaster.errors import BadInputError
+from forecaster.files import write_atomic
 from forecaster.secrets import redact
 from scaler.inputs.loading import IN_CLUSTER_CONFIG
 
@@ -31,12 +31,8 @@ def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
 
 
 def write_file(path: str, text: str) -> None:
-    p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(p)
+    """``text`` to ``path`` (folders created): atomically, or through a device or link."""
+    write_atomic(path, text, parents=True)
 
 
 OUTPUT_FORMATS = ("table", "json", "yaml")

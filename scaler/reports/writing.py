@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from forecaster.errors import BadInputError, TemporaryError
+from forecaster.files import write_atomic
 from scaler.reports.csvjson import table_csv, to_json
 from scaler.reports.document import Report
 from scaler.reports.html import render_html
@@ -21,15 +22,9 @@ from scaler.reports.markdown import render_markdown
 FORMATS: tuple[str, ...] = ("html", "md", "csv", "json")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-
-
 def _write_html(report: Report, out: Path) -> list[Path]:
     p = out / f"{report.kind}.html"
-    _atomic_write(p, render_html(report).encode("utf-8"))
+    write_atomic(p, render_html(report).encode("utf-8"))
     return [p]
 
 
@@ -39,10 +34,10 @@ def _write_md(report: Report, out: Path) -> list[Path]:
     charts.mkdir(exist_ok=True)
     for s in report.sections:
         for c in s.charts:
-            _atomic_write(charts / f"{c.key}.png", c.png)
+            write_atomic(charts / f"{c.key}.png", c.png)
             written.append(charts / f"{c.key}.png")
     p = out / f"{report.kind}.md"
-    _atomic_write(p, render_markdown(report).encode("utf-8"))
+    write_atomic(p, render_markdown(report).encode("utf-8"))
     return [*written, p]
 
 
@@ -53,7 +48,7 @@ def _write_csv(report: Report, out: Path) -> list[Path]:
     for s in report.sections:
         for tb in s.tables:
             p = folder / f"{report.kind}-{tb.key}.csv"
-            _atomic_write(p, table_csv(tb).encode("utf-8"))
+            write_atomic(p, table_csv(tb).encode("utf-8"))
             written.append(p)
     return written
 
@@ -61,7 +56,7 @@ def _write_csv(report: Report, out: Path) -> list[Path]:
 def _write_json(report: Report, out: Path) -> list[Path]:
     p = out / f"{report.kind}.json"
     text = json.dumps(to_json(report), indent=2, ensure_ascii=False, default=str)
-    _atomic_write(p, text.encode("utf-8"))
+    write_atomic(p, text.encode("utf-8"))
     return [p]
 
 

@@ -23,12 +23,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from forecaster.errors import TemporaryError, TiercastError
+from forecaster.files import write_atomic
 from scaler.actuation.protocol import CapacityProvider
 from scaler.config import Config
 from scaler.plans import PastCycle, iso
@@ -59,14 +59,6 @@ log = logging.getLogger(__name__)
 ProviderFactory = Callable[[Config], CapacityProvider]
 """Builds the provider for one cycle (a fresh one each time: providers keep per-cycle
 state such as the change cap and the halt after an API failure)."""
-
-
-def _write_atomic(path: str, text: str) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(p)
 
 
 @dataclass
@@ -170,7 +162,7 @@ class CycleJob:
         self.telemetry.observe_plan(config, result.plan)
         self.telemetry.observe_actions(result.results)
         if self.plan_out:
-            _write_atomic(self.plan_out, result.plan.to_json())
+            write_atomic(self.plan_out, result.plan.to_json(), parents=True)
         try:
             self.telemetry.observe_inventory(config, guard.provider.inventory())
         except TemporaryError as exc:
