@@ -16,7 +16,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -208,8 +211,20 @@ class PoolConfig(_Model):
     price_per_gpu_hour: float = Field(gt=0, le=10_000)
     """Price of one GPU-hour on this pool, in the config's currency; finite, at most 10,000
     (no GPU rents for more: a larger number is a unit mistake, and it would overflow costs)."""
+    # Declared before lead_time_s: with ``auto``, lead_time_s is validated as this value,
+    # and a bad fallback must be reported under its own name, which comes first.
+    lead_time_fallback_s: int = Field(default=600, ge=0, le=86400)
+    """With ``lead_time_s: auto``: the seconds planned with until 5 node starts have been
+    observed (a new pool, a dry-run without a cluster). Default 600, bounds as ``lead_time_s``;
+    ignored otherwise."""
     lead_time_s: int = Field(default=600, ge=0, le=86400)
-    """Seconds from asking for a node to it serving (boot, driver, image, model load). Default 600."""
+    """Seconds from asking for a node to it serving (boot, driver, image, model load). Default 600.
+    ``auto``: learned from the cluster, the q0.9 of the pool's last 30 observed node starts
+    (``scaler.service.lead_times``); until 5 are observed, ``lead_time_fallback_s``. The
+    attribute is always whole seconds: on an ``auto`` pool it reads as the fallback until
+    :func:`scaler.service.lead_times.resolve_lead_times` gives the planner a copy with the
+    learned value; :attr:`lead_time_auto` says which pools are ``auto``."""
+    _lead_time_auto: bool = PrivateAttr(default=False)
     min_nodes: int = Field(default=0, ge=0, le=100_000)
     """Nodes kept whatever the forecast says. Default 0; at most 100,000 (any real pool)."""
     max_nodes: int = Field(default=100, ge=0, le=100_000)
@@ -236,6 +251,35 @@ class PoolConfig(_Model):
     (config currency). Empty (default): new commitments cost ``price_per_gpu_hour``, term unnamed.
     The finance dry-run's commitment advice prices added nodes with these."""
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _auto_lead_time(
+        cls, data: Any, handler: ModelWrapValidatorHandler[PoolConfig]
+    ) -> PoolConfig:
+        # ``auto`` is kept beside the field, not in it: planning, replay and reports do
+        # arithmetic on ``lead_time_s`` and must always find whole seconds there.
+        auto = isinstance(data, dict) and data.get("lead_time_s") == "auto"
+        if auto:
+            fallback = data.get("lead_time_fallback_s", 600)
+            # A boolean fallback is left to the bool check, which then names the fallback.
+            data = {**data, "lead_time_s": 600 if isinstance(fallback, bool) else fallback}
+        pool = handler(data)
+        if auto:
+            pool._lead_time_auto = True
+        return pool
+
+    @field_validator("lead_time_s", mode="before")
+    @classmethod
+    def _lead_time_value(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip().lstrip("+-").isdigit():
+            raise ValueError(f"expected whole seconds (0 to 86400) or 'auto', got {shown(value)}")
+        return value
+
+    @field_serializer("lead_time_s")
+    def _lead_time_out(self, value: int) -> int | str:
+        # A dumped config reads back the same: ``auto`` stays ``auto``.
+        return "auto" if self._lead_time_auto else value
+
     @model_validator(mode="after")
     def _bounds(self) -> PoolConfig:
         if self.max_nodes < self.min_nodes:
@@ -254,6 +298,18 @@ class PoolConfig(_Model):
                 f"{self.name!r} is {self.tier!r}"
             )
         return self
+
+    @property
+    def lead_time_auto(self) -> bool:
+        """Whether the config says ``lead_time_s: auto`` (the lead time is learned)."""
+        return self._lead_time_auto
+
+    def with_lead_time(self, seconds: int) -> PoolConfig:
+        """A copy planned with ``seconds`` of lead time, no longer ``auto`` (what the
+        planner gets once the lead time is resolved)."""
+        pool = self.model_copy(update={"lead_time_s": seconds})
+        pool._lead_time_auto = False
+        return pool
 
     @property
     def committed_nodes(self) -> int:
@@ -291,6 +347,14 @@ class PolicyConfig(_Model):
     unserved_budget: float = Field(default=0.005, ge=0, le=0.5)
     """Share of demand GPU-hours a signal's learned margin may leave unserved in the
     walk-forward replay of its own history (scaler.planning.margins). Default 0.005 (0.5%)."""
+    growth_backtest_s: int = Field(default=3 * 86400, ge=0, le=90 * 86400)
+    """Span of each signal's newest history over which the forecaster is walked forward to
+    calibrate its growth quantile (scaler.planning.growth); 0: the near-term rule never uses
+    the forecast. Default 3 days; at most 90."""
+    growth_refresh_s: int = Field(default=12 * 3600, ge=300, le=7 * 86400)
+    """How often that backtest refreshes its forecast (one forecast per refresh). Default
+    12 hours; shorter calibrates closer to a forecast refreshed every cycle, at one
+    forecast per refresh and signal each cycle."""
 
 
 class ForecastConfig(_Model):

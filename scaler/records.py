@@ -4,6 +4,11 @@ One row per run (cycle, refit or report): an inputs summary per signal, a foreca
 summary per signal and quantile, a compact plan, each action with its outcome, the
 status and the error. The full plan JSON is kept zlib-compressed beside it.
 
+Beside the runs, the node starts observed for ``lead_time_s: auto`` pools
+(:class:`LeadTimeObservation`, one row per pool and object, so an object seen by
+every cycle counts once), pruned with the same retention; :meth:`RunStore.recent_lead_times`
+reads the newest of each pool.
+
 A record is written in one SQLite transaction (journal in WAL mode, ``synchronous
 = FULL``), so a crash or a kill mid-write leaves either the whole record or none,
 never a partial one. Each write opens its own connection, so scheduler threads
@@ -16,7 +21,7 @@ import dataclasses
 import json
 import sqlite3
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +54,20 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_job ON runs (job, seq);
 CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at);
+CREATE TABLE IF NOT EXISTS lead_times (
+    pool TEXT NOT NULL,
+    object TEXT NOT NULL,
+    started TEXT NOT NULL,
+    ready TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    PRIMARY KEY (pool, object)
+);
+CREATE INDEX IF NOT EXISTS lead_times_ready ON lead_times (pool, ready);
 """
+
+LEAD_TIME_WINDOW = 30
+"""Observations per pool :meth:`RunStore.recent_lead_times` reads by default: the newest 30
+node starts (the q0.9 of ``lead_time_s: auto`` is taken over them)."""
 
 
 class RecordsError(TemporaryError):
@@ -88,6 +106,24 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class LeadTimeObservation:
+    """One node start of a pool: asked for at ``started``, serving at ``ready``.
+
+    Measured from the cluster by :mod:`scaler.actuation.kube.readiness`; times are
+    ISO-8601 UTC strings (``plans.iso``).
+    """
+
+    pool: str
+    object: str
+    """``Kind/name`` of the object measured (``NodeClaim/gpu-spot-x7k2p``, ``Node/...``,
+    ``Machine/...``): an object is counted once however many cycles see it."""
+    started: str
+    ready: str
+    seconds: float
+    """``ready`` - ``started``, in seconds."""
 
 
 def _num(x: Any) -> float | None:
@@ -219,6 +255,7 @@ class RunStore:
                 ),
             )
             conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
+            conn.execute("DELETE FROM lead_times WHERE ready < ?", (cutoff,))
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -255,6 +292,71 @@ class RunStore:
                 self.skipped.append(seq)
             else:
                 out.append(record)
+        return out
+
+    def add_lead_times(self, observations: Sequence[LeadTimeObservation], now: str) -> int:
+        """Keep the node starts not kept yet (by pool and object); prune those past retention.
+
+        ``now`` (ISO-8601) dates the retention: starts that became ready more than
+        ``keep_days`` before it are neither added nor kept. Returns how many were new.
+        """
+        cutoff = iso(pd.Timestamp(now) - pd.Timedelta(days=self.keep_days))
+        rows = [
+            (o.pool, o.object, o.started, o.ready, float(o.seconds))
+            for o in observations
+            if o.ready >= cutoff and np.isfinite(o.seconds)
+        ]
+        conn = self._connect(create=True)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO lead_times (pool, object, started, ready, seconds)"
+                " VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            added = conn.total_changes - before
+            conn.execute("DELETE FROM lead_times WHERE ready < ?", (cutoff,))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise RecordsError(
+                f"run records {str(self.path)!r}: cannot write lead-time observations: {exc}"
+            ) from exc
+        finally:
+            conn.close()
+        return added
+
+    def recent_lead_times(
+        self, limit: int = LEAD_TIME_WINDOW, pools: Sequence[str] | None = None
+    ) -> dict[str, list[LeadTimeObservation]]:
+        """The newest ``limit`` node starts of each pool (by ``ready``, newest first).
+
+        No records file yet means no observations (an empty dict), not an error.
+        """
+        if not self.path.is_file():
+            return {}
+        conn = self._connect(create=False)
+        try:
+            rows = conn.execute(
+                "SELECT pool, object, started, ready, seconds FROM ("
+                " SELECT *, ROW_NUMBER() OVER (PARTITION BY pool ORDER BY ready DESC, object)"
+                " AS n FROM lead_times"
+                ") WHERE n <= ? ORDER BY pool, ready DESC, object",
+                (limit,),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise RecordsError(f"run records {str(self.path)!r}: cannot read: {exc}") from exc
+        finally:
+            conn.close()
+        out: dict[str, list[LeadTimeObservation]] = {}
+        for pool, obj, started, ready, seconds in rows:
+            if pools is not None and pool not in pools:
+                continue
+            out.setdefault(pool, []).append(
+                LeadTimeObservation(pool, obj, started, ready, float(seconds))
+            )
         return out
 
     def full_plan(self, run_id: str) -> dict[str, Any] | None:

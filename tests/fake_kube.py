@@ -33,8 +33,8 @@ does:
   dynamic, only ``limits.nodes`` and no ``weight`` with ``replicas``) with the scale
   subresource (``.spec.replicas`` / ``.status.nodes``, a missing ``spec.replicas``
   read as 0 as the API server does) and the status subresource (an update of the
-  NodePool keeps its status); Cluster API Machines; ConfigMaps; GPU Operator
-  ClusterPolicies;
+  NodePool keeps its status); Karpenter NodeClaims (cluster-scoped, with a status
+  subresource); Cluster API Machines; ConfigMaps; GPU Operator ClusterPolicies;
 * the cluster autoscaler's ``autoscaling.x-k8s.io/v1beta1`` CapacityBuffers checked
   against that CRD's schema and CEL rules, with a status subresource, and PodTemplates;
   API discovery (``GET /apis/GROUP/VERSION``), and group/versions a cluster does not
@@ -120,6 +120,15 @@ RESOURCES = [
         True,
         False,
         status_replicas="nodes",
+        status_subresource=True,
+    ),
+    # Karpenter's NodeClaims: one per node it launches, its lifecycle in status.conditions.
+    Resource(
+        "karpenter.sh/v1",
+        "nodeclaims",
+        "NodeClaim",
+        False,
+        builtin=False,
         status_subresource=True,
     ),
     Resource("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False, builtin=False),

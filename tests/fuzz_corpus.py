@@ -403,10 +403,16 @@ where the field is required (see :data:`OPTIONAL`)."""
 OPTIONAL = {"policy.budget_per_hour", "pools.0.current_nodes"}
 """Quantity fields where ``null`` is a valid value (none; unknown)."""
 
+WORDS = {"pools.0.lead_time_s": {"auto"}}
+"""Quantity fields that also take these exact strings (``lead_time_s: auto``, learned from
+the cluster); any other text, ``Auto`` or ``" auto"`` included, stays invalid."""
+
 
 def is_absurd(path: str, value: Any) -> bool:
     """Whether ``value`` is invalid for the field at ``path`` (the oracle of the random cases)."""
-    return not (value is None and path in OPTIONAL)
+    if value is None:
+        return path not in OPTIONAL
+    return not (isinstance(value, str) and value in WORDS.get(path, set()))
 
 
 def random_config_cases(count: int, seed: int = 0) -> Iterator[Case]:

@@ -269,6 +269,8 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
     )
     assert "PodTemplate updated" in provider.apply(action("buf", 3, 3)).message
 
+    # Node starts of `lead_time_s: auto` pools (lists NodeClaims, Machines and Nodes).
+    assert provider.lead_time_observations(["capi", "static", "spot", "hold"]) == []
     grants = {g for g in manifest_grants() if g[0] == "tiercast"}
     used: set[Grant] = set()
     for r in fake.requests:

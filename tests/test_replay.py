@@ -457,6 +457,8 @@ def _score(policy: str, cost: float, unserved: float, reversals: int) -> Score:
 
 
 def test_the_summary_averages_over_series_of_a_group_then_over_groups() -> None:
+    from scaler.replay.frontier import Matched
+
     suite = Suite("t", (), ("a",))
     results = [
         SuiteResult(
@@ -467,19 +469,28 @@ def test_the_summary_averages_over_series_of_a_group_then_over_groups() -> None:
                 "predictive": _score("predictive", c, u, 3),
                 "predictive-tiers": _score("predictive-tiers", c / 2, u, 0),
             },
+            tiers_clairvoyant=clair,
+            matched={"predictive": Matched(c * (1 + saving), saving, 0.2, 2, False)},
         )
-        for g, i, c, u in (("a", 0, 100, 1.0), ("b", 0, 110, 0.0), ("b", 1, 130, 4.0))
+        for g, i, c, u, saving, clair in (
+            ("a", 0, 100, 1.0, 0.10, 0.5),
+            ("b", 0, 110, 0.0, 0.02, 0.5),
+            ("b", 1, 130, 4.0, -0.02, 0.7),
+        )
     ]
     text = format_summary(results, suite)
     # Group b averages its two series (1.2 x clairvoyant) before meeting group a (1.0).
     assert "all groups: reactive 1.200 x clairvoyant" in text
     assert "predictive 1.100 x clairvoyant, 0.150% unserved" in text
+    # Saving at matched service: group b's two series (0%) before group a's (10%).
+    assert "predictive saving at matched service 5.00%" in text
     assert "tuned on (a)" in text and "confirming (b)" in text
     row = next(line for line in text.splitlines() if line.startswith("b1"))
-    assert "NO" in row  # b1 costs more than reactive and leaves more unserved
-    # Tiers at half the cost: 50% cheaper with no more unserved on every series.
-    assert "tiers: 3 of 3 series at least 40% cheaper" in text
-    assert "on 0 of the 0 others" in text
+    assert "-2.00" in row
+    # Tiers at half the cost: 50% cheaper, all of what clairvoyant tiers save at 0.5, 71%
+    # of it at 0.7 (under the 80% target).
+    assert "tiers: 2 of 3 series capture at least 80%" in text
+    assert row.rstrip().endswith("NO")
 
 
 def test_simulate_suite_prints_a_table_per_series_and_the_summary(workdir, capsys) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scaler.cli.common import add_input_flags, add_output_flag, write_file
@@ -20,7 +21,25 @@ if TYPE_CHECKING:
 
     from forecaster.series import History
     from scaler.config import Config
+    from scaler.records import RunStore
     from scaler.service.cycle import CycleResult
+
+
+def lead_time_records(config: Config, path: str | None = None) -> RunStore | None:
+    """The run records ``lead_time_s: auto`` pools are planned from, as ``run`` plans them.
+
+    ``path``: the records file (default ``service.records_path``). None where no pool is
+    ``auto`` or the file does not exist, so a command that never acts never creates one;
+    the recording provider shows no node starts, so nothing is written to it either.
+    """
+    from scaler.records import RunStore
+
+    if not any(p.lead_time_auto for p in config.pools):
+        return None
+    records = Path(path or config.service.records_path)
+    if not records.is_file():
+        return None
+    return RunStore(records, config.service.records_keep_days)
 
 
 def plan_without_acting(
@@ -29,7 +48,10 @@ def plan_without_acting(
     """Load the inputs, apply ``--horizon``, and plan against the configured inventory.
 
     ``plan`` and ``report`` share this: both forecast and plan exactly as ``run`` does,
-    with a recording provider, so they can never change the cluster.
+    with a recording provider, so they can never change the cluster. ``lead_time_s: auto``
+    pools are planned from the node starts the run records hold (``--records`` where the
+    command has it, else ``service.records_path``), else their fallback; the config
+    returned is the one loaded, the one planned with is ``result.config``.
     """
     from forecaster.series import parse_duration
     from scaler.actuation.protocol import RecordingProvider
@@ -45,7 +67,14 @@ def plan_without_acting(
         p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
         for p in config.pools
     }
-    result = run_cycle(config, history, RecordingProvider(inventory), now, dry_run=True)
+    result = run_cycle(
+        config,
+        history,
+        RecordingProvider(inventory),
+        now,
+        dry_run=True,
+        lead_time_records=lead_time_records(config, getattr(args, "records", None)),
+    )
     return config, history, now, label, result
 
 

@@ -46,8 +46,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         bar.update(label="signals")
         records = args.records or config.service.records_path
         recorded = reviewing.load_records(records, now - period, now)
+        # The review shows the config as planned: lead_time_s: auto resolved to seconds.
         report = build_capacity_report(
-            config,
+            result.config or config,
             history,
             result.plan,
             result.forecasts,
@@ -109,8 +110,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--records",
-        help="run records (tiercast serve's SQLite file) for the forecast-against-actual section; "
-        "default: the config's service.records_path when it exists, else the backtest",
+        help="run records (tiercast serve's SQLite file) for the forecast-against-actual section "
+        "and the node starts of lead_time_s: auto pools; default: the config's "
+        "service.records_path when it exists, else the backtest (and each auto pool's fallback)",
     )
     add_progress_flag(p)
     p.add_argument(

@@ -12,16 +12,21 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
+
 from forecaster.errors import BadInputError, DataError
 from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration, read_history_csv
 from scaler.cli.common import select_series
+from scaler.config import Config
 from scaler.replay.protocol import ReplaySetup, Trace, prepare_trace
-from scaler.replay.simulating import POLICIES, Replay, planner_days, run_replay
+from scaler.replay.simulating import POLICIES, Replay, ablation, planner_days, run_replay
 from scaler.replay.suite import SuiteResult, load_suite
 from scaler.replay.suite_runner import check_suite_files, replay_suite
-from scaler.replay.tables import format_summary, format_table, format_tiers
+from scaler.replay.tables import format_leads, format_summary, format_table, format_tiers
 from scaler.replay.timeline import timeline_frame, write_chart
+from scaler.replay.user_fleet import UserFleet, load_user_fleet
+from scaler.replay.walkforward import ForecastCache
 
 
 def _setup(args: argparse.Namespace) -> ReplaySetup:
@@ -40,8 +45,9 @@ def _setup(args: argparse.Namespace) -> ReplaySetup:
         )
     return replace(
         ReplaySetup(),
+        lead_time_s=_lead_times(args.lead_time)[0],
         reforecast_s=int(reforecast.total_seconds()),
-        forecast_method=args.method,
+        forecast_method=args.method or "auto",
         seed=args.seed,
         spot_max_share=args.spot_max_share,
         stabilization_s=stabilization_s,
@@ -61,8 +67,48 @@ def _stabilization_s(value: str | None) -> int:
         raise BadInputError(f"--stabilization: {exc}") from exc
 
 
-def _policies(args: argparse.Namespace) -> list[str]:
-    return [p.strip() for p in args.policies.split(",") if p.strip()]
+def _lead_times(value: str) -> list[int]:
+    """``--lead-time``: one or more durations (``10m,20m,40m``), in seconds, each in 5-minute
+    steps of the replay from 0 to 6 hours."""
+    out: list[int] = []
+    for part in str(value).split(","):
+        text = part.strip()
+        if not text:
+            continue
+        try:
+            seconds = int(text) if text.isdigit() else int(parse_duration(text).total_seconds())
+        except DataError as exc:
+            raise BadInputError(f"--lead-time: {exc}") from exc
+        if not 0 <= seconds <= 6 * 3600 or seconds % 300:
+            raise BadInputError(
+                f"--lead-time: {text!r} must be a multiple of 5 minutes from 0 to 6 hours"
+            )
+        if seconds not in out:
+            out.append(seconds)
+    if not out:
+        raise BadInputError(f"--lead-time: no duration in {value!r}")
+    return out
+
+
+def _setups(args: argparse.Namespace) -> list[ReplaySetup]:
+    """One setup per ``--lead-time``."""
+    base = _setup(args)
+    return [replace(base, lead_time_s=lead) for lead in _lead_times(args.lead_time)]
+
+
+def _policies(args: argparse.Namespace, suite: bool = False) -> list[str]:
+    """``--policies``, then the ablations (``--ablations``; the suite's default: last_value
+    and seasonal_naive_1d) as ``predictive[METHOD]``."""
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    methods = args.ablations if args.ablations is not None else (DEFAULT_ABLATIONS if suite else "")
+    for m in (x.strip() for x in methods.split(",")):
+        if m and ablation(m) not in policies:
+            policies.append(ablation(m))
+    return policies
+
+
+DEFAULT_ABLATIONS = "last_value,seasonal_naive_1d"
+"""Forecasts the suite replays the planner with beside its own, so a gain is visibly the forecast's."""
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
@@ -70,12 +116,14 @@ def cmd_suite(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise BadInputError(f"--suite: {str(folder)!r} is not a folder (the traces folder)")
     suite = load_suite(args.suite_file) if args.suite_file else load_suite()
-    setup = _setup(args)
-    policies = _policies(args)
+    setups = _setups(args)
+    setup = setups[0]
+    policies = _policies(args, suite=True)
     check_suite_files(folder, suite)
+    leads = ", ".join(f"{s.lead_time_s // 60}" for s in setups)
     print(
         f"tiercast simulate --suite {args.suite} | suite {suite.name!r}, {len(suite.series)} series | "
-        f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, lead {setup.lead_time_s // 60} min | "
+        f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, lead {leads} min | "
         f"reforecast every {args.reforecast}",
         flush=True,
     )
@@ -84,58 +132,95 @@ def cmd_suite(args: argparse.Namespace) -> int:
         replays = replay_suite(
             folder,
             suite,
-            setup,
+            setups,
             policies,
             args.tiers,
             jobs=args.jobs,
             started=lambda e: bar.describe(e.path),
         )
-        for block, result in replays:
-            bar.write(block + "\n", sys.stdout)
-            results.append(result)
+        for per_lead in replays:
+            for block, result in per_lead:
+                bar.write(block + "\n", sys.stdout)
+                results.append(result)
             bar.update()
-    print(format_summary(results, suite))
+    for s in setups:
+        if len(setups) > 1:
+            print(f"\n== summary at lead {s.lead_time_s // 60} min")
+        print(format_summary([r for r in results if r.lead_time_s == s.lead_time_s], suite))
+    if len(setups) > 1:
+        print()
+        print(format_leads(results, suite))
     return 0
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     if (args.history is None) == (args.suite is None):
         raise BadInputError("simulate: give exactly one of --history CSV or --suite DIR")
+    args.method_given = args.method is not None
+    if args.config is not None and args.suite is not None:
+        raise BadInputError("simulate: --config replays one --history, not a --suite")
+    if args.config is None and args.units_per_gpu is None:
+        args.units_per_gpu = 1.0
     if args.suite is not None:
         return cmd_suite(args)
     try:
         history = read_history_csv(args.history)
     except DataError as exc:
         raise BadInputError(f"--history: {exc}") from exc
-    series = select_series(history, args.series)
-    policies = _policies(args)
-    setup = _setup(args)
-    name = Path(args.history).stem if args.series is None else args.series
-    trace = prepare_trace(series.rename(name), args.units_per_gpu, setup)
-    test = trace.test_index
-    print(
-        f"tiercast simulate | {args.history} | demand = ceil(value / {args.units_per_gpu:g}) GPUs | "
-        f"test {test[0]:%Y-%m-%d %H:%M} to {test[-1]:%Y-%m-%d %H:%M} ({len(test)} steps of 5 min) | "
-        f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, lead {setup.lead_time_s // 60} min | "
-        f"reforecast every {args.reforecast}"
+    fleet = _user_fleet(args)
+    series = select_series(
+        history, args.series if args.series or fleet is None else _series_of(history, fleet)
     )
-    replay = _replay_showing_progress(args, trace, setup, policies)
-    print(format_table(replay))
-    if args.tiers:
-        print(format_tiers(replay))
-    for policy, run in replay.runs.items():
-        if run.plans:
-            print(f"{policy}: {run.plans} plans in {run.seconds:.1f} s", file=sys.stderr)
-    _write_files(replay, args.timeline_out, args.chart_out)
+    policies = _policies(args)
+    name = Path(args.history).stem if args.series is None else args.series
+    cache: ForecastCache = {}
+    setups = _setups(args) if fleet is None else [_fleet_setup(args, fleet)]
+    units = args.units_per_gpu if fleet is None else fleet.units_per_gpu
+    tiers = args.tiers or (fleet is not None and fleet.tiers)
+    for k, setup in enumerate(setups):
+        trace = prepare_trace(series.rename(name), units, setup)
+        test = trace.test_index
+        shape = (
+            f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, "
+            f"lead {setup.lead_time_s // 60} min"
+            if fleet is None
+            else f"config {args.config}: {fleet.describe()}"
+        )
+        print(
+            f"tiercast simulate | {args.history} | demand = ceil(value / {units:g}) GPUs | "
+            f"test {test[0]:%Y-%m-%d %H:%M} to {test[-1]:%Y-%m-%d %H:%M} ({len(test)} steps of 5 min) | "
+            f"{shape} | reforecast every {args.reforecast}"
+        )
+        replay = _replay_showing_progress(
+            args, trace, setup, policies, cache, tiers, None if fleet is None else fleet.config
+        )
+        print(format_table(replay))
+        if tiers:
+            print(format_tiers(replay))
+        margin = replay.runs["predictive"].margin if "predictive" in replay.runs else None
+        if margin is not None:
+            print(f"predictive: {margin.describe()}")
+        for policy, run in replay.runs.items():
+            if run.plans:
+                print(f"{policy}: {run.plans} plans in {run.seconds:.1f} s", file=sys.stderr)
+        # Several lead times: the files are those of the first.
+        if k == 0:
+            _write_files(replay, args.timeline_out, args.chart_out)
     return 0
 
 
 def _replay_showing_progress(
-    args: argparse.Namespace, trace: Trace, setup: ReplaySetup, policies: list[str]
+    args: argparse.Namespace,
+    trace: Trace,
+    setup: ReplaySetup,
+    policies: list[str],
+    cache: ForecastCache,
+    tiers: bool,
+    fleet: Config | None,
 ) -> Replay:
     """:func:`run_replay`, each simulated day of the planner shown on the progress bar, or
     on stderr with ``--progress`` where no bar is shown."""
-    days = planner_days(trace, policies, args.tiers)
+    days = planner_days(trace, policies, tiers)
     with Progress.for_args(args, "simulate", days, "day") as bar:
 
         def progress(msg: str) -> None:
@@ -148,9 +233,43 @@ def _replay_showing_progress(
             trace,
             setup,
             policies,
-            tiers=args.tiers,
+            tiers=tiers,
             progress=progress if args.progress or bar.enabled else None,
+            cache=cache,
+            fleet=fleet,
         )
+
+
+def _user_fleet(args: argparse.Namespace) -> UserFleet | None:
+    """``--config``: the user's own pools and policy, or None."""
+    if args.config is None:
+        return None
+    if args.units_per_gpu is not None:
+        raise BadInputError(
+            "simulate: --units-per-gpu comes from the workloads of --config; give one of them"
+        )
+    return load_user_fleet(args.config, args.signal)
+
+
+def _series_of(history: dict[str, pd.Series], fleet: UserFleet) -> str | None:
+    """The series of a long-format history named like the fleet's signal, where there is one."""
+    return fleet.signal if fleet.signal in history else None
+
+
+def _fleet_setup(args: argparse.Namespace, fleet: UserFleet) -> ReplaySetup:
+    """The fleet's setup with the replay's own flags (refresh, seed); the lead times are the
+    pools', and the planning horizon at most what the hold rules look at (lead time +
+    stabilization, at least an hour): only the first step of each plan is acted on."""
+    base = _setup(args)
+    s = fleet.setup
+    horizon = max(3600, min(s.horizon_s, 2 * (s.lead_time_s + s.stabilization_s)))
+    return replace(
+        s,
+        reforecast_s=base.reforecast_s,
+        seed=base.seed,
+        forecast_method=args.method if args.method_given else s.forecast_method,
+        horizon_s=horizon,
+    )
 
 
 def _write_files(replay: Replay, timeline_out: str, chart_out: str) -> None:
@@ -171,7 +290,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="replay a demand CSV walk-forward: static, reactive, predictive, clairvoyant, oracle",
         description=(
             "Replay a demand history walk-forward under the published protocol (5-minute steps, "
-            "8-GPU nodes, $4/GPU-h, 10-minute lead time; test period the last 7 days, or 4 for "
+            "8-GPU nodes, $4/GPU-h, 10-minute lead time unless --lead-time; test period the last 7 days, or 4 for "
             "series of 14 days or less) and compare tiercast's planner with the baselines."
         ),
     )
@@ -205,9 +324,15 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--units-per-gpu",
         type=float,
-        default=1.0,
+        default=None,
         help="signal units one GPU serves: demand = ceil(value / this) (default 1)",
     )
+    p.add_argument(
+        "--config",
+        help="replay your own pools (lead times, node sizes, prices, tiers) and policy from a "
+        "tiercast config file, for the workloads of one signal (with --history)",
+    )
+    p.add_argument("--signal", help="with --config: the signal whose workloads are replayed")
 
 
 def _add_policy_flags(p: argparse.ArgumentParser) -> None:
@@ -223,12 +348,27 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
         help="also replay tiercast on reserved ($2.40) + spot ($1.40, 5%%/h reclaims) + on-demand",
     )
     p.add_argument(
+        "--lead-time",
+        default="10m",
+        help="seconds or a duration from requesting a node to it serving, for every pool; "
+        "several, comma-separated (10m,20m,40m), replay each (default: %(default)s)",
+    )
+    p.add_argument(
+        "--ablations",
+        default=None,
+        help="forecast methods the planner is also replayed with, as predictive[METHOD] "
+        f"(default: none; with --suite: {DEFAULT_ABLATIONS}; '' for none)",
+    )
+    p.add_argument(
         "--reforecast",
         default="1h",
         help="how often the forecast is refreshed in simulated time (default: %(default)s)",
     )
     p.add_argument(
-        "--method", default="auto", help="forecast estimator or 'auto' (default: %(default)s)"
+        "--method",
+        default=None,
+        help="forecast estimator or 'auto' (default: auto; with "
+        "--config, the file's forecast.method)",
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the spot reclaims (default: %(default)s)"

@@ -1,23 +1,24 @@
 """Margins learned from each series' own past: how far above the newest observation to provision.
 
 Capacity asked for now serves only after the lead time, so the planner keeps a
-margin over the newest observation for what demand does meanwhile. A fixed
-margin fits some shapes only (10% leaves a bursty LLM service short; a rise
-ratio taken from the last day triples capacity at every peak of a spiky one).
-Here the margin of each signal is chosen from its own history by a walk-forward
-replay of the near-term rule over that history:
+margin over the newest observation for what demand does meanwhile. Two rules
+compete on each signal's own history, replayed walk-forward:
 
-* at every step i of the history the rule requests
-  ``R_i = (1 + m) * max(y_j * s_j for j in i-h+1..i)``: the newest values with
-  margin m, times ``s_j`` the change the day before made over the next lead time
-  (standing in for the forecast's predicted change, which the planner anchors on
-  the newest value), the largest over the window h that the planner's
-  hysteresis holds (lead time + stabilization), and never under that window's
-  peak;
-* step j is served by what was requested over the lead time before it,
-  ``min(R[j-1-L..j-1])`` with L the lead time in signal steps (conservative: a
-  node kept from earlier would serve too);
-* the unserved share is ``sum(max(0, y_j - served_j)) / sum(y_j)``.
+* the *growth rule*: ``R_i = (1 + m) * max(y_j * G_j for j in i-h+1..i)``, where
+  ``G_j`` is the growth quantile of :mod:`scaler.planning.growth` (the forecast's
+  predicted growth over the lead time, calibrated by a walk-forward backtest of the
+  forecaster the planner uses, on this history, by time of day), at one of the
+  levels :data:`scaler.planning.growth.LEVELS`; h is the window that the planner's
+  hysteresis holds (lead time + stabilization), and R never under that window's peak;
+* the *reactive rule*: the same with ``G_j = 1``: the newest value with margin m, held
+  over the window, as a reactive autoscaler scales.
+
+Step j is served by what was requested over the lead time before it,
+``min(R[j-1-L..j-1])`` with L the lead time in signal steps (conservative: a node
+kept from earlier would serve too); the unserved share is
+``sum(max(0, y_j - served_j)) / sum(y_j)`` and the cost the capacity held over the
+demand, both over the span the forecaster was backtested on (the whole history
+where there is no backtest).
 
 The margin is headroom on replicas, as the planner adds it: the level is rounded
 up to whole replicas (``replica``, the signal units of one) before the margin, then
@@ -25,40 +26,34 @@ the capacity up to whole nodes (``granule``, the signal units one node serves), 
 the margin is not asked to cover what the rounding covers already, and the
 reactive reference replays exactly the rule a reactive autoscaler runs on GPUs.
 
-The reference is a *reactive* rule (the newest value plus
-:data:`REACTIVE_HEADROOM`, held over the same window) replayed on the same
-history. The margin is the cheapest that leaves no more of the demand unserved
-than that rule did, and never more than ``budget`` (``policy.unserved_budget``):
-prediction has to serve at least as well as reacting on the series' own past
-before it may cost less. Where no margin gets there (demand that jumps from
-nothing, which no multiple of the newest value covers), it is the cheapest within
-``budget`` of the least that any margin leaves: more margin would buy nothing.
+The *target* is the unserved share of the reference rule (the newest value plus
+:data:`REACTIVE_HEADROOM`, held over the same window) on the same span, and never
+more than ``budget`` (``policy.unserved_budget``): prediction has to serve at least
+as well as reacting did before it may cost less. The choice is the cheapest
+candidate of either rule meeting the target, so the forecast is used near term
+exactly where, on this history, it served as well for less than any reactive
+margin; the result keeps both rules' costs for the plan's reason ("forecast
+growth q0.9 ... 12% less than newest observation x margin"). Where no candidate
+meets the target (demand that jumps from nothing, which no multiple of the newest
+value covers), it is the cheapest within ``budget`` of the least that any leaves;
+where meeting it costs more than the reference rule did, the candidate serving
+most at no more than that rule's cost. So a series never gets a rule that was
+costlier than reactive scaling over its history.
 
-Where that choice costs more than the reactive rule did, prediction did not pay
-on this series' own past, and the choice falls back to the same rule without the
-day-before shape (``s_j = 1``: the newest value with margin, held over the window,
-as reacting does; the planner then anchors on a flat forecast near term and holds
-the window's newest values with the margin): the cheapest of those that serves as
-well as reacting for no more (the reactive rule itself is one, where it left no
-more than the budget), else the candidate that leaves the least unserved at no
-more than the reactive rule's cost. So a series never gets a margin that was
-costlier than reactive scaling over its history. The rule without shape is only
-the fallback: the day-before change is a poor stand-in for the forecaster's
-shape, and where the shaped rule pays the planner uses the forecaster's.
-
-The rule sees only the history it is given; the replay gives it the training
-period, the product the collected lookback. The result carries its evidence
-(unserved at the margin and at the next smaller one, cost against the reactive
-rule's) for the plan's reasons.
+The rules see only the history they are given; the replay gives them the training
+period, the product the collected lookback.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from scaler.planning.growth import LEVELS, Growth, GrowthBacktest, growth_factors
 
 MARGIN_GRID: np.ndarray = np.round(np.arange(0.0, 2.0 + 1e-9, 0.025), 3)
 """Candidate margins: 0% to 200% of the newest observation, in steps of 2.5%."""
@@ -71,14 +66,19 @@ REACTIVE_HEADROOM = 0.2
 """The reference rule's margin: the newest value plus 20%, the usual reactive autoscaler
 target (the replay's reactive baseline, README "Replay")."""
 
+Backtester = Callable[[np.ndarray, pd.DatetimeIndex, int], GrowthBacktest | None]
+"""``(values, grid, lead_steps) -> backtest``: the forecaster walked forward over a regular
+history (:func:`scaler.planning.growth.backtest_growth` with the planner's forecaster)."""
+
 
 @dataclass(frozen=True)
 class Margin:
-    """A signal's learned margin and the evidence for it."""
+    """A signal's learned near-term rule and the evidence for it."""
 
     signal: str
     margin: float
-    """Fraction over the newest observation the planner provisions near term."""
+    """Fraction over the newest observation (times the growth quantile, where used) the
+    planner provisions near term."""
     unserved_share: float
     """Share of demand the rule left unserved over the history at this margin."""
     smaller_unserved_share: float | None
@@ -90,8 +90,9 @@ class Margin:
     within_budget: bool
     """False where no candidate reached the budget (the margin stops where more buys nothing)."""
     forecast_shape: bool = True
-    """Whether the planner applies the forecast's predicted change near term. False where,
-    on this history, the rule without it served as well for less."""
+    """Whether the planner applies the forecast's predicted change near term: the growth
+    quantile (``growth``), or, without one, the forecast median's change anchored on the
+    newest value. False: the newest value with the margin, as reacting does."""
     cost_ratio: float | None = None
     """Capacity the chosen rule held over the history, as a multiple of demand."""
     reactive_cost_ratio: float | None = None
@@ -103,9 +104,30 @@ class Margin:
     more than its cost, so the margin is the one serving most at no more than that cost."""
     target: float | None = None
     """Unserved share aimed at: the budget, or less where the reactive rule left less."""
+    growth: Growth | None = None
+    """The calibrated growth quantile the planner applies (None: not the growth rule)."""
+    growth_cost_ratio: float | None = None
+    """The cheapest growth-rule candidate meeting the target: capacity over demand (None:
+    none met it, or no backtest)."""
+    flat_cost_ratio: float | None = None
+    """The same for the newest observation x margin (the reactive rule's family)."""
+    backtest_note: str = ""
+    """Why the forecast was not backtested (history too short), where it was not."""
+    growth_error: tuple[float, float] | None = None
+    """On the backtest: the mean absolute log error of the forecast's predicted growth
+    over the lead time, and of assuming none (:meth:`GrowthBacktest.errors`)."""
+
+    @property
+    def source(self) -> str:
+        """Where the near-term number comes from, in a reason's words."""
+        if self.growth is not None:
+            return f"forecast growth q{self.growth.level:g} ({self.growth.method})"
+        if self.forecast_shape:
+            return "forecast median change"
+        return "newest observation x margin"
 
     def describe(self) -> str:
-        """One clause for a reason: the margin and its evidence."""
+        """One clause for a reason: where the near-term number comes from, and its evidence."""
         smaller = (
             f", {100 * self.smaller_unserved_share:.2f}% at "
             f"{100 * (self.margin - float(MARGIN_GRID[1])):.1f}%"
@@ -124,8 +146,13 @@ class Margin:
                 if self.within_budget
                 else ("over" if self.capped else "budget not reachable;")
             ) + f" budget {100 * self.budget:.2f}%"
+        rule = (
+            f"newest observation x {self.growth.describe()} x (1 + {100 * self.margin:.1f}%)"
+            if self.growth is not None
+            else f"newest observation x margin {100 * self.margin:.1f}%"
+        )
         text = (
-            f"margin {100 * self.margin:.1f}% learned for {self.signal!r} from "
+            f"near term {rule}, learned for {self.signal!r} from "
             f"{self.history_days:.1f} d of its history ({100 * self.unserved_share:.2f}% "
             f"unserved{smaller}; {aim})"
         )
@@ -142,15 +169,52 @@ class Margin:
                 else f", holding {self.cost_ratio:.2f}x demand where the reactive rule held "
                 f"{reactive}"
             )
-        if not self.forecast_shape:
-            text += "; forecast shape not used near term (it did not pay on this history)"
+        text += self._comparison()
+        if self.growth_error is not None and all(math.isfinite(e) for e in self.growth_error):
+            fc, none = self.growth_error
+            text += (
+                f"; growth over the lead time on the backtest: the forecast's off by "
+                f"{100 * fc:.1f}% on average, no growth by {100 * none:.1f}%"
+            )
         return text
+
+    def _comparison(self) -> str:
+        """Which rule won on this history, and by how much."""
+        g, f = self.growth_cost_ratio, self.flat_cost_ratio
+        if self.backtest_note:
+            return f"; forecast not used near term ({self.backtest_note})"
+        if g is None and f is None:
+            return ""
+        if self.growth is not None:
+            if f is None:
+                return "; no newest observation x margin served as well on this history"
+            return (
+                f"; the forecast's growth held {100 * (1 - g / f):.1f}% less than newest "
+                f"observation x margin ({f:.2f}x) at the same service on this history"
+                if g is not None and f > 0
+                else ""
+            )
+        if g is None:
+            return "; forecast not used near term (its growth rule did not serve as well here)"
+        if f is None or f <= 0:
+            return ""
+        if g < f:
+            return (
+                f"; forecast not used near term: serving as well with its growth rule held "
+                f"{g:.2f}x demand ({100 * (1 - g / f):.1f}% less than newest observation x "
+                "margin), but more than the reactive rule cost"
+            )
+        return (
+            f"; forecast not used near term: its growth rule held {g:.2f}x demand, "
+            f"{100 * (g / f - 1):.1f}% more than newest observation x margin at the same "
+            "service on this history"
+        )
 
     def to_dict(self) -> dict[str, object]:
         def r6(x: float | None) -> float | None:
-            return None if x is None else round(x, 6)
+            return None if x is None or not math.isfinite(x) else round(x, 6)
 
-        return {
+        out: dict[str, object] = {
             "margin": self.margin,
             "unserved_share": round(self.unserved_share, 6),
             "smaller_unserved_share": r6(self.smaller_unserved_share),
@@ -163,31 +227,23 @@ class Margin:
             "reactive_unserved_share": r6(self.reactive_unserved_share),
             "capped": self.capped,
             "target": r6(self.target),
+            "near_term": self.source,
+            "growth_cost_ratio": r6(self.growth_cost_ratio),
+            "flat_cost_ratio": r6(self.flat_cost_ratio),
         }
-
-
-def day_shape(known: np.ndarray, lead_steps: int, season_steps: int) -> np.ndarray:
-    """Largest ``y[i+k-P] / y[i-P]`` for k = 1..L+1: the change the day before made next.
-
-    The planner anchors its forecast's predicted change on the newest value; the
-    day-before change stands in for that forecast here (1 where undefined), so the
-    margin covers what the shape does not foresee.
-    """
-    n = len(known)
-    out = np.ones(n)
-    if season_steps <= 0 or n <= season_steps:
+        if self.growth_error is not None:
+            out["growth_error"] = {
+                "forecast": r6(self.growth_error[0]),
+                "no_growth": r6(self.growth_error[1]),
+            }
+        if self.growth is not None:
+            out["growth"] = {
+                "level": self.growth.level,
+                "method": self.growth.method,
+                "samples": self.growth.samples,
+                "overall_correction": round(self.growth.overall, 6),
+            }
         return out
-    base = np.full(n, np.nan)
-    base[season_steps:] = known[: n - season_steps]
-    best = np.full(n, -np.inf)
-    for k in range(1, min(lead_steps + 1, season_steps - 1) + 1):
-        # y[i + k - P]: known at i, since k < P.
-        ahead = np.full(n, np.nan)
-        ahead[season_steps - k :] = known[: n - season_steps + k]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = ahead / base
-        best = np.fmax(best, np.where(np.isfinite(ratio) & (base > 0), ratio, np.nan))
-    return np.where(np.isfinite(best), np.maximum(best, 1.0), 1.0)
 
 
 def replay_rule(
@@ -195,27 +251,28 @@ def replay_rule(
     lead_steps: int,
     floor_steps: int,
     margins: np.ndarray = MARGIN_GRID,
-    season_steps: int = 0,
+    factor: np.ndarray | None = None,
     granule: float = 0.0,
-    shape: bool = True,
     replica: float = 0.0,
+    scored_from: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(unserved share, capacity / demand)`` of the near-term rule per candidate margin.
 
-    ``values``: one regular series, NaN for gaps. ``granule``: signal units of one node
-    (capacity is requested in whole nodes; 0: not rounded). ``shape``: whether the
-    day-before change stands in for the forecast's (False: the newest value only).
-    ``replica``: signal units of one replica, the margin's unit (0: not rounded).
+    ``values``: one regular series, NaN for gaps. ``factor``: the growth quantile per
+    step (None: 1, the reactive rule). ``granule``: signal units of one node (capacity
+    is requested in whole nodes; 0: not rounded). ``replica``: signal units of one
+    replica, the margin's unit (0: not rounded). Steps before ``scored_from`` are
+    replayed but not scored.
     """
     y = np.asarray(values, dtype=float)
     n = len(y)
     margins = np.asarray(margins, dtype=float)
     known = pd.Series(y).ffill().fillna(0.0).to_numpy()
     peak = pd.Series(known).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
-    factor = day_shape(known, lead_steps, season_steps) if shape else np.ones(n)
+    grow = np.ones(n) if factor is None else np.where(np.isfinite(factor), factor, 1.0)
     # R[m, i]: what the rule requests after seeing step i: the largest of the
-    # anchored levels over the floor window (the planner's hysteresis keeps them).
-    level = pd.Series(known * factor).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
+    # grown levels over the floor window (the planner's hysteresis keeps them).
+    level = pd.Series(known * grow).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
     if replica > 0:
         # Headroom on whole replicas (scaler.planning.demand.gpus_for), in signal units.
         level = np.ceil(level / replica - 1e-9)
@@ -235,6 +292,7 @@ def replay_rule(
         held[:, width:] = requested[:, width - 1 : n - 1]
     demand = np.where(np.isfinite(y), y, np.nan)
     scored = np.isfinite(demand) & np.isfinite(served[0])
+    scored[: max(0, scored_from)] = False
     total = float(np.nansum(demand[scored]))
     if total <= 0:
         return np.zeros(len(margins)), np.zeros(len(margins))
@@ -247,10 +305,10 @@ def unserved_by_margin(
     lead_steps: int,
     floor_steps: int,
     margins: np.ndarray = MARGIN_GRID,
-    season_steps: int = 0,
 ) -> np.ndarray:
-    """Unserved share of ``values`` (one regular series, NaN for gaps) per candidate margin."""
-    return replay_rule(values, lead_steps, floor_steps, margins, season_steps)[0]
+    """Unserved share of ``values`` (one regular series, NaN for gaps) per candidate margin,
+    reacting (the newest value with the margin, held over the floor window)."""
+    return replay_rule(values, lead_steps, floor_steps, margins)[0]
 
 
 @dataclass(frozen=True)
@@ -263,27 +321,30 @@ class _Replay:
     step: pd.Timedelta
     lead_steps: int
     floor_steps: int
-    season: int
-    """Steps in a day (the day-before shape), 0 where the step is a day or more."""
     granule: float
     replica: float
+    scored_from: int = 0
+    """First step scored: the backtest's first origin (0: the whole history)."""
 
-    def rule(self, margins: np.ndarray, shape: bool) -> tuple[np.ndarray, np.ndarray]:
+    def rule(
+        self, margins: np.ndarray, factor: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """:func:`replay_rule` on this history: unserved share and cost per margin."""
         return replay_rule(
             self.values,
             self.lead_steps,
             self.floor_steps,
             margins,
-            self.season,
+            factor,
             granule=self.granule,
-            shape=shape,
             replica=self.replica,
+            scored_from=self.scored_from,
         )
 
 
-_Candidate = tuple[bool, int]
-"""A rule (with the day-before shape or not) and the index of its margin in MARGIN_GRID."""
+_Candidate = tuple[int, int]
+"""A rule (the index of its growth level in LEVELS, -1 for newest observation x margin)
+and the index of its margin in MARGIN_GRID."""
 
 
 def learn_margin(
@@ -296,6 +357,7 @@ def learn_margin(
     granule: float = 0.0,
     reactive_headroom: float | None = REACTIVE_HEADROOM,
     replica: float = 0.0,
+    backtest: Backtester | None = None,
 ) -> Margin | None:
     """The cheapest rule and margin keeping ``history``'s unserved share in ``budget``.
 
@@ -303,41 +365,54 @@ def learn_margin(
     step (inferred from the index when not given); ``granule`` the signal units one
     node serves (0: capacity not rounded), ``replica`` those of one replica (the margin
     is headroom on replicas; 0: not rounded). ``reactive_headroom``: the reference rule
-    the choice may not cost more than (None: no reference). None when the history is
-    shorter than :data:`MIN_HISTORY_STEPS` or carries no demand.
+    the choice may not cost more than (None: no reference). ``backtest``: the planner's
+    forecaster walked forward over the history (None: the growth rule is not a
+    candidate). None when the history is shorter than :data:`MIN_HISTORY_STEPS` or
+    carries no demand.
     """
     replay = _regular_replay(history, lead_time_s, step, floor_window, granule, replica)
     if replay is None:
         return None
-    cands, unserved, cost = _candidates(replay)
+    bt = backtest(replay.values, replay.grid, replay.lead_steps) if backtest else None
+    if bt is not None:
+        replay = _Replay(**{**replay.__dict__, "scored_from": int(bt.positions.min())})
+    cands, unserved, cost, growths = _candidates(replay, bt)
     # Never more unserved than reacting left on the same history, nor than the budget.
     reactive_cost = reactive_unserved = None
     target = budget
     if reactive_headroom is not None:
-        ru, rc = replay.rule(np.array([reactive_headroom]), shape=False)
+        ru, rc = replay.rule(np.array([reactive_headroom]))
         reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
         target = min(budget, reactive_unserved)
-    chosen = _cheapest_shaped(cands, unserved, cost, target, budget)
+    chosen = _cheapest(cands, unserved, cost, target, budget)
     capped = False
     if reactive_cost is not None and cost[chosen] > reactive_cost * (1 + 1e-9):
         chosen, capped = _no_costlier_than_reacting(
             cands, unserved, cost, target, reactive_cost, chosen
         )
-    sh, k = chosen
+    rule, k = chosen
+    scored = replay.grid[replay.scored_from :]
     return Margin(
         signal=str(signal if signal is not None else history.name or "signal"),
         margin=float(MARGIN_GRID[k]),
         unserved_share=unserved[chosen],
-        smaller_unserved_share=unserved[(sh, k - 1)] if k > 0 else None,
+        smaller_unserved_share=unserved[(rule, k - 1)] if k > 0 else None,
         budget=budget,
-        history_days=(replay.grid[-1] - replay.grid[0] + replay.step) / pd.Timedelta(days=1),
+        history_days=(scored[-1] - scored[0] + replay.step) / pd.Timedelta(days=1),
         within_budget=unserved[chosen] <= budget + 1e-12,
-        forecast_shape=sh,
+        forecast_shape=rule >= 0,
         cost_ratio=cost[chosen],
         reactive_cost_ratio=reactive_cost,
         reactive_unserved_share=reactive_unserved,
         capped=capped,
         target=target,
+        growth=growths.get(rule),
+        growth_cost_ratio=_best_cost(cands, unserved, cost, target, shaped=True),
+        flat_cost_ratio=_best_cost(cands, unserved, cost, target, shaped=False),
+        backtest_note=""
+        if bt is not None or backtest is None
+        else "too little history to backtest the forecaster",
+        growth_error=bt.errors() if bt is not None else None,
     )
 
 
@@ -368,41 +443,59 @@ def _regular_replay(
         step=step,
         lead_steps=max(0, math.ceil(lead_time_s / step.total_seconds() - 1e-9)),
         floor_steps=max(1, int(floor_window / step)),
-        season=int(pd.Timedelta(days=1) / step) if step < pd.Timedelta(days=1) else 0,
         granule=granule if math.isfinite(granule) and granule > 0 else 0.0,
         replica=replica if math.isfinite(replica) and replica > 0 else 0.0,
     )
 
 
 def _candidates(
-    replay: _Replay,
-) -> tuple[list[_Candidate], dict[_Candidate, float], dict[_Candidate, float]]:
-    """Every candidate with its unserved share and cost over the history."""
-    # The forecast-shaped rule first so that it wins ties.
-    shapes = (True, False) if 0 < replay.season < len(replay.values) else (True,)
-    table = {sh: replay.rule(MARGIN_GRID, shape=sh) for sh in shapes}
-    cands = [(sh, k) for sh in shapes for k in range(len(MARGIN_GRID))]
+    replay: _Replay, bt: GrowthBacktest | None
+) -> tuple[list[_Candidate], dict[_Candidate, float], dict[_Candidate, float], dict[int, Growth]]:
+    """Every candidate with its unserved share and cost over the history, and the growth
+    quantile of each level."""
+    table = {-1: replay.rule(MARGIN_GRID)}
+    growths: dict[int, Growth] = {}
+    if bt is not None:
+        for r, level in enumerate(LEVELS):
+            growths[r] = bt.calibrate(level)
+            factor = np.ones(len(replay.values))
+            factor[bt.positions] = growth_factors(bt, growths[r])
+            table[r] = replay.rule(MARGIN_GRID, factor)
+    # The growth rules first so that they win ties.
+    rules = [*sorted(growths), -1]
+    cands = [(r, k) for r in rules for k in range(len(MARGIN_GRID))]
     unserved = {c: float(table[c[0]][0][c[1]]) for c in cands}
     cost = {c: float(table[c[0]][1][c[1]]) for c in cands}
-    return cands, unserved, cost
+    return cands, unserved, cost, growths
 
 
-def _cheapest_shaped(
+def _best_cost(
+    cands: list[_Candidate],
+    unserved: dict[_Candidate, float],
+    cost: dict[_Candidate, float],
+    target: float,
+    shaped: bool,
+) -> float | None:
+    """The least cost of a candidate of one rule family meeting ``target`` (None: none)."""
+    costs = [cost[c] for c in cands if (c[0] >= 0) == shaped and unserved[c] <= target + 1e-12]
+    return min(costs) if costs else None
+
+
+def _cheapest(
     cands: list[_Candidate],
     unserved: dict[_Candidate, float],
     cost: dict[_Candidate, float],
     target: float,
     budget: float,
 ) -> _Candidate:
-    """The cheapest forecast-shaped candidate meeting ``target``, else the cheapest within
-    ``budget`` of the least any shaped candidate leaves unserved."""
-    # The target is met with the forecast's shape: the day-before change is a poor
-    # stand-in for the forecaster's, so the rule without it is only the fallback.
-    shaped = [c for c in cands if c[0]]
-    within = any(unserved[c] <= target + 1e-12 for c in shaped)
-    limit = target if within else min(unserved[c] for c in shaped) + budget
-    # Cheapest first; among equal costs the smaller margin.
-    return min((c for c in shaped if unserved[c] <= limit + 1e-12), key=lambda c: (cost[c], c[1]))
+    """The cheapest candidate meeting ``target``, else the cheapest within ``budget`` of the
+    least any candidate leaves unserved; ties go to the growth rule, then the smaller margin."""
+    within = any(unserved[c] <= target + 1e-12 for c in cands)
+    limit = target if within else min(unserved[c] for c in cands) + budget
+    return min(
+        (c for c in cands if unserved[c] <= limit + 1e-12),
+        key=lambda c: (round(cost[c], 9), c[0] < 0, c[1], c[0]),
+    )
 
 
 def _no_costlier_than_reacting(
@@ -413,8 +506,8 @@ def _no_costlier_than_reacting(
     reactive_cost: float,
     chosen: _Candidate,
 ) -> tuple[_Candidate, bool]:
-    """The choice where meeting the target with the forecast's shape cost more than
-    reacting did, and whether it is capped (serves less than the target)."""
+    """The choice where meeting the target cost more than reacting did, and whether it is
+    capped (serves less than the target)."""
     # The cheapest candidate that serves as well as reacting for no more (the reactive
     # rule itself is one where it left no more than the budget), else the one serving
     # most at no more than the reactive rule's cost; ``chosen`` stays where none costs
@@ -422,7 +515,7 @@ def _no_costlier_than_reacting(
     affordable = [c for c in cands if cost[c] <= reactive_cost * (1 + 1e-9)]
     dominating = [c for c in affordable if unserved[c] <= target + 1e-12]
     if dominating:
-        return min(dominating, key=lambda c: (cost[c], not c[0], c[1])), False
+        return min(dominating, key=lambda c: (cost[c], c[0] < 0, c[1])), False
     if affordable:
         return min(affordable, key=lambda c: (unserved[c], cost[c], c[1])), True
     return chosen, False

@@ -69,19 +69,22 @@ def demand_levels(
     peaks, record_peaks, peak_headroom = _observed_peaks(
         forecasts, history, learned, headroom, hold_window
     )
-    # A signal whose forecast shape did not pay on its own history (scaler.planning.margins) is
-    # anchored on a flat median near term: its newest value, with its margin.
-    shaped = {
-        name: fc
-        if learned.get(name) is None or learned[name].forecast_shape
-        else _without_shape(fc)
-        for name, fc in forecasts.items()
+    # Near term each signal follows the rule learnt on its own history
+    # (scaler.planning.margins): the growth quantile of its forecast, the forecast median's
+    # change, or (where the forecast did not pay) its newest value, held flat.
+    shaped = {name: near_term_forecast(fc, learned.get(name)) for name, fc in forecasts.items()}
+    # The growth rule's floor is the window's peak as observed: its margin is on the growth.
+    floor_headroom = {
+        name: 0.0 if name in learned and learned[name].growth is not None else m
+        for name, m in headroom.items()
     }
     return DemandLevels(
         quantile=demand_by_model(config, dict(forecasts), grid, policy.quantile),
-        observed=current_demand_by_model(config, dict(forecasts), headroom, peaks, peak_headroom),
+        observed=current_demand_by_model(
+            config, dict(forecasts), floor_headroom, peaks, peak_headroom
+        ),
         recorded=current_demand_by_model(
-            config, dict(forecasts), headroom, record_peaks, peak_headroom
+            config, dict(forecasts), floor_headroom, record_peaks, peak_headroom
         ),
         anchored=anchored_demand_by_model(config, shaped, grid, headroom),
         steady=anchored_demand_by_model(config, shaped, grid, 0.0),
@@ -122,11 +125,18 @@ def _observed_peaks(
     return peaks, record_peaks, peak_headroom
 
 
-def _without_shape(fc: SeriesForecast) -> SeriesForecast:
-    """``fc`` with a flat median: anchored on it, the newest value is held as it is."""
+def near_term_forecast(fc: SeriesForecast, margin: Margin | None) -> SeriesForecast:
+    """``fc`` as the near-term rule anchors it: with its growth quantile applied to the
+    newest value and a flat median (the growth rule), as it is (the forecast median's
+    change), or with a flat median (the rule without the forecast)."""
+    if margin is None or (margin.forecast_shape and margin.growth is None):
+        return fc
     frame = fc.frame.copy()
     frame["q0.5"] = 1.0
-    return replace(fc, frame=frame)
+    flat = replace(fc, frame=frame)
+    if margin.growth is None:
+        return flat
+    return replace(flat, last_value=fc.last_value * margin.growth.factor(fc, fc.last_timestamp))
 
 
 def held_models(

@@ -91,6 +91,22 @@ def margin_notes(
     return notes
 
 
+def near_sources(
+    workloads: Iterable[WorkloadConfig], learned: Mapping[str, Margin], qname: str
+) -> dict[str, str]:
+    """Per GPU model, where its near-term demand comes from, in a reason's words: the
+    forecast's growth quantile, the forecast median's change, or the newest observation
+    times a margin (several signals: each source once)."""
+    out: dict[str, list[str]] = {}
+    for w in workloads:
+        m = learned.get(w.signal)
+        source = m.source if m is not None else f"{qname} forecast"
+        names = out.setdefault(gpu_model(w.gpu_model).name, [])
+        if source not in names:
+            names.append(source)
+    return {k: " + ".join(v) for k, v in out.items()}
+
+
 def decide(
     pool: PoolConfig,
     cur: int,
@@ -103,7 +119,8 @@ def decide(
     stabilization_s: int,
 ) -> tuple[Decision, str]:
     """``pool``'s decision from ``cur`` to ``target`` nodes and the reason that names
-    the demand, its time and lead time, the cost and what binds."""
+    the demand (``qname``: where its near-term number comes from, :func:`near_sources`),
+    its time and lead time, the cost and what binds."""
     p = pool
     model = gpu_model(p.gpu_model).name
     need_up, need_keep, needed_at = levels.need_up, levels.need_keep, levels.needed_at
@@ -118,7 +135,7 @@ def decide(
         )
     if target > cur:
         return "scale-up", (
-            f"{qname} demand for {model} reaches {need_up:.1f} GPUs by {hhmm(needed_at)} "
+            f"{qname}: demand for {model} reaches {need_up:.1f} GPUs by {hhmm(needed_at)} "
             f"(lead time {lead_min:.0f} min); +{target - cur} node(s) at "
             f"{p.price_per_node_hour:.2f}/h each, +{delta_cost:.2f}/h{bound}"
         )
@@ -130,7 +147,7 @@ def decide(
         )
     if target < cur:
         return "scale-down", (
-            f"{qname} demand for {model} stays at or under {need_keep:.1f} GPUs until "
+            f"{qname}: demand for {model} stays at or under {need_keep:.1f} GPUs until "
             f"{hhmm(levels.hold_until)} "
             f"(lead time {levels.lead_hold.total_seconds() / 60:.0f} min + "
             f"{stabilization_s / 60:.0f} min "
@@ -138,7 +155,7 @@ def decide(
         )
     held = f"; {held_why}, holding" if held_why is not None else ""
     return "no-op", (
-        f"{cur} node(s) fit {qname} demand for {model} of {need_up:.1f} GPUs at "
-        f"{hhmm(needed_at)} (lead time {lead_min:.0f} min){held}{bound}; "
+        f"{cur} node(s) fit demand for {model} of {need_up:.1f} GPUs at "
+        f"{hhmm(needed_at)} ({qname}; lead time {lead_min:.0f} min){held}{bound}; "
         f"cost unchanged at {cur * p.price_per_node_hour:.2f}/h"
     )

@@ -10,31 +10,30 @@ Need, per grid step j (GPUs of one model):
 
 * beyond the reach of this cycle's action (``j > lead``): the policy quantile of
   forecast demand in step j (:mod:`scaler.planning.demand`); this is the projection;
-* within reach (``j <= lead``), the forecast conditioned on what is observed now
-  replaces it: the *anchored* demand ``last * (1 + headroom_fraction) *
-  median(t_j) / median(t_last)`` (the forecast's predicted change applied to the
-  newest observation), and never less than the *observed floor*, the newest
-  demand times ``1 + headroom_fraction`` and the largest demand of the last hour.
-  A forecast that is wrong about the level therefore degrades to reactive
-  scaling, not to an outage, and a forecast ramp (a morning rise, a half-hourly
-  step) is provisioned a lead time before it arrives;
-* the margin in the two levels above is each signal's own, learnt from its
-  history (:mod:`scaler.planning.margins`: the cheapest margin whose walk-forward replay
-  over that history leaves no more demand unserved than a reactive rule did there,
-  and at most ``policy.unserved_budget``); ``policy.headroom_fraction`` only where
-  the history is too short. A margin is headroom on the replicas the signal
-  needs (``ceil(replicas x (1 + margin))``, :func:`scaler.planning.demand.gpus_for`),
-  as the reactive rule adds it to the GPUs in use and as it was replayed. A
-  series that jumps within a lead time keeps the margin its jumps needed; a calm
-  one pays nothing for it. The reasons name each margin and its evidence;
-* from reach to ``now + lead + scale_down_stabilization`` the anchored demand
+* within reach (``j <= lead``), the near-term rule learnt for each signal on its
+  own history (:mod:`scaler.planning.margins`) replaces it: the newest observation
+  times the forecast's *growth quantile* (:mod:`scaler.planning.growth`: the
+  forecast's predicted growth over the lead time, times the quantile of its own
+  errors measured by a walk-forward backtest of the forecaster at that lead, by time
+  of day), with the signal's margin, where that rule served as well as reacting for
+  less on the history; else the newest observation times its margin (held over the
+  window, as reacting does); without either (too little history), the *anchored*
+  demand ``last * (1 + headroom_fraction) * median(t_j) / median(t_last)``. Never
+  less than the *observed floor*, the largest demand of lead time + stabilization.
+  A forecast that is wrong about the level therefore degrades to reactive scaling,
+  not to an outage, and a forecast ramp (a morning rise) is provisioned a lead time
+  before it arrives;
+* a margin is headroom on the replicas the signal needs (``ceil(replicas x (1 +
+  margin))``, :func:`scaler.planning.demand.gpus_for`), as the reactive rule adds it
+  to the GPUs in use and as it was replayed; the reasons name where each near-term
+  number comes from ("forecast growth q0.9 (auto)", "newest observation x margin")
+  and the evidence for it;
+* from reach to ``now + lead + scale_down_stabilization`` the same near-term level
   replaces the quantile too (what the hold rules below keep);
-* a signal whose forecast shape did not pay on its own history (the margin fell
-  back to the reactive reference, :mod:`scaler.planning.margins`) is anchored on a flat
-  median near term: its newest value with its margin, and its observed floor is
-  the largest newest value of lead time + stabilization with the margin (as that
-  rule was replayed); the cycle records only its newest value with the margin, so
-  the records do not hold that peak for a second window;
+* a signal on the rule without the forecast scales as it was replayed: its observed
+  floor is the largest newest value of lead time + stabilization with the margin;
+  the cycle records only its newest value with the margin, so the records do not
+  hold that peak for a second window;
 * within reach, at least the *keep level*: the largest anchored demand (without
   headroom) over ``[now, now + lead + scale_down_stabilization)``. Capacity that
   will be needed again within that window is not released, since it could not
@@ -126,6 +125,7 @@ from scaler.planning.bounds import PlanningCycle, model_problem, quiet_models
 from scaler.planning.cost_and_risk import expected_unserved, plan_cost
 from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes
 from scaler.planning.demand import planning_grid
+from scaler.planning.growth import walk_forward
 from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.need import (
     DemandLevels,
@@ -142,6 +142,7 @@ from scaler.planning.reasons import (
     held_notes,
     inventory_notes,
     margin_notes,
+    near_sources,
     shortfall_note,
 )
 from scaler.planning.solver import ModelProblem, ModelSolution, Solver, solve
@@ -187,6 +188,13 @@ def learn_margins(
     """Each forecast signal's margin, learnt from its history up to its newest observation."""
     lead = max((p.lead_time_s for p in config.pools), default=0)
     floor = pd.Timedelta(seconds=lead + config.policy.scale_down_stabilization_s)
+    policy = config.policy
+    backtest = walk_forward(
+        config.forecast.method,
+        pd.Timedelta(seconds=policy.growth_backtest_s),
+        pd.Timedelta(seconds=policy.growth_refresh_s),
+        lookback=pd.Timedelta(days=28),
+    )
     out: dict[str, Margin | None] = {}
     for name, fc in forecasts.items():
         y = history.get(name)
@@ -202,6 +210,7 @@ def learn_margins(
             floor_window=floor,
             granule=signal_granule(config, name),
             replica=signal_replica(config, name),
+            backtest=backtest,
         )
     return out
 
@@ -253,7 +262,13 @@ def plan_capacity(
             )
         )
     actions, pool_plans = _pool_outputs(
-        config, inventory, fleet, held, margin_notes(config.workloads, learned, headroom), now
+        config,
+        inventory,
+        fleet,
+        held,
+        margin_notes(config.workloads, learned, headroom),
+        learned,
+        now,
     )
     return CapacityPlan(
         created_at=iso(now),
@@ -550,11 +565,13 @@ def _pool_outputs(
     fleet: _Fleet,
     held: Mapping[str, str],
     margin_clauses: Mapping[str, str],
+    learned: Mapping[str, Margin],
     now: pd.Timestamp,
 ) -> tuple[list[Action], list[PoolPlan]]:
     """Per pool, its action (decision and reason) and its planned timeline."""
     policy = config.policy
     qname = quantile_column(policy.quantile)
+    sources = near_sources(config.workloads, learned, qname)
     actions: list[Action] = []
     pool_plans: list[PoolPlan] = []
     for p in config.pools:
@@ -569,7 +586,7 @@ def _pool_outputs(
             levels,
             fleet.binding[p.name],
             held.get(model),
-            qname,
+            sources.get(model, qname),
             policy.max_step_nodes,
             policy.scale_down_stabilization_s,
         )

@@ -47,6 +47,10 @@ class ReplaySetup:
     forecast_method: str = "auto"
     quantile: float = 0.9
     """Predictive: forecast quantile the planner covers."""
+    growth_backtest_s: int = 7 * 86400
+    """Predictive: span of the training period's end over which the forecaster is walked
+    forward (refreshed every ``reforecast_s``) to calibrate its growth quantile
+    (scaler.planning.growth); 0: the near-term rule never uses the forecast."""
     headroom_fraction: float = 0.1
     """Predictive: policy.headroom_fraction, the margin only where a signal has too little
     history to learn its own (scaler.planning.margins); the replay's training period always has."""

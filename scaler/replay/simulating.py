@@ -48,29 +48,46 @@ and :mod:`~scaler.replay.suite_runner`, the output in :mod:`~scaler.replay.table
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-
-import pandas as pd
+from dataclasses import dataclass, field, replace
 
 from forecaster.errors import BadInputError
-from forecaster.forecasting import SeriesForecast
+from scaler.config import Config
 from scaler.replay.baselines import BASELINES
 from scaler.replay.fleets import FleetRun, single_pool_run
+from scaler.replay.frontier import Frontier, Matched, reactive_frontier
 from scaler.replay.protocol import STEP, STEPS_PER_DAY, ReplaySetup, Trace
 from scaler.replay.scoring import Score, score
-from scaler.replay.walkforward import replay_config, tiercast_run
+from scaler.replay.walkforward import ForecastCache, replay_config, tiercast_run
 
 POLICIES: tuple[str, ...] = ("static", "reactive", "predictive", "clairvoyant", "oracle")
+YARDSTICKS: tuple[str, ...] = ("clairvoyant", "oracle")
+"""Policies no real scaler can run: every cost is measured against them."""
+
+
+def ablation(method: str) -> str:
+    """The policy name of the planner replayed with forecast ``method`` instead of the
+    setup's (``predictive[last_value]``): the same planner, so a gain is the forecast's."""
+    return f"predictive[{method}]"
+
+
+def _ablated_method(policy: str) -> str | None:
+    """The forecast method of an ablation's policy name (None: not an ablation)."""
+    if policy.startswith("predictive[") and policy.endswith("]") and len(policy) > 12:
+        return policy[len("predictive[") : -1]
+    return None
 
 
 @dataclass
 class Replay:
-    """Every policy's run and score on one trace."""
+    """Every policy's run and score on one trace, and the reactive frontier beside them."""
 
     trace: Trace
     setup: ReplaySetup
     runs: dict[str, FleetRun]
     scores: dict[str, Score]
+    frontier: Frontier | None = None
+    matched: dict[str, Matched] = field(default_factory=dict)
+    """Each real policy at matched service against the frontier (scaler.replay.frontier)."""
 
 
 def run_replay(
@@ -79,21 +96,34 @@ def run_replay(
     policies: Sequence[str] = POLICIES,
     tiers: bool = False,
     progress: Callable[[str], None] | None = None,
+    cache: ForecastCache | None = None,
+    fleet: Config | None = None,
 ) -> Replay:
-    """Run ``policies`` (and, with ``tiers``, tiercast on reserved + spot + on-demand)."""
-    unknown = [p for p in policies if p not in POLICIES]
+    """Run ``policies`` (and, with ``tiers``, tiercast on reserved + spot + on-demand).
+
+    ``predictive[METHOD]`` replays the planner with forecast METHOD (an ablation).
+    ``cache``: forecasts shared with other replays of the same trace (other lead times).
+    ``fleet``: the user's own pools (``simulate --config``, scaler.replay.user_fleet):
+    with ``tiers`` the tiered planner runs on them and ``predictive`` on on-demand only at
+    the setup's price; without, ``predictive`` runs on them.
+    """
+    unknown = [p for p in policies if p not in POLICIES and _ablated_method(p) is None]
     if unknown:
         raise BadInputError(
-            f"--policies: unknown policy {unknown[0]!r}; expected some of {', '.join(POLICIES)}"
+            f"--policies: unknown policy {unknown[0]!r}; expected some of {', '.join(POLICIES)} "
+            "or predictive[METHOD]"
         )
-    runs = _policy_runs(trace, setup, policies, tiers, progress)
-    return Replay(trace, setup, runs, _scores(trace, setup, runs))
+    runs = _policy_runs(trace, setup, policies, tiers, progress, cache, fleet)
+    scores = _scores(trace, setup, runs)
+    frontier = reactive_frontier(trace, setup)
+    matched = {p: frontier.match(s) for p, s in scores.items() if p not in YARDSTICKS}
+    return Replay(trace, setup, runs, scores, frontier, matched)
 
 
 def planner_days(trace: Trace, policies: Sequence[str], tiers: bool) -> int:
     """Simulated days :func:`run_replay` reports to its ``progress``: one per day of each run
     of the planner."""
-    runs = int("predictive" in policies) + int(tiers)
+    runs = sum(p == "predictive" or _ablated_method(p) is not None for p in policies) + int(tiers)
     return runs * (len(trace.test_index) // STEPS_PER_DAY)
 
 
@@ -103,20 +133,25 @@ def _policy_runs(
     policies: Sequence[str],
     tiers: bool,
     progress: Callable[[str], None] | None,
+    cache: ForecastCache | None,
+    fleet: Config | None = None,
 ) -> dict[str, FleetRun]:
     """Each policy's run, in the order asked, then the yardsticks, then the tiered planner."""
     runs: dict[str, FleetRun] = {}
     # The on-demand and the tiered planner forecast the same data.
-    cache: dict[pd.Timestamp, SeriesForecast] = {}
+    cache = cache if cache is not None else {}
     # The clairvoyant and the oracle are always run: every cost is measured against them.
-    for name in (*policies, "clairvoyant", "oracle"):
+    for name in (*policies, *YARDSTICKS):
         if name in runs:
             continue
-        if name == "predictive":
+        method = _ablated_method(name)
+        if name == "predictive" or method is not None:
+            ran = setup if method is None else replace(setup, forecast_method=method)
+            own = fleet is not None and not tiers and method is None
             runs[name] = tiercast_run(
                 trace,
-                setup,
-                replay_config(trace, setup),
+                ran,
+                fleet if own and fleet is not None else replay_config(trace, ran),
                 name,
                 progress=progress,
                 forecast_cache=cache,
@@ -124,7 +159,7 @@ def _policy_runs(
         else:
             runs[name] = single_pool_run(name, BASELINES[name](trace, setup), setup)
     if tiers:
-        config = replay_config(trace, setup, tiers=True)
+        config = fleet if fleet is not None else replay_config(trace, setup, tiers=True)
         runs["predictive-tiers"] = tiercast_run(
             trace, setup, config, "predictive-tiers", progress=progress, forecast_cache=cache
         )

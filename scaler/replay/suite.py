@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forecaster.errors import BadInputError
-from scaler.replay.protocol import STEP_H
+from scaler.replay.frontier import Matched
+from scaler.replay.protocol import STEP_H, STEPS_PER_DAY
 from scaler.replay.scoring import Score
 from scaler.replay.simulating import Replay
 from scaler.replay.tiers import clairvoyant_tier_saving
@@ -87,6 +88,12 @@ class SuiteResult:
     margin: str = ""
     tiers_clairvoyant: float = math.nan
     """:func:`clairvoyant_tier_saving` of the series: what clairvoyant tiers save on its test period."""
+    matched: dict[str, Matched] = field(default_factory=dict)
+    """Each real policy at matched service against the reactive frontier."""
+    lead_time_s: int = 600
+    """The lead time the series was replayed at."""
+    test_days: float = 7.0
+    """Days in the test period."""
 
 
 def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
@@ -105,4 +112,14 @@ def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
     clairvoyant = (
         clairvoyant_tier_saving(replay.trace, replay.setup) if tiered is not None else math.nan
     )
-    return SuiteResult(entry, replay.trace.name, dict(replay.scores), gpu_h, margin, clairvoyant)
+    return SuiteResult(
+        entry,
+        replay.trace.name,
+        dict(replay.scores),
+        gpu_h,
+        margin,
+        clairvoyant,
+        dict(replay.matched),
+        replay.setup.lead_time_s,
+        len(replay.trace.test_index) / STEPS_PER_DAY,
+    )

@@ -1,6 +1,7 @@
-"""Replaying a suite: one series at a time (:func:`replay_suite_series`, also the worker
-processes' entry point, so it stays a module-level function) or the whole suite in order,
-serially or in worker processes (:func:`replay_suite`)."""
+"""Replaying a suite: one series at a time at every lead time asked (:func:`replay_suite_series`,
+also the worker processes' entry point, so it stays a module-level function; the lead times
+of a series share its forecasts) or the whole suite in order, serially or in worker
+processes (:func:`replay_suite`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from scaler.replay.protocol import ReplaySetup, prepare_trace
 from scaler.replay.simulating import Replay, run_replay
 from scaler.replay.suite import Suite, SuiteResult, SuiteSeries, suite_result
 from scaler.replay.tables import format_table, format_tiers
+from scaler.replay.walkforward import ForecastCache
 
 
 def check_suite_files(folder: Path, suite: Suite) -> None:
@@ -29,13 +31,14 @@ def check_suite_files(folder: Path, suite: Suite) -> None:
 def replay_suite(
     folder: Path,
     suite: Suite,
-    setup: ReplaySetup,
+    setups: Sequence[ReplaySetup],
     policies: Sequence[str],
     tiers: bool,
     jobs: int = 1,
     started: Callable[[SuiteSeries], None] | None = None,
-) -> Iterator[tuple[str, SuiteResult]]:
-    """Each series' printed block and summary figures, in the suite's order.
+) -> Iterator[list[tuple[str, SuiteResult]]]:
+    """Each series' printed blocks and summary figures, one per setup (lead time), in the
+    suite's order.
 
     With ``jobs`` > 1 the series are all handed at once to that many worker processes.
     ``started`` is told of each series as its result is awaited.
@@ -43,7 +46,7 @@ def replay_suite(
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             futures = [
-                pool.submit(replay_suite_series, str(folder), e, setup, policies, tiers)
+                pool.submit(replay_suite_series, str(folder), e, list(setups), policies, tiers)
                 for e in suite.series
             ]
             for e, f in zip(suite.series, futures, strict=True):
@@ -54,23 +57,32 @@ def replay_suite(
         for e in suite.series:
             if started is not None:
                 started(e)
-            yield replay_suite_series(str(folder), e, setup, policies, tiers)
+            yield replay_suite_series(str(folder), e, list(setups), policies, tiers)
 
 
 def replay_suite_series(
-    folder: str, entry: SuiteSeries, setup: ReplaySetup, policies: Sequence[str], tiers: bool
-) -> tuple[str, SuiteResult]:
-    """Replay one suite series; the printed block and the figures for the summary."""
+    folder: str,
+    entry: SuiteSeries,
+    setups: Sequence[ReplaySetup],
+    policies: Sequence[str],
+    tiers: bool,
+) -> list[tuple[str, SuiteResult]]:
+    """Replay one suite series at each setup; the printed block and the figures for the
+    summary of each."""
     path = Path(folder) / entry.path
     try:
         history = read_history_csv(path)
     except DataError as exc:
         raise BadInputError(f"--suite: {entry.path}: {exc}") from exc
     series = next(iter(history.values()))
-    trace = prepare_trace(series.rename(path.stem), entry.units_per_gpu, setup)
-    replay = run_replay(trace, setup, policies, tiers=tiers)
-    result = suite_result(entry, replay)
-    return _series_block(entry, replay, result, tiers), result
+    cache: ForecastCache = {}
+    out = []
+    for setup in setups:
+        trace = prepare_trace(series.rename(path.stem), entry.units_per_gpu, setup)
+        replay = run_replay(trace, setup, policies, tiers=tiers, cache=cache)
+        result = suite_result(entry, replay)
+        out.append((_series_block(entry, replay, result, tiers), result))
+    return out
 
 
 def _series_block(entry: SuiteSeries, replay: Replay, result: SuiteResult, tiers: bool) -> str:
@@ -78,6 +90,7 @@ def _series_block(entry: SuiteSeries, replay: Replay, result: SuiteResult, tiers
     test = replay.trace.test_index
     block = [
         f"== {entry.path} ({entry.group}) | demand = ceil(value / {entry.units_per_gpu:g}) GPUs | "
+        f"lead {replay.setup.lead_time_s // 60} min | "
         f"test {test[0]:%Y-%m-%d %H:%M} to {test[-1]:%Y-%m-%d %H:%M}",
         format_table(replay),
     ]

@@ -1,6 +1,8 @@
-"""The replay's text output: the table of one replay (a row per policy), the tier line (the
-tiered planner against on-demand only) and a suite's summary (a row per series, then the
-averages over groups)."""
+"""The replay's text output: the table of one replay (a row per policy, with its saving at
+matched service against the reactive frontier), the tier line (the tiered planner against
+on-demand only, and the share of the clairvoyant tiers' saving it captures) and a suite's
+summaries (a row per series, then the averages over groups; with several lead times, one
+table of groups by lead time)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from forecaster.tables import aligned
+from scaler.replay.frontier import Matched
 from scaler.replay.protocol import STEP_H
 from scaler.replay.scoring import Score
 from scaler.replay.simulating import Replay
 from scaler.replay.suite import Suite, SuiteResult
-from scaler.replay.tiers import TIER_SAVING_TARGET, clairvoyant_tier_saving
+from scaler.replay.tiers import TIER_CAPTURE_TARGET, clairvoyant_tier_saving
 
 # --------------------------------------------------------------------------- one replay
 
@@ -29,16 +32,31 @@ _TABLE_HEADER = (
     "steps short %",
     "changes",
     "reversals",
+    "saving at matched %",
+    "frontier headroom %",
+    "frontier reversals",
 )
 
 
 def format_table(replay: Replay) -> str:
-    """The replay table: one row per policy."""
-    rows = [_TABLE_HEADER, *(_policy_row(s) for s in replay.scores.values())]
+    """The replay table: one row per policy, the real ones against the reactive frontier."""
+    rows = [
+        _TABLE_HEADER,
+        *(_policy_row(s, replay.matched.get(p)) for p, s in replay.scores.items()),
+    ]
     return "\n".join(aligned(rows, right=range(1, len(_TABLE_HEADER))))
 
 
-def _policy_row(s: Score) -> tuple[str, ...]:
+def _policy_row(s: Score, m: Matched | None) -> tuple[str, ...]:
+    matched = (
+        (
+            f"{'>=' if m.beyond else ''}{100 * m.saving:.2f}",
+            f"{100 * m.headroom:.1f}",
+            str(m.reversals),
+        )
+        if m is not None
+        else ("-", "-", "-")
+    )
     return (
         s.policy,
         f"{s.cost:,.0f}",
@@ -49,7 +67,19 @@ def _policy_row(s: Score) -> tuple[str, ...]:
         f"{100 * s.steps_short_share:.2f}",
         str(s.changes),
         str(s.reversals),
+        *matched,
     )
+
+
+def tier_capture(tiered: Score, single: Score, clairvoyant: float) -> tuple[float, float, bool]:
+    """``(saving, captured, ok)``: what tiers save against on-demand only, the share of the
+    clairvoyant tiers' saving that is, and whether the target is met (at least
+    :data:`TIER_CAPTURE_TARGET` of it with no more unserved)."""
+    saving = 1 - tiered.cost / single.cost if single.cost > 0 else math.nan
+    captured = saving / clairvoyant if clairvoyant > 0 else math.nan
+    no_more = tiered.unserved_gpu_hours <= single.unserved_gpu_hours + 1e-9
+    enough = captured >= TIER_CAPTURE_TARGET - 1e-9 if clairvoyant > 0 else saving >= -1e-9
+    return saving, captured, bool(no_more and enough)
 
 
 def format_tiers(replay: Replay) -> str:
@@ -64,14 +94,14 @@ def format_tiers(replay: Replay) -> str:
         p: float(n.sum()) * replay.setup.gpus_per_node * STEP_H for p, n in run.requested.items()
     }
     split = ", ".join(f"{p} {gpu_h[p]:,.0f} GPU-h ${by_pool[p]:,.0f}" for p in sorted(by_pool))
-    saving = 1 - tiered.cost / single.cost if single.cost > 0 else math.nan
-    verdict = "no more" if tiered.unserved_gpu_hours <= single.unserved_gpu_hours + 1e-9 else "MORE"
     clairvoyant = clairvoyant_tier_saving(replay.trace, replay.setup)
+    saving, captured, _ = tier_capture(tiered, single, clairvoyant)
+    verdict = "no more" if tiered.unserved_gpu_hours <= single.unserved_gpu_hours + 1e-9 else "MORE"
     return (
         f"tiers: ${tiered.cost:,.0f} vs on-demand only ${single.cost:,.0f}: {100 * saving:.1f}% cheaper "
-        f"(clairvoyant tiers at these prices: {100 * clairvoyant:.1f}%); "
-        f"unserved {tiered.unserved_gpu_hours:.2f} vs {single.unserved_gpu_hours:.2f} GPU-h ({verdict} unserved); "
-        f"{split}; spot nodes reclaimed: {run.reclaimed}"
+        f"(clairvoyant tiers at these prices: {100 * clairvoyant:.1f}%, so {100 * captured:.0f}% of "
+        f"theirs); unserved {tiered.unserved_gpu_hours:.2f} vs {single.unserved_gpu_hours:.2f} GPU-h "
+        f"({verdict} unserved); {split}; spot nodes reclaimed: {run.reclaimed}"
     )
 
 
@@ -82,21 +112,30 @@ _SUMMARY_HEADER = (
     "group",
     "x clairv. pred/react",
     "unserved % pred/react",
-    "reversals pred/react",
-    "cost<=react",
-    "unserved<=react",
-    "reversals<=react",
+    "saving at matched %",
+    "ablations at matched %",
+    "reversals pred/frontier",
+    "reversals<=frontier+1/wk",
     "tiers cheaper %",
     "clairv. tiers %",
+    "captured %",
     "unserved GPU-h tiers/od",
     "tiers ok",
 )
 
 
+def ablations(results: Sequence[SuiteResult]) -> list[str]:
+    """The ablation policies replayed (``predictive[METHOD]``), in the order first seen."""
+    seen: list[str] = []
+    for r in results:
+        seen += [p for p in r.scores if p.startswith("predictive[") and p not in seen]
+    return seen
+
+
 def format_summary(results: Sequence[SuiteResult], suite: Suite) -> str:
-    """One row per series (predictive against reactive, tiers against on-demand only), then
-    the averages over groups (series of a group first, then groups) for the groups the
-    parameters were tuned on, the others, and all."""
+    """One row per series (predictive against reactive and the frontier, tiers against
+    on-demand only), then the averages over groups (series of a group first, then groups)
+    for the groups the parameters were tuned on, the others, and all."""
     rows: list[tuple[str, ...]] = [_SUMMARY_HEADER]
     tiers_ok: dict[str, bool] = {}
     for r in results:
@@ -111,8 +150,16 @@ def format_summary(results: Sequence[SuiteResult], suite: Suite) -> str:
     lines.append("")
     lines += _group_averages(results, suite)
     if tiers_ok:
-        lines.append(_tiers_verdict(results, tiers_ok))
+        lines.append(_tiers_verdict(tiers_ok))
     return "\n".join(lines)
+
+
+def reversals_ok(r: SuiteResult, policy: str = "predictive") -> bool:
+    """Whether ``policy`` reversed at most the frontier point of its service, plus one a week."""
+    s, m = r.scores.get(policy), r.matched.get(policy)
+    if s is None or m is None:
+        return True
+    return s.reversals <= m.reversals + math.ceil(r.test_days / 7 - 1e-9)
 
 
 def _series_row(r: SuiteResult) -> tuple[tuple[str, ...], bool | None] | None:
@@ -121,52 +168,81 @@ def _series_row(r: SuiteResult) -> tuple[tuple[str, ...], bool | None] | None:
     s = r.scores
     p, re_ = s.get("predictive"), s.get("reactive")
     t = s.get("predictive-tiers")
-    if p is None or re_ is None:
+    m = r.matched.get("predictive")
+    if p is None or re_ is None or m is None:
         return None
-    saving = 1 - t.cost / p.cost if t is not None and p.cost > 0 else math.nan
-    ok = (
-        None
-        if t is None
-        else saving >= TIER_SAVING_TARGET and t.unserved_gpu_hours <= p.unserved_gpu_hours + 1e-9
+    tier = tier_capture(t, p, r.tiers_clairvoyant) if t is not None else None
+    abl = "/".join(
+        f"{100 * r.matched[a].saving:.1f}" if a in r.matched else "-" for a in ablations([r])
     )
     cells = (
         Path(r.entry.path).stem,
         r.entry.group,
         f"{p.cost_vs_clairvoyant:.3f}/{re_.cost_vs_clairvoyant:.3f}",
         f"{100 * p.unserved_share:.3f}/{100 * re_.unserved_share:.3f}",
-        f"{p.reversals}/{re_.reversals}",
-        "yes" if p.cost <= re_.cost + 1e-9 else "NO",
-        "yes" if p.unserved_gpu_hours <= re_.unserved_gpu_hours + 1e-9 else "NO",
-        "yes" if p.reversals <= re_.reversals else "NO",
-        f"{100 * saving:.1f}" if t is not None else "-",
+        f"{'>=' if m.beyond else ''}{100 * m.saving:.2f}",
+        abl or "-",
+        f"{p.reversals}/{m.reversals}",
+        "yes" if reversals_ok(r) else "NO",
+        f"{100 * tier[0]:.1f}" if tier is not None else "-",
         f"{100 * r.tiers_clairvoyant:.1f}" if math.isfinite(r.tiers_clairvoyant) else "-",
+        f"{100 * tier[1]:.0f}" if tier is not None and math.isfinite(tier[1]) else "-",
         f"{t.unserved_gpu_hours:.2f}/{p.unserved_gpu_hours:.2f}" if t is not None else "-",
-        ("yes" if ok else "NO") if t is not None else "-",
+        ("yes" if tier[2] else "NO") if tier is not None else "-",
     )
-    return cells, ok
+    return cells, (tier[2] if tier is not None else None)
+
+
+def _splits(results: Sequence[SuiteResult], suite: Suite) -> list[tuple[str, list[str]]]:
+    """The groups tuned on, the confirming ones and all, with their labels."""
+    groups = sorted({r.entry.group for r in results})
+    tuned = [g for g in groups if g in suite.tuned_on]
+    confirm = [g for g in groups if g not in suite.tuned_on]
+    return [
+        (label, which)
+        for label, which in (
+            (f"tuned on ({', '.join(tuned) or '-'})", tuned),
+            (f"confirming ({', '.join(confirm) or '-'})", confirm),
+            ("all groups", groups),
+        )
+        if which
+    ]
 
 
 def _group_averages(results: Sequence[SuiteResult], suite: Suite) -> list[str]:
     """A line each for the groups tuned on, the confirming ones and all: every policy's cost
-    and unserved share averaged over the series of a group, then over groups."""
-    groups = sorted({r.entry.group for r in results})
-    tuned = [g for g in groups if g in suite.tuned_on]
-    confirm = [g for g in groups if g not in suite.tuned_on]
+    and unserved share, and the planner's saving at matched service, averaged over the
+    series of a group, then over groups."""
     lines = []
-    for label, which in (
-        (f"tuned on ({', '.join(tuned) or '-'})", tuned),
-        (f"confirming ({', '.join(confirm) or '-'})", confirm),
-        ("all groups", groups),
-    ):
-        if not which:
-            continue
+    for label, which in _splits(results, suite):
         parts = []
         for policy in ("reactive", "predictive", "predictive-tiers"):
             cost, unserved = _averaged(results, which, policy)
             if not math.isnan(cost):
                 parts.append(f"{policy} {cost:.3f} x clairvoyant, {100 * unserved:.3f}% unserved")
+        for policy in ("predictive", *ablations(results)):
+            saving = group_mean(results, which, lambda r, p=policy: _saving(r, p))
+            if not math.isnan(saving):
+                parts.append(f"{policy} saving at matched service {100 * saving:.2f}%")
         lines.append(f"average over groups, {label}: " + "; ".join(parts))
     return lines
+
+
+def _saving(r: SuiteResult, policy: str) -> float:
+    m = r.matched.get(policy)
+    return m.saving if m is not None else math.nan
+
+
+def group_mean(results: Sequence[SuiteResult], which: Sequence[str], value: object) -> float:
+    """``value(result)`` averaged over the series of each group of ``which``, then over
+    those groups (NaN values left out)."""
+    per_group = []
+    for g in which:
+        vals = [value(r) for r in results if r.entry.group == g]  # type: ignore[operator]
+        vals = [v for v in vals if isinstance(v, float) and math.isfinite(v)]
+        if vals:
+            per_group.append(_mean(vals))
+    return _mean(per_group)
 
 
 def _averaged(
@@ -191,13 +267,55 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else math.nan
 
 
-def _tiers_verdict(results: Sequence[SuiteResult], tiers_ok: dict[str, bool]) -> str:
-    """How many series' tiers met the target, and of the others how many could not have."""
-    missed = [r for r in results if tiers_ok.get(r.entry.path) is False]
-    shaped = [r for r in missed if r.tiers_clairvoyant < TIER_SAVING_TARGET]
+def _tiers_verdict(tiers_ok: dict[str, bool]) -> str:
+    """How many series' tiers met the target."""
+    met = sum(tiers_ok.values())
     return (
-        f"tiers: {len(tiers_ok) - len(missed)} of {len(tiers_ok)} series at least "
-        f"{100 * TIER_SAVING_TARGET:.0f}% cheaper than on-demand only with no more unserved; "
-        f"on {len(shaped)} of the {len(missed)} others even clairvoyant tiers at these "
-        f"prices save less than {100 * TIER_SAVING_TARGET:.0f}%"
+        f"tiers: {met} of {len(tiers_ok)} series capture at least "
+        f"{100 * TIER_CAPTURE_TARGET:.0f}% of what clairvoyant tiers save at these prices, "
+        "with no more unserved than on-demand only"
     )
+
+
+# --------------------------------------------------------------------------- several leads
+
+
+def format_leads(results: Sequence[SuiteResult], suite: Suite) -> str:
+    """Groups by lead time: the planner's saving at matched service (and each ablation's),
+    its cost against the clairvoyant and how many groups the forecast's gain holds on."""
+    leads = sorted({r.lead_time_s for r in results})
+    policies = ["predictive", *ablations(results)]
+    groups = sorted({r.entry.group for r in results})
+    header = ["group", *(f"{lead // 60} min" for lead in leads)]
+    rows: list[tuple[str, ...]] = [tuple(header)]
+    order = [(g, [g]) for g in groups] + [
+        (f"mean, {label}", w) for label, w in _splits(results, suite)
+    ]
+    for label, which in order:
+        cells = [label]
+        for lead in leads:
+            at = [r for r in results if r.lead_time_s == lead]
+            savings = [group_mean(at, which, lambda r, p=p: _saving(r, p)) for p in policies]
+            cost = _averaged(at, which, "predictive")[0]
+            cells.append(
+                "/".join(f"{100 * s:.1f}" if math.isfinite(s) else "-" for s in savings)
+                + f" ({cost:.3f}x)"
+            )
+        rows.append(tuple(cells))
+    names = "/".join(policies)
+    lines = [
+        f"saving at matched service % ({names}), and predictive x clairvoyant, by lead time:",
+        *aligned(rows, right=range(1, len(header))),
+    ]
+    for lead in leads:
+        at = [r for r in results if r.lead_time_s == lead]
+        for a in policies[1:]:
+            wins = sum(
+                group_mean(at, [g], lambda r: _saving(r, "predictive"))
+                > group_mean(at, [g], lambda r, a=a: _saving(r, a)) + 1e-12
+                for g in groups
+            )
+            lines.append(
+                f"{lead // 60} min: predictive beats {a} on {wins} of {len(groups)} groups"
+            )
+    return "\n".join(lines)

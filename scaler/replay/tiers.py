@@ -11,8 +11,10 @@ from scaler.planning.coverage import reclaim_spares
 from scaler.replay.baselines import oracle_requests
 from scaler.replay.protocol import STEP_H, ReplaySetup, Trace
 
-TIER_SAVING_TARGET = 0.4
-"""Tiers must cost at least this share less than on-demand only (the replay's tier target)."""
+TIER_CAPTURE_TARGET = 0.8
+"""Tiers must save at least this share of what clairvoyant tiers save on the same test
+period at the same prices (:func:`clairvoyant_tier_saving`), against on-demand only, with
+no more demand unserved (the replay's tier target)."""
 
 
 def tier_sizes(trace: Trace, setup: ReplaySetup) -> tuple[int, int]:

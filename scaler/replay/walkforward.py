@@ -15,6 +15,7 @@ import pandas as pd
 from forecaster.forecasting import SeriesForecast, forecast_series
 from scaler.config import Config, PoolConfig, parse_config
 from scaler.planning.coverage import allocate
+from scaler.planning.growth import walk_forward
 from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.solver import Solver
 from scaler.planning.tiers import plan_capacity, signal_granule, signal_replica
@@ -22,6 +23,20 @@ from scaler.plans import CapacityPlan, PastCycle
 from scaler.replay.fleets import FleetRun, SpotFleet
 from scaler.replay.protocol import STEP, STEP_H, STEPS_PER_DAY, ReplaySetup, Trace
 from scaler.replay.tiers import tier_sizes
+
+ForecastCache = dict[tuple[str, str, pd.Timestamp], SeriesForecast]
+"""Forecasts by (method, test or backtest, time), shared between runs on one trace."""
+BACKTEST_REACH = pd.Timedelta(hours=3)
+"""How far past a refresh the backtest's forecasts reach: every lead time up to 2 hours
+of a 30-minute source, so that replays at several leads share them."""
+TEST_REACH = pd.Timedelta(hours=1)
+"""The least lead time the test forecasts' horizon allows for (a longer lead, more)."""
+
+
+def _quantiles(config: Config) -> list[float]:
+    """The quantiles the replay's forecasts compute: the config's and the policy's."""
+    return sorted(set(config.forecast.quantiles) | {config.policy.quantile})
+
 
 # --------------------------------------------------------------------------- the fleet
 
@@ -104,7 +119,7 @@ def tiercast_run(
     policy: str = "predictive",
     solver: Solver = "auto",
     progress: Callable[[str], None] | None = None,
-    forecast_cache: dict[pd.Timestamp, SeriesForecast] | None = None,
+    forecast_cache: ForecastCache | None = None,
 ) -> FleetRun:
     """Replay tiercast's planner walk-forward: every step plans from data before it.
 
@@ -118,7 +133,7 @@ def tiercast_run(
     started = time.perf_counter()
     pools = list(config.pools)
     memory = _hold_window(config)
-    margin = _training_margin(trace, setup, config, memory)
+    margin = _training_margin(trace, setup, config, memory, forecast_cache)
     planner = _Planner.for_run(trace, config, solver, margin, memory)
     forecasts = _Forecasts.for_run(trace, setup, config, forecast_cache)
     fleet = _Fleet.for_run(pools, setup, len(trace.index) - trace.test_start)
@@ -149,13 +164,40 @@ def _hold_window(config: Config) -> pd.Timedelta:
 
 
 def _training_margin(
-    trace: Trace, setup: ReplaySetup, config: Config, memory: pd.Timedelta
+    trace: Trace,
+    setup: ReplaySetup,
+    config: Config,
+    memory: pd.Timedelta,
+    cache: ForecastCache | None = None,
 ) -> Margin | None:
-    """The margin learnt once, from the training period as the policies see it.
+    """The margin learnt once, from the training period as the policies see it, with the
+    replay's forecaster walked forward over its last ``growth_backtest_s``.
 
     Only its source intervals that ended by the first test step: never the test period.
     """
+    quantiles = _quantiles(config)
+    store = cache if cache is not None else {}
+
+    def forecast(window: pd.Series, horizon: pd.Timedelta) -> SeriesForecast:
+        # One horizon for every lead time, so that replays at several leads share them.
+        key = (setup.forecast_method, "backtest", window.index[-1])
+        if key not in store:
+            store[key] = forecast_series(
+                window.rename("demand"),
+                max(horizon, pd.Timedelta(seconds=setup.reforecast_s) + BACKTEST_REACH),
+                quantiles,
+                setup.forecast_method,
+            )
+        return store[key]
+
     training = trace.signal.iloc[: trace.visible_end(trace.test_start) : trace.hold]
+    backtest = walk_forward(
+        setup.forecast_method,
+        pd.Timedelta(seconds=setup.growth_backtest_s),
+        pd.Timedelta(seconds=setup.reforecast_s),
+        pd.Timedelta(seconds=setup.lookback_s),
+        forecast=forecast,
+    )
     return learn_margin(
         training,
         setup.lead_time_s,
@@ -165,6 +207,7 @@ def _training_margin(
         floor_window=memory,
         granule=signal_granule(config, "demand"),
         replica=signal_replica(config, "demand"),
+        backtest=backtest,
     )
 
 
@@ -231,7 +274,7 @@ class _Forecasts:
     method: str
     lookback_steps: int
     every: pd.Timedelta
-    cache: dict[pd.Timestamp, SeriesForecast] | None
+    cache: ForecastCache | None
     next_refresh: pd.Timestamp
     latest: SeriesForecast | None = None
 
@@ -241,17 +284,16 @@ class _Forecasts:
         trace: Trace,
         setup: ReplaySetup,
         config: Config,
-        cache: dict[pd.Timestamp, SeriesForecast] | None,
+        cache: ForecastCache | None,
     ) -> _Forecasts:
-        # Long enough to plan from a forecast up to one refresh old.
-        horizon = (
-            pd.Timedelta(seconds=setup.reforecast_s + config.policy.horizon_s + setup.lead_time_s)
-            + 2 * STEP
-        )
+        # Long enough to plan from a forecast up to one refresh old (the same for every
+        # lead time up to TEST_REACH, so that replays at several leads share them).
+        lead = max(pd.Timedelta(seconds=setup.lead_time_s), TEST_REACH)
+        horizon = pd.Timedelta(seconds=setup.reforecast_s + config.policy.horizon_s) + lead
         return cls(
             trace,
-            horizon,
-            sorted(set(config.forecast.quantiles) | {config.policy.quantile}),
+            horizon + 2 * STEP,
+            _quantiles(config),
             setup.forecast_method,
             int(pd.Timedelta(seconds=setup.lookback_s) / STEP),
             pd.Timedelta(seconds=setup.reforecast_s),
@@ -271,11 +313,12 @@ class _Forecasts:
 
     def _forecast(self, now: pd.Timestamp, window: pd.Series) -> SeriesForecast:
         cache = self.cache if self.cache is not None else {}
-        if now not in cache:
-            cache[now] = forecast_series(
+        key = (self.method, "test", now)
+        if key not in cache:
+            cache[key] = forecast_series(
                 window.rename("demand"), self.horizon, self.quantiles, self.method
             )
-        return cache[now]
+        return cache[key]
 
 
 def _observed_forecast(fc: SeriesForecast, observed: pd.Series) -> SeriesForecast:

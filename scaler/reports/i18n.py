@@ -681,9 +681,28 @@ STRINGS: dict[str, dict[str, str]] = {
 # planner said. Phrases not listed stay in English rather than being guessed.
 _REASON_PHRASES: dict[str, tuple[tuple[str, str], ...]] = {
     "ru": (
+        # The plan's notes on lead_time_s: auto pools (scaler.service.lead_times). The
+        # English thousands separator first becomes the Russian one (a no-break space, as
+        # fmt_number writes it), so "1,380 s" is not read as 1.38.
+        (
+            r"\bpool ('[^']*'): lead time (\d{1,3}),(\d{3}) s (learned|fallback) \(",
+            "pool \\1: lead time \\2\u00a0\\3 s \\4 (",
+        ),
+        (
+            r"\bpool ('[^']*'): lead time ([\d\u00a0]+) s learned \((q[\d.]+) of (\d+) node starts\)",
+            r"пул \1: время подготовки \2 с по наблюдениям (\3 по \4 запускам узлов)",
+        ),
+        (
+            r"\bpool ('[^']*'): lead time ([\d\u00a0]+) s fallback \((\d+) of (\d+) observations needed\)",
+            r"пул \1: время подготовки \2 с, резервное значение (есть \3 из \4 нужных наблюдений)",
+        ),
         (r"\b(q[\d.]+) MIG demand for\b", r"спрос MIG \1 на"),
         (r"\b(q[\d.]+) demand for\b", r"спрос \1 на"),
         (r"\b(q[\d.]+) demand\b", r"спрос \1"),
+        (r"\bdemand for\b", "спрос на"),
+        (r"\bforecast growth (q[\d.]+)", r"рост по прогнозу \1"),
+        (r"\bnewest observation x margin\b", "последнее наблюдение x запас"),
+        (r"\bforecast median change\b", "изменение медианы прогноза"),
         (r"\bnode\(s\) keep their MIG layouts\b", "узл. сохраняют разметку MIG"),
         (r"\bnode\(s\) fit\b", "узл. покрывают"),
         (r"\bnode\(s\) saves\b", "узл. экономят"),

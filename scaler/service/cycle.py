@@ -4,6 +4,10 @@ This is the function a CronJob (``tiercast run``) and the service scheduler both
 call. It is the same code in dry-run: only the provider differs. Every action is
 re-validated against a fresh inventory read just before it is applied; an action
 whose pool changed underneath it is skipped and reported, never forced.
+
+Pools with ``lead_time_s: auto`` are planned with the lead time learned from the
+cluster (:mod:`scaler.service.lead_times`): the planner gets a config with whole
+seconds, and the plan a note per such pool.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from scaler.config import Config
 from scaler.planning.mig.plan import mig_pools, plan_mig
 from scaler.planning.tiers import plan_capacity
 from scaler.plans import CapacityPlan, PastCycle, past_cycle
+from scaler.records import RunStore
+from scaler.service.lead_times import LeadTime, lead_time_notes, learn_lead_times
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +44,10 @@ class CycleResult:
     results: list[ActionResult] = field(default_factory=list)
     dry_run: bool = True
     forecasts: dict[str, SeriesForecast] = field(default_factory=dict)
+    config: Config | None = None
+    """The config the plan was made with: ``lead_time_s: auto`` resolved to seconds."""
+    lead_times: dict[str, LeadTime] = field(default_factory=dict)
+    """How each ``lead_time_s: auto`` pool's lead time was chosen."""
 
     @property
     def calls(self) -> list[dict]:
@@ -136,17 +146,23 @@ def run_cycle(
     now: pd.Timestamp,
     dry_run: bool = True,
     past: Sequence[PastCycle] = (),
+    lead_time_records: RunStore | None = None,
 ) -> CycleResult:
     """Forecast, plan against the provider's inventory, then apply the changes.
 
     ``past``: earlier cycles (:func:`past_cycles` of the run records), for the
-    planner's hysteresis across cycles.
+    planner's hysteresis across cycles. ``lead_time_records``: where the node starts of
+    ``lead_time_s: auto`` pools are kept between cycles (None: only those the provider
+    shows now count).
     """
+    config, lead_times = learn_lead_times(config, provider, lead_time_records)
     forecasts = forecast_for_plan(config, history, now)
     stale = stale_signals(config, forecasts, now)
     inventory = provider.inventory()
     # The history feeds the planner's learnt margins and observed floor (scaler.planning.tiers).
     plan = plan_capacity(config, forecasts, inventory, now, stale=stale, history=history, past=past)
+    if lead_times:
+        plan = dataclasses.replace(plan, notes=[*plan.notes, *lead_time_notes(lead_times)])
     if mig_pools(config):
         # MIG layouts are planned on the node counts the tier planner targets now.
         targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
@@ -179,4 +195,11 @@ def run_cycle(
             )
             continue
         results.append(provider.apply(action))
-    return CycleResult(plan=plan, results=results, dry_run=dry_run, forecasts=forecasts)
+    return CycleResult(
+        plan=plan,
+        results=results,
+        dry_run=dry_run,
+        forecasts=forecasts,
+        config=config,
+        lead_times=lead_times,
+    )

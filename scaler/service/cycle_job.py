@@ -6,7 +6,9 @@ on the ``service.cycle_schedule`` cron, beside the refit and report jobs. Each r
 
 1. loads config and fresh history; a failure here ends the run ``failed`` before
    anything is planned, so nothing changes;
-2. forecasts, plans and acts through :func:`scaler.service.cycle.run_cycle`, with the
+2. forecasts, plans (``lead_time_s: auto`` learned from the cluster and kept in the run
+   records, :mod:`scaler.service.lead_times`) and acts through
+   :func:`scaler.service.cycle.run_cycle`, with the
    provider wrapped in :class:`scaler.service.guarded.GuardedProvider`, which checks
    leadership and shutdown before every action, retries temporary API failures only
    after re-reading the pool (an action that did land is not sent twice), and turns
@@ -137,10 +139,12 @@ class CycleJob:
             now,
             dry_run=self.dry_run or not run.leader,
             past=self._past_cycles(),
+            lead_time_records=self.store,
         )
         run.abandoned = run.guard.abandoned
         run.stage = "record"
-        self._observe(run.result, run.guard, config, now, run.fields)
+        # Summaries and metrics read the config as planned: auto lead times resolved.
+        self._observe(run.result, run.guard, run.result.config or config, now, run.fields)
 
     def _observe(
         self,

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from forecaster.errors import BadInputError, TemporaryError
 from forecaster.retrying import Attempts, Retry, RetryPolicy
 from scaler.actuation.protocol import ActionResult, CapacityProvider
 from scaler.plans import Action
+from scaler.records import LeadTimeObservation
 from scaler.service.runs import Stop
 from scaler.service.telemetry import Telemetry
 
@@ -64,6 +65,17 @@ class GuardedProvider:
         out = reader()
         self.stage = stage
         return out
+
+    def lead_time_observations(self, pools: Sequence[str]) -> list[LeadTimeObservation]:
+        """The wrapped provider's node starts of ``pools``, when it can see a cluster."""
+        reader = getattr(self.provider, "lead_time_observations", None)
+        if not callable(reader):
+            return []
+        stage, self.stage = self.stage, "inventory"
+        try:
+            return list(reader(pools))
+        finally:
+            self.stage = stage
 
     def apply(self, action: Action) -> ActionResult:
         """Apply ``action`` when leading and not stopping, retrying temporary API errors.

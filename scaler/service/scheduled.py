@@ -132,14 +132,23 @@ def write_capacity_report(out_dir: str) -> Callable[[Inputs], list[str]]:
             p.name: p.current_nodes if p.current_nodes is not None else p.min_nodes
             for p in config.pools
         }
-        result = run_cycle(config, inputs.history, RecordingProvider(inventory), now, True)
+        # Lead times of auto pools as the cycles learned them, read from the run records.
+        records = RunStore(config.service.records_path, config.service.records_keep_days)
+        result = run_cycle(
+            config,
+            inputs.history,
+            RecordingProvider(inventory),
+            now,
+            True,
+            lead_time_records=records,
+        )
         # The review's forecast-against-actual reads the cycles this service recorded
         # over the last week (the report's schedule is weekly by default).
         recorded = reviewing.load_records(
             config.service.records_path, now - pd.Timedelta(days=7), now
         )
         report = build_capacity_report(
-            config,
+            result.config or config,
             inputs.history,
             result.plan,
             result.forecasts,

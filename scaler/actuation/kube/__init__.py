@@ -7,6 +7,8 @@ only modules listed before it:
 * :mod:`scaler.actuation.kube.transport`: one ``request(verb, path, body)`` over the official
   client with bounded retries, plus an in-memory cluster used by the offline dry-run;
 * :mod:`scaler.actuation.kube.inventory`: nodes per pool from labels;
+* :mod:`scaler.actuation.kube.readiness`: how long each pool's nodes took to start, from
+  Karpenter NodeClaims, Cluster API Machines or Nodes (for ``lead_time_s: auto``);
 * :mod:`scaler.actuation.kube.pool`: what each pool mechanism gives the provider
   (``PoolProvider``, ``Scaled``);
 * :mod:`scaler.actuation.kube.writes`: writes after a fresh read, recomputed on 409;

@@ -27,7 +27,9 @@ ConfigMap the ClusterPolicy names when it is not there
 (PodDisruptionBudgets hold), set ``nvidia.com/mig.config``, wait for
 ``nvidia.com/mig.config.state=success``, uncordon; on ``failed`` or a timeout the
 previous label is restored and the node uncordoned. :meth:`KubeProvider.mig_inventory`
-gives the MIG planner the nodes' real layouts.
+gives the MIG planner the nodes' real layouts, and :meth:`KubeProvider.lead_time_observations`
+gives ``lead_time_s: auto`` the node starts the cluster shows
+(:mod:`~scaler.actuation.kube.readiness`).
 
 Every action that changed something leaves an ``events.k8s.io/v1`` Event on each
 object it changed, with the action's reason (:mod:`~scaler.actuation.kube.events`).
@@ -48,7 +50,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scaler.actuation.kube import seeding
@@ -61,6 +63,7 @@ from scaler.actuation.kube.mig_parted import MigConfigRefused, MigPartedConfig
 from scaler.actuation.kube.mig_relabel import MigRelabel
 from scaler.actuation.kube.placeholders import PlaceholderPool
 from scaler.actuation.kube.pool import PoolProvider
+from scaler.actuation.kube.readiness import observe_lead_times
 from scaler.actuation.kube.transport import (
     KubeApiError,
     MemoryTransport,
@@ -82,6 +85,7 @@ from scaler.config import (
 )
 from scaler.planning.mig.state import MigNodeState
 from scaler.plans import Action
+from scaler.records import LeadTimeObservation
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +243,20 @@ class KubeProvider:
         states = mig_node_states(self.nodes(), self.config, configs, strategy)
         # Pools this provider does not act on (``recording``) keep their configured layouts.
         return {k: v for k, v in states.items() if k in self.pools}, configs
+
+    # ---- what lead_time_s: auto reads ------------------------------------------------
+
+    def lead_time_observations(
+        self, pools: Sequence[str] | None = None
+    ) -> list[LeadTimeObservation]:
+        """Node starts the cluster shows for ``pools`` (default: the ``lead_time_s: auto``
+        ones) among the pools this provider acts on (:mod:`~scaler.actuation.kube.readiness`)."""
+        names = (
+            list(pools)
+            if pools is not None
+            else [p.name for p in self.config.pools if p.lead_time_auto]
+        )
+        return observe_lead_times(self.session, self.config, [n for n in names if n in self.pools])
 
     # ---- dry-run without a cluster ------------------------------------------------
 

@@ -1,0 +1,157 @@
+"""``lead_time_s: auto``: each pool's lead time learned from the node starts the cluster shows.
+
+Before every plan (:func:`scaler.service.cycle.run_cycle`), :func:`learn_lead_times`:
+
+1. asks the provider for the node starts it can see (the Kubernetes provider reads them
+   from Nodes, Karpenter NodeClaims and Cluster API Machines,
+   :mod:`scaler.actuation.kube.readiness`; the recording provider of a dry-run without a
+   cluster sees none);
+2. keeps the new ones in the run records, once per object
+   (:meth:`scaler.records.RunStore.add_lead_times`), and reads back the newest
+   :data:`~scaler.records.LEAD_TIME_WINDOW` (30) of each pool;
+3. gives the planner a copy of the config whose ``auto`` pools carry whole seconds
+   (:func:`resolve_lead_times`): the q0.9 of those starts, rounded up, or the pool's
+   ``lead_time_fallback_s`` while fewer than :data:`MIN_OBSERVATIONS` (5) are known.
+
+The planner itself never sees ``auto``; the plan gets one note per ``auto`` pool saying
+which value it planned with and why (:func:`lead_time_notes`). Measuring or keeping the
+observations never fails a cycle: on an error the cycle plans with what it has.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from forecaster.errors import TiercastError
+from scaler.config import Config, PoolConfig
+from scaler.plans import iso
+from scaler.records import LEAD_TIME_WINDOW, LeadTimeObservation, RunStore
+
+log = logging.getLogger(__name__)
+
+MIN_OBSERVATIONS = 5
+"""Node starts a pool needs before its lead time is learned rather than its fallback."""
+QUANTILE = 0.9
+"""The lead time planned with: this quantile of the pool's recent node starts. A start
+slower than most is the one that leaves demand unserved, so the median would be too short."""
+MAX_LEAD_TIME_S = 86400
+"""The bound of ``lead_time_s``; a learned value never exceeds it."""
+
+
+@dataclass(frozen=True)
+class LeadTime:
+    """The lead time one ``auto`` pool is planned with, and where it came from."""
+
+    pool: str
+    seconds: int
+    learned: bool
+    """True: the q0.9 of ``observations`` node starts; False: ``lead_time_fallback_s``."""
+    observations: int
+    """Node starts it was learned from (at most 30), or known so far (below 5)."""
+
+    @property
+    def note(self) -> str:
+        """The plan's one line about this pool's lead time."""
+        if self.learned:
+            return (
+                f"pool {self.pool!r}: lead time {self.seconds:,} s learned "
+                f"(q{QUANTILE:g} of {self.observations} node starts)"
+            )
+        return (
+            f"pool {self.pool!r}: lead time {self.seconds:,} s fallback "
+            f"({self.observations} of {MIN_OBSERVATIONS} observations needed)"
+        )
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values``, interpolated linearly between order statistics
+    (``numpy.quantile``'s default), without numpy."""
+    if not values:
+        raise ValueError("quantile of no values")
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def lead_time_of(pool: PoolConfig, observations: Sequence[LeadTimeObservation]) -> LeadTime:
+    """The lead time of one ``auto`` pool from its observed starts, newest first."""
+    window = [o.seconds for o in observations[:LEAD_TIME_WINDOW]]
+    if len(window) < MIN_OBSERVATIONS:
+        return LeadTime(pool.name, pool.lead_time_fallback_s, False, len(window))
+    seconds = min(MAX_LEAD_TIME_S, max(0, math.ceil(quantile(window, QUANTILE))))
+    return LeadTime(pool.name, seconds, True, len(window))
+
+
+def resolve_lead_times(
+    config: Config, observations: Mapping[str, Sequence[LeadTimeObservation]]
+) -> tuple[Config, dict[str, LeadTime]]:
+    """A copy of ``config`` whose ``auto`` pools carry whole seconds, and how each was chosen.
+
+    ``observations``: per pool, its node starts newest first (as
+    :meth:`RunStore.recent_lead_times` reads them). A config without ``auto`` pools comes
+    back as it is, with no lead times.
+    """
+    if not any(p.lead_time_auto for p in config.pools):
+        return config, {}
+    chosen: dict[str, LeadTime] = {}
+    pools = []
+    for p in config.pools:
+        if p.lead_time_auto:
+            chosen[p.name] = lead_time_of(p, observations.get(p.name, ()))
+            p = p.with_lead_time(chosen[p.name].seconds)
+        pools.append(p)
+    return config.model_copy(update={"pools": tuple(pools)}), chosen
+
+
+def lead_time_notes(lead_times: Mapping[str, LeadTime]) -> list[str]:
+    """One plan note per ``auto`` pool, in config order."""
+    return [lt.note for lt in lead_times.values()]
+
+
+def measured_starts(provider: object, pools: Sequence[str]) -> list[LeadTimeObservation]:
+    """The node starts ``provider`` can see for ``pools``; none when it cannot see a cluster."""
+    reader = getattr(provider, "lead_time_observations", None)
+    if not callable(reader):
+        return []
+    try:
+        return list(reader(pools))
+    except TiercastError as exc:
+        log.warning("node starts not read (%s); lead times from the run records", exc)
+        return []
+
+
+def learn_lead_times(
+    config: Config,
+    provider: object,
+    records: RunStore | None = None,
+    now: pd.Timestamp | None = None,
+) -> tuple[Config, dict[str, LeadTime]]:
+    """Measure, keep and resolve the ``auto`` pools' lead times (see the module docstring).
+
+    ``records``: where observations are kept between cycles; None keeps none, and only
+    what the provider shows now counts. ``now``: the time the records' retention counts
+    back from; default the wall clock.
+    """
+    auto = [p.name for p in config.pools if p.lead_time_auto]
+    if not auto:
+        return config, {}
+    measured = measured_starts(provider, auto)
+    observed: dict[str, list[LeadTimeObservation]] = {}
+    for o in sorted(measured, key=lambda o: (o.ready, o.object), reverse=True):
+        observed.setdefault(o.pool, []).append(o)
+    if records is not None:
+        try:
+            if measured:
+                when = now if now is not None else pd.Timestamp.now(tz="UTC")
+                records.add_lead_times(measured, iso(when))
+            observed = records.recent_lead_times(pools=auto)
+        except (TiercastError, OSError) as exc:
+            log.warning("lead-time observations not kept or read (%s); using this cycle's", exc)
+    return resolve_lead_times(config, observed)
