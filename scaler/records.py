@@ -17,11 +17,12 @@ never share one. ``tiercast history`` prints the records as a table or JSON.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sqlite3
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,9 +239,7 @@ class RunStore:
             raise RecordsError(f"run {record.run_id}: record cannot be serialized: {exc}") from exc
         plan_z = zlib.compress(plan.to_json(indent=None).encode()) if plan is not None else None
         cutoff = iso(pd.Timestamp(record.started_at) - pd.Timedelta(days=self.keep_days))
-        conn = self._connect(create=True)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+        with self._writing(f"run {record.run_id}") as conn:
             conn.execute(
                 "INSERT INTO runs (run_id, job, started_at, finished_at, status, body, plan_z)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -256,12 +255,21 @@ class RunStore:
             )
             conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
             conn.execute("DELETE FROM lead_times WHERE ready < ?", (cutoff,))
+
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed when the block ends, rolled back (and a
+        :class:`RecordsError` naming ``what``) where SQLite fails, the connection closed."""
+        conn = self._connect(create=True)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield conn
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise RecordsError(
-                f"run records {str(self.path)!r}: cannot write run {record.run_id}: {exc}"
+                f"run records {str(self.path)!r}: cannot write {what}: {exc}"
             ) from exc
         finally:
             conn.close()
@@ -306,9 +314,7 @@ class RunStore:
             for o in observations
             if o.ready >= cutoff and np.isfinite(o.seconds)
         ]
-        conn = self._connect(create=True)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+        with self._writing("lead-time observations") as conn:
             before = conn.total_changes
             conn.executemany(
                 "INSERT OR IGNORE INTO lead_times (pool, object, started, ready, seconds)"
@@ -317,15 +323,6 @@ class RunStore:
             )
             added = conn.total_changes - before
             conn.execute("DELETE FROM lead_times WHERE ready < ?", (cutoff,))
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise RecordsError(
-                f"run records {str(self.path)!r}: cannot write lead-time observations: {exc}"
-            ) from exc
-        finally:
-            conn.close()
         return added
 
     def recent_lead_times(
