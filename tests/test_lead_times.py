@@ -523,7 +523,11 @@ def test_a_dry_run_without_a_cluster_plans_with_the_fallback_and_says_so(
     assert main(["run", "--dry-run", "--config", "c.yaml", "--plan-out", "plan.json"]) == 0
     out = capsys.readouterr().out
     assert "note: pool 'od': lead time 1,380 s learned (q0.9 of 12 node starts)" in out
-    assert json.loads((workdir / "plan.json").read_text())["pools"][0]["lead_time_s"] == 1380
+    learned = json.loads((workdir / "plan.json").read_text())
+    assert learned["pools"][0]["lead_time_s"] == 1380
+    # The pool's action says where its lead time comes from, too.
+    reason = next(a["reason"] for a in learned["actions"] if a["pool"] == "od")
+    assert "lead time 1,380 s learned (q0.9 of 12 node starts)" in reason
 
 
 def test_plan_and_report_learn_from_existing_records_and_never_create_them(

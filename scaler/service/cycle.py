@@ -33,7 +33,7 @@ from scaler.planning.mig.plan import mig_pools, plan_mig
 from scaler.planning.tiers import plan_capacity
 from scaler.plans import CapacityPlan, PastCycle, past_cycle
 from scaler.records import RunStore
-from scaler.service.lead_times import LeadTime, lead_time_notes, learn_lead_times
+from scaler.service.lead_times import LeadTime, learn_lead_times, with_lead_times
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +161,7 @@ def run_cycle(
     inventory = provider.inventory()
     # The history feeds the planner's learnt margins and observed floor (scaler.planning.tiers).
     plan = plan_capacity(config, forecasts, inventory, now, stale=stale, history=history, past=past)
-    if lead_times:
-        plan = dataclasses.replace(plan, notes=[*plan.notes, *lead_time_notes(lead_times)])
+    plan = with_lead_times(plan, lead_times)
     if mig_pools(config):
         # MIG layouts are planned on the node counts the tier planner targets now.
         targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}

@@ -20,6 +20,7 @@ observations never fails a cycle: on an error the cycle plans with what it has.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -29,7 +30,7 @@ import pandas as pd
 
 from forecaster.errors import TiercastError
 from scaler.config import Config, PoolConfig
-from scaler.plans import iso
+from scaler.plans import CapacityPlan, iso
 from scaler.records import LEAD_TIME_WINDOW, LeadTimeObservation, RunStore
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,22 @@ def resolve_lead_times(
 def lead_time_notes(lead_times: Mapping[str, LeadTime]) -> list[str]:
     """One plan note per ``auto`` pool, in config order."""
     return [lt.note for lt in lead_times.values()]
+
+
+def with_lead_times(plan: CapacityPlan, lead_times: Mapping[str, LeadTime]) -> CapacityPlan:
+    """``plan`` with each ``auto`` pool's lead time in its notes and in its actions' reasons
+    (where the reason's "lead time N min" comes from)."""
+    if not lead_times:
+        return plan
+    actions = [
+        dataclasses.replace(a, reason=f"{a.reason}; {lead_times[a.pool].note}")
+        if a.pool in lead_times
+        else a
+        for a in plan.actions
+    ]
+    return dataclasses.replace(
+        plan, actions=actions, notes=[*plan.notes, *lead_time_notes(lead_times)]
+    )
 
 
 def measured_starts(provider: object, pools: Sequence[str]) -> list[LeadTimeObservation]:
