@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.errors import BadInputError
+from forecaster.files import read_bounded
 
 SIGNING_KEY_ENV = "TIERCAST_MODEL_SIGNING_KEY_FILE"
 """Environment variable naming the signing key file when the config names none."""
@@ -58,6 +59,10 @@ class Unpersistable(ArtifactError):
     """The model needs pickled data and no signing key is configured."""
 
 
+MAX_SIGNING_KEY_BYTES = 64 * 1024
+"""Largest signing-key file read (a key is a few dozen bytes; docs/operations.md)."""
+
+
 def load_signing_key(path: str | Path | None) -> bytes | None:
     """The HMAC key from ``path`` (or ``$TIERCAST_MODEL_SIGNING_KEY_FILE``); None when neither is set.
 
@@ -67,7 +72,8 @@ def load_signing_key(path: str | Path | None) -> bytes | None:
     if not name:
         return None
     try:
-        key = Path(name).read_bytes().strip()
+        # A key is a few dozen bytes: a device or a huge file is refused before reading.
+        key = read_bounded(name, MAX_SIGNING_KEY_BYTES, "model_store.signing_key_file").strip()
     except OSError as exc:
         raise BadInputError(
             f"model_store.signing_key_file {str(name)[:200]!r} cannot be read ({exc.strerror or exc})"

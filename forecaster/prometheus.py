@@ -18,41 +18,57 @@
   :class:`PrometheusUnavailable` (a :class:`~forecaster.errors.TemporaryError`:
   exit 1, the next cycle may succeed). Other 4xx answers are not retried; an
   invalid query (HTTP 400 ``bad_data``) raises :class:`PrometheusQueryError`
-  (a :class:`~forecaster.errors.BadInputError`: fix the config, exit 2).
+  (a :class:`~forecaster.errors.BadInputError`: fix the config, exit 2). A redirect
+  loop is one :class:`PrometheusUnavailable`, not retried.
 * **Auth and transport.** A bearer token read from a file at each source
   construction (so a rotated Kubernetes secret mount is picked up), or basic auth
   with the password read from a file; a custom CA bundle; TLS verification is on
   unless turned off. A token or password is refused over plain ``http://``
   (anyone on the path reads it) unless ``allow_insecure`` says so. No credential
   is ever put in a log line or an error: errors name the URL with any
-  ``user:password@`` removed, never echo headers, and every secret value read is
-  remembered (:mod:`forecaster.secrets`) so redaction masks it wherever it shows up.
-* **Bounds.** Each request has one deadline for the whole answer
-  (``timeout_s``), not per socket read, so a server that drips a byte at a time
-  cannot hold a cycle; an answer over ``max_response_bytes`` or with more than
-  ``max_series`` series is refused with one line; a sample that is not a
+  ``user:password@`` removed, never echo headers, and every secret value read (the
+  token, the password, a password in the URL, and the ``Basic`` header's base64 made
+  of them) is remembered (:mod:`forecaster.secrets`) so redaction masks it wherever
+  it shows up, a server's echo included.
+* **Bounds.** Each attempt has one deadline for the whole exchange
+  (``timeout_s``), not per socket read: it starts before the first byte is sent and
+  covers connecting, every redirect hop (its body included), the headers and the
+  body, so a server that drips a byte at a time, in its headers or in a redirect,
+  cannot hold a cycle. A watchdog shuts the attempt's sockets when the deadline
+  passes (a blocked header read cannot be given a deadline otherwise). One chunk's
+  query therefore takes at most ``(retries + 1) * timeout_s`` plus the backoff waits
+  (``sum(min(30, retry_backoff_s * 2**n) for n < retries)``), and a range of several
+  chunks that many times its chunks. An answer over ``max_response_bytes`` or with more
+  than ``max_series`` series is refused with one line; a sample that is not a
   ``[number, "number"]`` pair is a one-line error, not a traceback.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import contextvars
 import logging
 import math
 import re
+import socket
+import threading
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
 import requests
 import urllib3
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util import retry as urllib3_retry
 
@@ -92,14 +108,170 @@ class _TooLarge(requests.exceptions.RequestException):
     """Raised inside the session when the body passes ``max_response_bytes``."""
 
 
+class _Deadline:
+    """One attempt's deadline: the sockets it used, shut when the deadline passes.
+
+    A :class:`threading.Timer` fires at the deadline and shuts down (``SHUT_RDWR``)
+    every socket the attempt connected or sent on, so a read blocked on dripping
+    headers or a dripping redirect body returns at once; the session then reports a
+    timeout. Sockets rather than connections are kept because a connection hands its
+    socket over to the response when the server closes after answering. :meth:`finish`
+    stops the watchdog; a lock keeps it from shutting a socket after the attempt has
+    ended (a pooled connection is then left alone).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+        self.passed = False
+        self._sockets: list[object] = []
+        self._done = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def remaining_s(self) -> float:
+        """Seconds left, never below zero."""
+        return max(self.at - time.monotonic(), 0.0)
+
+    def expired(self) -> bool:
+        """Whether the deadline has passed (watchdog fired or clock past it)."""
+        return self.passed or time.monotonic() >= self.at
+
+    def watch(self, sock: object) -> None:
+        """Shut ``sock`` (a connection's socket, if it has one yet) when the deadline passes."""
+        if sock is None:
+            return
+        with self._lock:
+            if not any(sock is known for known in self._sockets):
+                self._sockets.append(sock)
+
+    def clamped(self, timeout: object) -> float:
+        """``timeout`` (a socket timeout, maybe unset) cut to the time left.
+
+        Raises :class:`TimeoutError` when none is left, so no new hop starts.
+        """
+        left = self.remaining_s()
+        if left <= 0 or self.passed:
+            raise TimeoutError("whole-request deadline passed")
+        if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+            return min(float(timeout), left)
+        return left
+
+    def finish(self) -> None:
+        """Stop the watchdog; nothing is shut after this returns."""
+        with self._lock:
+            self._done = True
+            self._sockets.clear()
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.passed = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: object) -> None:
+    """Shut a socket down for reading and writing, waking any thread blocked on it.
+
+    ``socket.socket.shutdown`` is called unbound so that a TLS socket's state is not
+    touched from the watchdog's thread; a TLS-in-TLS transport is shut through the
+    socket under it.
+    """
+    if not isinstance(sock, socket.socket):
+        sock = getattr(sock, "socket", None)
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_CURRENT_DEADLINE: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar(
+    "prometheus_deadline", default=None
+)
+"""The deadline of the attempt running in this thread, read by the connections below."""
+
+
+class _DeadlineConnectionMixin:
+    """A urllib3 connection that joins the current attempt's deadline.
+
+    Connecting and sending (a new or a pooled connection, the first hop or a redirect's)
+    cut the connection's socket timeout to the time left, so even the TCP and TLS
+    handshakes end by the deadline, and register its socket with the watchdog.
+    """
+
+    timeout: Any
+    sock: Any
+
+    def _join_deadline(self) -> None:
+        deadline = _CURRENT_DEADLINE.get()
+        if deadline is not None:
+            self.timeout = deadline.clamped(self.timeout)
+            deadline.watch(self.sock)
+
+    def connect(self) -> None:
+        self._join_deadline()
+        super().connect()  # type: ignore[misc]
+        self._join_deadline()  # the new socket
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        self._join_deadline()
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _DeadlineHTTPConnection(_DeadlineConnectionMixin, HTTPConnection):
+    """Plain HTTP under the attempt's deadline."""
+
+
+class _DeadlineHTTPSConnection(_DeadlineConnectionMixin, HTTPSConnection):
+    """HTTPS under the attempt's deadline."""
+
+
+class _DeadlineHTTPConnectionPool(HTTPConnectionPool):
+    ConnectionCls = _DeadlineHTTPConnection
+
+
+class _DeadlineHTTPSConnectionPool(HTTPSConnectionPool):
+    ConnectionCls = _DeadlineHTTPSConnection
+
+
+_DEADLINE_POOLS = {"http": _DeadlineHTTPConnectionPool, "https": _DeadlineHTTPSConnectionPool}
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """requests' adapter over connections that keep the attempt's deadline.
+
+    Direct connections and those through an HTTP(S) proxy use the deadline's
+    connection classes; a SOCKS proxy keeps its own (only the body read is bounded then).
+    """
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        # A new dict: urllib3 shares its module-level one between managers.
+        self.poolmanager.pool_classes_by_scheme = dict(_DEADLINE_POOLS)
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not proxy.lower().startswith("socks"):
+            manager.pool_classes_by_scheme = dict(_DEADLINE_POOLS)
+        return manager
+
+
 class _BoundedSession(requests.Session):
-    """A session whose every request has one deadline for the whole answer and a size cap.
+    """A session whose every request has one deadline for the whole exchange and a size cap.
 
     requests' ``timeout`` bounds each socket read, so a server sending a byte
-    every few seconds holds a request for ever; here the body is read with
-    ``read1`` (returns as soon as any bytes arrive), the socket's timeout is set
-    to the time left before every read, and the request fails once the deadline
-    passes. The cap applies to the decoded body, so a compressed bomb is cut off too.
+    every few seconds holds a request for ever. Here the deadline starts before
+    anything is sent and covers connecting, redirects, headers and body: the
+    connections cut their timeouts to the time left and a watchdog (:class:`_Deadline`)
+    shuts their sockets when it passes; the body is read with ``read1`` (returns as
+    soon as any bytes arrive), the socket's timeout set to the time left before every
+    read. Whatever the transport then raises, a request past its deadline fails
+    with :class:`requests.exceptions.ReadTimeout`. The cap applies to the decoded body,
+    so a compressed bomb is cut off too.
     """
 
     def __init__(self, deadline_s: float, max_bytes: int) -> None:
@@ -107,10 +279,43 @@ class _BoundedSession(requests.Session):
         self.deadline_s = deadline_s
         self.max_bytes = max_bytes
 
+    def mount(self, prefix: str, adapter: Any) -> None:
+        """Mount ``adapter``, a plain :class:`HTTPAdapter` swapped for the deadline's.
+
+        The Prometheus client mounts its own plain adapter (with its urllib3 retry
+        setting) over the server's URL; the swap keeps that setting.
+        """
+        if type(adapter) is HTTPAdapter:
+            adapter = _DeadlineAdapter(max_retries=adapter.max_retries)
+        super().mount(prefix, adapter)
+
+    def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        # Every hop (redirects included) passes here: none starts after the deadline.
+        deadline = _CURRENT_DEADLINE.get()
+        if deadline is not None and deadline.expired():
+            raise requests.exceptions.ReadTimeout("whole-request deadline passed")
+        return super().send(request, **kwargs)
+
     def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        deadline = time.monotonic() + self.deadline_s
-        kwargs["stream"] = True
-        response = super().request(method, url, *args, **kwargs)
+        deadline = _Deadline(self.deadline_s)
+        token = _CURRENT_DEADLINE.set(deadline)
+        try:
+            kwargs["stream"] = True
+            response = super().request(method, url, *args, **kwargs)
+            self._read_body(response, deadline)
+            return response
+        except _TooLarge:
+            raise
+        except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            if deadline.expired():
+                raise requests.exceptions.ReadTimeout("whole-request deadline passed") from exc
+            raise
+        finally:
+            deadline.finish()
+            _CURRENT_DEADLINE.reset(token)
+
+    def _read_body(self, response: Any, deadline: _Deadline) -> None:
+        """Read the whole body into ``response`` by ``deadline``, under the size cap."""
         try:
             declared = response.headers.get("Content-Length", "")
             if declared.isdigit() and int(declared) > self.max_bytes:
@@ -119,7 +324,7 @@ class _BoundedSession(requests.Session):
             size = 0
             raw = response.raw
             while True:
-                remaining = deadline - time.monotonic()
+                remaining = deadline.remaining_s()
                 if remaining <= 0:
                     raise requests.exceptions.ReadTimeout("whole-request deadline passed")
                 _set_socket_timeout(raw, remaining)
@@ -138,7 +343,6 @@ class _BoundedSession(requests.Session):
             response._content = b"".join(chunks)
         finally:
             response.close()
-        return response
 
 
 def _set_socket_timeout(raw: Any, seconds: float) -> None:
@@ -167,6 +371,27 @@ def _read_secret(path: str, field: str) -> str:
     text = _read_secret_file(path, field)
     remember(text)
     return text
+
+
+def _remember_basic(username: str, password: str) -> None:
+    """Remember the ``Basic`` header value made of ``username`` and ``password``.
+
+    A server that echoes the header shows the base64 form, not the password; requests
+    encodes the pair as Latin-1 when it can, so both that and UTF-8 are remembered.
+    """
+    for encoding in ("latin-1", "utf-8"):
+        with contextlib.suppress(UnicodeEncodeError):
+            pair = f"{username}:{password}".encode(encoding)
+            remember(base64.b64encode(pair).decode("ascii"))
+
+
+def _remember_url_credentials(url: str) -> None:
+    """Remember a password in ``url``'s userinfo, as written and decoded, and its header."""
+    parts = urlsplit(url)
+    if parts.password:
+        remember(parts.password)
+        remember(unquote(parts.password))
+        _remember_basic(unquote(parts.username or ""), unquote(parts.password))
 
 
 def _read_secret_file(path: str, field: str) -> str:
@@ -256,6 +481,8 @@ class PrometheusSource:
                 else ""
             )
             auth = (settings.username, password)
+            _remember_basic(settings.username, password)
+        _remember_url_credentials(settings.url)
         session = _BoundedSession(settings.timeout_s, settings.max_response_bytes)
         # A CA bundle path makes requests verify against it; verify_tls false turns checks off.
         session.verify = (settings.ca_file or True) if settings.verify_tls else False
@@ -359,6 +586,12 @@ class PrometheusSource:
             raise PrometheusUnavailable(
                 f"TLS verification of Prometheus at {self.url} failed ({_reason(exc)}); "
                 "set prometheus.ca_file to the CA bundle that signed its certificate"
+            ) from None
+        except requests.exceptions.TooManyRedirects:
+            # A redirect loop answers the same next time: not retried.
+            raise PrometheusUnavailable(
+                f"Prometheus at {self.url} redirected more than "
+                f"{requests.models.DEFAULT_REDIRECT_LIMIT} times; check prometheus.url"
             ) from None
         except requests.exceptions.Timeout:
             raise _Unanswered(f"did not answer within {self.settings.timeout_s:g} s") from None

@@ -1,8 +1,10 @@
 """Credential values read from secret files, so every redaction can mask them exactly.
 
-Pattern-based masking (``token=...``, ``Bearer ...``) misses a secret that a server
-echoes back in an unexpected shape; the values themselves do not change shape.
-Whoever reads a secret (the Prometheus source) calls :func:`remember`; :func:`redact`
+Pattern-based masking (``token=...``, ``Bearer ...``, ``Basic ...``, ``user:pass@`` in a
+URL) misses a secret that a server echoes back in an unexpected shape; the values
+themselves do not change shape. Whoever reads or derives a secret (the Prometheus source:
+its token, its password, the ``Basic`` header made of them, a password in its URL) calls
+:func:`remember`; :func:`redact`
 (logs through ``scaler.service.telemetry.RedactSecrets``, the CLI's final error, run records,
 ``tiercast history``) replaces each remembered value and anything that looks like a
 credential with ``***``.
@@ -45,14 +47,40 @@ _SECRET = re.compile(
     r"(bearer\s+|basic\s+)?"
     r"[^\s,;'\"&}]+"
 )
-_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
+# Userinfo in a URL: everything between "scheme://" and the last "@" of the authority
+# (a password with an unencoded "@" included), stopping at a "/", "?", "#", space or quote,
+# so an e-mail address in free text or an "@" in a URL's path is left alone.
+_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)(?:[^/?#\s@\"'<>\\]+@)+")
+# "Basic <base64(user:password)>" wherever it shows up (an echoed header, a quoted one).
+_BASIC = re.compile(r"(?<![\w-])((?i:basic)\s+)([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
+
+
+def _looks_like_base64(token: str) -> bool:
+    """Whether ``token`` after the word Basic is a credential rather than an English word.
+
+    HTTP basic credentials are padded base64 (a multiple of 4 characters) and nearly
+    always hold a digit, ``+``, ``/``, ``=`` or a capital after the first letter; a word
+    such as "authentication" or "Settings" has none of these or the wrong length.
+    """
+    if len(token) % 4:
+        return False
+    return any(c.isdigit() or c in "+/=" or c.isupper() for c in token[1:])
+
+
+def _mask_basic(match: re.Match[str]) -> str:
+    return f"{match.group(1)}***" if _looks_like_base64(match.group(2)) else match.group(0)
 
 
 def redact(text: str) -> str:
-    """Mask what looks like a credential (``token=...``, ``Bearer ...``, ``user:pass@``) and
-    every secret value remembered, whatever its shape."""
+    """Mask what looks like a credential and every secret value remembered, whatever its shape.
+
+    The shapes: ``token=...``, ``password: ...``, ``Authorization: ...``, ``Bearer ...``,
+    ``Basic <base64>`` (kept as ``Basic ***``) and the userinfo of a URL
+    (``https://user:pass@host/x`` becomes ``https://***@host/x``: scheme and host kept).
+    """
     text = mask(text)
-    text = _URL_CREDENTIALS.sub(r"\1***:***@", text)
+    text = _URL_CREDENTIALS.sub(r"\1***@", text)
+    text = _BASIC.sub(_mask_basic, text)
     return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}***", text)
 
 

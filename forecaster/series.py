@@ -28,11 +28,13 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
 
 from forecaster.errors import DataError
+from forecaster.files import open_regular
 
 History = dict[str, pd.Series]
 
@@ -42,6 +44,11 @@ MAX_HISTORY_BYTES = 512 * 1024 * 1024
 """Largest history file read (about 10 million rows of ``timestamp,value``)."""
 MAX_ROWS = 5_000_000
 """Most rows read from one file."""
+MAX_LINE_BYTES = 64 * 1024
+"""Longest line read, header included (a ``timestamp,series,value`` row is under 300 bytes;
+a line of megabytes, or a header of a million columns, takes pandas minutes)."""
+_SCAN_CHUNK_BYTES = 1024 * 1024
+"""How much of a history file is scanned for line lengths at a time."""
 MAX_CELL_CHARS = 64
 """Longest timestamp or value cell read (an ISO timestamp with nanoseconds is 35)."""
 MAX_VALUE = 1e15
@@ -76,17 +83,20 @@ def _pick(columns: list[str], aliases: tuple[str, ...]) -> str | None:
 
 
 def read_history_csv(path: str | Path) -> History:
-    """Read a CSV export into a history; raise :class:`DataError` on bad content."""
+    """Read a CSV export into a history; raise :class:`DataError` on bad content.
+
+    Only a regular file is read (a FIFO or a device is refused, never waited on), of at
+    most :data:`MAX_HISTORY_BYTES` and with no line over :data:`MAX_LINE_BYTES`, both
+    checked before pandas parses anything.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"history file {str(path)!r} does not exist")
-    size = path.stat().st_size
-    if size > MAX_HISTORY_BYTES:
-        raise DataError(
-            f"history file {str(path)!r} is {size} bytes; at most {MAX_HISTORY_BYTES} are read"
-        )
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, nrows=MAX_ROWS + 1)
+        with open_regular(path, MAX_HISTORY_BYTES, "history file", DataError) as handle:
+            _check_lines(handle, path)
+            handle.seek(0)
+            frame = pd.read_csv(handle, dtype=str, keep_default_na=False, nrows=MAX_ROWS + 1)
+    except DataError:
+        raise  # already one line naming the file (a DataError is also a ValueError)
     except pd.errors.EmptyDataError as exc:
         raise DataError(f"history file {str(path)!r} is empty") from exc
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
@@ -170,6 +180,39 @@ def read_history_csv(path: str | Path) -> History:
         history[str(name)] = cleaned = clean_series(series, name=str(name))
         _check_step(cleaned, f"history file {str(path)!r}")
     return history
+
+
+def _check_lines(handle: BinaryIO, path: Path) -> None:
+    """Refuse (one line) a file with a line over :data:`MAX_LINE_BYTES` or that grew past the bound.
+
+    Scanned a chunk at a time, so a single line of gigabytes is refused after reading
+    about :data:`MAX_LINE_BYTES`, never held whole in memory.
+    """
+    line = 1  # the number of the line the scan is in
+    run = 0  # bytes of that line seen so far
+    total = 0
+    while chunk := handle.read(_SCAN_CHUNK_BYTES):
+        total += len(chunk)
+        if total > MAX_HISTORY_BYTES:
+            raise DataError(
+                f"history file {str(path)!r} grew past {MAX_HISTORY_BYTES} bytes while read"
+            )
+        ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == ord("\n"))
+        # Lengths of the lines that end in this chunk, newline excluded, then the open one.
+        lengths = np.diff(ends, prepend=-1) - 1
+        if lengths.size:
+            lengths[0] += run
+            run = len(chunk) - int(ends[-1]) - 1
+        else:
+            run += len(chunk)
+        over = np.flatnonzero(lengths > MAX_LINE_BYTES)
+        if over.size or run > MAX_LINE_BYTES:
+            at = line + int(over[0]) if over.size else line + lengths.size
+            raise DataError(
+                f"history file {str(path)!r} line {at}: over {MAX_LINE_BYTES} bytes; "
+                "expected rows of timestamp,value or timestamp,series,value"
+            )
+        line += lengths.size
 
 
 def _shown(value: object, limit: int = 80) -> str:

@@ -24,6 +24,14 @@ sidecar field is type-checked before use, so a sidecar that is valid JSON of
 the wrong shape is replaced, not fatal every cycle. Files of the earlier
 ``.joblib`` format are never opened.
 
+Nor does reading allocate what a file claims: an archive whose members would inflate
+past :data:`MAX_ARTIFACT_BYTES`, or whose array headers declare more than that, is
+refused from its zip directory and ``.npy`` headers alone (:func:`check_archive`), and
+only regular files are read, never through a link. Writing goes through a temporary
+file created exclusively under a random name and renamed over the entry
+(:func:`forecaster.files.write_atomic` with ``owned=True``), so a link planted at a
+temporary or final name is never written through.
+
 ``path=None`` keeps models in memory only (what a replay that re-forecasts every
 cycle in one process wants); a path also keeps an in-memory copy so repeated
 calls in one process do not re-read the file.
@@ -36,8 +44,10 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +58,9 @@ import pandas as pd
 
 from forecaster import __version__
 from forecaster.artifacts import ArtifactError, Unpersistable, UntrustedArtifact, dumps, loads
+from forecaster.errors import BadInputError
 from forecaster.estimators import BaseEstimator
+from forecaster.files import open_regular, read_bounded, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +90,65 @@ class _Entry:
 
 MAX_SIDECAR_BYTES = 1024 * 1024
 """A sidecar larger than this is not read (a real one is a few kilobytes)."""
+
+MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
+"""Most bytes an artifact may hold, as a file and as the arrays its members declare
+(uncompressed, all together); a larger one is refused unread and refitted. A real one is
+about 150 KB; the largest a series may bring (500,000 points) is a few tens of MB."""
+
+
+class RefusedArtifact(ArtifactError):
+    """The artifact is over :data:`MAX_ARTIFACT_BYTES`, or not a regular file (the store refits)."""
+
+
+def check_archive(path: Path) -> None:
+    """Refuse an ``.npz`` whose arrays would take more than :data:`MAX_ARTIFACT_BYTES` to load.
+
+    Only the zip directory and each member's ``.npy`` header are read, never the data: a
+    small compressed member can declare a shape of terabytes, and numpy allocates the
+    declared shape before it reads a byte. Each member's uncompressed size (which
+    :mod:`zipfile` enforces while reading) and each header's shape times item size count
+    against the bound; a header larger than its member is forged. Raises
+    :class:`RefusedArtifact` or :class:`ArtifactError`. Links and special files are
+    refused too: the store owns its names.
+    """
+    try:
+        with (
+            open_regular(path, MAX_ARTIFACT_BYTES, "stored model", follow=False) as handle,
+            zipfile.ZipFile(handle) as archive,
+        ):
+            members = archive.infolist()
+            total = sum(info.file_size for info in members)
+            if total > MAX_ARTIFACT_BYTES:
+                raise RefusedArtifact(
+                    f"its members inflate to {total} bytes; at most {MAX_ARTIFACT_BYTES} are read"
+                )
+            for info in members:
+                with archive.open(info) as member:
+                    declared = _declared_bytes(member, info.filename)
+                if declared > info.file_size:
+                    raise RefusedArtifact(
+                        f"member {info.filename[:40]!r} declares {declared} bytes of array "
+                        f"in a {info.file_size}-byte member"
+                    )
+    except BadInputError as exc:
+        raise RefusedArtifact(str(exc)) from exc
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        raise ArtifactError(f"not a readable array archive ({type(exc).__name__})") from exc
+
+
+def _declared_bytes(member: Any, name: str) -> int:
+    """The bytes the ``.npy`` header at the start of ``member`` declares (shape times item size)."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+    else:  # tiercast writes 1.0; 3.0 is only for structured field names it never uses
+        raise ArtifactError(f"member {name[:40]!r} is .npy version {version}")
+    if any(n < 0 for n in shape):
+        raise ArtifactError(f"member {name[:40]!r} declares a negative shape")
+    return math.prod(shape) * dtype.itemsize
 
 
 def _number(value: Any) -> bool:
@@ -172,20 +243,23 @@ class ModelStore:
         if self.path is None:
             return None, ""
         model_file, meta_file = self._files(key)
-        if not model_file.exists():
+        if not os.path.lexists(model_file):
             return None, ""
         try:
-            if meta_file.stat().st_size > MAX_SIDECAR_BYTES:
-                return None, f"sidecar {meta_file.name} is over {MAX_SIDECAR_BYTES} bytes"
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            raw = read_bounded(meta_file, MAX_SIDECAR_BYTES, "sidecar", follow=False)
+            meta = json.loads(raw.decode("utf-8"))
+        except BadInputError as exc:  # a link, a special file, too large, missing
+            log.warning("model store: %s; refitting", exc)
+            return None, f"sidecar {meta_file.name} refused: {exc}"
         except (OSError, ValueError, RecursionError) as exc:
             return None, f"sidecar {meta_file.name} is unreadable ({type(exc).__name__})"
         problem = sidecar_problem(meta)
         if problem:
             return None, f"sidecar {meta_file.name} is malformed: {problem}"
         try:
+            check_archive(model_file)  # before numpy allocates what the archive declares
             payload = loads(model_file, key, self.signing_key)
-        except UntrustedArtifact as exc:
+        except (UntrustedArtifact, RefusedArtifact) as exc:
             log.warning("model store: refused %s: %s; refitting", model_file.name, exc)
             return None, f"stored model {model_file.name} refused: {exc}"
         except ArtifactError as exc:
@@ -307,12 +381,9 @@ class ModelStore:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            tmp = model_file.with_name(model_file.name + ".tmp")
-            tmp.write_bytes(blob)
-            tmp.replace(model_file)
-            tmp = meta_file.with_name(meta_file.name + ".tmp")
-            tmp.write_text(json.dumps(entry.meta, indent=2, sort_keys=True), encoding="utf-8")
-            tmp.replace(meta_file)
+            # Random, exclusively created temporaries; a link at either name is refused.
+            write_atomic(model_file, blob, owned=True)
+            write_atomic(meta_file, json.dumps(entry.meta, indent=2, sort_keys=True), owned=True)
         except OSError as exc:
             # A read-only or full volume costs the next run a refit, never this run.
             log.warning("model store: cannot write %s (%s); continuing without it", model_file, exc)

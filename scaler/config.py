@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from forecaster.errors import BadInputError
+from forecaster.files import read_bounded
 from scaler.catalog.gpus import GPU_MODELS, gpu_model
 
 Tier = Literal["reserved", "on-demand", "spot"]
@@ -844,18 +845,13 @@ def parse_yaml(text: str, source: str) -> Any:
 
 
 def load_config(path: str | Path) -> Config:
-    """Read and validate a YAML config file."""
+    """Read and validate a YAML config file (a regular file of at most :data:`MAX_CONFIG_BYTES`)."""
     p = Path(path)
+    # Only a regular file, bounded before parsing: /dev/zero or a FIFO would never end.
+    raw = read_bounded(p, MAX_CONFIG_BYTES, "config file", ConfigError)
     try:
-        size = p.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(
-                f"config file {str(p)!r} is {size} bytes; at most {MAX_CONFIG_BYTES} are read"
-            )
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(p)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ConfigError(
             f"config file {str(p)!r} cannot be read: {' '.join(str(exc).split())[:200]}"
         ) from exc

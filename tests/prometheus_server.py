@@ -235,6 +235,10 @@ class StubReply:
     delay_s: float = 0.0
     drip_s: float = 0.0
     """When set, the body is sent one byte at a time with this pause between bytes."""
+    header_drip_s: float = 0.0
+    """When set, the status line and headers are sent one byte at a time with this pause."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (a redirect's ``Location``, say)."""
 
 
 def matrix_body(series: list[tuple[dict[str, str], list[tuple[float, str]]]]) -> bytes:
@@ -248,6 +252,19 @@ def matrix_body(series: list[tuple[dict[str, str], list[tuple[float, str]]]]) ->
 
 def error_body(error_type: str, error: str) -> bytes:
     return json.dumps({"status": "error", "errorType": error_type, "error": error}).encode()
+
+
+def _drip_headers(handler: BaseHTTPRequestHandler, pause_s: float) -> None:
+    """Send the buffered status line and headers one byte at a time, ``pause_s`` apart.
+
+    ``end_headers`` then adds only the blank line that ends them.
+    """
+    buffered = b"".join(getattr(handler, "_headers_buffer", []))
+    handler._headers_buffer = []  # type: ignore[attr-defined]
+    for i in range(len(buffered)):
+        handler.wfile.write(buffered[i : i + 1])
+        handler.wfile.flush()
+        time.sleep(pause_s)
 
 
 class StubServer:
@@ -276,6 +293,10 @@ class StubServer:
                     self.send_response(answer.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(answer.body)))
+                    for name, value in answer.headers.items():
+                        self.send_header(name, value)
+                    if answer.header_drip_s:
+                        _drip_headers(self, answer.header_drip_s)
                     self.end_headers()
                     if answer.drip_s:
                         for i in range(len(answer.body)):
