@@ -352,10 +352,10 @@ class PolicyConfig(_Model):
     """Span of each signal's newest history over which the forecaster is walked forward to
     calibrate its growth quantile (scaler.planning.growth); 0: the near-term rule never uses
     the forecast. Default 3 days; at most 90."""
-    growth_refresh_s: int = Field(default=12 * 3600, ge=300, le=7 * 86400)
+    growth_refresh_s: int = Field(default=86400, ge=300, le=7 * 86400)
     """How often that backtest refreshes its forecast (one forecast per refresh). Default
-    12 hours; shorter calibrates closer to a forecast refreshed every cycle, at one
-    forecast per refresh and signal each cycle."""
+    1 day (3 forecasts per signal and cycle at the default span); shorter calibrates closer
+    to a forecast refreshed every cycle, at one forecast per refresh and signal each cycle."""
 
 
 class ForecastConfig(_Model):

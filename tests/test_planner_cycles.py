@@ -278,11 +278,17 @@ def check_reasons(config: Config, plan: CapacityPlan) -> None:
             )
             assert amount == 0
         for sig, margin in data["risk"]["margins"].items():
-            m = re.search(rf"margin {NUMBER}% (?:learned )?for '{sig}'", reason)
+            # "newest observation x margin 2.5%, learned for", "x (1 + 2.5%), learned for"
+            # (the growth rule) or "margin 10.0% for" (policy.headroom_fraction).
+            m = re.search(
+                rf"(?:margin {NUMBER}%,? (?:learned )?|x \(1 \+ {NUMBER}%\), learned )for '{sig}'",
+                reason,
+            )
             if model in data["risk"]["held_models"]:
                 continue
             assert m, reason
-            assert float(m.group(1)) == pytest.approx(100 * margin["margin"], abs=0.051)
+            stated = m.group(1) if m.group(1) is not None else m.group(2)
+            assert float(stated) == pytest.approx(100 * margin["margin"], abs=0.051)
             if margin["source"] == "learned":
                 ev = re.search(rf"from {NUMBER} d of its history \({NUMBER}% unserved", reason)
                 assert ev, reason
