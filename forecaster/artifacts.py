@@ -24,9 +24,12 @@ import hmac
 import importlib
 import io
 import json
+import logging
 import math
+import multiprocessing
 import os
 import pickle
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,8 @@ import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.files import read_bounded
+
+log = logging.getLogger(__name__)
 
 SIGNING_KEY_ENV = "TIERCAST_MODEL_SIGNING_KEY_FILE"
 """Environment variable naming the signing key file when the config names none."""
@@ -63,17 +68,28 @@ MAX_SIGNING_KEY_BYTES = 64 * 1024
 """Largest signing-key file read (a key is a few dozen bytes; docs/operations.md)."""
 
 
+_WARNED_MISSING: set[str] = set()
+"""Key files named by the environment and found missing, warned about in this process."""
+
+
 def load_signing_key(path: str | Path | None) -> bytes | None:
     """The HMAC key from ``path`` (or ``$TIERCAST_MODEL_SIGNING_KEY_FILE``); None when neither is set.
 
-    Raises BadInputError (one line) when a named file is missing or shorter than 16 bytes.
+    Raises BadInputError (one line) when a named file is missing, is shorter than 16
+    bytes, or others can read it (:func:`_refuse_open_permissions`). A file that the
+    environment names and that does not exist (an optional Secret not created yet) is not
+    an error: it is warned about once per process, and there is no key.
     """
     name = path if path else os.environ.get(SIGNING_KEY_ENV)
     if not name:
         return None
+    if not path and not os.path.lexists(name):
+        _warn_missing(str(name))
+        return None
     try:
         # A key is a few dozen bytes: a device or a huge file is refused before reading.
         key = read_bounded(name, MAX_SIGNING_KEY_BYTES, "model_store.signing_key_file").strip()
+        _refuse_open_permissions(name, os.stat(name))
     except OSError as exc:
         raise BadInputError(
             f"model_store.signing_key_file {str(name)[:200]!r} cannot be read ({exc.strerror or exc})"
@@ -83,6 +99,40 @@ def load_signing_key(path: str | Path | None) -> bytes | None:
             f"model_store.signing_key_file {str(name)[:200]!r} holds {len(key)} bytes; expected at least 16"
         )
     return key
+
+
+def _refuse_open_permissions(name: str | Path, info: os.stat_result) -> None:
+    """Refuse a key file others can read, as ssh refuses an unprotected private key.
+
+    Any permission for "others" is refused. Group permissions are refused on a file the
+    running user owns (``chmod 600`` is the fix), but not on one another user owns: that
+    is how a non-root pod reads a Kubernetes Secret, owned by root and made readable to
+    the pod's ``fsGroup`` alone (mode 0440 from the volume's ``defaultMode: 0400``).
+    """
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o007 or (mode & 0o070 and info.st_uid == os.geteuid()):
+        raise BadInputError(
+            f"model_store.signing_key_file {str(name)[:200]!r} has mode {mode:04o}, open "
+            "to other users; chmod 600 it (a Kubernetes Secret volume: defaultMode 0400)"
+        )
+
+
+def _warn_missing(name: str) -> None:
+    """One warning per process for a missing key file named by the environment.
+
+    Worker processes of a parallel forecast read the key too; only the process that runs
+    the cycle warns, so a run says it once.
+    """
+    if name in _WARNED_MISSING or multiprocessing.parent_process() is not None:
+        return
+    _WARNED_MISSING.add(name)
+    log.warning(
+        "model store: no signing key: $%s names %s, which does not exist (its Secret not "
+        "created yet?); models with pickled parts (gbm) are refitted every cycle and never "
+        "stored (docs/install.md, the model signing key)",
+        SIGNING_KEY_ENV,
+        name[:200],
+    )
 
 
 def _mac(key: bytes, scope: str, blob: bytes) -> str:

@@ -1,5 +1,10 @@
 """deploy/: every manifest lints and validates offline; RBAC is exactly the documented list.
 
+The install starts in dry-run (the base and the service overlay) and acts only through
+the ``acting`` component; the node agent runs unprivileged and pauses when the MIG
+manager pauses GPU clients; ``tiercast-system`` has a NetworkPolicy; two admission
+policies narrow the cluster-wide writes RBAC cannot narrow.
+
 The RBAC check has three sides: the rules in ``deploy/base/rbac.yaml``, the
 table in README.md ("Kubernetes actuation"), and the calls the code really makes
 against the fake API server. Rules must equal the table, and every call must be
@@ -9,7 +14,10 @@ allowed by a rule; a rule no call needs (other than the Lease one, used by
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +28,14 @@ import yaml
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
+from forecaster.errors import BadInputError
 from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
 from scaler.actuation.kube.mig_parted import SEEDED_CONFIG
+from scaler.actuation.kube.mig_relabel import CORDONED_BY
 from scaler.actuation.kube.providers import KubeProvider
 from scaler.actuation.kube.transport import RetryPolicy, Session, connect
-from scaler.config import parse_config
+from scaler.cli import build_parser
+from scaler.config import KubernetesConfig, PlaceholderProviderConfig, ServiceConfig, parse_config
 from tests.conftest import REPO
 from tests.fake_kube import FakeKube, gpu_node, kubeconfig_for, pod, start_fake
 from tests.gpu_operator import seed_operator_cluster
@@ -33,7 +44,8 @@ from tests.test_kube_buffers import TEMPLATE as BUFFER_TEMPLATE
 from tests.test_kube_mig import MigManager
 from tests.test_kube_providers import HOLD, Clock, action, make_config, seed
 
-BASE = REPO / "deploy" / "base"
+DEPLOY = REPO / "deploy"
+BASE = DEPLOY / "base"
 NODE_AGENT = "node-agent-daemonset.yaml"
 K8S_VERSION = "1.37.0"
 LINT = YamlLintConfig(
@@ -73,7 +85,9 @@ def test_kustomization_lists_every_manifest_and_nothing_else() -> None:
     assert "namespace" not in kustomization()  # each manifest names its trust zone
 
 
-@pytest.mark.parametrize("path", sorted(BASE.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(DEPLOY.rglob("*.yaml")), ids=lambda p: str(p.relative_to(DEPLOY))
+)
 def test_yamllint_is_clean(path: Path) -> None:
     problems = list(linter.run(path.read_text(), LINT, str(path)))
     assert problems == [], "\n".join(f"{path.name}:{p.line}: {p.message}" for p in problems)
@@ -108,7 +122,8 @@ def test_cronjob_runs_the_configured_cycle() -> None:
     cronjob = next(d for d in docs if d["kind"] == "CronJob")
     pod_spec = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     container = pod_spec["containers"][0]
-    assert container["args"] == ["run", "--config", "/etc/tiercast/config.yaml"]
+    # The base plans without acting: deploy/overlays/acting drops the last flag.
+    assert container["args"] == ["run", "--config", "/etc/tiercast/config.yaml", "--dry-run"]
     assert pod_spec["serviceAccountName"] == "tiercast"
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/tiercast")
@@ -271,6 +286,8 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
 
     # Node starts of `lead_time_s: auto` pools (lists NodeClaims, Machines and Nodes).
     assert provider.lead_time_observations(["capi", "static", "spot", "hold"]) == []
+    # What the admission policies let tiercast's account write is what the code writes.
+    assert_writes_pass_the_admission_policies(fake.requests)
     grants = {g for g in manifest_grants() if g[0] == "tiercast"}
     used: set[Grant] = set()
     for r in fake.requests:
@@ -300,18 +317,29 @@ def test_the_privileged_agent_is_alone_in_its_namespace_and_tiercast_is_restrict
     }
     assert namespaces["tiercast-system"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert namespaces["tiercast-node-agent"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    cluster_scoped = (
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    )
     placed = {
         (d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace")
         for d in docs
-        if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")
+        if d["kind"] not in cluster_scoped
     }
     for (kind, name), namespace in placed.items():
         expected = "tiercast-node-agent" if "node-agent" in name else "tiercast-system"
         if name == "tiercast-mig-parted":
             expected = "gpu-operator"  # the one ConfigMap, where the GPU Operator keeps it
         assert namespace == expected, (kind, name, namespace)
-    agent = next(d for d in docs if d["kind"] == "DaemonSet")
-    assert agent["spec"]["template"]["spec"]["hostPID"] is True  # only here
+    # No pod anywhere shares the host's process table.
+    for doc in docs:
+        spec = doc.get("spec", {})
+        template = spec.get("jobTemplate", {}).get("spec", spec).get("template")
+        if template is not None:
+            assert not template["spec"].get("hostPID"), doc["metadata"]["name"]
     # tiercast's namespaced rights (Deployments for placeholders) are in the restricted zone;
     # in the GPU Operator's namespace it may read and patch one named ConfigMap, nothing else.
     grants = manifest_grants()
@@ -321,6 +349,453 @@ def test_the_privileged_agent_is_alone_in_its_namespace_and_tiercast_is_restrict
         ("", "configmaps", "patch"),
     }
     assert not {g for g in grants if g[3] == "configmaps" and g[1] == "cluster"}
-    policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
-    assert policy["metadata"]["namespace"] == "tiercast-node-agent"
+    policy = next(
+        d
+        for d in docs
+        if d["kind"] == "NetworkPolicy" and d["metadata"]["namespace"] == "tiercast-node-agent"
+    )
     assert [p["port"] for p in policy["spec"]["ingress"][0]["ports"]] == [9402]
+
+
+# ---- admission policies: what RBAC cannot narrow ---------------------------------------
+
+
+def admission_policy(name: str) -> dict[str, Any]:
+    return next(
+        d
+        for d in documents()
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == name
+    )
+
+
+def cel_list(policy: dict[str, Any], variable: str) -> set[str]:
+    """A policy variable that is a CEL list of string literals, as a set."""
+    expression = next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == variable)
+    assert re.fullmatch(r"\[\s*'[^']+'(?:\s*,\s*'[^']+')*\s*\]", expression), expression
+    return set(re.findall(r"'([^']+)'", expression))
+
+
+def cel_string(policy: dict[str, Any], variable: str) -> str:
+    """A policy variable that is a CEL string literal."""
+    expression = next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == variable)
+    literal = re.fullmatch(r"'([^']+)'", expression)
+    assert literal is not None, expression
+    return literal.group(1)
+
+
+def assert_writes_pass_the_admission_policies(requests: list[Any]) -> None:
+    """Node patches touch only the fields the node policy allows; PriorityClasses are tiercast's."""
+    nodes = admission_policy("tiercast-node-patches")
+    labels, annotations = cel_list(nodes, "ownLabels"), cel_list(nodes, "ownAnnotations")
+    prefix = cel_string(nodes, "ownAnnotationPrefix")
+    patched = created = 0
+    for r in requests:
+        if r.method == "PATCH" and re.fullmatch(r"/api/v1/nodes/[^/]+", r.path):
+            patched += 1
+            body = r.body
+            assert set(body) <= {"metadata", "spec"}, body
+            assert set(body.get("spec", {})) <= {"unschedulable"}, body
+            meta = body.get("metadata", {})
+            assert set(meta) <= {"labels", "annotations"}, body
+            assert set(meta.get("labels", {})) <= labels, body
+            assert all(
+                k in annotations or k.startswith(prefix) for k in meta.get("annotations", {})
+            ), body
+        if r.method == "POST" and r.path == "/apis/scheduling.k8s.io/v1/priorityclasses":
+            created += 1
+            assert r.body["metadata"]["name"].startswith("tiercast-"), r.body
+            assert r.body["value"] < 0 and not r.body.get("globalDefault"), r.body
+    assert patched and created, "the run patched no node or created no PriorityClass"
+
+
+def test_admission_policies_narrow_node_patches_and_priority_classes() -> None:
+    account = "system:serviceaccount:tiercast-system:tiercast"
+    docs = documents()
+    bindings = {
+        d["spec"]["policyName"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    }
+    policies = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert (
+        {p["metadata"]["name"] for p in policies}
+        == set(bindings)
+        == {
+            "tiercast-node-patches",
+            "tiercast-priority-classes",
+        }
+    )
+    for policy in policies:
+        assert bindings[policy["metadata"]["name"]]["spec"]["validationActions"] == ["Deny"]
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        # Only tiercast's own requests are judged; nobody else's writes are affected.
+        (condition,) = policy["spec"]["matchConditions"]
+        assert condition["expression"] == f"request.userInfo.username == '{account}'"
+    nodes = admission_policy("tiercast-node-patches")
+    (rule,) = nodes["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["nodes"] and rule["operations"] == ["UPDATE"]
+    # Nodes of tiercast's pools only (the default pool label), and only what tiercast writes.
+    assert cel_list(nodes, "poolLabels") == {KubernetesConfig().pool_label}
+    assert cel_list(nodes, "ownLabels") == {MIG_CONFIG, MIG_STATE}
+    assert CORDONED_BY.startswith(cel_string(nodes, "ownAnnotationPrefix"))
+    assert cel_string(nodes, "ownAnnotationPrefix") == "tiercast.io/"
+    expressions = " ".join(v["expression"] for v in nodes["spec"]["validations"])
+    assert "variables.poolLabels.exists" in expressions and "taints" in expressions
+    classes = admission_policy("tiercast-priority-classes")
+    (rule,) = classes["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["priorityclasses"] and "CREATE" in rule["operations"]
+    default = PlaceholderProviderConfig.model_fields
+    assert str(default["priority_class"].default).startswith("tiercast-")
+    assert default["priority"].default < 0
+    # The one PriorityClass tiercast reads, by name; RBAC cannot name what a create makes.
+    rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
+    reads = [r for r in rules if "priorityclasses" in r["resources"] and "get" in r["verbs"]]
+    assert reads == [
+        {
+            "apiGroups": ["scheduling.k8s.io"],
+            "resources": ["priorityclasses"],
+            "resourceNames": [default["priority_class"].default],
+            "verbs": ["get"],
+        }
+    ]
+
+
+# ---- dry-run first, acting by overlay ------------------------------------------------------
+
+
+def render(path: Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize PATH``, or skip when kubectl is absent."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the kustomize overlays cannot be rendered here")
+    done = subprocess.run(
+        [kubectl, "kustomize", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def pod_specs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pod spec of every workload (CronJob, StatefulSet, DaemonSet, ...)."""
+    out = []
+    for doc in docs:
+        spec = doc.get("spec", {})
+        template = spec.get("jobTemplate", {}).get("spec", spec).get("template")
+        if template is not None:
+            out.append(template["spec"])
+    return out
+
+
+def cycle_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The container that runs cycles: the CronJob's, or the service StatefulSet's."""
+    (workload,) = [d for d in docs if d["kind"] in ("CronJob", "StatefulSet")]
+    spec = workload["spec"]
+    pod = spec.get("jobTemplate", {}).get("spec", spec)["template"]["spec"]
+    container: dict[str, Any] = pod["containers"][0]
+    return container
+
+
+def acts(container: dict[str, Any]) -> bool:
+    args = build_parser().parse_args(container["args"])
+    return not (args.dry_run or getattr(args, "server_dry_run", False))
+
+
+@pytest.mark.parametrize(
+    ("dry", "acting", "command"),
+    [("base", "overlays/acting", "run"), ("overlays/service", "overlays/service-acting", "serve")],
+)
+def test_the_install_plans_first_and_acts_only_through_the_acting_overlay(
+    dry: str, acting: str, command: str
+) -> None:
+    planned, acted = render(DEPLOY / dry), render(DEPLOY / acting)
+    for doc in acted:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    container = cycle_container(planned)
+    assert container["args"][0] == command and not acts(container)
+    assert container["args"][-1] == "--dry-run"
+    assert acts(cycle_container(acted))
+    # The acting form differs from the dry-run form by that one flag, nothing else.
+    container["args"] = container["args"][:-1]
+    assert planned == acted
+
+
+def test_the_acting_component_refuses_a_base_it_does_not_know(tmp_path: Path) -> None:
+    copy = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, copy)
+    cronjob = copy / "base" / "cronjob.yaml"
+    text = cronjob.read_text()
+    moved = text.replace(
+        '["run", "--config", "/etc/tiercast/config.yaml", "--dry-run"]',
+        '["run", "--dry-run", "--config", "/etc/tiercast/config.yaml"]',
+    )
+    assert moved != text
+    cronjob.write_text(moved)
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the kustomize overlays cannot be rendered here")
+    done = subprocess.run(
+        [kubectl, "kustomize", str(copy / "overlays" / "acting")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # Not rendered at all, rather than rendered with some other flag dropped.
+    assert done.returncode != 0 and "test failed" in done.stderr, done.stderr
+
+
+# ---- the node agent: paused by the MIG manager, unprivileged ------------------------------
+
+GPU_CLIENT = "nvidia.com/gpu.deploy.client"
+PAUSED = "paused-for-mig-change"
+# Labels the GPU Operator puts on a GPU node of the container workload type
+# (NVIDIA/gpu-operator controllers/state_manager.go, gpuStateLabels), with GFD's.
+OPERATOR_NODE_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.deploy.device-plugin": "true",
+    "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
+    "nvidia.com/gpu.deploy.dcgm-exporter": "true",
+    GPU_CLIENT: "true",
+}
+
+
+def mig_manager_pauses(labels: dict[str, str]) -> dict[str, str]:
+    """The node labels while the MIG manager reconfigures (mig-parted reconfigure.go).
+
+    ``shutdownKubernetesGPUClients`` sets each ``nvidia.com/gpu.deploy.*`` label it knows to
+    ``paused-for-mig-change`` (``maybeSetPaused`` keeps ``false``), the client label only
+    when the node carries it; ``restartKubernetesGPUClients`` sets them back to ``true``.
+    """
+    out = dict(labels)
+    for key in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm"):
+        key = f"nvidia.com/gpu.deploy.{key}"
+        out[key] = "false" if labels.get(key) == "false" else PAUSED
+    if labels.get(GPU_CLIENT):
+        out[GPU_CLIENT] = "false" if labels[GPU_CLIENT] == "false" else PAUSED
+    return out
+
+
+def mig_manager_waits_for(pod: dict[str, Any]) -> bool:
+    """``waitForPodsWithNodeSelector``: DaemonSet pods whose nodeSelector has the client key."""
+    return GPU_CLIENT in (pod.get("nodeSelector") or {})
+
+
+def scheduled_on(pod: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in (pod.get("nodeSelector") or {}).items())
+
+
+def agent_pod() -> dict[str, Any]:
+    agent = next(d for d in documents() if d["kind"] == "DaemonSet")
+    pod: dict[str, Any] = agent["spec"]["template"]["spec"]
+    return pod
+
+
+def test_the_mig_manager_pauses_the_node_agent_during_a_reconfiguration() -> None:
+    pod = agent_pod()
+    assert pod["nodeSelector"] == {GPU_CLIENT: "true"}
+    assert scheduled_on(pod, OPERATOR_NODE_LABELS)
+    paused = mig_manager_pauses(OPERATOR_NODE_LABELS)
+    # Off the node while the MIG manager changes MIG modes, and waited for until it is gone.
+    assert not scheduled_on(pod, paused) and mig_manager_waits_for(pod)
+    restored = {**paused, GPU_CLIENT: "true"}
+    assert scheduled_on(pod, restored)
+    # A node without the GPU Operator's label runs no agent (nothing could pause it).
+    assert not scheduled_on(pod, {"nvidia.com/gpu.present": "true"})
+
+
+def test_the_node_agent_is_not_privileged_not_root_and_shares_no_host_namespace() -> None:
+    pod = agent_pod()
+    assert not pod.get("hostPID") and not pod.get("hostNetwork") and not pod.get("hostIPC")
+    assert pod["runtimeClassName"] == "nvidia"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert all("hostPath" not in v for v in pod["volumes"])
+    (container,) = pod["containers"]
+    context = container["securityContext"]
+    assert not context.get("privileged") and context.get("runAsUser", 1) != 0
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"]["drop"] == ["ALL"]
+    # SYS_ADMIN in the bounding set only, for the toolkit's MIG monitor capability.
+    assert context["capabilities"]["add"] == ["SYS_ADMIN"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+    assert "NVIDIA_MIG_CONFIG_DEVICES" not in env  # it never re-partitions in the cluster
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "agent" and not args.desired_file
+    token = next(v for v in pod["volumes"] if v["name"] == "agent-token")
+    assert token["secret"]["defaultMode"] == 0o400
+
+
+# ---- the NetworkPolicy of tiercast-system --------------------------------------------------
+
+
+def test_tiercast_system_reaches_only_dns_prometheus_and_the_api_server() -> None:
+    docs = documents()
+    policy = next(
+        d
+        for d in docs
+        if d["kind"] == "NetworkPolicy" and d["metadata"]["namespace"] == "tiercast-system"
+    )
+    spec = policy["spec"]
+    assert spec["podSelector"] == {}  # every pod here: cycles, the service, placeholders
+    assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"]
+    # Ingress: the metrics port, from Prometheus's namespace only.
+    (ingress,) = spec["ingress"]
+    assert [p["port"] for p in ingress["ports"]] == [ServiceConfig().metrics_port]
+    assert ingress["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    # Egress: every rule names its ports; DNS to kube-dns, Prometheus, the API server.
+    egress = {
+        frozenset((p["protocol"], p["port"]) for p in rule["ports"]): rule["to"]
+        for rule in spec["egress"]
+    }
+    assert set(egress) == {
+        frozenset({("UDP", 53), ("TCP", 53)}),
+        frozenset({("TCP", 9090), ("TCP", 9091)}),
+        frozenset({("TCP", 443), ("TCP", 6443)}),
+    }
+    dns = egress[frozenset({("UDP", 53), ("TCP", 53)})]
+    assert dns[0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    # The shipped config's Prometheus is in the namespace and on a port the policy allows.
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    url = yaml.safe_load(configmap["data"]["config.yaml"])["prometheus"]["url"]
+    host_port = re.fullmatch(r"https?://[^.]+\.(?P<ns>[^.:/]+)[^:/]*:(?P<port>\d+)", url)
+    assert host_port is not None, url
+    prometheus = egress[frozenset({("TCP", 9090), ("TCP", 9091)})]
+    assert prometheus[0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": host_port["ns"]
+    }
+    assert int(host_port["port"]) in (9090, 9091)
+
+
+# ---- the model signing key ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["base", "overlays/service"])
+def test_the_signing_key_secret_is_mounted_optional_and_owner_only(form: str) -> None:
+    docs = render(DEPLOY / form)
+    container = cycle_container(docs)
+    (workload,) = [d for d in docs if d["kind"] in ("CronJob", "StatefulSet")]
+    spec = workload["spec"]
+    pod = spec.get("jobTemplate", {}).get("spec", spec)["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "model-signing-key")
+    secret = volume["secret"]
+    assert secret["secretName"] == "tiercast-model-signing-key"
+    # The first cycles run without it; a Secret volume's default 0644 would be refused.
+    assert secret["optional"] is True and secret["defaultMode"] == 0o400
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "model-signing-key")
+    assert mount["readOnly"] is True
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    key_file = Path(env["TIERCAST_MODEL_SIGNING_KEY_FILE"])
+    assert key_file.parent == Path(mount["mountPath"])
+    assert [i["path"] for i in secret["items"]] == [key_file.name]
+
+
+def test_a_signing_key_others_can_read_is_refused_in_one_line(tmp_path: Path) -> None:
+    from forecaster.artifacts import load_signing_key
+
+    key = tmp_path / "key"
+    key.write_bytes(b"0123456789abcdef0123\n")
+    for mode in (0o644, 0o640, 0o604, 0o660):
+        key.chmod(mode)
+        with pytest.raises(BadInputError) as err:
+            load_signing_key(key)
+        message = str(err.value)
+        assert "\n" not in message and f"{mode:04o}" in message and "chmod 600" in message
+    key.chmod(0o600)
+    assert load_signing_key(key) == b"0123456789abcdef0123"
+    key.chmod(0o400)
+    assert load_signing_key(key) == b"0123456789abcdef0123"
+
+
+def test_a_secret_owned_by_root_and_readable_by_its_group_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Secret volume with defaultMode 0400 and fsGroup: root's file, mode 0440, our group."""
+    from forecaster import artifacts
+
+    key = tmp_path / "key"
+    key.write_bytes(b"0123456789abcdef0123")
+    key.chmod(0o440)
+    # The file is this user's here; seen from a process of another uid it is someone else's.
+    monkeypatch.setattr(artifacts.os, "geteuid", lambda: key.stat().st_uid + 1)
+    assert artifacts.load_signing_key(key) == b"0123456789abcdef0123"
+    key.chmod(0o444)  # world-readable is refused whoever owns it
+    with pytest.raises(BadInputError, match="0444"):
+        artifacts.load_signing_key(key)
+
+
+def test_a_missing_secret_warns_once_and_runs_without_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from forecaster import artifacts
+
+    monkeypatch.setattr(artifacts, "_WARNED_MISSING", set())
+    missing = tmp_path / "tiercast-model-signing" / "key"
+    monkeypatch.setenv(artifacts.SIGNING_KEY_ENV, str(missing))
+    with caplog.at_level("WARNING", logger="forecaster.artifacts"):
+        assert artifacts.load_signing_key(None) is None
+        assert artifacts.load_signing_key(None) is None
+    warnings = [r.getMessage() for r in caplog.records if r.name == "forecaster.artifacts"]
+    assert len(warnings) == 1 and str(missing) in warnings[0] and "refitted" in warnings[0]
+    # A key file the config names must exist: a typo there is an error, not a warning.
+    with pytest.raises(BadInputError, match="does not exist"):
+        artifacts.load_signing_key(missing)
+
+
+# ---- the image: a build script and a Dockerfile that builds from the repository root -----
+
+
+def test_the_build_script_builds_from_the_root_with_the_manifests_image(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    engine = bin_dir / "docker"
+    engine.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    engine.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("CONTAINER_ENGINE", None)
+    env.pop("PLATFORM", None)
+    script = DEPLOY / "build-image.sh"
+    done = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    image = cycle_container(documents())["image"]
+    dockerfile = DEPLOY / "Dockerfile"
+    assert calls.read_text().splitlines() == [f"build -f {dockerfile} -t {image} {REPO}"]
+    # Every workload names that image.
+    images = {c["image"] for pod in pod_specs(documents()) for c in pod["containers"]}
+    assert images == {image}
+    calls.unlink()
+    mine = "registry.example.com:5000/team/tiercast:1.2"
+    done = subprocess.run(
+        ["bash", str(script), "--push", mine], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().splitlines() == [
+        f"build -f {dockerfile} -t {mine} {REPO}",
+        f"push {mine}",
+    ]
+    # It says how to point the manifests at the pushed image.
+    assert "newName: registry.example.com:5000/team/tiercast" in done.stdout
+    assert 'newTag: "1.2"' in done.stdout
+
+
+def test_the_dockerfile_copies_only_what_its_build_context_keeps() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in ignore if line.strip() and not line.startswith("#")]
+    assert patterns[0] == "*"  # everything is left out but what is named after it
+    kept = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
+    sources = []
+    for line in dockerfile.splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            sources += words[1:-1]
+    assert sources, "no COPY from the build context"
+    for source in sources:
+        assert source in kept, f"COPY {source}: left out of the build context"
+        assert (REPO / source).exists(), f"COPY {source}: not in the repository root"
+    # What the package needs to build: its metadata and both packages.
+    assert {"pyproject.toml", "README.md", "forecaster", "scaler"} <= set(sources)

@@ -309,6 +309,7 @@ def test_warm_cycle_reuses_stored_models_whatever_the_backend(tmp_path: Path) ->
     # (gradient boosting, the statsmodels fits) signed; without one those are refitted.
     key = tmp_path / "model-key"
     key.write_bytes(b"k" * 32)
+    key.chmod(0o600)  # a key others can read is refused
     spec = ForecastSpec(
         HORIZON,
         (0.1, 0.5, 0.9),
@@ -404,6 +405,7 @@ def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
 
     key = tmp_path / "model-key"
     key.write_bytes(b"k" * 32)
+    key.chmod(0o600)  # a key others can read is refused
 
     def with_forecast(store: str, **forecast: object):
         # Signed, so that every selected model is stored (pickled parts included).
