@@ -8,9 +8,10 @@ An example is a block between two HTML comments, invisible on the rendered page:
     ```
     <!-- /example -->
 
-For each block this script runs ``tiercast ARGS`` in a fresh temporary working folder (so
-nothing is written into the checkout: plan files, run records and the model store go there
-and are deleted) and replaces the block's content with a fenced code block of the command's
+For each block this script runs ``tiercast ARGS`` in a fresh temporary working folder, with
+a fresh temporary home folder (so nothing is written into the checkout or the user's state
+directory: plan files, run records and the model store go to ``~/.local/state/tiercast``
+there and are deleted) and replaces the block's content with a fenced code block of the command's
 stdout. The temporary folder holds a copy of the checkout's ``data/`` and ``deploy/`` and,
 beside it, ``shared`` pointing at the checkout's ``../shared``, so an example may name
 ``data/example-config.yaml`` or ``../shared/data/traces/...`` as the rest of the docs do.
@@ -120,8 +121,19 @@ def _environment() -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("TIERCAST_CONFIG", "TIERCAST_LOG_FORMAT", "KUBECONFIG")
+        if k
+        not in (
+            "TIERCAST_CONFIG",
+            "TIERCAST_LOG_FORMAT",
+            "KUBECONFIG",
+            "TIERCAST_STATE_DIR",
+            "XDG_STATE_HOME",
+            "KUBERNETES_SERVICE_HOST",
+        )
     }
+    # Each example gets a home of its own (run_in_scratch); caches stay where they are, so
+    # matplotlib does not rebuild its font cache for every example.
+    env.setdefault("XDG_CACHE_HOME", str(Path.home() / ".cache"))
     env.update(
         COLUMNS="100",
         LINES="50",
@@ -154,7 +166,7 @@ def run_in_scratch(args: str) -> str:
             done = subprocess.run(
                 [*_tiercast(), *shlex.split(args)],
                 cwd=work,
-                env=_environment(),
+                env={**_environment(), "HOME": str(root / "home")},
                 capture_output=True,
                 text=True,
                 timeout=TIMEOUT_S,

@@ -151,6 +151,21 @@ def _declared_bytes(member: Any, name: str) -> int:
     return math.prod(shape) * dtype.itemsize
 
 
+def _not_a_folder(path: Path) -> str:
+    """Why ``path`` cannot hold the store ('' when it is a folder or can be made one).
+
+    The nearest part of ``path`` that exists must be a folder: a regular file, a device,
+    a dangling link there would fail every write.
+    """
+    existing = path
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if existing.is_dir():
+        return ""
+    what = "is not a folder" if existing == path else "lies under something that is not a folder"
+    return f"model_store.path {str(path)!r} {what}"
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -219,6 +234,12 @@ class ModelStore:
         signing_key: bytes | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
+        problem = _not_a_folder(self.path) if self.path is not None else ""
+        if problem:
+            # The store is a cache: without it every cycle refits, which costs time, never
+            # capacity. One warning here, not one per series and cycle.
+            log.warning("%s; models are refitted every cycle and not stored", problem)
+            self.path = None
         self.max_age_s = max_age_s
         self.drift_ratio = drift_ratio
         self.min_drift_points = min_drift_points

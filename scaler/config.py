@@ -8,6 +8,8 @@ commented reference; ``tests/test_config.py`` pins the documented defaults.
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,7 +28,16 @@ from pydantic import (
 
 from forecaster.errors import BadInputError
 from forecaster.files import read_bounded
-from scaler.catalog.gpus import GPU_MODELS, gpu_model
+from scaler.catalog.gpus import GPU_MODELS, GpuModel, gpu_model, reserved_names, user_models
+from scaler.catalog.mig import (
+    DERIVED_GIB_RATIO,
+    GEOMETRIES,
+    PROFILE_NAME,
+    MigGeometry,
+    MigProfile,
+    geometry_problem,
+    set_user_catalog,
+)
 
 Tier = Literal["reserved", "on-demand", "spot"]
 TIER_ORDER: dict[str, int] = {"reserved": 0, "on-demand": 1, "spot": 2}
@@ -101,10 +112,10 @@ class WorkloadConfig(_Model):
     """Name of the signal that drives this workload."""
     gpu_model: str
     """Catalog name (``H100-80GB``) or alias (``H100``); pools of this model serve it."""
-    units_per_replica: float = Field(gt=0, le=1e9)
+    units_per_replica: float = Field(ge=1e-6, le=1e9)
     """Signal units one replica serves at its latency target (e.g. requests/s per replica);
-    finite, at most 1e9: beyond that every demand rounds to zero replicas, which would
-    release capacity on a typo."""
+    finite, from 1e-6 to 1e9: beyond that every demand rounds to zero replicas, which would
+    release capacity on a typo, and below it any demand asks for millions of GPUs."""
     gpus_per_replica: int = Field(default=1, ge=1, le=64)
     """Whole GPUs one replica needs. Default 1."""
     min_replicas: int = Field(default=0, ge=0, le=1_000_000)
@@ -113,6 +124,35 @@ class WorkloadConfig(_Model):
     """GPU memory one replica needs, for MIG profile choice; optional."""
     mig_profile: str | None = None
     """MIG profile one replica runs on (``1g.10gb``); replicas then use slices, not GPUs."""
+    sharing: Literal["auto", "whole", "mig", "time-slicing", "mps"] = "auto"
+    """How this workload's replicas may share a GPU: ``whole`` GPUs, ``mig`` slices (with
+    ``mig_profile``), the device plugin's ``time-slicing`` or ``mps``, or ``auto`` (the
+    planner's choice within ``isolation``). Default ``auto``. Today the planner plans whole
+    GPUs and MIG slices only: ``auto`` is MIG where ``mig_profile`` is set, else whole
+    GPUs, and ``time-slicing``/``mps`` are planned as whole GPUs (docs/mig.md#sharing-modes)."""
+    isolation: Literal["required", "preferred", "none"] = "preferred"
+    """What isolation between workloads on one GPU this one needs: ``required`` admits only
+    whole GPUs or MIG (hardware isolation of memory and faults); time-slicing gives none,
+    MPS limited isolation. Default ``preferred``."""
+
+    @model_validator(mode="after")
+    def _sharing(self) -> WorkloadConfig:
+        if self.isolation == "required" and self.sharing in ("time-slicing", "mps"):
+            kind = "no" if self.sharing == "time-slicing" else "only limited"
+            raise ValueError(
+                f".sharing: {self.sharing!r} gives {kind} memory and fault isolation; "
+                "isolation: required admits only whole, mig or auto"
+            )
+        if self.sharing == "mig" and self.mig_profile is None:
+            raise ValueError(
+                ".sharing: 'mig' needs mig_profile (a profile, or auto with memory_gb)"
+            )
+        if self.mig_profile is not None and self.sharing in ("whole", "time-slicing", "mps"):
+            raise ValueError(
+                f".mig_profile: {self.mig_profile!r} runs replicas on MIG slices, but sharing "
+                f"is {self.sharing!r}; drop one, or set sharing: mig"
+            )
+        return self
 
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -131,10 +171,10 @@ class ClusterApiProviderConfig(_Model):
     machine_deployment: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME)
     """Name of the MachineDeployment."""
     namespace: str = Field(default="default", min_length=1, max_length=63, pattern=_K8S_NAME)
-    api_version: str = Field(
-        default="cluster.x-k8s.io/v1beta1", pattern=r"^[a-z0-9.-]+/v[0-9a-z]+$"
-    )
-    """Group/version serving MachineDeployments. Default ``cluster.x-k8s.io/v1beta1``."""
+    api_version: str | None = Field(default=None, pattern=r"^[a-z0-9.-]+/v[0-9a-z]+$")
+    """Group/version serving MachineDeployments. Default: the newest the cluster serves,
+    ``cluster.x-k8s.io/v1beta2`` (Cluster API v1.11+) where discovery lists it, else the
+    deprecated ``cluster.x-k8s.io/v1beta1``."""
     node_selector: str | None = None
     """Label selector of the pool's nodes; default ``cluster.x-k8s.io/deployment-name=<name>``
     (set it on the nodes) or the pool label ``tiercast.io/pool=<pool>``."""
@@ -166,8 +206,10 @@ class PlaceholderProviderConfig(_Model):
     priority_class: str = Field(
         default="tiercast-placeholder", min_length=1, max_length=253, pattern=_K8S_NAME
     )
-    priority: int = Field(default=-10, lt=0, ge=-1_000_000_000)
-    """PriorityClass value; below zero so every real pod preempts a placeholder. Default -10."""
+    priority: int = Field(default=-10, lt=0, ge=-10)
+    """PriorityClass value, -10 to -1. Below zero so every real pod preempts a placeholder;
+    not below -10, the cluster autoscaler's default ``--expendable-pods-priority-cutoff``,
+    under which it never adds a node for a pod (its FAQ). Default -10."""
     gpus_per_pod: int | None = Field(default=None, ge=1, le=16)
     """GPUs one placeholder requests; default the pool's ``gpus_per_node`` (one pod holds a node)."""
     image: str = Field(default="registry.k8s.io/pause:3.10", min_length=1)
@@ -363,7 +405,8 @@ class ForecastConfig(_Model):
     """Estimator name from the registry, or ``auto`` (chosen per series by backtest); scalar
     settings in parentheses, ``auto(budget_s=3)`` (``forecaster.estimators.make``)."""
     quantiles: tuple[float, ...] = Field(default=(0.1, 0.5, 0.9), min_length=1, max_length=99)
-    """Quantiles computed and reported; the policy quantile is added if missing."""
+    """Quantiles computed and reported, each strictly between 0 and 1; the policy quantile
+    is added if missing."""
     jobs: int = Field(default=1, ge=-1, le=1024)
     """Worker processes forecasting series in parallel (``-1``: every core; ``dask``: LocalCluster
     workers). Default 1: in the cycle's own process; at most 1024 (each is a process). See
@@ -375,6 +418,19 @@ class ForecastConfig(_Model):
     """Dask scheduler address (``tcp://host:8786``); unset with ``dask``: a LocalCluster per cycle."""
     batch_size: int = Field(default=8, ge=1, le=10_000)
     """Series sent to a worker at a time; about ``2 * jobs`` batches are in flight. Default 8."""
+
+    @field_validator("quantiles")
+    @classmethod
+    def _quantiles_in_range(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        # Refused at load: a quantile out of range would otherwise fail every signal's
+        # forecast and hold the whole fleet as "no data" every cycle.
+        for q in value:
+            if not 0.0 < q < 1.0:
+                raise ValueError(
+                    f"forecast.quantiles: {q!r} is not strictly between 0 and 1; "
+                    "expected e.g. [0.1, 0.5, 0.9]"
+                )
+        return value
 
     @model_validator(mode="after")
     def _parallel(self) -> ForecastConfig:
@@ -440,7 +496,10 @@ class PrometheusConfig(_Model):
 
 class ModelStoreConfig(_Model):
     path: str = "models"
-    """Folder with one fitted model per series. Default ``models``."""
+    """Folder with one fitted model per series. Default ``models`` in the state directory
+    (``service.state_dir``); a path given here is used as given (relative to the working
+    folder). A path that is not a folder turns the store off with one warning: every
+    cycle refits, none fails."""
     max_age_s: int = Field(default=86400, ge=0, le=366 * 86400)
     """Refit a stored model older than this. Default 86400 (daily)."""
     signing_key_file: str | None = None
@@ -525,15 +584,24 @@ class ServiceConfig(_Model):
     shutdown_grace_s: float = Field(default=25.0, ge=0, le=3600)
     """After SIGTERM, seconds to let a running job finish before exiting; keep it below
     the pod's terminationGracePeriodSeconds (30). Default 25."""
+    state_dir: str | None = Field(default=None, min_length=1, max_length=4096)
+    """Folder of what tiercast keeps between runs when no path below is given: the run
+    records, the model store, ``run``'s plan JSON, the scheduled reports. Default: the
+    ``--state-dir`` flag, else ``$TIERCAST_STATE_DIR``, else ``/var/lib/tiercast`` in a pod
+    that mounts it (deploy/), else ``$XDG_STATE_HOME/tiercast``, else
+    ``~/.local/state/tiercast``. Nothing is written to the working folder unless a path
+    says so."""
     records_path: str = "tiercast-records.sqlite"
-    """SQLite file of run records (``tiercast history`` reads it)."""
+    """SQLite file of run records (``tiercast history`` reads it). Default
+    ``tiercast-records.sqlite`` in the state directory; a path given here is used as given."""
     records_keep_days: int = Field(default=30, ge=1, le=3650)
     """Run records older than this are deleted. Default 30 days; at most 3650 (ten years;
     the cut-off date must stay a representable timestamp)."""
     plan_out: str | None = None
-    """Where each cycle writes its plan JSON; none by default in ``serve``."""
+    """Where each cycle writes its plan JSON; none by default in ``serve``; ``run`` writes
+    ``tiercast-plan.json`` in the state directory unless ``--plan-out`` or this says where."""
     report_out: str = "reports"
-    """Folder the scheduled report job writes to. Default ``reports``."""
+    """Folder the scheduled report job writes to. Default ``reports`` in the state directory."""
     metrics_port: int = Field(default=9108, ge=0, le=65535)
     """Port of ``/metrics``, ``/healthz`` and ``/readyz``; 0 turns the endpoint off."""
     metrics_host: str = "0.0.0.0"
@@ -605,10 +673,13 @@ class KubernetesConfig(_Model):
     events: bool = True
     """Record a Kubernetes Event (``events.k8s.io/v1``) on every object an action changes,
     with the action's reason. Default true."""
-    mig_config_sync_s: float = Field(default=90.0, ge=0)
-    """Wait after adding a layout to the mig-parted ConfigMap before relabelling, so the
-    kubelet has refreshed the MIG manager's mounted copy (it syncs about every minute).
-    Default 90."""
+    mig_config_sync_s: float = Field(default=120.0, ge=0)
+    """Seconds from adding a layout to the mig-parted ConfigMap until a node is relabelled
+    to it, so the kubelet has refreshed the MIG manager's mounted copy: it does so at its
+    next sync of the pod, ``wait.Jitter(1m, 0.5)`` after the last (up to 90 s), then reads
+    the ConfigMap and writes the volume, so the wait sits above 90 s rather than on it.
+    Timed from the addition, kept on the ConfigMap, so a later run waits out the rest.
+    Default 120."""
 
 
 class FinanceConfig(_Model):
@@ -622,7 +693,151 @@ class FinanceConfig(_Model):
     the current commitment are refused rather than priced."""
 
 
+class MigProfileConfig(_Model):
+    """One GPU-instance profile of a config-declared GPU model, as ``nvidia-smi mig -lgip``
+    (slices, instances) and ``nvidia-smi mig -lgipp`` (placements) list it."""
+
+    name: str = Field(min_length=1, max_length=40)
+    """NVIDIA's name, ``<compute>g.<GB>gb`` (``1g.10gb``), ``+me`` for the media profile."""
+    compute_slices: int = Field(ge=1, le=8)
+    memory_slices: int = Field(ge=1, le=8)
+    placements: tuple[int, ...] = Field(min_length=1, max_length=8)
+    """Start memory slices where an instance may sit (``-lgipp``'s ``{0,2,4,6}:2`` is
+    ``[0, 2, 4, 6]`` with ``memory_slices: 2``); each must end inside the GPU's slices."""
+    max_count: int | None = Field(default=None, ge=1, le=8)
+    """Most instances on one GPU. Default: 1 for ``+me``, else as many as its placements
+    and the GPU's slices hold."""
+    memory_gib: float | None = Field(default=None, gt=0, le=4096)
+    """Memory NVML reports for one instance, GiB (``-lgip``); ``mig_profile: auto`` matches
+    on it. Default: the nominal size x 16/18 (the tightest ratio listed, H200 1g.18gb)."""
+
+
+class MigGeometryConfig(_Model):
+    """The MIG geometry of a config-declared GPU model."""
+
+    compute_slices: int = Field(ge=1, le=8)
+    """Compute slices (7 on A100/H100/B200, 4 on A30 and RTX PRO 6000)."""
+    memory_slices: int = Field(ge=1, le=8)
+    """Memory slices (8 on A100/H100/B200, 4 on A30 and RTX PRO 6000)."""
+    profiles: tuple[MigProfileConfig, ...] = Field(min_length=1, max_length=32)
+
+
+class GpuModelConfig(_Model):
+    """A GPU model the built-in catalog lacks, declared in the config (``gpu_models:``).
+
+    Pools and workloads then name it in ``gpu_model``, as a built-in one; its MIG geometry
+    is checked by the rules the built-in ones keep (``scaler.catalog.mig.geometry_problem``).
+    """
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """The name pools and workloads use; not a built-in name or alias."""
+    memory_gb: int = Field(ge=1, le=4096)
+    """Framebuffer memory the part is sold with, GB."""
+    product: tuple[str, ...] = Field(min_length=1, max_length=16)
+    """Patterns of GPU feature discovery's ``nvidia.com/gpu.product`` for it (shell-style,
+    case-insensitive, ``NVIDIA-X100*``), matched without the ``-MIG-<profile>`` and
+    ``-SHARED`` suffixes; one pattern or a list. Nodes whose label matches none are held."""
+    pci_device_ids: tuple[str, ...] = Field(default=(), max_length=16)
+    """PCI device and vendor IDs (``0x233010DE``) mig-parted's ``device-filter`` selects it by."""
+    mig: MigGeometryConfig | None = None
+    """Its MIG geometry; none (default): no MIG."""
+
+    @field_validator("product", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("product")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for p in value:
+            if not p.strip() or len(p) > 200:
+                raise ValueError(f"{shown(p)} is not a label pattern (e.g. 'NVIDIA-X100*')")
+        return value
+
+    @field_validator("pci_device_ids")
+    @classmethod
+    def _pci_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for d in value:
+            if not re.fullmatch(r"0x[0-9A-Fa-f]{8}", d):
+                raise ValueError(f"{shown(d)} is not a device and vendor ID such as '0x233010DE'")
+        return tuple(d.upper().replace("0X", "0x") for d in value)
+
+    @model_validator(mode="after")
+    def _geometry(self) -> GpuModelConfig:
+        if self.name in reserved_names():
+            raise ValueError(
+                f".name: {self.name!r} is a built-in GPU model or alias; use it without "
+                "declaring it, or choose another name"
+            )
+        if self.mig is not None:
+            for i, p in enumerate(self.mig.profiles):
+                if PROFILE_NAME.match(p.name) is None:
+                    raise ValueError(
+                        f".mig.profiles[{i}].name: {shown(p.name)} is not <compute>g.<GB>gb "
+                        "(e.g. 1g.10gb, 1g.10gb+me)"
+                    )
+                if _profile_gb(p.name) > self.memory_gb:
+                    raise ValueError(
+                        f".mig.profiles[{i}].name: {p.name} holds more than the GPU's "
+                        f"{self.memory_gb} GB"
+                    )
+            geo = self.catalog_entry()[1]
+            problem = geometry_problem(geo) if geo is not None else None
+            if problem is not None:
+                raise ValueError(f".mig.{problem}")
+        return self
+
+    def catalog_entry(self) -> tuple[GpuModel, MigGeometry | None]:
+        """This model as the catalog holds it: the model, and its MIG geometry or None."""
+        model = GpuModel(
+            self.name,
+            self.memory_gb,
+            self.mig.compute_slices if self.mig else 0,
+            self.pci_device_ids,
+            self.product,
+        )
+        if self.mig is None:
+            return model, None
+        geo = self.mig
+        profiles = []
+        for p in geo.profiles:
+            gb = _profile_gb(p.name)
+            media = p.name.endswith("+me")
+            most = min(
+                len(p.placements),
+                geo.compute_slices // p.compute_slices,
+                geo.memory_slices // p.memory_slices,
+            )
+            default_count = 1 if media else max(1, most)
+            gib = p.memory_gib
+            if gib is None:
+                gib = math.floor(gb * DERIVED_GIB_RATIO * 4) / 4 or 0.25
+            profiles.append(
+                MigProfile(
+                    p.name,
+                    p.compute_slices,
+                    p.memory_slices,
+                    gb,
+                    p.max_count or default_count,
+                    tuple(p.placements),
+                    gib,
+                    media=media,
+                )
+            )
+        return model, MigGeometry(self.name, geo.compute_slices, geo.memory_slices, tuple(profiles))
+
+
+def _profile_gb(name: str) -> int:
+    m = PROFILE_NAME.match(name)
+    return int(m.group(2)) if m else 0
+
+
 class Config(_Model):
+    gpu_models: tuple[GpuModelConfig, ...] = Field(default=(), max_length=100)
+    """GPU models the built-in catalog lacks (regional clouds' parts), named by pools and
+    workloads like built-in ones. The catalog holds the models of the config validated
+    last: validating a config replaces the previous one's (``scaler.catalog.gpus``)."""
     signals: tuple[SignalConfig, ...] = Field(min_length=1, max_length=MAX_SIGNALS)
     """Demand signals; at most 2,000 (each is a query and a model per cycle)."""
     workloads: tuple[WorkloadConfig, ...] = Field(min_length=1, max_length=MAX_WORKLOADS)
@@ -639,6 +854,19 @@ class Config(_Model):
 
     @model_validator(mode="after")
     def _references(self) -> Config:
+        _unique("gpu_models", [g.name for g in self.gpu_models])
+        # The config's own models join the catalog before the names below are checked;
+        # a config that fails puts the previous config's models back.
+        previous = [(m, GEOMETRIES.get(m.name)) for m in user_models()]
+        set_user_catalog(g.catalog_entry() for g in self.gpu_models)
+        try:
+            self._check_references()
+        except Exception:
+            set_user_catalog(previous)
+            raise
+        return self
+
+    def _check_references(self) -> None:
         _unique("signals", [s.name for s in self.signals])
         _unique("workloads", [w.name for w in self.workloads])
         _unique("pools", [p.name for p in self.pools])
@@ -659,7 +887,6 @@ class Config(_Model):
                 _known_mig_profile(f"workloads[{i}]", w.gpu_model, w.mig_profile, w.memory_gb)
             if gpu_model(w.gpu_model).name not in pool_models:
                 raise ValueError(f"workloads[{i}].gpu_model: no pool has GPU model {w.gpu_model!r}")
-        return self
 
     def signal(self, name: str) -> SignalConfig:
         return next(s for s in self.signals if s.name == name)

@@ -29,6 +29,23 @@ def traces() -> Path:
     return TRACES
 
 
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's state directory (run records, models, plans) in a temporary folder of
+    its own, never the user's ``~/.local/state/tiercast``; the ``state_dir`` fixture names it."""
+    home = tmp_path_factory.mktemp("xdg-state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    for name in ("TIERCAST_STATE_DIR", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+@pytest.fixture
+def state_dir(_state_home: Path) -> Path:
+    """Where commands write what no path in the config or the flags places (the state directory)."""
+    return _state_home / "tiercast"
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)

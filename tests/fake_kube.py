@@ -111,6 +111,15 @@ RESOURCES = [
     Resource("apps/v1", "replicasets", "ReplicaSet", True, scale=True),
     Resource("apps/v1", "statefulsets", "StatefulSet", True, scale=True),
     Resource("cluster.x-k8s.io/v1beta1", "machines", "Machine", True, builtin=False),
+    Resource("cluster.x-k8s.io/v1beta1", "clusters", "Cluster", True, builtin=False),
+    # Cluster API v1.11+ serves v1beta2 beside the deprecated v1beta1; the fake keeps each
+    # version's objects apart (no conversion) and serves v1beta2 only once a test removes
+    # it from ``FakeKube.unserved``, so a fixture seeds the version the cluster shows.
+    Resource(
+        "cluster.x-k8s.io/v1beta2", "machinedeployments", "MachineDeployment", True, True, False
+    ),
+    Resource("cluster.x-k8s.io/v1beta2", "machines", "Machine", True, builtin=False),
+    Resource("cluster.x-k8s.io/v1beta2", "clusters", "Cluster", True, builtin=False),
     # Karpenter v1.8+: static NodePools scale through .spec.replicas / .status.nodes.
     Resource(
         "karpenter.sh/v1",
@@ -154,8 +163,9 @@ _MERGE_KEYS = {
     "ports": "containerPort",
     "volumes": "name",
     "conditions": "type",
-    "taints": "key",
 }
+# NodeSpec.taints is ``+listType=atomic`` (k8s.io/api core/v1 types.go): a strategic merge
+# patch replaces the whole list; taints are unique by (key, effect), see _validate_taints.
 
 
 class ApiError(Exception):
@@ -202,6 +212,25 @@ class FakeState:
 
 
 # ---- patches ---------------------------------------------------------------------------
+
+
+def _validate_taints(node: str, taints: Any) -> None:
+    """A Node's taints as the API server validates them (kubernetes
+    ``pkg/apis/core/validation/validation.go`` ``validateNodeTaints``): a key, an effect
+    of ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``, unique by key and effect."""
+    seen: set[tuple[str, str]] = set()
+    for i, taint in enumerate(taints or []):
+        key, effect = (taint or {}).get("key"), (taint or {}).get("effect")
+        where = f'Node "{node}" is invalid: spec.taints[{i}]'
+        if not key or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise ApiError(422, "Invalid", f"{where}: Invalid value: {taint!r}")
+        if (key, effect) in seen:
+            raise ApiError(
+                422,
+                "Invalid",
+                f"{where}: Duplicate value: taints must be unique by key and effect pair",
+            )
+        seen.add((key, effect))
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -646,6 +675,8 @@ def _validate(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = N
             "Invalid",
             f'{res.kind} "{name}" is invalid: spec.replicas: Invalid value: {spec["replicas"]!r}: must be greater than or equal to 0',
         )
+    if res.kind == "Node":
+        _validate_taints(name, spec.get("taints"))
     if (
         res.kind == "Node"
         and "unschedulable" in spec
@@ -707,9 +738,10 @@ class FakeKube:
         self.hooks: list[Callable[[FakeKube, Request], None]] = []
         self.without_scale: set[str] = set()
         """Plurals served without a scale subresource (a NodePool CRD before Karpenter v1.8)."""
-        self.unserved: set[str] = set()
+        self.unserved: set[str] = {"cluster.x-k8s.io/v1beta2"}
         """Group/versions this cluster does not serve (a CRD not installed): 404 for
-        discovery and for every path under them."""
+        discovery and for every path under them. Cluster API ``v1beta2`` is here until a
+        test serves it (a cluster before Cluster API v1.11)."""
         self._server: ThreadingHTTPServer | None = None
         for ns in ("default", "kube-system", "tiercast-system"):
             self.create(
@@ -1270,9 +1302,10 @@ def _healthy(pod: dict[str, Any]) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") != "Running":
         return False
-    conditions = status.get("conditions")
-    if conditions is None:
-        return True
+    # The disruption controller counts a pod healthy only when it is Ready
+    # (kubernetes pkg/controller/disruption/disruption.go countHealthyPods ->
+    # podutil.IsPodReady): a pod with no Ready condition (none reported yet) is not.
+    conditions = status.get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 

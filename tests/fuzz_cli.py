@@ -29,14 +29,20 @@ from fuzz_corpus import (
     Case,
     hand_config_cases,
     hand_history_cases,
+    hand_output_cases,
     judge,
+    left_in,
     random_config_cases,
+    stray_files,
 )
 
 
 def run_case(case: Case, command: list[str], timeout_s: float) -> tuple[str, str, float]:
     with tempfile.TemporaryDirectory(prefix="tiercast-fuzz-") as tmp:
-        folder = Path(tmp)
+        # The case's folder, and beside it a state directory of its own (never the user's).
+        folder = Path(tmp) / "work"
+        folder.mkdir()
+        state = Path(tmp) / "state"
         for name, content in case.files.items():
             (folder / name).write_bytes(content)
         began = time.monotonic()
@@ -48,7 +54,11 @@ def run_case(case: Case, command: list[str], timeout_s: float) -> tuple[str, str
                 text=True,
                 errors="replace",
                 timeout=timeout_s,
-                env={**os.environ, "TIERCAST_LOG_FORMAT": "text"},
+                env={
+                    **{k: v for k, v in os.environ.items() if k != "TIERCAST_STATE_DIR"},
+                    "TIERCAST_LOG_FORMAT": "text",
+                    "XDG_STATE_HOME": str(state),
+                },
             )
             code: int | None = done.returncode
             stderr = done.stderr
@@ -57,8 +67,12 @@ def run_case(case: Case, command: list[str], timeout_s: float) -> tuple[str, str
         seconds = time.monotonic() - began
         plan = folder / "plan.json"
         plan_text = plan.read_text(errors="replace") if plan.is_file() else None
-        verdict = judge(case, code, stderr, plan_text)
+        left = left_in(folder)
+        verdict = judge(case, code, stderr, plan_text, left)
         last = stderr.strip().splitlines()[-1][:200] if stderr.strip() else ""
+        stray = stray_files(case, left)
+        if stray:
+            last = f"left in the working folder: {', '.join(stray[:5])}"
         return verdict, f"exit {code} in {seconds:.1f} s: {last}", seconds
 
 
@@ -72,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case")
     args = parser.parse_args(argv)
     command = shlex.split(args.command)
-    cases = [*hand_config_cases(), *hand_history_cases()]
+    cases = [*hand_config_cases(), *hand_history_cases(), *hand_output_cases()]
     cases += list(random_config_cases(args.random, args.seed))
     if args.skip_slow:
         cases = [c for c in cases if not c.slow]

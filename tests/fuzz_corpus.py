@@ -12,12 +12,19 @@ Each :class:`Case` writes its files into an empty folder and runs one command. I
   contains ``field`` (the field, or the word naming the limit);
 * ``hold``: a documented safe hold: exit 0 or 1 with at most one stderr line, and the
   plan (when written) is strict JSON with no scale-down;
+* ``held``: suspect data in range (zeros unlike the past, a spike, a need past the
+  pools' limits): exit 1 (``held``), and the plan (when written) changes no pool;
 * ``ok``: exit 0 and a strict-JSON plan.
+
+A case with ``outputs`` also says what may be left in its folder afterwards: its own
+files and the paths its flags or config name (``outputs``); anything else (a plan, run
+records or a model store written into the working folder unasked) is a wrong success.
+The runners give each case a state directory of its own outside its folder.
 
 :func:`judge` sorts an outcome into ``clean``, ``traceback`` (a traceback, several
 error lines, a line over 300 characters, or an unexpected exit code), ``wrong-success``
-(exit 0 where an error was due, or a plan that is not strict JSON or scales down on bad
-data) and ``hang`` (over the time limit).
+(exit 0 where an error was due, a plan that is not strict JSON or scales down on bad
+data, or a file left where nothing said to write) and ``hang`` (over the time limit).
 """
 
 from __future__ import annotations
@@ -89,6 +96,9 @@ class Case:
     field: str = ""
     slow: bool = False
     """Too slow or large for the CI sample (the standalone script runs it)."""
+    outputs: tuple[str, ...] | None = None
+    """What may be left in the case's folder besides its files: paths, or folders ending
+    in ``/`` (anything under them but a ``tiercast-plan.json``). None: not checked."""
 
 
 RUN = ["run", "--dry-run", "--config", "config.yaml", "--plan-out", "plan.json"]
@@ -155,6 +165,11 @@ def hand_config_cases() -> list[Case]:
         config_case("alias-bomb", _alias_bomb(), "alias"),
         config_case("pools-5000", _many_pools(5000), "pools"),
         config_case("units_per_replica-inf", b"", "units_per_replica"),
+        config_case(
+            "units_per_replica-1e-9",
+            mutated("workloads.0.units_per_replica", 1e-9),
+            "units_per_replica",
+        ),
         config_case(
             "units_per_replica-1e308",
             mutated("workloads.0.units_per_replica", 1e308),
@@ -300,6 +315,93 @@ def _million_rows() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def fresh_config() -> dict[str, Any]:
+    """The base config on a 5-minute history that is fresh at 'now' (planned, not held)."""
+    data = base_config()
+    data["signals"][0]["step_s"] = 300
+    return data
+
+
+def _with_files(case: Case, **files: bytes) -> Case:
+    case.files.update(files)
+    return case
+
+
+def hand_output_cases() -> list[Case]:
+    """Round three of the issue (#31 findings 7 and 8): settings the cycle cannot run with
+    are one line at load, a store path that is a file refits, and a dry-run writes only
+    where a flag or the config says."""
+    fresh = history_csv(days=3, step_s=300)
+    nan = _rows(_hourly(96), ["nan"] * 96)
+    store_is_a_file = fresh_config()
+    store_is_a_file["policy"]["staleness_limit_s"] = 3600
+    return [
+        config_case("quantiles-above-1", mutated("forecast.quantiles", [0.5, 1.5]), "quantiles"),
+        config_case("quantiles-zero", mutated("forecast.quantiles", [0.0, 0.9]), "quantiles"),
+        config_case("quantiles-nan-text", mutated("forecast.quantiles", ["nan"]), "quantiles"),
+        config_case("method-unknown", mutated("forecast.method", "nope"), "method"),
+        config_case(
+            "method-bad-setting", mutated("forecast.method", "seasonal_naive_1d(x=1)"), "method"
+        ),
+        config_case("method-empty", mutated("forecast.method", ""), "method"),
+        _with_files(
+            config_case("store-path-is-a-file", store_is_a_file, "", expect="ok"),
+            **{"rps.csv": fresh, "models": b"a file where the store folder would be\n"},
+        ),
+        _with_files(
+            config_case("store-path-under-a-file", _store_at("rps.csv/models"), "", "ok"),
+            **{"rps.csv": fresh},
+        ),
+        _with_files(
+            config_case("all-nan-config", base_config(), "", expect="hold"), **{"rps.csv": nan}
+        ),
+        # A file too fine to forecast is named at load, not held as "no data" (it was exit 1).
+        *history_case("points-over-the-limit", _sparse_one_second(), "points"),
+        Case(
+            "dry-run-in-an-empty-folder",
+            {"h.csv": fresh},
+            ["run", "--dry-run", "--history", "h.csv"],
+            "ok",
+            outputs=(),
+        ),
+        Case(
+            "dry-run-plan-out",
+            {"h.csv": fresh},
+            ["run", "--dry-run", "--history", "h.csv", "--plan-out", "plan.json"],
+            "ok",
+            outputs=("plan.json",),
+        ),
+        Case(
+            "plan-out-dir",
+            {"h.csv": fresh},
+            ["plan", "--history", "h.csv", "--out", "finance", "--horizon", "7d"],
+            "ok",
+            outputs=("finance/",),
+        ),
+        Case(
+            "dry-run-config-paths",
+            {"config.yaml": dump_yaml(fresh_config()), "rps.csv": fresh},
+            ["run", "--dry-run", "--config", "config.yaml"],
+            "ok",
+            outputs=("runs.sqlite", "runs.sqlite-wal", "runs.sqlite-shm", "models/"),
+        ),
+    ]
+
+
+def _sparse_one_second() -> bytes:
+    """100 rows a second apart and one a week later: 604,801 points at a 1-second step."""
+    base = 1_764_000_000
+    stamps = [_iso(base + i) for i in range(100)] + [_iso(base + 7 * 86400)]
+    return _rows(stamps, [str(i % 7) for i in range(101)])
+
+
+def _store_at(path: str) -> dict[str, Any]:
+    data = fresh_config()
+    data["model_store"]["path"] = path
+    data["policy"]["staleness_limit_s"] = 3600
+    return data
+
+
 def hand_history_cases() -> list[Case]:
     n = 96
     cases: list[Case] = []
@@ -343,7 +445,30 @@ def hand_history_cases() -> list[Case]:
         "epoch-seconds-far", _rows(["99999999999999"] * 2, ["1", "2"]), "timestamp"
     )
     cases += history_case("million-rows-1s", _million_rows(), "points", slow=True)
+    cases += suspect_history_cases()
     return cases
+
+
+def suspect_history_cases() -> list[Case]:
+    """#31 findings 2 and 6: values in range that are suspect hold the pool (``held``)."""
+    rows = history_csv(days=3, step_s=300).decode().strip().splitlines()
+
+    def case(name: str, value: Callable[[int, str], str]) -> Case:
+        """The fresh history with each value replaced by ``value(steps before the newest,
+        value)``."""
+        body = [rows[0]]
+        for i, row in enumerate(rows[1:]):
+            stamp, v = row.split(",")
+            body.append(f"{stamp},{value(len(rows) - 2 - i, v)}")
+        made = config_case(name, fresh_config(), "", expect="held")
+        made.files["rps.csv"] = ("\n".join(body) + "\n").encode()
+        return made
+
+    return [
+        case("zeros-last-hour", lambda back, v: "0" if back < 12 else v),
+        case("spike-1e14-newest", lambda back, v: "1e14" if back == 0 else v),
+        case("values-near-cap", lambda back, v: "9.99e14"),
+    ]
 
 
 # -- random mutations (the standalone script draws them with ``random``; CI with hypothesis) --
@@ -452,12 +577,45 @@ def _scales_down(plan: Any) -> bool:
     return any(isinstance(a, dict) and a.get("decision") == "scale-down" for a in actions)
 
 
-def judge(case: Case, code: int | None, stderr: str, plan_text: str | None) -> str:
-    """``clean``, ``traceback``, ``wrong-success`` or ``hang`` for one outcome (see the module)."""
+def _changes(plan: Any) -> bool:
+    actions = plan.get("actions", []) if isinstance(plan, dict) else []
+    return any(isinstance(a, dict) and a.get("decision") != "no-op" for a in actions)
+
+
+def stray_files(case: Case, left: set[str] | None) -> list[str]:
+    """Files in the case's folder that neither the case nor its ``outputs`` account for."""
+    if case.outputs is None or left is None:
+        return []
+    stray = []
+    for path in sorted(left - set(case.files)):
+        folders = [o for o in case.outputs if o.endswith("/") and path.startswith(o)]
+        if path in case.outputs or (folders and not path.endswith("tiercast-plan.json")):
+            continue
+        stray.append(path)
+    return stray
+
+
+def left_in(folder: Any) -> set[str]:
+    """Every file under ``folder`` (a :class:`pathlib.Path`), as ``/``-separated relative paths."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir()}
+
+
+def judge(
+    case: Case,
+    code: int | None,
+    stderr: str,
+    plan_text: str | None,
+    left: set[str] | None = None,
+) -> str:
+    """``clean``, ``traceback``, ``wrong-success`` or ``hang`` for one outcome (see the module).
+
+    ``left``: the files in the case's folder afterwards (:func:`left_in`), for ``outputs``.
+    """
     if code is None:
         return "hang"
     lines = [line for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("tiercast: ")]
+    # A final error line and a log line saying the same thing are two lines.
+    errors = [line for line in lines if line.startswith("tiercast: ") or " ERROR " in line]
     if "Traceback" in stderr or code not in (0, 1, 2):
         return "traceback"
     if any(len(line) > MAX_LINE for line in lines):
@@ -468,6 +626,8 @@ def judge(case: Case, code: int | None, stderr: str, plan_text: str | None) -> s
             plan = _strict_json(plan_text)
         except ValueError:
             return "wrong-success"
+    if stray_files(case, left):
+        return "wrong-success"
     if case.expect == "error":
         if code == 0:
             return "wrong-success"
@@ -480,4 +640,8 @@ def judge(case: Case, code: int | None, stderr: str, plan_text: str | None) -> s
         if plan is not None and _scales_down(plan):
             return "wrong-success"
         return "clean" if code in (0, 1, 2) else "traceback"
+    if case.expect == "held":
+        if code == 0 or (plan is not None and _changes(plan)):
+            return "wrong-success"
+        return "clean" if code == 1 else "traceback"
     return "clean" if code == 0 else "traceback"

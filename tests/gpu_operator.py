@@ -5,7 +5,8 @@ default mig-parted config (``assets/state-mig-manager/0400_configmap.yaml``, rea
 the main branch at commit 0b0b6b1 on 2026-12-01), not copied: a subset of its entries,
 with the same shape where it matters to tiercast:
 
-* ``all-disabled``, ``all-enabled``, one ``all-<profile>`` per profile;
+* ``all-disabled``, ``all-enabled``, one ``all-<profile>`` per profile (``all-1g.10gb.me``
+  for ``1g.10gb+me``);
 * ``all-1g.10gb`` with two ``device-filter`` groups (7 x 1g.10gb on 80 GB parts,
   4 x 1g.10gb on A100-40GB): one name, different layouts per GPU model;
 * ``all-balanced``: one group per GPU model, each behind a ``device-filter``.
@@ -15,12 +16,17 @@ mig-parted ConfigMap in ``migManager.config.name`` and ``mig.strategy``), the
 ConfigMap itself in ``gpu-operator``, and GPU nodes labelled as GPU feature discovery
 and the MIG manager leave them (``nvidia.com/gpu.product``, ``nvidia.com/mig.config``,
 ``nvidia.com/mig.config.state``, ``nvidia.com/mig.strategy``), with the device
-plugin's allocatable MIG resources.
+plugin's allocatable MIG resources. :func:`gfd_view` says what GPU feature discovery
+and the device plugin write for each MIG strategy (the count and product under
+``single``, the ``.me`` resource names), for :func:`operator_node` and after each change
+of the MIG manager below; :func:`seed_node_mig_config` is the per-node config the MIG
+manager publishes when the ClusterPolicy names no custom one.
 
 :class:`MigManager` is a hook for :class:`tests.fake_kube.FakeKube` that behaves as
-the MIG manager: on a new ``nvidia.com/mig.config`` value it sets ``pending``, looks
-the name up in the ConfigMap the ClusterPolicy names (``failed`` when absent), then
-``success`` with the node's allocatable rewritten to the new MIG devices.
+the MIG manager: only on a change of the ``nvidia.com/mig.config`` value, it looks the
+name up in its mounted copy of the ConfigMap the ClusterPolicy names, which lags the API
+object (``failed`` when absent), sets ``pending``, then ``success`` with the node's
+allocatable rewritten to the new MIG devices.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any
 import yaml
 
 from scaler.catalog.mig import Layout, parse_mig_parted_entry
-from tests.fake_kube import FakeKube, Request
+from tests.fake_kube import Clock, FakeKube, Request
 
 OPERATOR_NS = "gpu-operator"
 CLUSTER_POLICY = "/apis/nvidia.com/v1/clusterpolicies/cluster-policy"
@@ -67,6 +73,7 @@ def default_mig_parted_config() -> dict[str, Any]:
                 "mig-devices": {"1g.10gb": 4},
             },
         ],
+        "all-1g.10gb.me": _all("1g.10gb+me", 1),
         "all-1g.20gb": _all("1g.20gb", 4),
         "all-2g.20gb": _all("2g.20gb", 3),
         "all-3g.40gb": _all("3g.40gb", 2),
@@ -143,6 +150,68 @@ def seed_operator_cluster(
     )
 
 
+def gfd_view(
+    product: str,
+    gpus: int,
+    strategy: str,
+    devices: dict[str, int] | None = None,
+    whole: int | None = None,
+    empty: int = 0,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The GPU labels GPU feature discovery writes and the GPU resources the device plugin
+    advertises, for ``gpus`` GPUs of ``product``: ``whole`` with MIG off (default all when
+    no ``devices``), ``empty`` with MIG on and no instance, the rest holding ``devices``
+    (MIG devices by profile, node totals).
+
+    Follows NVIDIA/k8s-device-plugin (commit 1b826ac, 2026-08-19):
+
+    * ``internal/lm/mig-strategy.go``: the full-GPU labeler writes ``nvidia.com/gpu.count``
+      as the physical GPUs and ``nvidia.com/gpu.product`` as the model; under ``mixed``
+      each profile gets ``nvidia.com/mig-<profile>.count`` / ``.product``; under
+      ``single`` the MIG labeler, merged after it, writes ``nvidia.com/gpu.count`` as the
+      number of MIG devices and the product ``<model>-MIG-<profile>``, or
+      ``<model>-MIG-INVALID`` with count 0 when GPUs mix MIG on and off, profiles differ
+      or a MIG GPU is empty; with no GPU in MIG mode the full-GPU labels stand; under
+      ``none`` no ``nvidia.com/mig.strategy`` label is written;
+    * ``internal/lm/list.go``: labelers later in the list overwrite earlier ones;
+    * ``internal/rm/rm.go`` ``AddDefaultResourcesToConfig``: ``single`` advertises MIG
+      devices as ``nvidia.com/gpu``, ``mixed`` as ``nvidia.com/mig-<profile>`` with
+      ``+`` replaced by ``.`` (``1g.10gb+me`` is ``nvidia.com/mig-1g.10gb.me``), beside
+      the MIG-off GPUs as ``nvidia.com/gpu``;
+    * ``internal/resource/nvml-mig-device.go`` ``GetName``: a MIG device's name (in the
+      product label too) has ``+`` replaced by ``.``.
+    """
+    devices = {p: n for p, n in (devices or {}).items() if n > 0}
+    whole = (0 if devices or empty else gpus) if whole is None else whole
+    labels = {
+        "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.count": str(gpus),
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+    }
+    allocatable = {"nvidia.com/gpu": str(whole)}
+    if strategy != "none":
+        labels["nvidia.com/mig.strategy"] = strategy
+    if strategy == "mixed":
+        for p, n in devices.items():
+            name = p.replace("+", ".")
+            labels[f"nvidia.com/mig-{name}.count"] = str(n)
+            if product:
+                labels[f"nvidia.com/mig-{name}.product"] = f"{product}-MIG-{name}"
+            allocatable[f"nvidia.com/mig-{name}"] = str(n)
+    elif strategy == "single" and whole < gpus:
+        if whole or empty or len(devices) != 1:
+            labels |= {"nvidia.com/gpu.product": f"{product}-MIG-INVALID"}
+            labels |= {"nvidia.com/gpu.count": "0", "nvidia.com/gpu.replicas": "0"}
+            allocatable["nvidia.com/gpu"] = "0"
+        else:
+            ((p, n),) = devices.items()
+            labels["nvidia.com/gpu.product"] = f"{product}-MIG-{p.replace('+', '.')}"
+            labels["nvidia.com/gpu.count"] = str(n)
+            allocatable["nvidia.com/gpu"] = str(n)
+    return labels, allocatable
+
+
 def operator_node(
     name: str,
     labels: dict[str, str],
@@ -152,13 +221,12 @@ def operator_node(
     strategy: str = "mixed",
     mig_devices: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """A Ready GPU node as GPU feature discovery, the MIG manager and the device plugin leave it."""
-    allocatable: dict[str, str] = {"cpu": "96", "memory": "2Ti"}
-    if mig_devices:
-        allocatable |= {f"nvidia.com/mig-{p}": str(n) for p, n in mig_devices.items()}
-        allocatable["nvidia.com/gpu"] = "0"
-    else:
-        allocatable["nvidia.com/gpu"] = str(gpus)
+    """A Ready GPU node as GPU feature discovery, the MIG manager and the device plugin leave it.
+
+    ``mig_devices`` are the node's MIG devices by profile (every GPU in MIG mode), labelled
+    and advertised as :func:`gfd_view` says the ``strategy`` has them.
+    """
+    gfd, devices = gfd_view(product, gpus, strategy, mig_devices)
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -166,20 +234,60 @@ def operator_node(
             "name": name,
             "labels": {
                 **labels,
-                "nvidia.com/gpu.product": product,
-                "nvidia.com/gpu.count": str(gpus),
+                **gfd,
                 "nvidia.com/mig.capable": "true",
-                "nvidia.com/mig.strategy": strategy,
                 "nvidia.com/mig.config": mig_config,
                 "nvidia.com/mig.config.state": "success",
             },
         },
         "spec": {},
         "status": {
-            "allocatable": allocatable,
+            "allocatable": {"cpu": "96", "memory": "2Ti", **devices},
             "conditions": [{"type": "Ready", "status": "True"}],
         },
     }
+
+
+def seed_node_mig_config(fake: FakeKube, node: str, model: str = "H100-80GB") -> dict[str, Any]:
+    """The ConfigMap ``<node>-mig-config`` the MIG manager publishes with no custom config.
+
+    Follows NVIDIA/mig-parted (commit bd7160f, 2026-08-21; v0.14.0 and later, shipped with
+    GPU Operator v26.3.0): with no ``CONFIG_FILE`` the MIG manager generates its config
+    from the GPUs it finds and writes it, key ``config.yaml``, to ``<node>-mig-config`` in
+    its namespace, labelled ``nvidia.com/node-name`` (``cmd/nvidia-mig-manager/main.go``
+    ``setupMigConfig``, ``createNodeConfigMap``). The generated entries
+    (``pkg/mig/builder/builder.go`` ``buildMigConfigSpec``): ``all-disabled``,
+    ``all-enabled`` and one ``all-<profile>`` per profile at its most instances, the
+    name with ``+`` replaced by ``.`` (``all-1g.10gb.me``) and the ``mig-devices`` key
+    as NVML names it (``1g.10gb+me``); no ``device-filter`` on a node of one GPU model.
+    (``all-balanced`` is left out here.) Returns the mig-configs written.
+    """
+    from scaler.catalog.mig import geometry
+
+    configs: dict[str, Any] = {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
+    }
+    for p in sorted(geometry(model).profiles, key=lambda p: p.name):
+        configs[f"all-{p.name.replace('+', '.')}"] = _all(p.name, p.max_count)
+    text = "# DO NOT EDIT: Auto-generated MIG configuration from GPU hardware.\n"
+    text += yaml.safe_dump({"version": "v1", "mig-configs": configs}, sort_keys=False)
+    fake.create(
+        f"/api/v1/namespaces/{OPERATOR_NS}/configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": f"{node}-mig-config",
+                "labels": {
+                    "app.kubernetes.io/component": "nvidia-mig-manager",
+                    "nvidia.com/node-name": node,
+                },
+            },
+            "data": {"config.yaml": text},
+        },
+    )
+    return configs
 
 
 def mig_config_map(fake: FakeKube, name: str = "custom-mig-parted-config") -> dict[str, Any]:
@@ -189,41 +297,141 @@ def mig_config_map(fake: FakeKube, name: str = "custom-mig-parted-config") -> di
 
 
 class MigManager:
-    """The MIG manager's label protocol: ``pending``, then ``success`` or ``failed``.
+    """The MIG manager as NVIDIA/mig-parted (commit bd7160f, 2026-08-21) has it, on a node's labels.
 
-    ``model`` and ``gpus`` say what the nodes hold (the real manager reads the GPUs);
-    ``after`` is how many requests a change takes; ``fail`` makes every change fail.
+    * It reconfigures only when the *value* of ``nvidia.com/mig.config`` changes
+      (``cmd/nvidia-mig-manager/main.go``: the node informer's ``UpdateFunc`` compares the
+      old and new label, and ``SyncableMigConfig`` hands its loop only a value it has not
+      read): dropping ``nvidia.com/mig.config.state`` or writing the same value again does
+      nothing, and a value set while a change runs is taken up after it (only the latest).
+      The label a node has when first seen is taken as applied (the manager applies it
+      at start, ``AddFunc``, and finds it already there).
+    * It reads the mig-parted config from the copy of the ConfigMap the kubelet mounts in
+      its pod, not from the API: a change of the ConfigMap reaches that copy ``lag_s``
+      after it lands (default 95: the kubelet's pod sync comes ``wait.Jitter(1m, 0.5)``
+      after the last one, up to 90 s, then the ConfigMap is read from its watch and
+      written into the volume), timed on ``clock`` (without one the copy is current).
+    * ``pkg/mig/reconfigure/reconfigure.go`` ``Run``: it asserts the name is in that copy
+      first and sets ``failed`` when it is not (``validateMigConfig``); a config already
+      applied goes straight to ``success`` (``isConfigAlreadyApplied``); otherwise
+      ``pending``, and after ``after`` requests ``success`` with the node's devices and
+      labels as the restarted device plugin and GPU feature discovery give them, or
+      ``failed`` when ``fail`` is set.
+
+    ``model`` and ``gpus`` say what the nodes hold (the real manager reads the GPUs).
     """
 
-    def __init__(self, model: str = "H100-80GB", gpus: int = 8, after: int = 1) -> None:
+    def __init__(
+        self,
+        model: str = "H100-80GB",
+        gpus: int = 8,
+        after: int = 1,
+        clock: Clock | None = None,
+        lag_s: float = 95.0,
+    ) -> None:
         self.model, self.gpus, self.after = model, gpus, after
+        self.clock, self.lag_s = clock, lag_s
         self.fail = False
         self.applied: list[tuple[str, str]] = []
-        self._waiting: dict[str, int] = {}
+        """(node, config) of every change applied, in order."""
+        self.started: list[tuple[str, str]] = []
+        """(node, config) of every change the manager took up, applied or failed."""
+        self._seen: dict[str, str | None] = {}
+        """The label value each node's informer last handed over."""
+        self._current: dict[str, str | None] = {}
+        """The config each node's GPUs are in."""
+        self._running: dict[str, list[Any]] = {}
+        """Per node: [config, requests waited] of the change running."""
+        self._queued: dict[str, str] = {}
+        self._versions: list[tuple[float, str, dict[str, Any]]] = []
+        """(time written, ConfigMap name, mig-configs) of each content of the API object."""
+        self._written_at: float | None = None
+
+    def _now(self) -> float:
+        return self.clock.now() if self.clock is not None else 0.0
 
     def __call__(self, fake: FakeKube, request: Request) -> None:
+        self._observe_config_map(fake)
+        if request.method != "GET" and "/configmaps/" in request.path:
+            # Hooks run before a request lands: its content is noted at the next
+            # request, but timed from now, when it reached the API.
+            self._written_at = self._now()
         for (api, plural, _, name), node in list(fake.state.objects.items()):
             if (api, plural) != ("v1", "nodes"):
                 continue
             labels = node["metadata"].get("labels") or {}
-            want = labels.get("nvidia.com/mig.config")
-            if want is None or labels.get("nvidia.com/mig.config.state") not in (None, "pending"):
+            value = labels.get("nvidia.com/mig.config")
+            if name not in self._seen:
+                self._seen[name] = self._current[name] = value
                 continue
-            if name not in self._waiting:
-                self._waiting[name] = 0
-                fake.mutate(f"/api/v1/nodes/{name}", _state("pending"))
+            if value != self._seen[name]:
+                self._seen[name] = value
+                if value:  # SyncableMigConfig.Set wakes the loop only for a value
+                    if name in self._running:
+                        self._queued[name] = value
+                    else:
+                        self._begin(fake, name, value)
                 continue
-            self._waiting[name] += 1
-            if self._waiting[name] < self.after:
-                continue
-            del self._waiting[name]
-            entry = self._entry(fake, want)
-            if entry is None or self.fail:
-                fake.mutate(f"/api/v1/nodes/{name}", _state("failed"))
-                continue
+            if name in self._running:
+                self._progress(fake, name, labels)
+
+    def _begin(self, fake: FakeKube, name: str, want: str) -> None:
+        """``reconfigure.go`` ``Run`` up to ``pending``: assert the name, skip if applied."""
+        self.started.append((name, want))
+        if self._mounted_entry(want) is None:
+            fake.mutate(f"/api/v1/nodes/{name}", _state("failed"))
+            return
+        if self._current.get(name) == want:
+            fake.mutate(f"/api/v1/nodes/{name}", _state("success"))
+            return
+        self._running[name] = [want, 0]
+        fake.mutate(f"/api/v1/nodes/{name}", _state("pending"))
+
+    def _progress(self, fake: FakeKube, name: str, labels: dict[str, str]) -> None:
+        run = self._running[name]
+        run[1] += 1
+        if run[1] < self.after:
+            return
+        del self._running[name]
+        want = run[0]
+        entry = self._mounted_entry(want)
+        if entry is None or self.fail:
+            fake.mutate(f"/api/v1/nodes/{name}", _state("failed"))
+        else:
             layouts = parse_mig_parted_entry(self.model, entry, self.gpus, want)
-            fake.mutate(f"/api/v1/nodes/{name}", _applied(layouts, self.gpus))
+            # GFD and the device plugin run with the ClusterPolicy's mig.strategy
+            # (gpu-operator controllers/object_controls.go applyMIGConfiguration).
+            policy_strategy = fake.get(CLUSTER_POLICY)["spec"].get("mig", {}).get("strategy")
+            strategy = labels.get("nvidia.com/mig.strategy") or policy_strategy or "single"
+            fake.mutate(f"/api/v1/nodes/{name}", _applied(layouts, self.gpus, strategy))
+            self._current[name] = want
             self.applied.append((name, want))
+        queued = self._queued.pop(name, None)
+        if queued is not None and queued != want:
+            self._begin(fake, name, queued)
+
+    def _observe_config_map(self, fake: FakeKube) -> None:
+        """Note the content of the ConfigMap the ClusterPolicy names, when it changed."""
+        try:
+            policy = fake.get(CLUSTER_POLICY)
+            cm_name = policy["spec"]["migManager"]["config"]["name"]
+            configs = mig_config_map(fake, cm_name).get("mig-configs") or {}
+        except Exception:  # no operator installed (yet): nothing mounted to track
+            return
+        if not self._versions or self._versions[-1][1:] != (cm_name, configs):
+            at = self._written_at if self._written_at is not None else self._now()
+            self._versions.append((at, cm_name, configs))
+        self._written_at = None
+
+    def _mounted_entry(self, name: str) -> Any:
+        """The entry ``name`` in the mounted copy: the newest content ``lag_s`` old or older
+        (the first content seen, when none is that old yet)."""
+        if not self._versions:
+            return None
+        if self.clock is None:
+            return self._versions[-1][2].get(name)
+        visible = [v for v in self._versions if v[0] <= self._now() - self.lag_s]
+        return (visible[-1] if visible else self._versions[0])[2].get(name)
 
     @staticmethod
     def _entry(fake: FakeKube, name: str) -> Any:
@@ -240,20 +448,34 @@ def _state(value: str) -> Any:
     return change
 
 
-def _applied(layouts: dict[int, Layout], gpus: int) -> Any:
+def _applied(layouts: dict[int, Layout], gpus: int, strategy: str) -> Any:
     def change(obj: dict[str, Any]) -> None:
+        # The device plugin and GPU feature discovery restart after the change and
+        # advertise and label the new devices as the node's strategy has them (gfd_view).
+        labels = obj["metadata"]["labels"]
         alloc = obj["status"]["allocatable"]
         for k in [k for k in alloc if k.startswith("nvidia.com/mig-")]:
             del alloc[k]
-        whole = 0
-        for i in range(gpus):
-            lay = layouts.get(i, Layout(whole=True))
-            if lay.whole:
-                whole += 1
+        for k in [k for k in labels if k.startswith("nvidia.com/mig-")]:
+            del labels[k]
+        per = [layouts.get(i, Layout(whole=True)) for i in range(gpus)]
+        devices: dict[str, int] = {}
+        for lay in per:
             for p, n in lay.counts:
-                key = f"nvidia.com/mig-{p}"
-                alloc[key] = str(int(alloc.get(key, "0")) + n)
-        alloc["nvidia.com/gpu"] = str(whole)
-        obj["metadata"]["labels"]["nvidia.com/mig.config.state"] = "success"
+                devices[p] = devices.get(p, 0) + n
+        product = labels.get("nvidia.com/gpu.product", "").split("-MIG-")[0]
+        gfd, advertised = gfd_view(
+            product,
+            gpus,
+            strategy,
+            devices,
+            whole=sum(lay.whole for lay in per),
+            empty=sum(not lay.whole and not lay.counts for lay in per),
+        )
+        if not product:  # a node the test left without GFD's product label keeps none
+            gfd = {k: v for k, v in gfd.items() if k != "nvidia.com/gpu.product"}
+        labels |= gfd
+        alloc |= advertised
+        labels["nvidia.com/mig.config.state"] = "success"
 
     return change

@@ -433,7 +433,7 @@ def test_scenario_syntax(text: str, check: Any) -> None:
         ("spot-price=cheap", "not a number"),
         ("spot-interruption=1.5", "[0, 1)"),
         ("workload=H100", "MODEL:GPUS"),
-        ("workload=B200:8", "not in the catalog"),
+        ("workload=Z900:8", "not in the catalog"),
         ("workload=H100:8@someday", "not a date"),
         ("", "empty"),
     ],

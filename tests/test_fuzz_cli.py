@@ -23,8 +23,10 @@ from tests.fuzz_corpus import (
     absurd_case,
     hand_config_cases,
     hand_history_cases,
+    hand_output_cases,
     is_absurd,
     judge,
+    left_in,
 )
 
 
@@ -38,12 +40,15 @@ def run_in_process(case: Case, folder: Path, capsys: pytest.CaptureFixture[str])
         code = int(exc.code or 0)
     err = capsys.readouterr().err
     plan = folder / "plan.json"
-    verdict = judge(case, code, err, plan.read_text() if plan.is_file() else None)
+    plan_text = plan.read_text() if plan.is_file() else None
+    verdict = judge(case, code, err, plan_text, left_in(folder))
     assert verdict == "clean", f"{case.name}: {verdict}: exit {code}: {err[-600:]}"
     return err
 
 
-CASES = [c for c in (*hand_config_cases(), *hand_history_cases()) if not c.slow]
+CASES = [
+    c for c in (*hand_config_cases(), *hand_history_cases(), *hand_output_cases()) if not c.slow
+]
 
 
 @pytest.mark.slow
@@ -109,3 +114,11 @@ def test_the_judge_catches_what_it_must() -> None:
     assert judge(hold, 0, "", down) == "wrong-success"
     assert judge(hold, 0, "", '{"cost": NaN}') == "wrong-success"
     assert judge(hold, 0, "", json.dumps({"actions": []})) == "clean"
+    # A log line repeating the final error line is a second line.
+    logged = "2026-12-02 10:00:00,000 ERROR scaler.service.cycle_job: cycle x failed\n"
+    assert judge(hold, 2, logged + "tiercast: error: no data\n", None) == "traceback"
+    # A dry-run that leaves a plan, records or models in its folder is a wrong success.
+    quiet = Case("q", {"h.csv": b""}, [], "ok", outputs=("finance/",))
+    assert judge(quiet, 0, "", None, {"h.csv", "finance/finance.html"}) == "clean"
+    for stray in ("tiercast-plan.json", "models/a.npz", "finance/tiercast-plan.json"):
+        assert judge(quiet, 0, "", None, {"h.csv", stray}) == "wrong-success", stray

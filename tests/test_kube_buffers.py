@@ -321,3 +321,27 @@ def test_a_conflicting_write_is_retried_on_a_fresh_read(
     assert patches == [(TEMPLATE, 409), (TEMPLATE, "ok"), (BUFFER, 409), (BUFFER, "ok")]
     assert "PodTemplate updated" in result.message and "chunks 3 -> 1" in result.message
     assert fake.get(BUFFER)["spec"]["replicas"] == 1
+
+
+def test_a_ready_condition_for_an_earlier_generation_is_not_taken_as_this_spec(
+    fake: FakeKube, provider: KubeProvider
+) -> None:
+    """``metav1.Condition.observedGeneration`` below ``metadata.generation`` is stale
+    (k8s.io/apimachinery ``pkg/apis/meta/v1/types.go``, ``Condition``)."""
+    provider.apply(action("buf", 2, 4))
+    controller_reports(fake)
+    generation = fake.get(BUFFER)["metadata"]["generation"]
+
+    def stale(o: dict[str, Any]) -> None:
+        o["status"]["conditions"][0]["observedGeneration"] = generation - 1
+
+    fake.mutate(BUFFER, stale)
+    fake.mutate(BUFFER, lambda o: o["metadata"].update(generation=generation + 1))
+    seen = provider.apply(action("buf", 2, 4))
+    assert seen.outcome == "accepted" and "not read this spec yet" in seen.message, seen.message
+
+    def current(o: dict[str, Any]) -> None:
+        o["status"]["conditions"][0]["observedGeneration"] = o["metadata"]["generation"]
+
+    fake.mutate(BUFFER, current)
+    assert provider.apply(action("buf", 2, 4)).outcome == "applied"

@@ -62,7 +62,7 @@ def test_documented_defaults_are_pinned() -> None:
     assert (k.gpu_operator_namespace, k.cluster_policy, k.mig_config_sync_s, k.events) == (
         "gpu-operator",
         "cluster-policy",
-        90,
+        120,
         True,
     )
     p = PlaceholderProviderConfig(kind="placeholder")

@@ -376,3 +376,56 @@ def test_budgets_count_the_owners_scale_not_the_pods_that_exist(fake: FakeKube) 
         "Bearer fake-kube-token",
     )
     assert code == 429 and "expected pod count is unknown" in answer["message"]
+
+
+def test_a_pod_without_conditions_is_not_ready_for_a_budget(api: client.ApiClient) -> None:
+    """kubernetes ``pkg/controller/disruption/disruption.go``: only Ready pods are healthy."""
+    core = client.CoreV1Api(api)
+    for i in range(2):
+        body = pod(f"job-{i}", "default", "n1", {"app": "job"})
+        if i == 1:
+            body["status"].pop("conditions")  # running, no Ready condition reported yet
+        core.create_namespaced_pod("default", body)
+    client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
+        "default",
+        {
+            "metadata": {"name": "job"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "job"}}},
+        },
+    )
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "job-0"}}
+    with pytest.raises(ApiException) as info:  # one healthy pod: none may go
+        core.create_namespaced_pod_eviction("job-0", "default", body)
+    assert info.value.status == 429
+
+
+def test_node_taints_replace_as_a_whole_and_are_unique_by_key_and_effect(
+    fake: FakeKube,
+) -> None:
+    """NodeSpec.taints is ``+listType=atomic`` (k8s.io/api ``core/v1/types.go``) and
+    validated unique by (key, effect) (``pkg/apis/core/validation/validation.go``)."""
+    fake.create("/api/v1/nodes", gpu_node("n1", {}))
+    both = [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "effect": "NoExecute"},
+    ]
+    code, _, _ = fake.handle(
+        "PATCH",
+        "/api/v1/nodes/n1",
+        "application/strategic-merge-patch+json",
+        json.dumps({"spec": {"taints": both}}).encode(),
+        "Bearer fake-kube-token",
+    )
+    assert code == 200
+    assert fake.get("/api/v1/nodes/n1")["spec"]["taints"] == both  # one key, two effects
+    one = [{"key": "dedicated", "effect": "NoSchedule"}]
+    code, _, _ = fake.handle(
+        "PATCH",
+        "/api/v1/nodes/n1",
+        "application/strategic-merge-patch+json",
+        json.dumps({"spec": {"taints": one}}).encode(),
+        "Bearer fake-kube-token",
+    )
+    assert code == 200 and fake.get("/api/v1/nodes/n1")["spec"]["taints"] == one
+    code, answer = _patch(fake, "/api/v1/nodes/n1", {"spec": {"taints": one + one}})
+    assert code == 422 and "unique by key and effect" in answer["message"]

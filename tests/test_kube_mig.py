@@ -8,8 +8,10 @@ never answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import datetime
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,36 +19,56 @@ import yaml
 from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
 from scaler.actuation.kube.mig_relabel import CORDONED_BY
 from scaler.actuation.kube.providers import KubeProvider
-from scaler.actuation.kube.transport import RetryPolicy
+from scaler.actuation.kube.transport import RetryPolicy, Session
 from scaler.catalog.mig import Layout
+from scaler.planning.mig.state import Relayout
 from scaler.plans import Action
 from tests.fake_kube import Clock, FakeKube, Request, connect_to, gpu_node, pod, start_fake
 from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS, mig_config_map, seed_operator_cluster
-from tests.test_kube_providers import action, make_config, provider_for, seed
+from tests.test_kube_providers import action, make_config, seed
 
 NODE = "/api/v1/nodes/md-a"
 
 
 class MigManager:
-    """Applies a node's requested MIG config after ``after`` requests, ending in ``outcome``."""
+    """Takes up a change of a node's ``nvidia.com/mig.config`` value, ending in ``outcome``.
+
+    As the real MIG manager (NVIDIA/mig-parted ``cmd/nvidia-mig-manager/main.go``, the
+    informer's ``UpdateFunc``), only a new label *value* starts a change: dropping the
+    state label or writing the same value does nothing. A return to the config the GPUs
+    are in is ``success`` at once (``pkg/mig/reconfigure/reconfigure.go``
+    ``isConfigAlreadyApplied``); any other change is ``pending`` for ``after`` requests,
+    then ``outcome`` (``silent``: never answers).
+    """
 
     def __init__(self, outcome: str, after: int = 2) -> None:
         self.outcome, self.after = outcome, after
         self.pending: dict[str, int] = {}
+        self.seen: dict[str, str | None] = {}
+        self.current: dict[str, str | None] = {}
 
     def __call__(self, fake: FakeKube, request: Request) -> None:
         for (api, plural, _, name), node in list(fake.state.objects.items()):
             if (api, plural) != ("v1", "nodes"):
                 continue
-            labels = node["metadata"].get("labels") or {}
-            if MIG_CONFIG in labels and MIG_STATE not in labels:
-                self.pending[name] = 0
-                _set_state(fake, name, "pending")
-            elif labels.get(MIG_STATE) == "pending" and name in self.pending:
+            value = (node["metadata"].get("labels") or {}).get(MIG_CONFIG)
+            if name not in self.seen:
+                self.seen[name] = self.current[name] = value
+            elif value != self.seen[name]:
+                self.seen[name] = value
+                if value == self.current[name]:
+                    self.pending.pop(name, None)
+                    _set_state(fake, name, "success")
+                elif value:
+                    self.pending[name] = 0
+                    _set_state(fake, name, "pending")
+            elif name in self.pending:
                 self.pending[name] += 1
                 if self.pending[name] >= self.after and self.outcome in ("success", "failed"):
                     del self.pending[name]
                     _set_state(fake, name, self.outcome)
+                    if self.outcome == "success":
+                        self.current[name] = value
 
 
 def _set_state(fake: FakeKube, node: str, state: str) -> None:
@@ -78,11 +100,29 @@ def fake() -> Iterator[FakeKube]:
     f.stop()
 
 
+EPOCH = datetime.datetime(2026, 12, 2, 9, 0, tzinfo=datetime.UTC)
+
+
+def wall_of(clock: Clock) -> Callable[[], datetime.datetime]:
+    """UTC time that moves with ``clock`` (the steps kept on nodes are timed on it)."""
+    return lambda: EPOCH + datetime.timedelta(seconds=clock.now())
+
+
+def kube_provider(fake: FakeKube, folder: Path, clock: Clock, **kube: Any) -> KubeProvider:
+    """A provider on ``fake`` whose waits and wall clock both run on ``clock``."""
+    transport = connect_to(fake, folder, RetryPolicy(2, 0.01, 0.02, sleep=clock.sleep))
+    return KubeProvider(
+        make_config(**kube),
+        Session(transport),
+        clock=clock.now,
+        sleep=clock.sleep,
+        wall=wall_of(clock),
+    )
+
+
 @pytest.fixture
 def provider(fake: FakeKube, tmp_path: Path, clock: Clock) -> KubeProvider:
-    return provider_for(
-        connect_to(fake, tmp_path, RetryPolicy(2, 0.01, 0.02, sleep=clock.sleep)), clock
-    )
+    return kube_provider(fake, tmp_path, clock)
 
 
 def relayout(config: str = "all-1g.10gb", node: str = "md-a") -> Action:
@@ -124,8 +164,13 @@ def test_relabel_reaches_success_then_uncordons(fake: FakeKube, provider: KubePr
     assert event["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": "md-a"}
     assert (event["reason"], event["action"], event["type"]) == ("MigRelayout", "Relabel", "Normal")
     assert event["note"].startswith("test -> applied: node md-a")
-    relabel = [c for c in result.calls if c["verb"] == "PATCH"][1]
-    assert relabel["body"] == {"metadata": {"labels": {MIG_CONFIG: "all-1g.10gb", MIG_STATE: None}}}
+    cordon, relabel, _ = [c for c in result.calls if c["verb"] == "PATCH"]
+    # The cordon records the relayout on the node; the relabel moves the record on.
+    started = Relayout.from_annotations(cordon["body"]["metadata"]["annotations"])
+    assert started is not None and (started.step, started.target) == ("draining", "all-1g.10gb")
+    assert relabel["body"]["metadata"]["labels"] == {MIG_CONFIG: "all-1g.10gb", MIG_STATE: None}
+    moved = Relayout.from_annotations(relabel["body"]["metadata"]["annotations"])
+    assert moved is not None and (moved.step, moved.previous) == ("relabelled", "all-disabled")
     assert fake.exists("/api/v1/namespaces/kube-system/pods/dcgm-x")
     assert not fake.exists("/api/v1/namespaces/default/pods/embed-0")
     again = provider.apply(relayout())
@@ -258,7 +303,7 @@ def test_a_new_layout_is_added_to_the_configmap_then_applied(
     from tests.gpu_operator import MigManager as OperatorMigManager
     from tests.gpu_operator import default_mig_parted_config
 
-    manager = OperatorMigManager("H100-80GB", gpus=8)
+    manager = OperatorMigManager("H100-80GB", gpus=8, clock=clock)
     fake.hooks.append(manager)
     result = provider.apply(planned())
     assert result.outcome == "applied", result.message
@@ -270,7 +315,7 @@ def test_a_new_layout_is_added_to_the_configmap_then_applied(
     assert {k: configs[k] for k in operator} == operator
     assert configs["tiercast-all-3g.40gb-2x2g.20gb"] == MIXED
     # The kubelet's refresh of the mounted copy is waited out before the relabel.
-    assert 90 in clock.slept
+    assert clock.slept[0] == 120
     assert manager.applied == [("md-a", "tiercast-all-3g.40gb-2x2g.20gb")]
     alloc = fake.get(NODE)["status"]["allocatable"]
     assert alloc["nvidia.com/mig-3g.40gb"] == "8" and alloc["nvidia.com/mig-2g.20gb"] == "16"

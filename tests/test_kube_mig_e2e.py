@@ -13,7 +13,8 @@ changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +28,22 @@ from scaler.actuation.kube.providers import KubeProvider
 from scaler.actuation.kube.transport import RetryPolicy, Session, connect
 from scaler.catalog.mig import parse_mig_parted_entry
 from scaler.config import Config, parse_config
+from scaler.planning.mig.state import RELAYOUT_ANNOTATION
 from scaler.service.cycle import run_cycle
-from tests.fake_kube import FakeKube, kubeconfig_for, pod, start_fake
+from tests.fake_kube import Clock, FakeKube, kubeconfig_for, pod, start_fake
 from tests.gpu_operator import MigManager, mig_config_map, operator_node, seed_operator_cluster
-from tests.test_kube_providers import Clock
+from tests.test_kube_mig import wall_of
 
 NOW = pd.Timestamp("2026-11-30T12:00:00")
+
+
+class RealClock(Clock):
+    """The monotonic clock, for a run that sleeps for real."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
 NODES = ("ip-10-0-1-17.ec2.internal", "ip-10-0-2-42.ec2.internal")
 MDS = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default"
 
@@ -88,7 +99,7 @@ def history(small: float, big: float) -> dict[str, pd.Series]:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeKube]:
+def fake(clock: Clock) -> Iterator[FakeKube]:
     f = start_fake()
     seed_operator_cluster(f, config_map=SEEDED_CONFIG, strategy="mixed")
     f.create(
@@ -140,22 +151,23 @@ def fake() -> Iterator[FakeKube]:
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "train"}}},
         },
     )
-    f.hooks.append(MigManager("H100-80GB", gpus=8))
+    f.hooks.append(MigManager("H100-80GB", gpus=8, clock=clock))
     yield f
     f.stop()
 
 
 def test_forecast_to_a_new_layout_on_the_node_and_back_in_the_inventory(
-    fake: FakeKube, tmp_path: Path
+    fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
-    clock = Clock()
     transport = connect(str(kubeconfig), None, RetryPolicy(1, 0.01, 0.01, sleep=clock.sleep))
     cfg = config(tmp_path / "models")
 
     def provider() -> KubeProvider:
-        return KubeProvider(cfg, Session(transport), clock=clock.now, sleep=clock.sleep)
+        return KubeProvider(
+            cfg, Session(transport), clock=clock.now, sleep=clock.sleep, wall=wall_of(clock)
+        )
 
     # 280 small requests/s -> 28 x 1g.10gb; 80 big -> 8 x 3g.40gb: one node's worth.
     first = run_cycle(cfg, history(280.0, 80.0), provider(), NOW, dry_run=False)
@@ -182,7 +194,7 @@ def test_forecast_to_a_new_layout_on_the_node_and_back_in_the_inventory(
         ("Node", "default"),
     }
     assert all(done.action.reason in e["note"] for e in events)
-    assert 90 in clock.slept  # the kubelet's refresh of the mounted ConfigMap
+    assert clock.slept[0] == 120  # the kubelet's refresh of the mounted ConfigMap
     labelled = fake.get(f"/api/v1/nodes/{node}")
     assert labelled["metadata"]["labels"][MIG_CONFIG] == name
     assert labelled["metadata"]["labels"][MIG_STATE] == "success"
@@ -217,7 +229,10 @@ def test_tiercast_run_reads_the_cluster_for_mig_and_relayouts(
         frame.to_csv(workdir / f"{name}.csv", index=False)
     data = config(workdir / "models").model_dump(mode="json", exclude_none=True)
     data["signals"] = [{"name": n, "file": f"{n}.csv"} for n in ("small_rps", "big_rps")]
-    data["kubernetes"] |= {"mig_config_sync_s": 0, "poll_interval_s": 0.01, "events": False}
+    # Real time here: the mounted copy lags 0.1 s, tiercast waits 0.3 s for it.
+    manager = next(h for h in fake.hooks if isinstance(h, MigManager))
+    manager.clock, manager.lag_s = RealClock(), 0.1
+    data["kubernetes"] |= {"mig_config_sync_s": 0.3, "poll_interval_s": 0.01, "events": False}
     (workdir / "config.yaml").write_text(yaml.safe_dump(data))
     argv = ["run", "--config", "config.yaml", "--kubeconfig", "kubeconfig"]
     assert main([*argv, "--now", str(NOW)]) == 0, capsys.readouterr()
@@ -227,3 +242,65 @@ def test_tiercast_run_reads_the_cluster_for_mig_and_relayouts(
     assert len(changed) == 1 and labels[changed[0]][MIG_STATE] == "success", out
     assert labels[changed[0]][MIG_CONFIG] in mig_config_map(fake, SEEDED_CONFIG)["mig-configs"]
     assert f"node {changed[0]}" in out  # the real node name, read from the cluster
+
+
+class Killed(BaseException):
+    """The run's process ends here (SIGKILL at the Job's deadline): nothing runs after it."""
+
+
+def test_a_cycle_killed_mid_relayout_is_finished_by_the_next_and_uncordoned(
+    fake: FakeKube, tmp_path: Path, clock: Clock
+) -> None:
+    """The run is killed right after the relabel; the MIG manager goes on to ``success``,
+    after which no layout change is planned for the node: the next cycle must still
+    uncordon it, from the step the node records."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+    transport = connect(str(kubeconfig), None, RetryPolicy(1, 0.01, 0.01, sleep=clock.sleep))
+    cfg = config(tmp_path / "models")
+
+    def relabelled() -> bool:
+        return any(
+            '"step":"relabelled"'
+            in (fake.get(f"/api/v1/nodes/{n}")["metadata"].get("annotations") or {}).get(
+                RELAYOUT_ANNOTATION, ""
+            )
+            for n in NODES
+        )
+
+    def killing_sleep(seconds: float) -> None:
+        if relabelled():
+            raise Killed()
+        clock.sleep(seconds)
+
+    def provider(sleep: Callable[[float], None] = clock.sleep) -> KubeProvider:
+        return KubeProvider(
+            cfg, Session(transport), clock=clock.now, sleep=sleep, wall=wall_of(clock)
+        )
+
+    with pytest.raises(Killed):
+        run_cycle(cfg, history(280.0, 80.0), provider(killing_sleep), NOW, dry_run=False)
+    (node,) = [n for n in NODES if fake.get(f"/api/v1/nodes/{n}")["spec"].get("unschedulable")]
+    name = fake.get(f"/api/v1/nodes/{node}")["metadata"]["labels"][MIG_CONFIG]
+    assert name.startswith("tiercast-")
+
+    second = run_cycle(
+        cfg, history(280.0, 80.0), provider(), NOW + pd.Timedelta("5min"), dry_run=False
+    )
+    (resumed,) = [r for r in second.results if r.action.details.get("resume")]
+    assert resumed.outcome == "applied", resumed.message
+    mig_actions = [a for a in second.plan.actions if a.kind == "mig-layout"]
+    assert mig_actions[0] is resumed.action  # finished before any other MIG change
+    assert not [r for r in second.results if r is not resumed and r.action.decision == "relayout"]
+    labelled = fake.get(f"/api/v1/nodes/{node}")
+    assert labelled["metadata"]["labels"][MIG_CONFIG] == name
+    assert labelled["metadata"]["labels"][MIG_STATE] == "success"
+    assert not labelled["spec"].get("unschedulable")
+    assert RELAYOUT_ANNOTATION not in (labelled["metadata"].get("annotations") or {})
+    manager = next(h for h in fake.hooks if isinstance(h, MigManager))
+    assert manager.applied == [(node, name)]
+    # The third cycle: nothing left to finish or change.
+    before = len(fake.writes())
+    third = run_cycle(cfg, history(280.0, 80.0), provider(), NOW + pd.Timedelta("10min"), False)
+    assert not [r for r in third.results if r.action.decision == "relayout"]
+    assert len(fake.writes()) == before

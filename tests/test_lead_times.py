@@ -503,7 +503,7 @@ def write_inputs(folder: Path, *, auto_pool: dict[str, Any]) -> None:
 
 
 def test_a_dry_run_without_a_cluster_plans_with_the_fallback_and_says_so(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, capsys: pytest.CaptureFixture[str], state_dir: Path
 ) -> None:
     write_inputs(workdir, auto_pool={"lead_time_fallback_s": 720})
     code = main(["run", "--dry-run", "--config", "c.yaml", "--plan-out", "plan.json"])
@@ -513,10 +513,10 @@ def test_a_dry_run_without_a_cluster_plans_with_the_fallback_and_says_so(
     assert f"note: {note}" in out
     plan = json.loads((workdir / "plan.json").read_text())
     assert note in plan["notes"] and plan["pools"][0]["lead_time_s"] == 720
-    record = RunStore(workdir / "tiercast-records.sqlite").recent(limit=1)[0]
+    record = RunStore(state_dir / "tiercast-records.sqlite").recent(limit=1)[0]
     assert note in record.notes
     # Starts an earlier cycle kept in the same records are learned from.
-    RunStore(workdir / "tiercast-records.sqlite").add_lead_times(
+    RunStore(state_dir / "tiercast-records.sqlite").add_lead_times(
         starts("od", [300, 500, 600, 700, 800, 900, 1000, 1100, 1500, 1200, 1400, 400]),
         at(0),
     )
@@ -531,10 +531,13 @@ def test_a_dry_run_without_a_cluster_plans_with_the_fallback_and_says_so(
 
 
 def test_plan_and_report_learn_from_existing_records_and_never_create_them(
-    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    state_dir: Path,
 ) -> None:
     write_inputs(workdir, auto_pool={"lead_time_fallback_s": 720})
-    records = workdir / "tiercast-records.sqlite"
+    records = state_dir / "tiercast-records.sqlite"
     assert main(["plan", "--config", "c.yaml", "--plan-out", "plan.json"]) == 0
     assert "lead time 720 s fallback (0 of 5 observations needed)" in capsys.readouterr().out
     assert not records.exists()  # a command that never acts creates no records file

@@ -519,14 +519,14 @@ def test_a_missing_config_from_the_environment_is_one_line_exit_2(
 
 @pytest.mark.slow
 def test_run_plan_and_history_print_json_or_yaml_on_stdout_alone(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, capsys: pytest.CaptureFixture[str], state_dir: Path
 ) -> None:
     import json
 
     assert main(["run", "--dry-run", "-o", "json"]) == 0
     captured = capsys.readouterr()
     doc = json.loads(captured.out)  # stdout is the document and nothing else
-    plan = json.loads((workdir / "tiercast-plan.json").read_text())
+    plan = json.loads((state_dir / "tiercast-plan.json").read_text())
     assert doc["plan"] == plan and doc["dry_run"] is True
     acted = {(a["pool"], a["decision"]) for a in plan["actions"] if a["decision"] != "no-op"}
     assert {(r["pool"], r["decision"]) for r in doc["results"]} == acted and acted
@@ -831,12 +831,12 @@ def test_bench_start_prints_ratios_against_bare_python(capsys: pytest.CaptureFix
 
 @pytest.mark.slow
 def test_serve_once_exits_with_the_status_of_its_cycle(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, capsys: pytest.CaptureFixture[str], state_dir: Path
 ) -> None:
     from scaler.records import RunStore
 
     assert main(["serve", "--once", "--dry-run", "--metrics-port", "0"]) == 0
-    (ok,) = RunStore("tiercast-records.sqlite").recent(job="cycle")
+    (ok,) = RunStore(state_dir / "tiercast-records.sqlite").recent(job="cycle")
     assert ok.status == "ok" and ok.exit_code == 0
     # Prometheus down: serve starts, the cycle fails, and --once says so.
     (workdir / "down.yaml").write_text(
@@ -872,7 +872,9 @@ def test_serve_once_exits_with_the_status_of_its_cycle(
 
 
 @pytest.mark.slow
-def test_serve_time_offset_plans_each_cycle_as_of_the_shifted_clock(workdir: Path) -> None:
+def test_serve_time_offset_plans_each_cycle_as_of_the_shifted_clock(
+    workdir: Path, state_dir: Path
+) -> None:
     import pandas as pd
 
     from scaler.records import RunStore
@@ -880,7 +882,7 @@ def test_serve_time_offset_plans_each_cycle_as_of_the_shifted_clock(workdir: Pat
     before = pd.Timestamp.now(tz="UTC").tz_localize(None) - pd.Timedelta(hours=3)
     main(["serve", "--once", "--dry-run", "--metrics-port", "0", "--time-offset", "3h"])
     after = pd.Timestamp.now(tz="UTC").tz_localize(None) - pd.Timedelta(hours=3)
-    (run,) = RunStore("tiercast-records.sqlite").recent(job="cycle")
+    (run,) = RunStore(state_dir / "tiercast-records.sqlite").recent(job="cycle")
     assert run.plan is not None
     planned_at = pd.Timestamp(run.plan["created_at"]).tz_localize(None)
     assert before - pd.Timedelta(minutes=5) <= planned_at <= after + pd.Timedelta(minutes=5)

@@ -399,7 +399,7 @@ def test_serve_runs_scheduled_cycles_against_prometheus_with_a_lease(
 
 
 @pytest.mark.slow
-def test_serve_process_exits_cleanly_on_sigterm(workdir: Path) -> None:
+def test_serve_process_exits_cleanly_on_sigterm(workdir: Path, state_dir: Path) -> None:
     _, history, _ = demo_inputs()
     rows = ["timestamp,series,value"]
     for name, y in history.items():
@@ -420,7 +420,7 @@ def test_serve_process_exits_cleanly_on_sigterm(workdir: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 90
-        records = workdir / "tiercast-records.sqlite"
+        records = state_dir / "tiercast-records.sqlite"
         while time.monotonic() < deadline and proc.poll() is None:
             if records.exists() and RunStore(records).recent():
                 break
@@ -537,7 +537,7 @@ def test_grafana_dashboard_queries_only_metrics_tiercast_exports() -> None:
 
 @pytest.mark.slow
 def test_serve_starts_with_prometheus_down_is_not_ready_and_records_each_failed_cycle(
-    workdir: Path,
+    workdir: Path, state_dir: Path
 ) -> None:
     from tests.prometheus_server import free_port
 
@@ -573,7 +573,7 @@ def test_serve_starts_with_prometheus_down_is_not_ready_and_records_each_failed_
         stderr=subprocess.PIPE,
         text=True,
     )
-    records = workdir / "tiercast-records.sqlite"
+    records = state_dir / "tiercast-records.sqlite"
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:

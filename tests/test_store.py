@@ -139,18 +139,21 @@ def test_an_unwritable_store_still_forecasts(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_second_tiercast_run_reuses_stored_models(
-    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    state_dir: Path,
 ) -> None:
     monkeypatch.setattr(cycle, "_STORES", {})
     assert main(["run", "--dry-run"]) == 0
-    metas = {p.name: p.read_text() for p in (workdir / "models").glob("*.json")}
+    metas = {p.name: p.read_text() for p in (state_dir / "models").glob("*.json")}
     assert len(metas) >= 3  # one per demo signal
     monkeypatch.setattr(cycle, "_STORES", {})  # a new process: only the files remain
     assert main(["run", "--dry-run"]) == 0
     capsys.readouterr()
     store = next(iter(cycle._STORES.values()))
     assert store.stats == {"reused": len(metas), "fitted": 0}
-    assert {p.name: p.read_text() for p in (workdir / "models").glob("*.json")} == metas
+    assert {p.name: p.read_text() for p in (state_dir / "models").glob("*.json")} == metas
 
 
 class _Touch:
@@ -346,6 +349,7 @@ def test_the_signing_key_comes_from_the_config_and_is_checked(
 
     key_file = workdir / "key"
     key_file.write_bytes(b"0123456789abcdef0123\n")
+    key_file.chmod(0o600)  # a key others can read is refused
     assert load_signing_key(key_file) == b"0123456789abcdef0123"
     monkeypatch.setenv("TIERCAST_MODEL_SIGNING_KEY_FILE", str(key_file))
     assert load_signing_key(None) == b"0123456789abcdef0123"

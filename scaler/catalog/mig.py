@@ -1,6 +1,7 @@
 """MIG geometry: GPU-instance profiles and placements per GPU model, and every valid layout.
 
-A MIG-capable GPU has 7 compute slices (4 on A30) and 8 memory slices (4 on A30).
+A MIG-capable GPU has 7 compute slices (4 on A30 and RTX PRO 6000 Blackwell) and 8
+memory slices (4 on those).
 Each GPU-instance profile has a fixed set of legal placements ``(start, size)`` in
 memory slices, as NVML reports through ``nvmlDeviceGetGpuInstancePossiblePlacements``
 (``nvidia-smi mig -lgipp``). A layout is valid when its instances' placements do not
@@ -8,9 +9,10 @@ overlap, their compute slices fit the GPU, and no profile exceeds its instance l
 
 The tables follow NVIDIA's MIG User Guide ("Supported MIG Profiles"): on the 7-slice
 parts, 1g profiles start at 0..6 (size 1), the double-memory 1g profiles (1g.10gb on
-A100-40GB, 1g.20gb on 80 GB parts, 1g.35gb on H200) at 0, 2, 4, 6 (size 2), 2g at
+A100-40GB, 1g.20gb on 80 GB parts, 1g.24gb on H100 NVL and H20, 1g.35gb on H200,
+1g.45gb on B200, 1g.47gb on GB200) at 0, 2, 4, 6 (size 2), 2g at
 0, 2, 4 (size 2), 3g at 0, 4 (size 4), 4g at 0 (size 4), 7g at 0 (size 8); on A30,
-1g at 0..3, 2g at 0, 2 and 4g at 0. ``+me`` profiles (media engines) share their base
+1g at 0..3, 2g at 0, 2 and 4g at 0 (RTX PRO 6000 alike). ``+me`` profiles (media engines) share their base
 profile's placements, one per GPU.
 
 Validity is exactly NVML's rule: placements must not overlap. A 4g instance at
@@ -35,12 +37,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from forecaster.errors import BadInputError
-from scaler.catalog.gpus import gpu_model
+from scaler.catalog.gpus import GpuModel, gpu_model, set_user_models
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class MigGeometry:
 def _seven_slice(
     model: str,
     gb: tuple[int, int, int, int, int, int],
-    gib: tuple[float, float, float, float, float, float],
+    gib: tuple[float, ...],
 ) -> MigGeometry:
     """A100/H100/H200 geometry; ``gb`` (nominal) and ``gib`` (NVML) = 1g, 1g(double), 2g, 3g, 4g, 7g."""
     one, one_double, two, three, four, seven = gb
@@ -118,9 +121,44 @@ def _seven_slice(
     )
 
 
+def _four_slice(model: str, gb: tuple[int, int, int], gib: tuple[float, ...]) -> MigGeometry:
+    """A 4-slice geometry without A30's ``2g+me`` (RTX PRO 6000 Blackwell): 1g, 2g, 4g."""
+    one, two, four = gb
+    g1, g2, g4 = gib
+    return MigGeometry(
+        model=model,
+        compute_slices=4,
+        memory_slices=4,
+        profiles=(
+            MigProfile(f"1g.{one}gb", 1, 1, one, 4, (0, 1, 2, 3), g1),
+            MigProfile(f"1g.{one}gb+me", 1, 1, one, 1, (0, 1, 2, 3), g1, media=True),
+            MigProfile(f"2g.{two}gb", 2, 2, two, 2, (0, 2), g2),
+            MigProfile(f"4g.{four}gb", 4, 4, four, 1, (0,), g4),
+        ),
+    )
+
+
+DERIVED_GIB_RATIO = 16.00 / 18
+"""NVML-reported GiB per nominal GB of the tightest profile listed (H200 ``1g.18gb``:
+16.00 GiB). Parts with no published ``nvidia-smi mig -lgip`` listing get this share
+of the nominal size, rounded down to 0.25 GiB: a lower bound, so ``mig_profile: auto``
+never picks a profile too small."""
+
+
+def _derived(*gb: int) -> tuple[float, ...]:
+    return tuple(math.floor(g * DERIVED_GIB_RATIO * 4) / 4 for g in gb)
+
+
 # NVML's sizes (GiB) from ``nvidia-smi mig -lgip`` reports; "derived" marks a lower bound
 # taken from a profile with the same memory slices where no report was found.
-GEOMETRIES: dict[str, MigGeometry] = {
+# Profiles and sizes per part: NVIDIA MIG User Guide, "Supported MIG Profiles" (tables
+# for A30, A100, H100 80 GB, H100 94 GB, H100 96 GB, H200, B200, RTX PRO 6000 Blackwell);
+# GB200 has no table there, its profiles are the GPU Operator's default mig-parted
+# config's for device 0x294110DE (1g.23gb, 1g.47gb, 2g.47gb, 3g.93gb, 4g.93gb, 7g.186gb).
+# Placements: the guide's ``nvidia-smi mig -lgipp`` listing for the 7-slice parts
+# ({0..6}:1, {0,2,4,6}:2, {0,2,4}:2, {0,4}:4, {0}:4, {0}:8), the same fractions of
+# memory on every 7-slice part; 4-slice parts aligned as on A30.
+BUILTIN_GEOMETRIES: Mapping[str, MigGeometry] = {
     g.model: g
     for g in (
         # 1g.10gb derived from 2g.10gb (2 memory slices each)
@@ -131,10 +169,20 @@ GEOMETRIES: dict[str, MigGeometry] = {
         _seven_slice(
             "H100-80GB", (10, 20, 20, 40, 40, 80), (9.75, 19.62, 19.62, 39.50, 39.50, 79.25)
         ),
+        # The guide's H100 94GB table; H20 is the H100 96GB table (mig-parted's group
+        # "H100-96GB, PG506-96GB, GH200, H20": 1g.12gb, 2g.24gb, 3g.48gb). Sizes derived.
+        _seven_slice("H100-NVL-94GB", (12, 24, 24, 47, 47, 94), _derived(12, 24, 24, 47, 47, 94)),
+        _seven_slice("H20-96GB", (12, 24, 24, 48, 48, 96), _derived(12, 24, 24, 48, 48, 96)),
         # 1g.35gb from 2g.35gb; 3g/4g.71gb derived as two 2g.35gb (4 memory slices)
         _seven_slice(
             "H200-141GB", (18, 35, 35, 71, 71, 141), (16.00, 32.50, 32.50, 65.00, 65.00, 140.00)
         ),
+        # Blackwell: sizes derived (no -lgip listing found).
+        _seven_slice("B200-180GB", (23, 45, 45, 90, 90, 180), _derived(23, 45, 45, 90, 90, 180)),
+        _seven_slice("GB200-186GB", (23, 47, 47, 93, 93, 186), _derived(23, 47, 47, 93, 93, 186)),
+        # The +gfx, +me.all and -me variants of the guide's table are not modelled: a node
+        # laid out with them is held (its profile is unknown here), never planned.
+        _four_slice("RTX-PRO-6000-96GB", (24, 48, 96), _derived(24, 48, 96)),
         MigGeometry(
             model="A30-24GB",
             compute_slices=4,
@@ -149,6 +197,103 @@ GEOMETRIES: dict[str, MigGeometry] = {
         ),
     )
 }
+
+GEOMETRIES: dict[str, MigGeometry] = dict(BUILTIN_GEOMETRIES)
+"""The MIG geometry of every MIG-capable model known now: the built-ins, then the loaded
+config's own (:func:`set_user_catalog` updates it in place)."""
+
+
+def set_user_catalog(models: Iterable[tuple[GpuModel, MigGeometry | None]]) -> None:
+    """Make ``models`` (each with its MIG geometry, or None without MIG) the config's own.
+
+    Replaces the previous config's models and geometries and empties the layout caches
+    (a name may now mean another part); ``()`` restores the built-in catalog.
+    """
+    chosen = list(models)
+    for m, geo in chosen:
+        if geo is not None:
+            problem = geometry_problem(geo)
+            if problem is not None:
+                raise ValueError(f"GPU model {m.name!r}: {problem}")
+    set_user_models(m for m, _ in chosen)
+    wanted = {**BUILTIN_GEOMETRIES, **{m.name: geo for m, geo in chosen if geo is not None}}
+    if wanted != GEOMETRIES:
+        for name in [k for k in GEOMETRIES if k not in wanted]:
+            del GEOMETRIES[name]
+        GEOMETRIES.update(wanted)
+        _enumerate.cache_clear()
+        layouts.cache_clear()
+
+
+PROFILE_NAME = re.compile(r"^([1-8])g\.(\d{1,4})gb(\+me)?$")
+"""A GPU-instance profile name tiercast can plan: ``<compute>g.<memory>gb``, ``+me`` for
+the one with media engines."""
+
+
+def geometry_problem(geo: MigGeometry) -> str | None:
+    """The first rule ``geo`` breaks, as ``profiles[i].field: what``; None when valid.
+
+    The rules NVML's own tables keep (every built-in geometry passes them): at most 8
+    compute and 8 memory slices; each profile named ``<compute>g.<GB>gb`` (``+me``: the
+    media profile, beside its base profile), its slices within the GPU's, every placement
+    inside the memory slices, and an instance limit its placements and slices can hold.
+    """
+    if not 1 <= geo.compute_slices <= 8:
+        return f"compute_slices: {geo.compute_slices} is not 1 to 8"
+    if not 1 <= geo.memory_slices <= 8:
+        return f"memory_slices: {geo.memory_slices} is not 1 to 8"
+    if not geo.profiles:
+        return "profiles: a MIG-capable model needs at least one profile"
+    names = [p.name for p in geo.profiles]
+    for i, p in enumerate(geo.profiles):
+        at = f"profiles[{i}]"
+        m = PROFILE_NAME.match(p.name)
+        if m is None:
+            return f"{at}.name: {p.name!r} is not <compute>g.<GB>gb (e.g. 1g.10gb, 1g.10gb+me)"
+        if names.count(p.name) > 1:
+            return f"{at}.name: {p.name!r} is declared twice"
+        if int(m.group(1)) != p.compute_slices:
+            return f"{at}.compute_slices: {p.compute_slices} disagrees with the name {p.name!r}"
+        if int(m.group(2)) != p.memory_gb:
+            return f"{at}: the name {p.name!r} says {m.group(2)} GB, memory_gb is {p.memory_gb}"
+        if bool(m.group(3)) != p.media:
+            return f"{at}.name: {p.name!r} and media={p.media} disagree (+me is the media profile)"
+        if p.media and p.base not in names:
+            return f"{at}.name: {p.name!r} has no base profile {p.base!r}"
+        if not 1 <= p.compute_slices <= geo.compute_slices:
+            return (
+                f"{at}.compute_slices: {p.compute_slices} is not 1 to the GPU's "
+                f"{geo.compute_slices}"
+            )
+        if not 1 <= p.memory_slices <= geo.memory_slices:
+            return (
+                f"{at}.memory_slices: {p.memory_slices} is not 1 to the GPU's {geo.memory_slices}"
+            )
+        if not p.starts:
+            return f"{at}.placements: at least one start slice is needed"
+        if len(set(p.starts)) != len(p.starts):
+            return f"{at}.placements: {list(p.starts)} repeats a start slice"
+        for start in p.starts:
+            if start < 0 or start + p.memory_slices > geo.memory_slices:
+                return (
+                    f"{at}.placements: start {start} with {p.memory_slices} memory slice(s) "
+                    f"is outside the GPU's slices 0 to {geo.memory_slices - 1}"
+                )
+        most = min(
+            len(p.starts),
+            geo.compute_slices // p.compute_slices,
+            geo.memory_slices // p.memory_slices,
+        )
+        if not 1 <= p.max_count <= most:
+            return (
+                f"{at}.max_count: {p.max_count} is not 1 to {most} (its placements and the "
+                "GPU's slices hold no more)"
+            )
+        if not 0 < p.memory_gib <= p.memory_gb:
+            return (
+                f"{at}.memory_gib: {p.memory_gib:g} is not above 0 and at most its {p.memory_gb} GB"
+            )
+    return None
 
 
 def geometry(model: str) -> MigGeometry:
@@ -390,6 +535,38 @@ def profile_for_memory(model: str, memory_gb: float) -> str:
             f"(largest {max(p.memory_gib for p in geo.profiles):g} GiB as NVML reports it)"
         )
     return min(fits, key=lambda p: (p.compute_slices, p.memory_gib)).name
+
+
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+"""Prefix of the extended resources the device plugin advertises under ``mig.strategy=mixed``."""
+
+_ATTRIBUTED = re.compile(r"^(\d+g\.\d+gb)([+.])(.+)$")
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource the device plugin advertises for ``profile`` (mixed strategy).
+
+    NVIDIA's k8s-device-plugin names MIG resources ``mig-<profile>`` with every ``+``
+    replaced by ``.`` (``internal/rm/rm.go``, ``AddDefaultResourcesToConfig``), since ``+``
+    is not allowed in a resource name: ``1g.10gb+me`` is ``nvidia.com/mig-1g.10gb.me``.
+    """
+    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+def profile_of_resource(resource: str) -> str | None:
+    """The MIG profile a ``nvidia.com/mig-*`` resource names, in NVIDIA's ``+`` form
+    (``nvidia.com/mig-1g.10gb.me`` is ``1g.10gb+me``); None for any other resource."""
+    if not resource.startswith(MIG_RESOURCE_PREFIX):
+        return None
+    return profile_of_device_name(resource.removeprefix(MIG_RESOURCE_PREFIX))
+
+
+def profile_of_device_name(name: str) -> str:
+    """A MIG device name as the device plugin and GPU feature discovery write it
+    (``1g.10gb.me``, ``+`` replaced by ``.``: ``internal/resource/nvml-mig-device.go``
+    ``GetName``) back in NVIDIA's profile form (``1g.10gb+me``)."""
+    m = _ATTRIBUTED.match(name)
+    return f"{m.group(1)}+{m.group(3)}" if m else name
 
 
 def config_name(per_device: list[Layout]) -> str:

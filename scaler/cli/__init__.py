@@ -46,6 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("scaler.cli.serve", "run the cycle, refit and report on schedules, with /metrics"),
     "report": ("scaler.cli.report", "write the capacity review (HTML, Markdown, CSV, JSON)"),
     "agent": ("scaler.cli.agent", "the node agent: GPU and MIG state through NVML, apply layouts"),
+    "inventory": (
+        "scaler.cli.inventory",
+        "each node as the planner reads it: pool, GPUs, MIG, sharing, held and why",
+    ),
     "bench-mig": ("scaler.cli.bench_mig", "benchmark the MIG layout solver against its heuristic"),
     "simulate": ("scaler.cli.simulate", "replay a demand trace: tiercast against the baselines"),
     "backtest": ("scaler.cli.forecasting", "rolling-origin backtest of forecasting methods"),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from forecaster.errors import BadInputError
 from forecaster.files import write_atomic
 from forecaster.secrets import redact
-from scaler.inputs.loading import IN_CLUSTER_CONFIG
+from scaler.inputs.loading import DEFAULT_PLAN_FILE, IN_CLUSTER_CONFIG, STATE_DIR_ENV
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,6 +104,17 @@ def add_fleet_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> Non
     )
 
 
+def add_state_flag(p: argparse.ArgumentParser) -> None:
+    """``--state-dir``: where run records, models and the plan go when no path is given."""
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="folder of the run records, the model store and the plan JSON where the config "
+        f"gives no path (default: service.state_dir, ${STATE_DIR_ENV}, "
+        "$XDG_STATE_HOME/tiercast, else ~/.local/state/tiercast)",
+    )
+
+
 def add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
@@ -120,9 +131,10 @@ def add_input_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--plan-out",
-        default="tiercast-plan.json",
-        help="where to write the plan JSON (default: %(default)s)",
+        help="where to write the plan JSON (default: the config's service.plan_out, else "
+        f"{DEFAULT_PLAN_FILE} in the state directory)",
     )
+    add_state_flag(p)
     add_fleet_flags(p)
     g = p.add_argument_group("for --history without --config")
     g.add_argument(

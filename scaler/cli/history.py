@@ -16,16 +16,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     path = args.records
     keep = 30
     if path is None:
-        from scaler.inputs.loading import resolve_config_path
+        from scaler.config import ServiceConfig, load_config
+        from scaler.inputs.loading import resolve_config_path, service_with_state_paths
 
         config_path = resolve_config_path(args)
-        if config_path:
-            from scaler.config import load_config
-
-            service = load_config(config_path).service
-            path, keep = service.records_path, service.records_keep_days
-        else:
-            path = "tiercast-records.sqlite"
+        # No config: the records `run` writes by default, in the state directory.
+        service = load_config(config_path).service if config_path else ServiceConfig()
+        service = service_with_state_paths(service, args)
+        path, keep = service.records_path, service.records_keep_days
     store = RunStore(path, keep_days=keep)
     if args.run:
         print(json.dumps(store.full_plan(args.run), indent=2))
@@ -63,8 +61,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--config", "-c", help="YAML config; its service.records_path is read")
     p.add_argument(
-        "--records", help="SQLite run-record file (default: service.records_path of --config)"
+        "--records",
+        help="SQLite run-record file (default: service.records_path of --config, else "
+        "tiercast-records.sqlite in the state directory)",
     )
+    from scaler.cli.common import add_state_flag
+
+    add_state_flag(p)
     p.add_argument("--limit", "-n", type=int, default=20, help="runs to show (default 20)")
     p.add_argument("--job", choices=("cycle", "refit", "report"), help="only this job")
     p.add_argument(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from scaler.cli.common import add_input_flags, add_output_flag, write_file
 from scaler.cli.run import print_cycle
-from scaler.inputs.loading import load_inputs
+from scaler.inputs.loading import load_inputs, plan_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,10 +87,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with Progress.for_args(args, "plan", total=1) as bar:
         bar.describe("forecast and plan")
         config, _, now, label, result = plan_without_acting(args)
-        write_file(args.plan_out, result.plan.to_json())
+        # Never the working folder: --plan-out, service.plan_out, else the state directory.
+        plan_out = plan_path(config, args)
+        write_file(plan_out, result.plan.to_json())
         bar.update(label="finance projection")
         with bar.paused():
-            print_cycle(result, label, args.plan_out, args.output)
+            print_cycle(result, label, plan_out, args.output, acted=False)
         if args.output == "table":
             finance_dry_run(finance_options, config, result, now, label, bar)
         else:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from forecaster import __version__
 from scaler.cli.common import add_input_flags, add_output_flag, print_document
-from scaler.inputs.loading import load_inputs
+from scaler.inputs.loading import load_inputs, shown_path
 
 if TYPE_CHECKING:
     from scaler.service.cycle import CycleResult
@@ -36,13 +36,32 @@ def cycle_document(result: CycleResult) -> dict:
     }
 
 
-def print_cycle(result: CycleResult, label: str, out: str | None, output: str = "table") -> None:
+def written_line(result: CycleResult, out: str | None, records: str | None = None) -> str:
+    """Where the cycle wrote: the plan, the run record (``run``) and the model store."""
+    parts = [f"plan written to {shown_path(out)}"] if out else []
+    if records:
+        parts.append(f"run record in {shown_path(records)}")
+    if result.config is not None:
+        parts.append(f"models in {shown_path(result.config.model_store.path)}")
+    return "; ".join(parts)
+
+
+def print_cycle(
+    result: CycleResult,
+    label: str,
+    out: str | None,
+    output: str = "table",
+    records: str | None = None,
+    acted: bool = True,
+) -> None:
+    """The cycle on stdout. ``acted=False`` (``plan``): no action went to any provider,
+    so none is printed as recorded or applied."""
     from scaler.plans import actions_table
 
     if output != "table":
         print_document(cycle_document(result), output)
         if out:
-            print(f"plan written to {out}", file=sys.stderr)
+            print(written_line(result, out, records), file=sys.stderr)
         return
     plan = result.plan
     mode = "dry-run" if result.dry_run else "live"
@@ -66,7 +85,11 @@ def print_cycle(result: CycleResult, label: str, out: str | None, output: str = 
         f"{c['horizon_total']:.2f} over the horizon; expected unserved "
         f"{plan.risk['expected_unserved_gpu_hours']:.2f} GPU-h"
     )
-    for r in result.results:
+    if not acted and result.results:
+        print(
+            "plan only: nothing was applied or recorded (tiercast run --dry-run records the calls)"
+        )
+    for r in result.results if acted else ():
         print(
             f"{r.outcome}: {r.action.pool} {r.action.decision} -> {r.action.target_nodes} {r.message}"
         )
@@ -74,7 +97,7 @@ def print_cycle(result: CycleResult, label: str, out: str | None, output: str = 
             if call.get("verb") != "GET":
                 print(f"    {_format_call(call)}")
     if out:
-        print(f"plan written to {out}")
+        print(written_line(result, out, records))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -86,9 +109,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         config, history, now, label = load_inputs(args)
         return Inputs(config, history, now, label)
 
-    return run_once(
-        args, load, lambda result, label: print_cycle(result, label, args.plan_out, args.output)
-    )
+    def show(result: CycleResult, label: str) -> None:
+        # run_once has resolved args.plan_out; the config planned with has the records path.
+        records = result.config.service.records_path if result.config is not None else None
+        print_cycle(result, label, args.plan_out, args.output, records)
+
+    return run_once(args, load, show)
 
 
 def _format_call(call: dict) -> str:

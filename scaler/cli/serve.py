@@ -29,6 +29,9 @@ def register(subparsers: Any) -> None:
         "this duration (e.g. 30d), reading Prometheus up to that time",
     )
     p.add_argument("--plan-out", default=None, help=argparse.SUPPRESS)
+    from scaler.cli.common import add_state_flag
+
+    add_state_flag(p)
     p.add_argument("--dry-run", action="store_true", help="record actions instead of applying")
     p.add_argument("--server-dry-run", action="store_true", help="send writes with dryRun=All")
     p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster service account")

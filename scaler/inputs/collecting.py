@@ -10,6 +10,9 @@ How several label sets bind to one signal: a query that returns several series
 (per model, pool, node) is **summed per timestamp** into the signal's series,
 because a signal is one demand figure that one set of workloads serves; a
 timestamp where no series has a value stays missing rather than reading as zero.
+When label sets that carried part of the sum stop reporting while others go on, the
+sum from then on is partial: the series is marked (:func:`forecaster.suspect.mark`),
+the cycle treats it as missing from then on and holds the pools it feeds.
 The cleaned per-label series are returned too, under ``"<signal>{label="v",...}"``
 keys, for reports; :func:`scaler.service.cycle.bind_history` keeps only the signal names
 for planning. Write ``sum by (...)`` in the query to choose the split yourself.
@@ -32,6 +35,7 @@ from forecaster.errors import BadInputError
 from forecaster.hygiene import HygienePolicy, HygieneReport, clean, counter_problem
 from forecaster.prometheus import PrometheusSettings, PrometheusSource
 from forecaster.sources import MetricSource
+from forecaster.suspect import mark, stopped_label_sets
 from scaler.config import Config, PrometheusConfig
 
 log = logging.getLogger(__name__)
@@ -146,6 +150,14 @@ def collect(
         summed = pd.concat(frames, axis=1).sum(axis=1, min_count=1)
         summed.index.name = "timestamp"
         collection.series = summed.rename(signal_name).astype(float)
+        # Label sets that stopped reporting leave a partial sum: marked, so the cycle
+        # treats it as missing and holds the pools it feeds (forecaster.suspect).
+        dropped = stopped_label_sets(
+            collection.by_labels, collection.series, end, policy.staleness_limit
+        )
+        if dropped is not None:
+            log.warning("signal %s: %s; pools it feeds are held", signal_name, dropped.why)
+            collection.series = mark(collection.series, dropped)
     if frames and collection.stale:
         log.warning(
             "signal %s is stale: newest sample %s is older than %d s before %s; no scale-down",

@@ -4,13 +4,18 @@
 when nothing is given, else the config (or a one-pool config for a bare CSV), its signals'
 history (files, or Prometheus through ``scaler.inputs.collecting``) bound to the signals,
 and today's fleet from ``--current-nodes``.
+
+It is also where the paths tiercast writes are resolved (:func:`with_state_paths`): a path
+the config or a flag gives is used as given; every other one lies in the state directory
+(:func:`state_dir`), never in the working folder, so a dry-run in any folder leaves it as
+it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,11 +25,134 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from forecaster.series import History
-    from scaler.config import Config
+    from scaler.config import Config, ServiceConfig
 
 
 IN_CLUSTER_CONFIG = Path("/etc/tiercast/config.yaml")
 """Where deploy/ mounts the config; used when neither --config nor $TIERCAST_CONFIG is set."""
+
+IN_CLUSTER_STATE = Path("/var/lib/tiercast")
+"""Where deploy/ mounts the state volume; the state directory in a pod that has it."""
+
+STATE_DIR_ENV = "TIERCAST_STATE_DIR"
+"""Environment variable naming the state directory (below the flag and the config)."""
+
+DEFAULT_PLAN_FILE = "tiercast-plan.json"
+"""The plan JSON ``run`` and ``plan`` write in the state directory when no path is given."""
+
+
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The state directory when neither the flag nor the config names one.
+
+    ``$TIERCAST_STATE_DIR``; else, in a pod (``$KUBERNETES_SERVICE_HOST``) that mounts
+    :data:`IN_CLUSTER_STATE`, that volume; else ``$XDG_STATE_HOME/tiercast`` (an absolute
+    path, as the XDG base directory spec requires; a relative one is ignored); else
+    ``~/.local/state/tiercast``.
+    """
+    env = os.environ if env is None else env
+    if env.get(STATE_DIR_ENV):
+        return Path(env[STATE_DIR_ENV]).expanduser()
+    if env.get("KUBERNETES_SERVICE_HOST") and IN_CLUSTER_STATE.is_dir():
+        return IN_CLUSTER_STATE
+    xdg = env.get("XDG_STATE_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "tiercast"
+    home = env.get("HOME") or None
+    try:
+        base = Path(home) if home else Path.home()
+    except RuntimeError:  # no $HOME and no passwd entry (a container's arbitrary user)
+        raise BadInputError(
+            "no state directory: $HOME is unset; give --state-dir, service.state_dir or "
+            f"${STATE_DIR_ENV}"
+        ) from None
+    return base / ".local" / "state" / "tiercast"
+
+
+def state_dir(service: ServiceConfig, args: argparse.Namespace | None = None) -> Path:
+    """``--state-dir``, else ``service.state_dir``, else :func:`default_state_dir`."""
+    given = getattr(args, "state_dir", None) or service.state_dir
+    return Path(given).expanduser() if given else default_state_dir()
+
+
+def service_with_state_paths(
+    service: ServiceConfig, args: argparse.Namespace | None = None
+) -> ServiceConfig:
+    """``service`` with the run records and the scheduled reports in the state directory
+    unless it sets their paths."""
+    unset = [f for f in ("records_path", "report_out") if f not in service.model_fields_set]
+    if not unset:
+        return service  # both given (or resolved already: model_copy marks them set)
+    base = state_dir(service, args)
+    return service.model_copy(update={f: str(base / getattr(service, f)) for f in unset})
+
+
+def with_state_paths(config: Config, args: argparse.Namespace | None = None) -> Config:
+    """``config`` with every path it does not set placed in the state directory.
+
+    The run records (``service.records_path``), the model store (``model_store.path``)
+    and the scheduled reports (``service.report_out``) keep their default names, under
+    :func:`state_dir`; a path the config sets is kept as written (relative to the working
+    folder). Nothing is created here: each writer creates its folder when it first writes.
+    """
+    store = config.model_store
+    if "path" not in store.model_fields_set:
+        base = state_dir(config.service, args)
+        store = store.model_copy(update={"path": str(base / store.path)})
+    service = service_with_state_paths(config.service, args)
+    if service is config.service and store is config.model_store:
+        return config
+    return config.model_copy(update={"service": service, "model_store": store})
+
+
+def plan_path(config: Config, args: argparse.Namespace | None = None) -> str:
+    """Where ``run`` and ``plan`` write the plan JSON: ``--plan-out``, else
+    ``service.plan_out``, else ``tiercast-plan.json`` in the state directory."""
+    given = getattr(args, "plan_out", None) or config.service.plan_out
+    return str(given) if given else str(state_dir(config.service, args) / DEFAULT_PLAN_FILE)
+
+
+def shown_path(path: str | Path) -> str:
+    """``path`` as printed: as given when relative, ``~/...`` under the home folder,
+    relative to the working folder when inside it, else absolute (so the messages read
+    the same on every machine)."""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    home = os.environ.get("HOME") or ""
+    for base, prefix in ((Path(home) if home.strip("/") else None, "~/"), (Path.cwd(), "")):
+        if base is None:
+            continue
+        try:
+            rest = p.relative_to(base)
+        except ValueError:
+            continue
+        if str(rest) != ".":
+            return prefix + str(rest)
+    return str(p)
+
+
+def check_forecast_method(config: Config, source: str) -> None:
+    """Refuse an unknown ``forecast.method`` at load (one line naming the field).
+
+    Caught here rather than per signal during the cycle, where an unknown estimator would
+    hold every pool as "no data" and exit 1 instead of naming the setting.
+    """
+    from forecaster.estimators import make
+
+    try:
+        make(config.forecast.method)
+    except BadInputError as exc:
+        raise BadInputError(f"{source}: forecast.method: {exc}") from None
+
+
+def load_cycle_config(path: str, args: argparse.Namespace | None = None) -> Config:
+    """The config file a cycle runs with: validated (the forecast method too), its paths
+    resolved (:func:`with_state_paths`)."""
+    from scaler.config import load_config
+
+    config = load_config(path)
+    check_forecast_method(config, str(path))
+    return with_state_paths(config, args)
 
 
 def _config_from_history(history: History, args: argparse.Namespace) -> Config:
@@ -88,7 +216,6 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
     import pandas as pd
 
     from forecaster.series import read_history_csv
-    from scaler.config import load_config
     from scaler.inputs.demo import demo_inputs
 
     config_path = resolve_config_path(args)
@@ -100,7 +227,11 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
         history = {}
         if history_path is not None:
             history = read_history_csv(history_path)
-        config = load_config(config_path) if config_path else _config_from_history(history, args)
+        config = (
+            load_cycle_config(config_path, args)
+            if config_path
+            else _config_from_history(history, args)
+        )
         collected_at: pd.Timestamp | None = None
         if not history:
             if any(s.query is not None for s in config.signals):
@@ -111,12 +242,32 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
                 config, Path(config_path).parent if config_path else Path("."), collected_at
             )
         history = bind_history(config, history, source=str(history_path or config_path))
+        if collected_at is None:
+            check_file_history(config, history)
         now = collected_at if collected_at is not None else _default_now(history)
         label = str(history_path or config_path)
     explicit = _explicit_now(args)
     if explicit is not None:
         now = explicit
-    return apply_fleet_flags(config, args), history, now, label
+    return with_state_paths(apply_fleet_flags(config, args), args), history, now, label
+
+
+def check_file_history(config: Config, history: History) -> None:
+    """Refuse, in one line, a history file too large or too fine to forecast.
+
+    The cycle holds the pools of a signal it cannot forecast, which suits a Prometheus
+    series that may be back to normal next cycle; a file given on the command line
+    stays what it is, so its problem is named once here (exit 2) rather than held as
+    "no data" every run.
+    """
+    import pandas as pd
+
+    from forecaster.series import check_forecast_size
+
+    lead = max(p.lead_time_s for p in config.pools)
+    horizon = pd.Timedelta(seconds=config.policy.horizon_s + lead + config.policy.cycle_s)
+    for y in history.values():
+        check_forecast_size(y, horizon)
 
 
 def _explicit_now(args: argparse.Namespace) -> pd.Timestamp | None:

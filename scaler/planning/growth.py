@@ -226,19 +226,25 @@ def backtest_growth(
     every: pd.Timedelta,
     lookback: pd.Timedelta,
     min_training: pd.Timedelta = MIN_TRAINING,
+    align: bool = False,
 ) -> GrowthBacktest | None:
     """Walk ``forecaster`` forward over the last ``span`` of a regular history.
 
     ``values`` on ``grid`` (NaN for gaps). Every ``every`` a forecast is made from the
     ``lookback`` before it, as the planner refreshes its forecast; each origin in between
     is the newest observation the planner would anchor that forecast on. None where the
-    history leaves less than a day of origins after ``min_training``.
+    history leaves less than a day of origins after ``min_training``. With ``align``, the
+    forecasts are made at whole multiples of ``every`` since the epoch (midnight UTC for a
+    day), so that cycles minutes apart ask for the same forecasts and can keep them
+    (:mod:`scaler.service.growth_cache`).
     """
     step = grid[1] - grid[0] if len(grid) > 1 else pd.Timedelta(0)
     if step <= pd.Timedelta(0):
         return None
     end = grid[-1] + step
     start = max(end - span, grid[0] + min_training)
+    if align and every > pd.Timedelta(0):
+        start = _aligned(start, every)
     if end - start < pd.Timedelta(days=1):
         return None
     known = pd.Series(values).ffill().to_numpy()
@@ -292,6 +298,12 @@ def backtest_growth(
     )
 
 
+def _aligned(at: pd.Timestamp, every: pd.Timedelta) -> pd.Timestamp:
+    """The first whole multiple of ``every`` since the epoch at or after ``at``."""
+    epoch = pd.Timestamp(0, tz=at.tz)
+    return epoch + math.ceil((at - epoch) / every) * every
+
+
 def walk_forward(
     method: str,
     span: pd.Timedelta,
@@ -299,10 +311,12 @@ def walk_forward(
     lookback: pd.Timedelta,
     forecast: Forecaster | None = None,
     quantiles: tuple[float, ...] = (0.5,),
+    align: bool = False,
 ) -> Callable[[np.ndarray, pd.DatetimeIndex, int], GrowthBacktest | None]:
     """The backtest :func:`scaler.planning.margins.learn_margin` runs: ``forecast`` (default
     :func:`forecaster.forecasting.forecast_series` with ``method``) walked forward over the
-    last ``span`` of the history, refreshed every ``every`` from the ``lookback`` before."""
+    last ``span`` of the history, refreshed every ``every`` from the ``lookback`` before
+    (at aligned times with ``align``: :func:`backtest_growth`)."""
     if forecast is None:
 
         def forecast(window: pd.Series, horizon: pd.Timedelta) -> SeriesForecast:
@@ -313,6 +327,8 @@ def walk_forward(
     def run(values: np.ndarray, grid: pd.DatetimeIndex, lead: int) -> GrowthBacktest | None:
         if span <= pd.Timedelta(0):
             return None
-        return backtest_growth(values, grid, lead, chosen, method, span, every, lookback)
+        return backtest_growth(
+            values, grid, lead, chosen, method, span, every, lookback, align=align
+        )
 
     return run

@@ -140,17 +140,55 @@ def near_term_forecast(fc: SeriesForecast, margin: Margin | None) -> SeriesForec
 
 
 def held_models(
-    workloads: Iterable[WorkloadConfig], forecasts: Mapping[str, SeriesForecast], stale: set[str]
+    workloads: Iterable[WorkloadConfig],
+    forecasts: Mapping[str, SeriesForecast],
+    stale: set[str],
+    suspect: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """GPU models fed by a signal that is stale or missing (those pools hold), and why."""
+    """GPU models fed by a signal that is suspect, stale or missing (those pools hold), and
+    why. ``suspect``: signal -> why its data is suspect (:mod:`forecaster.suspect`)."""
     held: dict[str, str] = {}
+    suspect = suspect or {}
     for w in workloads:
         key = gpu_model(w.gpu_model).name
-        if w.signal not in forecasts:
-            held[key] = f"no data for signal {w.signal!r}"
+        if w.signal in suspect:
+            held[key] = f"signal {w.signal!r}: {suspect[w.signal]}"
+        elif w.signal not in forecasts:
+            held.setdefault(key, f"no data for signal {w.signal!r}")
         elif w.signal in stale:
             held.setdefault(key, f"signal {w.signal!r} is stale")
     return held
+
+
+IMPLAUSIBLE_FACTOR = 1000.0
+"""A need over this many times the GPUs a model's pools can hold at most is bad data."""
+
+
+def implausible_models(pools: Iterable[PoolConfig], levels: DemandLevels) -> dict[str, str]:
+    """GPU models whose demand is past any plausible need, and why (their pools hold).
+
+    No fleet grows a thousandfold past the most its pools may hold: such a need comes
+    from a unit error or a broken exporter, and planning on it would buy each pool's
+    maximum. The model is held as on bad data, and its newest demand does not count.
+    """
+    most: dict[str, int] = {}
+    for p in pools:
+        key = gpu_model(p.gpu_model).name
+        most[key] = most.get(key, 0) + p.max_nodes * p.gpus_per_node
+    out: dict[str, str] = {}
+    for model, cap in sorted(most.items()):
+        peaks = [levels.observed.get(model, 0.0), levels.newest.get(model, 0.0)]
+        for table in (levels.quantile, levels.anchored):
+            values = np.asarray(table.get(model, ()), dtype=float)
+            if values.size:
+                peaks.append(float(np.nanmax(values)) if not np.isnan(values).all() else 0.0)
+        peak = max(peaks)
+        if not peak <= IMPLAUSIBLE_FACTOR * max(cap, 1):
+            out[model] = (
+                f"demand of {peak:.4g} GPUs is over {IMPLAUSIBLE_FACTOR:g}x the {cap} its pools "
+                "can hold; treated as bad data"
+            )
+    return out
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,10 @@ the run records or the replay): within ``W = lead + scale_down_stabilization``
 Stale or missing data holds, both ways: a GPU model fed by such a signal keeps
 its pools (no scale-down) and grows only where the newest observations already
 need more than it holds; the forecast is not used, and the plan's risk figures
-measure against that same need.
+measure against that same need. Suspect data (``suspect``, :mod:`forecaster.suspect`:
+spikes, zeros unlike the past, label sets that stopped reporting) holds the same way,
+on the observations before it; so does a need over a thousand times the most a GPU
+model's pools can hold, which then grows on nothing (:func:`implausible_models`).
 
 ``CapacityPlan.demand_gpus`` reports this need, so the plan shows what it covers.
 
@@ -105,7 +108,7 @@ spares, the cheapest allocation) is :mod:`scaler.planning.coverage`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -125,7 +128,7 @@ from scaler.planning.bounds import PlanningCycle, model_problem, quiet_models
 from scaler.planning.cost_and_risk import expected_unserved, plan_cost
 from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes
 from scaler.planning.demand import planning_grid
-from scaler.planning.growth import walk_forward
+from scaler.planning.growth import Forecaster, walk_forward
 from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.need import (
     DemandLevels,
@@ -133,6 +136,7 @@ from scaler.planning.need import (
     demand_levels,
     held_models,
     hold_across_cycles,
+    implausible_models,
     near_term_need,
     pool_levels,
     reach_of,
@@ -183,23 +187,34 @@ def signal_replica(config: Config, signal: str) -> float:
 
 
 def learn_margins(
-    config: Config, forecasts: Mapping[str, SeriesForecast], history: Mapping[str, pd.Series]
+    config: Config,
+    forecasts: Mapping[str, SeriesForecast],
+    history: Mapping[str, pd.Series],
+    backtests: Callable[[str], Forecaster] | None = None,
 ) -> dict[str, Margin | None]:
-    """Each forecast signal's margin, learnt from its history up to its newest observation."""
+    """Each forecast signal's margin, learnt from its history up to its newest observation.
+
+    ``backtests``: the forecaster the growth backtest uses for a signal (default: the
+    config's method, fitted at each origin); the service passes one that keeps those
+    forecasts between cycles (:mod:`scaler.service.growth_cache`). Its forecasts are made
+    at whole multiples of ``policy.growth_refresh_s``, so consecutive cycles share them.
+    """
     lead = max((p.lead_time_s for p in config.pools), default=0)
     floor = pd.Timedelta(seconds=lead + config.policy.scale_down_stabilization_s)
     policy = config.policy
-    backtest = walk_forward(
-        config.forecast.method,
-        pd.Timedelta(seconds=policy.growth_backtest_s),
-        pd.Timedelta(seconds=policy.growth_refresh_s),
-        lookback=pd.Timedelta(days=28),
-    )
     out: dict[str, Margin | None] = {}
     for name, fc in forecasts.items():
         y = history.get(name)
         if y is None:
             continue
+        backtest = walk_forward(
+            config.forecast.method,
+            pd.Timedelta(seconds=policy.growth_backtest_s),
+            pd.Timedelta(seconds=policy.growth_refresh_s),
+            lookback=pd.Timedelta(days=28),
+            forecast=backtests(name) if backtests is not None else None,
+            align=True,
+        )
         seen = y[y.index <= fc.last_timestamp]
         out[name] = learn_margin(
             seen,
@@ -222,6 +237,7 @@ def plan_capacity(
     now: pd.Timestamp,
     stale: set[str] | None = None,
     *,
+    suspect: Mapping[str, str] | None = None,
     solver: Solver = "auto",
     with_signals: bool = True,
     history: Mapping[str, pd.Series] | None = None,
@@ -230,6 +246,8 @@ def plan_capacity(
 ) -> CapacityPlan:
     """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals.
 
+    ``suspect``: signal -> why its data is suspect (:mod:`forecaster.suspect`); those
+    signals hold their pools like stale ones.
     ``history``: observations per signal, from which each signal's margin is learnt
     (:mod:`scaler.planning.margins`); without it (or too short) the margin is
     ``policy.headroom_fraction``. ``margins``: margins learnt already (the replay
@@ -246,7 +264,14 @@ def plan_capacity(
     cycle = _planning_cycle(config, inventory, now, past)
     learned, headroom = _signal_margins(config, forecasts, history or {}, margins)
     levels = demand_levels(config, forecasts, history or {}, cycle.grid, learned, headroom)
-    held = held_models(config.workloads, forecasts, stale)
+    held = held_models(config.workloads, forecasts, stale, suspect)
+    implausible = implausible_models(config.pools, levels)
+    if implausible:
+        # A need past anything the pools could hold is bad data: held, and its newest
+        # demand does not count either (it would buy every pool's maximum).
+        for model, why in implausible.items():
+            held[model] = f"{held[model]}; {why}" if model in held else why
+        levels = replace(levels, newest={**levels.newest, **dict.fromkeys(implausible, 0.0)})
     quiet = quiet_models(config.workloads, forecasts, learned, past, now)
     fleet = _Fleet(binding={p.name: [] for p in config.pools})
     for model in sorted({gpu_model(p.gpu_model).name for p in config.pools}):

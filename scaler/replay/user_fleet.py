@@ -205,6 +205,8 @@ def _replay_config(
         "policy": {**user.policy.model_dump(), "cycle_s": int(STEP.total_seconds())},
         "forecast": user.forecast.model_dump(),
         "finance": user.finance.model_dump(),
+        # The user's own GPU models, so that their pools resolve in the replay too.
+        "gpu_models": [g.model_dump() for g in user.gpu_models],
     }
     return parse_config(data, source=f"replay fleet of {source}")
 

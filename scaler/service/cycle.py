@@ -8,6 +8,10 @@ whose pool changed underneath it is skipped and reported, never forced.
 Pools with ``lead_time_s: auto`` are planned with the lead time learned from the
 cluster (:mod:`scaler.service.lead_times`): the planner gets a config with whole
 seconds, and the plan a note per such pool.
+
+Before forecasting, the history is screened for suspect data
+(:func:`forecaster.suspect.screen_history`): suspect samples become gaps, and a signal
+whose newest data is suspect holds the pools it feeds, as a stale one does.
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ from forecaster.forecasting import SeriesForecast, forecast_history
 from forecaster.parallel import ForecastSpec, forecast_history_parallel
 from forecaster.series import History
 from forecaster.store import ModelStore
+from forecaster.suspect import screen_history
 from scaler.actuation.protocol import ActionResult, CapacityProvider
 from scaler.config import Config
 from scaler.planning.mig.plan import mig_pools, plan_mig
-from scaler.planning.tiers import plan_capacity
+from scaler.planning.tiers import learn_margins, plan_capacity
 from scaler.plans import CapacityPlan, PastCycle, past_cycle
 from scaler.records import RunStore
+from scaler.service.growth_cache import growth_cache_for
 from scaler.service.lead_times import LeadTime, learn_lead_times, with_lead_times
 
 log = logging.getLogger(__name__)
@@ -156,11 +162,39 @@ def run_cycle(
     shows now count).
     """
     config, lead_times = learn_lead_times(config, provider, lead_time_records)
+    # Suspect samples (spikes, zeros unlike the past, partial sums) are gaps from here on,
+    # and the signals whose newest data is suspect hold their pools (forecaster.suspect).
+    screened = screen_history(history, now, pd.Timedelta(seconds=config.policy.staleness_limit_s))
+    history = screened.history
+    for name, why in sorted(screened.held.items()):
+        log.warning("signal %s: %s; its pools hold", name, why)
     forecasts = forecast_for_plan(config, history, now)
     stale = stale_signals(config, forecasts, now)
     inventory = provider.inventory()
-    # The history feeds the planner's learnt margins and observed floor (scaler.planning.tiers).
-    plan = plan_capacity(config, forecasts, inventory, now, stale=stale, history=history, past=past)
+    # The history feeds the planner's learnt margins and observed floor (scaler.planning.tiers);
+    # the margins' growth backtest keeps its forecasts between cycles (growth_cache).
+    policy = config.policy
+    cache = growth_cache_for(
+        model_store_for(config).path,
+        keep=pd.Timedelta(seconds=policy.growth_backtest_s + policy.growth_refresh_s),
+    )
+    margins = learn_margins(
+        config, forecasts, history, lambda signal: cache.forecaster(signal, config.forecast.method)
+    )
+    cache.save()
+    plan = plan_capacity(
+        config,
+        forecasts,
+        inventory,
+        now,
+        stale=stale,
+        margins=margins,
+        suspect=screened.held,
+        history=history,
+        past=past,
+    )
+    if screened.notes:
+        plan = dataclasses.replace(plan, notes=plan.notes + screened.notes)
     plan = with_lead_times(plan, lead_times)
     if mig_pools(config):
         # MIG layouts are planned on the node counts the tier planner targets now.
@@ -175,7 +209,7 @@ def run_cycle(
             inventory,
             now,
             targets,
-            stale=stale,
+            stale=stale | set(screened.held),
             node_states=node_states,
             known_configs=known,
         )

@@ -80,6 +80,9 @@ class CycleJob:
     identity: str = ""
     retries: int = 2
     sleep: Callable[[float], Any] | None = None
+    log_failures: bool = True
+    """Log a failed cycle as an error (``serve``); ``run`` prints it once itself, so there
+    the line goes to the debug log only."""
 
     def _past_cycles(self) -> list[PastCycle]:
         """Recent cycles from the run records, for the planner's hysteresis across cycles.
@@ -179,7 +182,8 @@ class CycleJob:
         if run.stage == "forecast" and run.guard is not None and run.guard.stage != "plan":
             where = run.guard.stage
         kind = self.telemetry.error(exc, where)
-        log.error(
+        log.log(
+            logging.ERROR if self.log_failures else logging.DEBUG,
             "cycle %s failed in %s: %s: %s",
             run.run_id,
             where,

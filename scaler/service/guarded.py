@@ -3,7 +3,8 @@
 :class:`GuardedProvider` wraps the real provider. Before every action it checks
 leadership and shutdown; it retries temporary API failures only after re-reading the
 pool (an action that did land is not sent twice), and turns errors into ``failed``
-results rather than half-done cycles.
+results rather than half-done cycles. A provider with ``stop_waits_on`` is given the
+shutdown flag, so its waits inside one action end at SIGTERM as well.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class GuardedProvider:
         self._sleep = sleep or (lambda s: stop.event.wait(s))
         self.stage = "plan"
         self.abandoned = False
+        # Waits inside one action (a MIG relayout's drain and MIG manager) end at shutdown too.
+        stop_waits_on = getattr(provider, "stop_waits_on", None)
+        if callable(stop_waits_on):
+            stop_waits_on(stop.event)
 
     def inventory(self) -> dict[str, int]:
         stage, self.stage = self.stage, "inventory"
@@ -102,7 +107,11 @@ class GuardedProvider:
                 if settled is not None:
                     return settled
             with attempt:
-                return self._apply_once(action)
+                result = self._apply_once(action)
+                if self.stop.is_set():
+                    # SIGTERM while acting: the action's own waits ended early.
+                    self.abandoned = True
+                return result
         return ActionResult(
             action, "failed", f"gave up after {self.retries + 1} attempts: {tries.last_error}"
         )

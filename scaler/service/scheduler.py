@@ -68,6 +68,7 @@ class Service:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._ready = False
+        self._scheduled = True
         self.scheduler.add_listener(
             self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED | EVENT_JOB_ERROR
         )
@@ -108,7 +109,7 @@ class Service:
             )
 
     def healthz(self) -> tuple[bool, str]:
-        if not self.scheduler.running and not self.stop.is_set():
+        if self._scheduled and not self.scheduler.running and not self.stop.is_set():
             return False, "scheduler is not running"
         with self._lock:
             for name, since in self._running.items():
@@ -124,13 +125,19 @@ class Service:
             return False, "no cycle has completed yet"
         return True, "ok"
 
-    def start(self) -> None:
+    def start(self, schedule: bool = True) -> None:
+        """Serve metrics, take part in the election and, with ``schedule``, run the jobs on
+        their schedules (``serve --once`` runs its one cycle itself: nothing scheduled may
+        start beside it and outlive the shutdown grace)."""
         svc = self.config.service
         if svc.metrics_port:
             self.metrics = MetricsServer(
                 self.telemetry, svc.metrics_host, svc.metrics_port, self.healthz, self.readyz
             ).start()
         self.leadership.start()
+        self._scheduled = schedule
+        if not schedule:
+            return
         self.scheduler.start()
         if "cycle" not in self.jobs:
             self._ready = True
@@ -140,7 +147,8 @@ class Service:
     def shutdown(self, grace_s: float) -> bool:
         """Stop scheduling, let running jobs finish for up to ``grace_s``; True if they did."""
         self.stop.set(self.stop.signal)
-        self.scheduler.shutdown(wait=False)
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
         deadline = time.monotonic() + grace_s
         with self._lock:
             while self._running and time.monotonic() < deadline:

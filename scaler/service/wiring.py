@@ -18,6 +18,7 @@ from typing import Any
 from forecaster.errors import TemporaryError, TiercastError
 from scaler.actuation.protocol import CapacityProvider, RecordingProvider
 from scaler.config import Config
+from scaler.inputs.loading import load_cycle_config, plan_path
 from scaler.records import RunStore
 from scaler.service.cycle import CycleResult
 from scaler.service.cycle_job import CycleJob, ProviderFactory
@@ -71,12 +72,12 @@ def run_once(
     config_path = getattr(args, "config", None)
     inputs: Inputs | None = None
     if config_path and getattr(args, "history", None) is None:
-        from scaler.config import load_config
-
-        config = load_config(config_path)
+        config = load_cycle_config(config_path, args)
     else:
         inputs = load()
         config = inputs.config
+    # The plan's path is resolved once, for the job and for what `run` prints.
+    args.plan_out = plan_path(config, args)
     configure_logging(os.environ.get("TIERCAST_LOG_FORMAT") or config.service.log_format)
     dry_run = bool(args.dry_run or getattr(args, "server_dry_run", False))
     make = provider_factory(
@@ -99,6 +100,8 @@ def run_once(
         stop=stop,
         plan_out=args.plan_out,
         retries=config.service.action_retries,
+        # `run` prints a failure as its one final line; the job's log line would repeat it.
+        log_failures=False,
     )
     outcome = job()
     if outcome.result is not None:
@@ -169,7 +172,7 @@ def serve(args: argparse.Namespace) -> int:
     jobs = _scheduled_jobs(cycle, load, config, telemetry, identity)
     service = Service(config, jobs, telemetry, leadership, stop)
     stop.install()
-    service.start()
+    service.start(schedule=not args.once)
     log.warning(
         "tiercast serve: cycle %r, metrics on :%s, %s",
         svc.cycle_schedule,
@@ -220,9 +223,7 @@ def _serve_config(args: argparse.Namespace, load: Callable[[], Inputs]) -> Confi
     """The config ``serve`` starts with, its logging set up and the flags' overrides applied."""
     if getattr(args, "config", None) and getattr(args, "history", None) is None:
         # Only the config at start-up: Prometheus may be down now and up by the next cycle.
-        from scaler.config import load_config
-
-        config = load_config(args.config)
+        config = load_cycle_config(args.config, args)
     else:
         config = load().config
     svc = config.service

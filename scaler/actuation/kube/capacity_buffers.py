@@ -129,6 +129,9 @@ class CapacityBufferPool:
         The cluster autoscaler's buffer controller sets ``ReadyForProvisioning`` and
         ``status.replicas`` once it translated the spec, ``LimitedByQuotas`` when resource
         quotas cut the chunks, and ``Provisioning=False`` when it cannot add the nodes.
+        The conditions are ``metav1.Condition`` (``apis/capacitybuffer/.../v1beta1/types.go``):
+        one whose ``observedGeneration`` is below the buffer's ``metadata.generation`` was
+        set for an earlier spec and says nothing of this one.
         """
         status = buffer.get("status") or {}
         ready = _condition(buffer, "ReadyForProvisioning")
@@ -140,6 +143,13 @@ class CapacityBufferPool:
 
         if ready is None:
             return "no autoscaler has reported on it yet (is its capacity buffer controller on?)"
+        generation = (buffer.get("metadata") or {}).get("generation")
+        seen = ready.get("observedGeneration")
+        if isinstance(generation, int) and isinstance(seen, int) and seen < generation:
+            return (
+                f"ReadyForProvisioning is for generation {seen}, the buffer is at {generation}: "
+                "the autoscaler has not read this spec yet"
+            )
         if ready.get("status") != "True":
             return f"ReadyForProvisioning={ready.get('status')}: {said(ready)}"
         if quota is not None and quota.get("status") == "True":

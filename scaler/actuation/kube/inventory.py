@@ -20,19 +20,45 @@ devices the device plugin advertises; the MIG strategy (GPU feature discovery's
 be left alone (a ``nvidia.com/gpu.product`` that is not the pool's GPU model, a
 change ``pending`` or ``failed``, a label the config does not have, devices that
 disagree with the label).
+
+The physical GPU count is read where it is. GPU feature discovery writes
+``nvidia.com/gpu.count`` once per labeler and later labelers win
+(NVIDIA/k8s-device-plugin ``internal/lm/list.go``): under ``mig.strategy=none`` and
+``mixed`` it is the node's GPUs; under ``single`` with MIG on, the MIG labeler comes
+last and writes there the number of MIG devices, with the product
+``<model>-MIG-<profile>`` (``internal/lm/mig-strategy.go``), while the device plugin
+advertises those devices as ``nvidia.com/gpu``. There the GPUs are the MIG devices
+divided by what the node's ``nvidia.com/mig.config`` entry gives each GPU of the
+pool's model (:func:`physical_gpus`).
+
+With no custom mig-parted ConfigMap, the MIG manager of GPU Operator v26.3 and later
+(mig-parted v0.14) generates its config from the node's hardware and publishes it as
+the ConfigMap ``<node>-mig-config`` in its namespace (mig-parted
+``cmd/nvidia-mig-manager/main.go``, ``createNodeConfigMap``): that is the config the
+node's label is resolved through where it exists (:func:`node_mig_configs`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from forecaster.errors import BadInputError
-from scaler.actuation.kube.transport import Session, selector_matches
-from scaler.catalog.gpus import gpu_model, product_matches
-from scaler.catalog.mig import Layout, parse_mig_parted_entry
+from scaler.actuation.kube.transport import KubeApiError, Session, selector_matches
+from scaler.catalog.gpus import GPU_MODELS, gpu_model, product_matches
+from scaler.catalog.mig import (
+    MIG_RESOURCE_PREFIX,
+    Layout,
+    mig_resource,
+    parse_mig_parted_entry,
+    profile_of_device_name,
+)
 from scaler.config import (
     ClusterApiProviderConfig,
     Config,
@@ -40,19 +66,24 @@ from scaler.config import (
     PlaceholderProviderConfig,
     PoolConfig,
 )
-from scaler.planning.mig.state import MigNodeState
+from scaler.planning.mig.state import MigNodeState, with_relayout
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 CAPI_DEPLOYMENT = "cluster.x-k8s.io/deployment-name"
 TIER_LABEL_FALLBACK = "tiercast.io/tier"
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STATE = "nvidia.com/mig.config.state"
 MIG_STRATEGY = "nvidia.com/mig.strategy"
 GPU_COUNT = "nvidia.com/gpu.count"
+GPU_REPLICAS = "nvidia.com/gpu.replicas"
+GPU_SHARING = "nvidia.com/gpu.sharing-strategy"
 NODES_PATH = "/api/v1/nodes"
+NODE_MIG_CONFIG = "{node}-mig-config"
+"""The ConfigMap the MIG manager (mig-parted v0.14+) publishes its generated config in."""
+MAX_GPUS_PER_NODE = 16
+"""The most GPUs a node is searched for when the physical count must be derived."""
 
 
 @dataclass(frozen=True)
@@ -72,10 +103,24 @@ class NodeInfo:
     mig_strategy: str | None = None
     """GPU feature discovery's ``nvidia.com/mig.strategy`` (``single``, ``mixed``)."""
     gpu_count: int | None = None
-    """Physical GPUs (``nvidia.com/gpu.count``); allocatable ``nvidia.com/gpu`` drops with MIG."""
+    """GPU feature discovery's ``nvidia.com/gpu.count``: physical GPUs under the ``none`` and
+    ``mixed`` strategies, the MIG devices under ``single`` with MIG on (:func:`physical_gpus`)."""
     unschedulable: bool = False
     ready: bool = False
     labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    """The node's annotations (a relayout tiercast has in progress is recorded there)."""
+    replicas: int = 1
+    """How many times the device plugin advertises each device as ``nvidia.com/gpu``: GPU
+    feature discovery's ``nvidia.com/gpu.replicas`` under time-slicing or MPS, else 1."""
+
+    @property
+    def devices(self) -> int:
+        """Allocatable ``nvidia.com/gpu`` as devices, not replicas: under time-slicing or
+        MPS the device plugin advertises each device ``replicas`` times (and GPU feature
+        discovery adds ``-SHARED`` to the product, NVIDIA/k8s-device-plugin
+        ``internal/lm/resource.go``), so 8 GPUs at 4 replicas are 32 ``nvidia.com/gpu``."""
+        return self.gpus // self.replicas
 
 
 def pool_selectors(pool: PoolConfig, pool_label: str) -> list[str]:
@@ -122,6 +167,8 @@ def node_info(
     )
     conditions = obj.get("status", {}).get("conditions") or []
     count = labels.get(GPU_COUNT)
+    shared = labels.get(GPU_SHARING) in ("time-slicing", "mps")
+    replicas = _int_quantity(labels.get(GPU_REPLICAS, 1)) if shared else 1
     return NodeInfo(
         name=name,
         pool=pool,
@@ -138,7 +185,45 @@ def node_info(
         unschedulable=bool(obj.get("spec", {}).get("unschedulable", False)),
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
         labels=labels,
+        annotations=dict(meta.get("annotations") or {}),
+        replicas=max(1, replicas),
     )
+
+
+CAPI_GROUP = "cluster.x-k8s.io"
+CAPI_VERSIONS = ("v1beta2", "v1beta1")
+"""Cluster API's versions, newest first: ``v1beta1`` is deprecated since Cluster API v1.11
+(``+kubebuilder:deprecatedversion`` in ``api/core/v1beta1/machinedeployment_types.go``)."""
+_capi_served: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def capi_api_version(session: Session, settings: ClusterApiProviderConfig) -> str:
+    """The Cluster API group/version to use: the pool's ``api_version`` when set, else the
+    newest one whose discovery lists ``machinedeployments`` (``v1beta2`` where served).
+
+    Read once per transport (one cluster); ``v1beta1`` when discovery shows neither.
+    """
+    if settings.api_version:
+        return settings.api_version
+    try:
+        return _capi_served[session.transport]
+    except (KeyError, TypeError):
+        pass
+    found = f"{CAPI_GROUP}/{CAPI_VERSIONS[-1]}"
+    for version in CAPI_VERSIONS:
+        try:
+            listing = session.get(f"/apis/{CAPI_GROUP}/{version}")
+        except KubeApiError as exc:
+            if exc.not_found:
+                continue
+            raise
+        if "machinedeployments" in {r.get("name") for r in listing.get("resources") or []}:
+            found = f"{CAPI_GROUP}/{version}"
+            break
+    # A transport that cannot be weakly referenced is asked again next time.
+    with contextlib.suppress(TypeError):
+        _capi_served[session.transport] = found
+    return found
 
 
 def machine_owners(session: Session, config: Config) -> dict[str, str]:
@@ -152,7 +237,7 @@ def machine_owners(session: Session, config: Config) -> dict[str, str]:
         if not isinstance(s, ClusterApiProviderConfig) or s.node_selector:
             continue
         machines = session.get(
-            f"/apis/{s.api_version}/namespaces/{s.namespace}/machines",
+            f"/apis/{capi_api_version(session, s)}/namespaces/{s.namespace}/machines",
             {"labelSelector": f"{CAPI_DEPLOYMENT}={s.machine_deployment}"},
         )
         for m in machines.get("items", []):
@@ -181,10 +266,11 @@ def nodes_per_pool(nodes: list[NodeInfo], config: Config) -> dict[str, int]:
 
 
 def _advertised(layouts: list[Layout]) -> dict[str, int]:
+    """The ``nvidia.com/mig-*`` resources the device plugin advertises for ``layouts`` (mixed)."""
     out: dict[str, int] = {}
     for lay in layouts:
         for p, n in lay.counts:
-            out[f"{MIG_RESOURCE_PREFIX}{p}"] = out.get(f"{MIG_RESOURCE_PREFIX}{p}", 0) + n
+            out[mig_resource(p)] = out.get(mig_resource(p), 0) + n
     return out
 
 
@@ -198,12 +284,111 @@ def product_mismatch(node: NodeInfo, pool: PoolConfig) -> str | None:
     )
 
 
+def single_strategy_profile(node: NodeInfo) -> str | None:
+    """The MIG profile GPU feature discovery names in the product under ``mig.strategy=single``.
+
+    ``NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me`` gives ``1g.10gb+me``; ``INVALID`` where GFD
+    found the node unfit for ``single`` (MIG on and off, two profiles, an empty MIG GPU:
+    ``internal/lm/mig-strategy.go`` ``newInvalidMigStrategyLabeler``); None with no
+    ``-MIG-`` part (no GPU in MIG mode: the count is the GPUs).
+    """
+    product = (node.gpu_product or "").removesuffix("-SHARED")
+    _, sep, profile = product.partition("-MIG-")
+    if not sep:
+        return None
+    return "INVALID" if profile == "INVALID" else profile_of_device_name(profile)
+
+
+def sharing(node: NodeInfo) -> str:
+    """How the device plugin shares each GPU: ``none``, or ``time-slicing x4`` / ``mps x2``.
+
+    From GPU feature discovery's ``nvidia.com/gpu.sharing-strategy`` and
+    ``nvidia.com/gpu.replicas`` (``internal/lm/resource.go`` ``baseLabeler``).
+    """
+    strategy = node.labels.get(GPU_SHARING) or "none"
+    replicas = node.labels.get(GPU_REPLICAS)
+    if strategy == "none" or not replicas:
+        return strategy
+    return f"{strategy} x{replicas}"
+
+
+def physical_gpus(
+    node: NodeInfo, pool: PoolConfig, strategy: str | None, entry: Any
+) -> tuple[int, str | None]:
+    """The node's physical GPUs, and why they could not be read (then the pool's ``gpus_per_node``).
+
+    Under ``none`` and ``mixed``, or ``single`` with no GPU in MIG mode, GPU feature
+    discovery's ``nvidia.com/gpu.count`` is the GPUs. Under ``single`` with MIG on it
+    is the MIG devices, all of one profile: the GPUs are the count ``n`` for which the
+    node's mig-parted ``entry``, read for the pool's model, gives every GPU a layout and
+    ``n`` GPUs hold exactly that many devices (56 x ``1g.10gb`` on ``all-1g.10gb`` is
+    8 H100s).
+    """
+    return _physical(node, pool.gpu_model, pool.gpus_per_node, strategy, entry)
+
+
+def _physical(
+    node: NodeInfo, model: str | None, fallback: int, strategy: str | None, entry: Any
+) -> tuple[int, str | None]:
+    """:func:`physical_gpus` for a GPU ``model`` (None: not known) and a ``fallback`` count."""
+    profile = single_strategy_profile(node) if strategy == "single" else None
+    if profile is None:
+        if node.gpu_count is None and node.replicas > 1 and node.devices:
+            # Shared and no gpu.count label: the replicas advertised, divided back.
+            return node.devices, None
+        return node.gpu_count or fallback, None
+    if model is None:
+        return fallback, f"{GPU_PRODUCT}={node.gpu_product} is no GPU model of the catalog"
+    if profile == "INVALID":
+        return fallback, (
+            f"{GPU_PRODUCT}={node.gpu_product}: GPU feature discovery finds this node unfit "
+            "for mig.strategy=single (MIG on and off, two profiles or an empty MIG GPU)"
+        )
+    devices = node.gpu_count if node.gpu_count is not None else node.devices
+    if entry is None:
+        return fallback, (
+            f"mig.strategy=single counts {devices} MIG devices in {GPU_COUNT} and "
+            f"{MIG_CONFIG}={node.mig_config} is not in the mig-parted config: "
+            "the physical GPUs cannot be told"
+        )
+    for n in range(1, MAX_GPUS_PER_NODE + 1):
+        try:
+            per = parse_mig_parted_entry(model, entry, n, str(node.mig_config))
+        except BadInputError:
+            continue
+        if len(per) == n and sum(lay.count(profile) for lay in per.values()) == devices:
+            return n, None
+    return fallback, (
+        f"mig.strategy=single: {devices} MIG devices of {profile} are no whole number of "
+        f"GPUs laid out as {node.mig_config}"
+    )
+
+
+def _single_disagreement(node: NodeInfo, current: tuple[Layout, ...]) -> str | None:
+    """Under ``single``: why the advertised ``nvidia.com/gpu`` does not show ``current``."""
+    profile = single_strategy_profile(node)
+    profiles = {p for lay in current for p, _ in lay.counts}
+    if all(lay.whole for lay in current):
+        if profile is None:
+            return None
+        return f"{GPU_PRODUCT}={node.gpu_product} shows MIG devices, {node.mig_config} none"
+    devices = sum(n for lay in current for _, n in lay.counts)
+    if profiles != {profile} or node.devices != devices:
+        return (
+            f"allocatable {GPU_RESOURCE}={node.gpus} ({GPU_PRODUCT}={node.gpu_product}"
+            f"{f', {node.replicas} replicas each' if node.replicas > 1 else ''}) "
+            f"disagrees with {node.mig_config} (device plugin not restarted yet?)"
+        )
+    return None
+
+
 def mig_node_state(
     node: NodeInfo, pool: PoolConfig, mig_configs: Mapping[str, Any], strategy: str | None
 ) -> MigNodeState:
     """What the MIG planner needs of one node: per-GPU layouts, strategy, and any reason to hold."""
-    gpus = node.gpu_count or pool.gpus_per_node
     strategy = node.mig_strategy or strategy
+    entry = mig_configs.get(node.mig_config) if node.mig_config is not None else None
+    gpus, unknown = physical_gpus(node, pool, strategy, entry)
     whole = (Layout(whole=True),) * gpus
 
     def held(why: str, current: tuple[Layout, ...] = whole) -> MigNodeState:
@@ -218,12 +403,13 @@ def mig_node_state(
     if node.mig_state == "failed":
         return held(f"{MIG_STATE}=failed: the last MIG change failed; fix it before a new one")
     if node.mig_config is None:
-        if node.mig:
-            return held(f"MIG devices {sorted(node.mig)} but no {MIG_CONFIG} label")
+        if node.mig or single_strategy_profile(node) not in (None, "INVALID"):
+            return held(f"MIG devices on the node but no {MIG_CONFIG} label")
         return MigNodeState(node.name, whole, None, strategy)
-    entry = mig_configs.get(node.mig_config)
     if entry is None:
         return held(f"{MIG_CONFIG}={node.mig_config} is not in the mig-parted config")
+    if unknown is not None:
+        return held(unknown)
     try:
         per = parse_mig_parted_entry(pool.gpu_model, entry, gpus, node.mig_config)
     except BadInputError as exc:
@@ -231,13 +417,18 @@ def mig_node_state(
     if len(per) != gpus:
         return held(f"{node.mig_config} does not say what {gpus - len(per)} of its GPUs hold")
     current = tuple(per[i] for i in range(gpus))
-    # The device plugin advertises per profile only with the mixed strategy.
+    # The device plugin advertises per profile with the mixed strategy, as nvidia.com/gpu
+    # with single (NVIDIA/k8s-device-plugin internal/rm/rm.go AddDefaultResourcesToConfig).
     if strategy == "mixed" and node.mig != _advertised(list(current)):
         return held(
             f"allocatable MIG devices {dict(sorted(node.mig.items()))} disagree with "
             f"{node.mig_config} (device plugin not restarted yet?)",
             current,
         )
+    if strategy == "single":
+        disagree = _single_disagreement(node, current)
+        if disagree is not None:
+            return held(disagree, current)
     return MigNodeState(node.name, current, node.mig_config, strategy)
 
 
@@ -246,15 +437,188 @@ def mig_node_states(
     config: Config,
     mig_configs: Mapping[str, Any],
     strategy: str | None,
+    node_configs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, list[MigNodeState]]:
-    """The nodes of every MIG-managed pool (``mig_layouts`` set), in name order."""
+    """The nodes of every MIG-managed pool (``mig_layouts`` set), in name order.
+
+    ``node_configs`` holds, per node name, the mig-configs of the node's own
+    ``<node>-mig-config`` (:func:`node_mig_configs`), read instead of ``mig_configs``.
+    """
     out: dict[str, list[MigNodeState]] = {}
     for pool in config.pools:
         if pool.mig_layouts is None:
             continue
         out[pool.name] = [
-            mig_node_state(n, pool, mig_configs, strategy)
+            with_relayout(
+                mig_node_state(n, pool, (node_configs or {}).get(n.name, mig_configs), strategy),
+                n.annotations,
+            )
             for n in sorted(nodes, key=lambda n: n.name)
             if n.pool == pool.name
         ]
+    return out
+
+
+def node_mig_configs(
+    session: Session, namespace: str, names: Iterable[str]
+) -> dict[str, dict[str, Any]]:
+    """The mig-configs the MIG manager generated for each node that has one, by node name.
+
+    GPU Operator v26.3 and later with no custom mig-parted ConfigMap: the MIG manager
+    builds its config from the GPUs it finds and writes it, key ``config.yaml``, to
+    ``<node>-mig-config`` in its own namespace (mig-parted ``cmd/nvidia-mig-manager/main.go``
+    ``setupMigConfig``, ``createNodeConfigMap``); where it found no profiles it falls back
+    to the operator's static config and writes none. A node without one, or whose copy
+    does not parse, is left out (the static config is read for it).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        path = f"/api/v1/namespaces/{namespace}/configmaps/{NODE_MIG_CONFIG.format(node=name)}"
+        try:
+            cm = session.get(path)
+        except KubeApiError as exc:
+            if exc.not_found or exc.status == 403:
+                continue
+            raise
+        try:
+            data = yaml.safe_load((cm.get("data") or {}).get("config.yaml") or "") or {}
+        except yaml.YAMLError:
+            continue
+        configs = data.get("mig-configs") if isinstance(data, dict) else None
+        if isinstance(configs, dict):
+            out[name] = configs
+    return out
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node as ``tiercast inventory`` shows it: what the planner reads of it, and why."""
+
+    name: str
+    pool: str | None
+    tier: str | None
+    product: str | None
+    """GPU feature discovery's ``nvidia.com/gpu.product``."""
+    model: str | None
+    """The catalog's GPU model: the pool's, else the one the product names."""
+    gpus: int | None
+    """Physical GPUs (:func:`physical_gpus`); None when the node reports none."""
+    mig_strategy: str | None
+    mig_config: str | None
+    layout: str | None
+    """The layout per GPU, as the config writes it (``8 x 1g.10gb:7``)."""
+    mig_state: str | None
+    sharing: str
+    cordoned: bool
+    held: bool
+    why: str
+    """Why the node is held, or what the planner counts it for."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pool": self.pool,
+            "tier": self.tier,
+            "product": self.product,
+            "model": self.model,
+            "gpus": self.gpus,
+            "mig_strategy": self.mig_strategy,
+            "mig_config": self.mig_config,
+            "layout": self.layout,
+            "mig_state": self.mig_state,
+            "sharing": self.sharing,
+            "cordoned": self.cordoned,
+            "held": self.held,
+            "why": self.why,
+        }
+
+
+def _layout_text(current: Iterable[Layout]) -> str:
+    groups: list[tuple[str, int]] = []
+    for lay in current:
+        spec = lay.spec()
+        if groups and groups[-1][0] == spec:
+            groups[-1] = (spec, groups[-1][1] + 1)
+        else:
+            groups.append((spec, 1))
+    return ", ".join(f"{n} x {spec}" for spec, n in groups)
+
+
+def _catalog_model(product: str | None) -> str | None:
+    if not product:
+        return None
+    return next((m for m in GPU_MODELS if product_matches(m, product)), None)
+
+
+def node_views(
+    nodes: list[NodeInfo],
+    config: Config,
+    mig_configs: Mapping[str, Any],
+    strategy: str | None,
+    node_configs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[NodeView]:
+    """Every node with what the planner reads of it: pool, physical GPUs, MIG and sharing.
+
+    Nodes of MIG-managed pools are read exactly as :func:`mig_node_states` reads them
+    (held or not, and why); other nodes are counted in their pool or, outside any, not
+    counted at all.
+    """
+    pools = {p.name: p for p in config.pools}
+    states = {
+        s.name: s
+        for group in mig_node_states(nodes, config, mig_configs, strategy, node_configs).values()
+        for s in group
+    }
+    out: list[NodeView] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        pool = pools.get(node.pool) if node.pool else None
+        model = gpu_model(pool.gpu_model).name if pool else _catalog_model(node.gpu_product)
+        node_strategy = node.mig_strategy or strategy
+        configs = (node_configs or {}).get(node.name, mig_configs)
+        entry = configs.get(node.mig_config) if node.mig_config else None
+        state = states.get(node.name)
+        if state is not None:
+            gpus: int | None = len(state.current)
+            known = entry is not None or node.mig_config is None
+            layout: str | None = _layout_text(state.current) if known else None
+            held = state.held is not None
+            why = state.held or f"counted in pool {node.pool}; its layouts planned"
+        else:
+            fallback = pool.gpus_per_node if pool else 0
+            count, unknown = _physical(node, model, fallback, node_strategy, entry)
+            gpus = count or None
+            layout = None
+            if entry is not None and model is not None and count:
+                try:
+                    per = parse_mig_parted_entry(model, entry, count, str(node.mig_config))
+                    layout = _layout_text(per.get(i, Layout(whole=True)) for i in range(count))
+                except BadInputError as exc:
+                    unknown = unknown or str(exc)
+            held = False
+            if pool is None:
+                why = "in no pool (no pool selector matches its labels): not counted"
+            else:
+                why = f"counted in pool {pool.name}"
+                if unknown:
+                    why += f" ({unknown})"
+            if pool is not None and (mismatch := product_mismatch(node, pool)):
+                why += f"; {mismatch}"
+        out.append(
+            NodeView(
+                name=node.name,
+                pool=node.pool,
+                tier=node.tier,
+                product=node.gpu_product,
+                model=model,
+                gpus=gpus,
+                mig_strategy=node_strategy,
+                mig_config=node.mig_config,
+                layout=layout,
+                mig_state=node.mig_state,
+                sharing=sharing(node),
+                cordoned=node.unschedulable,
+                held=held,
+                why=why,
+            )
+        )
     return out

@@ -11,12 +11,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from scaler.actuation.kube.inventory import GPU_RESOURCE, NodeInfo
+from scaler.actuation.kube.inventory import GPU_RESOURCE, KARPENTER_NODEPOOL, NodeInfo
 from scaler.actuation.kube.pool import Scaled
 from scaler.actuation.kube.transport import MERGE_PATCH, KubeApiError, MemoryTransport, Session
 from scaler.actuation.kube.writes import direction_reached, until_no_conflict
 from scaler.config import KarpenterProviderConfig, KubernetesConfig, PoolConfig
 from scaler.plans import Action
+
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+"""Node annotation that keeps Karpenter from disrupting a node (``"true"``).
+
+Karpenter's disruption candidates ignore cordon (``pkg/controllers/disruption/types.go``
+``NewCandidate``; ``pkg/controllers/state/statenode.go`` ``ValidateNodeDisruptable``
+checks only this annotation), and a dynamic NodePool's ``consolidateAfter`` defaults to
+``0s`` (``pkg/apis/v1/nodepool.go``): a node drained for a MIG relayout is an emptiness
+candidate at once unless annotated."""
+
+
+def karpenter_managed(labels: dict[str, str]) -> bool:
+    """Whether Karpenter launched the node: it labels its nodes ``karpenter.sh/nodepool``
+    (``pkg/apis/v1/labels.go`` ``NodePoolLabelKey``), whatever provider tiercast's pool uses."""
+    return KARPENTER_NODEPOOL in labels
 
 
 class KarpenterPool:

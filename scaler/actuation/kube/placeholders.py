@@ -29,6 +29,13 @@ from scaler.plans import Action
 
 PLACEHOLDER_NAME = "tiercast-placeholder"
 TEMPLATE_HASH = "tiercast.io/template-hash"
+EXPENDABLE_CUTOFF = -10
+"""The cluster autoscaler's default ``--expendable-pods-priority-cutoff``: pods below it
+are expendable and "don't cause scale up" (kubernetes/autoscaler ``cluster-autoscaler/FAQ.md``)."""
+
+
+class ExpendablePriority(Exception):
+    """The placeholders' PriorityClass is below the autoscaler's cutoff: they would add no node."""
 
 
 class PlaceholderPool:
@@ -138,11 +145,19 @@ class PlaceholderPool:
 
     def _ensure_priority_class(self, session: Session) -> bool:
         try:
-            session.get(self.priority_path)
-            return False
+            existing = session.get(self.priority_path)
         except KubeApiError as exc:
             if not exc.not_found:
                 raise
+        else:
+            value = existing.get("value")
+            if isinstance(value, int) and value < EXPENDABLE_CUTOFF:
+                raise ExpendablePriority(
+                    f"PriorityClass {self.settings.priority_class} has value {value}, below the "
+                    f"cluster autoscaler's --expendable-pods-priority-cutoff ({EXPENDABLE_CUTOFF}): "
+                    "it adds no node for such pods; raise the class's value (-10 to -1)"
+                )
+            return False
         body = {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
@@ -165,7 +180,10 @@ class PlaceholderPool:
     def scale(
         self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]
     ) -> Scaled:
-        return Scaled(self._scale(session, action, nodes))
+        try:
+            return Scaled(self._scale(session, action, nodes))
+        except ExpendablePriority as exc:
+            return Scaled(f"placeholders not scaled: {exc}", "failed")
 
     def _scale(self, session: Session, action: Action, nodes: Callable[[], list[NodeInfo]]) -> str:
         created_pc = self._ensure_priority_class(session)

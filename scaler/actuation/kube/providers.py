@@ -49,6 +49,7 @@ import datetime
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,9 +58,15 @@ from scaler.actuation.kube import seeding
 from scaler.actuation.kube.capacity_buffers import CapacityBufferPool
 from scaler.actuation.kube.cluster_api import ClusterApiPool
 from scaler.actuation.kube.events import change_events
-from scaler.actuation.kube.inventory import NodeInfo, mig_node_states, nodes_per_pool, read_nodes
+from scaler.actuation.kube.inventory import (
+    NodeInfo,
+    mig_node_states,
+    node_mig_configs,
+    nodes_per_pool,
+    read_nodes,
+)
 from scaler.actuation.kube.karpenter import KarpenterPool
-from scaler.actuation.kube.mig_parted import MigConfigRefused, MigPartedConfig
+from scaler.actuation.kube.mig_parted import OPERATOR_CONFIG, MigConfigRefused, MigPartedConfig
 from scaler.actuation.kube.mig_relabel import MigRelabel
 from scaler.actuation.kube.placeholders import PlaceholderPool
 from scaler.actuation.kube.pool import PoolProvider
@@ -145,7 +152,7 @@ class KubeProvider:
         self.changes = 0
         self.halted: str | None = None
         self.mig_parted = MigPartedConfig(session, self.kube)
-        self.mig = MigRelabel(session, config, self.mig_parted, dry_run, clock, sleep)
+        self.mig = MigRelabel(session, config, self.mig_parted, dry_run, clock, sleep, wall)
 
     # ---- CapacityProvider -------------------------------------------------------
 
@@ -218,6 +225,13 @@ class KubeProvider:
             except KubeApiError as exc:
                 log.warning("event on %s not recorded: %s", body["regarding"]["name"], exc)
 
+    def stop_waits_on(self, stop: threading.Event) -> None:
+        """End the MIG relabel's long waits (ConfigMap refresh, drain, MIG manager) when
+        ``stop`` is set: the node keeps its recorded step and the next run finishes it."""
+        self.mig.stopping = stop.is_set
+        if self.sleep is time.sleep:
+            self.mig.sleep = stop.wait
+
     # ---- what the MIG planner reads --------------------------------------------------
 
     def mig_inventory(
@@ -234,13 +248,24 @@ class KubeProvider:
         if policy is None:
             return None, None
         strategy = ((policy.get("spec") or {}).get("mig") or {}).get("strategy")
+        path = self.mig_parted.config_map_path(policy)
         try:
-            _, data = self.mig_parted.read(self.mig_parted.config_map_path(policy))
+            _, data = self.mig_parted.read(path)
             configs: dict[str, Any] = data["mig-configs"]
         except (KubeApiError, MigConfigRefused) as exc:
             log.warning("mig-parted config unreadable (%s): MIG nodes are held", exc)
             configs = {}
-        states = mig_node_states(self.nodes(), self.config, configs, strategy)
+        nodes = self.nodes()
+        own: dict[str, dict[str, Any]] = {}
+        if path.rsplit("/", 1)[-1] == OPERATOR_CONFIG:
+            # No custom config: the MIG manager applies what it generated per node.
+            mig_pools = {p.name for p in self.config.pools if p.mig_layouts is not None}
+            own = node_mig_configs(
+                self.session,
+                self.kube.gpu_operator_namespace,
+                [n.name for n in nodes if n.pool in mig_pools],
+            )
+        states = mig_node_states(nodes, self.config, configs, strategy, own)
         # Pools this provider does not act on (``recording``) keep their configured layouts.
         return {k: v for k, v in states.items() if k in self.pools}, configs
 

@@ -35,6 +35,7 @@ from scaler.actuation.kube.inventory import (
     CAPI_DEPLOYMENT,
     KARPENTER_NODEPOOL,
     NODES_PATH,
+    capi_api_version,
     machine_owners,
     node_info,
 )
@@ -166,7 +167,7 @@ def _pool_objects(session: Session, pool: PoolConfig) -> tuple[list[dict[str, An
         listing = session.get(path, {"labelSelector": f"{KARPENTER_NODEPOOL}={s.node_pool}"})
         return list(listing.get("items", [])), "NodeClaim"
     if isinstance(s, ClusterApiProviderConfig):
-        path = f"/apis/{s.api_version}/namespaces/{s.namespace}/machines"
+        path = f"/apis/{capi_api_version(session, s)}/namespaces/{s.namespace}/machines"
         listing = session.get(path, {"labelSelector": f"{CAPI_DEPLOYMENT}={s.machine_deployment}"})
         return list(listing.get("items", [])), "Machine"
     return None

@@ -27,7 +27,7 @@ from scaler.actuation.kube.mig_parted import CLUSTER_POLICIES, MIG_PARTED_KEY, S
 from scaler.actuation.kube.pool import PoolProvider
 from scaler.actuation.kube.transport import MemoryTransport, equality_terms
 from scaler.catalog.gpus import gpu_model
-from scaler.catalog.mig import Layout, mig_parted_entry
+from scaler.catalog.mig import Layout, mig_parted_entry, mig_resource
 from scaler.config import Config, KubernetesConfig, PoolConfig
 from scaler.planning.mig.state import configured_nodes, resolve_config_name
 
@@ -114,7 +114,8 @@ def _mig_node(
     allocatable = {GPU_RESOURCE: str(sum(lay.whole for lay in per))}
     for lay in per:
         for prof, n in lay.counts:
-            key = f"nvidia.com/mig-{prof}"
+            # The device plugin's name: '+' replaced by '.' (k8s-device-plugin internal/rm/rm.go).
+            key = mig_resource(prof)
             allocatable[key] = str(int(allocatable.get(key, "0")) + n)
     return labels, allocatable
 

@@ -2,7 +2,8 @@
 
 Per node the ``nvidia.com/mig.config`` value of both ends and its entry in the plan's
 ``mig`` section; per changed node a ``relayout`` (or scheduled ``no-op``) action, per
-pool one ``no-op`` for the nodes that keep their layouts, each with its reason.
+pool one ``no-op`` for the nodes that keep their layouts, each with its reason; per node
+with a relayout tiercast started and has not finished, a ``relayout`` that finishes it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from scaler.catalog.mig import Layout, mig_parted_entry, needs_mixed_strategy
 from scaler.config import PoolConfig
 from scaler.planning.mig.context import MigContext
 from scaler.planning.mig.layouts import LayoutSolution
-from scaler.planning.mig.state import MigNode, resolve_config_name
+from scaler.planning.mig.state import MigNode, MigNodeState, resolve_config_name
 from scaler.planning.mig.timing import Timing
 from scaler.plans import Action, iso
 
@@ -138,6 +139,43 @@ def relayout_action(
             "window_start": iso(timing.window_at),
             "window_end": iso(timing.window_end),
             "new_node": n.new,
+        },
+    )
+
+
+def resume_action(
+    pool: PoolConfig, node: MigNodeState, inventory: Mapping[str, int], now: pd.Timestamp
+) -> Action:
+    """The ``mig-layout`` action that finishes the relayout ``node`` records (``node.relayout``).
+
+    A relayout outlives the run that started it (the ConfigMap refresh, the drain and the
+    MIG manager can take longer than a CronJob run), and once the MIG manager reports
+    ``success`` the node is at its target and no layout change would be planned: this
+    action is what uncordons it, or rolls the change back on ``failed``.
+    """
+    r = node.relayout
+    assert r is not None
+    current_nodes = int(inventory.get(pool.name, pool.min_nodes))
+    return Action(
+        pool=pool.name,
+        decision="relayout",
+        current_nodes=current_nodes,
+        target_nodes=current_nodes,
+        at=iso(now),
+        needed_at=iso(now),
+        cost_delta_per_hour=0.0,
+        reason=(
+            f"finish the relayout of node {node.name} started {r.since}: "
+            f"{r.previous} -> {r.target}, {r.step}; spend unchanged (+0.00/h)"
+        ),
+        kind="mig-layout",
+        details={
+            "node": node.name,
+            "layout": r.target,
+            "from": r.previous,
+            "label": {"nvidia.com/mig.config": r.target},
+            "resume": True,
+            "step": r.step,
         },
     )
 

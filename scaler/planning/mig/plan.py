@@ -27,6 +27,7 @@ from scaler.planning.mig.actions import (
     node_entry,
     node_targets,
     relayout_action,
+    resume_action,
     unchanged_action,
 )
 from scaler.planning.mig.context import MigContext
@@ -67,7 +68,8 @@ def plan_mig(
     ``stale`` names signals whose data is stale or missing: the layouts of a GPU model
     fed by one are held (never re-partitioned on bad data). ``node_states`` are the
     pools' real nodes read from the cluster (names, current layouts, MIG strategy, a
-    change in progress); a pool without an entry is read from its ``mig_layouts``
+    change in progress; a relayout tiercast started and has not finished gets a
+    ``relayout`` action that finishes it, ahead of the others); a pool without an entry is read from its ``mig_layouts``
     (the dry-run without a cluster). ``known_configs`` are the entries of the
     mig-parted config the MIG manager reads: target layouts already there are named
     as there, the others get ``tiercast-`` names and their entries in the actions.
@@ -84,6 +86,12 @@ def plan_mig(
     demand = slice_demand(config, forecasts, grid, policy.quantile)
     held_by_model = held_signals(config.workloads, forecasts, stale or set())
     plan = MigPlan()
+    # Relayouts an earlier run started and did not finish come first: their nodes are
+    # held, and only this action uncordons them (or rolls the change back).
+    for p in pools:
+        for state in (node_states or {}).get(p.name, ()):
+            if state.relayout is not None:
+                plan.actions.append(resume_action(p, state, inventory, now))
     configs: dict[str, list[dict]] = {}
     labels: dict[str, str] = {}
     section_pools: dict[str, Any] = {}

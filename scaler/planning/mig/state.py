@@ -3,19 +3,90 @@
 Values the planner and the actuators share: :class:`MigNodeState` (a node as the
 cluster shows it, read by ``scaler.actuation.kube.inventory``), :class:`MigNode` (a node
 as the planner works on it, nodes still to come included), the nodes the config's
-``mig_layouts`` describe (the dry-run without a cluster) and the name of a node's
-layouts in the mig-parted config the MIG manager reads.
+``mig_layouts`` describe (the dry-run without a cluster), the name of a node's
+layouts in the mig-parted config the MIG manager reads, and :class:`Relayout`, the step a
+relayout tiercast started on a node has reached (kept on the node, so the next run
+finishes it whatever stopped the last one).
 """
 
 from __future__ import annotations
 
+import datetime
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from forecaster.errors import BadInputError
 from scaler.catalog.mig import Layout, config_name, parse_layout, parse_mig_parted_entry
 from scaler.config import PoolConfig
+
+RELAYOUT_ANNOTATION = "tiercast.io/mig-relayout"
+"""Node annotation holding the :class:`Relayout` tiercast has in progress there (JSON)."""
+
+RELAYOUT_STEPS = ("draining", "relabelled")
+"""``draining``: cordoned, pods being evicted, label unchanged; ``relabelled``:
+``nvidia.com/mig.config`` set to the target, waiting for the MIG manager."""
+
+
+def utc_text(t: datetime.datetime) -> str:
+    """``t`` as the UTC ISO 8601 text tiercast's annotations hold."""
+    return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_utc(text: str | None) -> datetime.datetime | None:
+    """The time :func:`utc_text` wrote (a naive one read as UTC); None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=datetime.UTC)
+
+
+@dataclass(frozen=True)
+class Relayout:
+    """A relayout tiercast started on a node, as its :data:`RELAYOUT_ANNOTATION` records it.
+
+    Written in the same patch as the cordon and moved on in the same patch as the
+    relabel, so the node always says how far the change got; removed in the patch that
+    uncordons. Times are UTC ISO 8601 (``2026-12-02T10:00:00Z``), wall clock, since the
+    run that resumes is another process.
+    """
+
+    step: str
+    """One of :data:`RELAYOUT_STEPS`."""
+    target: str
+    """The ``nvidia.com/mig.config`` tiercast is moving the node to."""
+    previous: str | None
+    """The label before the change, restored on ``failed`` or a timeout."""
+    since: str
+    """When ``step`` began: the drain and the MIG manager's wait are timed from here."""
+    do_not_disrupt: bool = False
+    """Whether tiercast set ``karpenter.sh/do-not-disrupt`` (and alone removes it)."""
+
+    def to_annotation(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_annotations(cls, annotations: Mapping[str, str] | None) -> Relayout | None:
+        """The relayout a node's annotations record; None when there is none or it is unreadable."""
+        raw = (annotations or {}).get(RELAYOUT_ANNOTATION)
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+            out = cls(
+                step=str(data["step"]),
+                target=str(data["target"]),
+                previous=None if data.get("previous") is None else str(data["previous"]),
+                since=str(data["since"]),
+                do_not_disrupt=bool(data.get("do_not_disrupt", False)),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+        return out if out.step in RELAYOUT_STEPS else None
 
 
 @dataclass(frozen=True)
@@ -31,6 +102,25 @@ class MigNodeState:
     """The GPU Operator's MIG strategy on the node (``single``, ``mixed``); None: unknown."""
     held: str | None = None
     """Why its layout must not change now (a change in progress, a layout not understood)."""
+    relayout: Relayout | None = None
+    """A relayout tiercast started on the node and has not finished (the planner asks
+    the actuator to finish it before anything else)."""
+
+
+def with_relayout(state: MigNodeState, annotations: Mapping[str, str] | None) -> MigNodeState:
+    """``state`` with the relayout the node's annotations record, held while it is unfinished.
+
+    The node is held (no new layout is planned for it) and carries the record, so the
+    plan finishes the relayout first (``actions.resume_action``).
+    """
+    record = Relayout.from_annotations(annotations)
+    if record is None:
+        return state
+    why = (
+        f"tiercast's relayout {record.previous} -> {record.target} is in progress "
+        f"({record.step} since {record.since})"
+    )
+    return replace(state, held=why, relayout=record)
 
 
 @dataclass

@@ -1,0 +1,210 @@
+"""``tiercast inventory``: every node as the planner reads it, from the cluster or a file.
+
+Per node: its pool and tier, the GPU model and physical GPU count, the MIG strategy,
+layout and state, how the GPUs are shared, and whether the planner holds the node and
+why. It reads what a cycle reads (nodes, the ClusterPolicy, the mig-parted ConfigMap it
+names and the MIG manager's per-node copies) and writes nothing, so an operator can
+check it before letting tiercast act.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from forecaster.errors import BadInputError
+
+log = logging.getLogger(__name__)
+
+
+def _read_file(path: str, what: str) -> Any:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise BadInputError(f"{what} {path!r}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BadInputError(f"{what} {path!r} is neither JSON nor YAML: {exc}") from exc
+
+
+def nodes_from_file(path: str) -> list[dict[str, Any]]:
+    """The Nodes of ``kubectl get nodes -o json`` (a List), or of one ``kubectl get node``."""
+    doc = _read_file(path, "--nodes")
+    items = doc.get("items") if isinstance(doc, dict) and "items" in doc else [doc]
+    nodes = [o for o in items or [] if isinstance(o, dict) and o.get("kind", "Node") == "Node"]
+    if not nodes or any(not (o.get("metadata") or {}).get("name") for o in nodes):
+        raise BadInputError(
+            f"--nodes {path!r}: expected the output of 'kubectl get nodes -o json' "
+            "(a List of Nodes, each with metadata.name)"
+        )
+    return nodes
+
+
+def mig_configs_from_file(path: str) -> dict[str, Any]:
+    """The ``mig-configs`` of a mig-parted ``config.yaml``, or of a ConfigMap holding one."""
+    doc = _read_file(path, "--mig-parted")
+    if isinstance(doc, dict) and isinstance(doc.get("data"), dict):
+        doc = yaml.safe_load(doc["data"].get("config.yaml") or "") or {}
+    configs = doc.get("mig-configs") if isinstance(doc, dict) else None
+    if not isinstance(configs, dict):
+        raise BadInputError(
+            f"--mig-parted {path!r}: expected a mig-parted config (version, mig-configs) "
+            "or the ConfigMap holding it in config.yaml"
+        )
+    return configs
+
+
+def cmd_inventory(args: argparse.Namespace) -> int:
+    from scaler.actuation.kube.inventory import node_mig_configs, node_views, read_nodes
+    from scaler.actuation.kube.mig_parted import (
+        OPERATOR_CONFIG,
+        MigConfigRefused,
+        MigPartedConfig,
+    )
+    from scaler.actuation.kube.transport import (
+        KubeApiError,
+        MemoryTransport,
+        RetryPolicy,
+        Session,
+        Transport,
+        connect,
+    )
+    from scaler.config import Config, load_config
+    from scaler.inputs.demo import demo_config
+    from scaler.inputs.loading import resolve_config_path
+
+    config_path = resolve_config_path(args)
+    config: Config = load_config(config_path) if config_path else demo_config()
+    kube = config.kubernetes
+    transport: Transport
+    if args.nodes:
+        store = MemoryTransport()
+        for obj in nodes_from_file(args.nodes):
+            store.add(f"/api/v1/nodes/{obj['metadata']['name']}", obj)
+        transport = store
+    else:
+        policy = RetryPolicy(kube.retries, kube.backoff_base_s, kube.backoff_max_s)
+        transport = connect(args.kubeconfig, args.context, policy, kube.request_timeout_s)
+    session = Session(transport)
+    nodes = read_nodes(session, config)
+    strategy: str | None = None
+    configs: dict[str, Any] = {}
+    own: dict[str, dict[str, Any]] = {}
+    if args.mig_parted:
+        configs = mig_configs_from_file(args.mig_parted)
+    elif args.nodes:
+        print(
+            "tiercast: note: no mig-parted config read (--mig-parted FILE): MIG-managed "
+            "nodes' layouts are unknown and they show as held",
+            file=sys.stderr,
+        )
+    if not args.nodes:
+        mig_parted = MigPartedConfig(session, kube)
+        found = mig_parted.policy()
+        if found is not None:
+            strategy = ((found.get("spec") or {}).get("mig") or {}).get("strategy")
+            path = mig_parted.config_map_path(found)
+            if not args.mig_parted:
+                try:
+                    configs = mig_parted.read(path)[1]["mig-configs"]
+                except (KubeApiError, MigConfigRefused) as exc:
+                    log.warning("mig-parted config unreadable: %s", exc)
+            if path.rsplit("/", 1)[-1] == OPERATOR_CONFIG:
+                names = [n.name for n in nodes]
+                own = node_mig_configs(session, kube.gpu_operator_namespace, names)
+    views = node_views(nodes, config, configs, strategy, own)
+    if args.output == "table":
+        print_views(views)
+    else:
+        from scaler.cli.common import print_document
+
+        print_document([v.as_dict() for v in views], args.output)
+    return 0
+
+
+def print_views(views: list[Any]) -> None:
+    from scaler.cli.common import text_table
+
+    rows = [
+        [
+            "NODE",
+            "POOL",
+            "MODEL",
+            "GPUS",
+            "MIG STRATEGY",
+            "MIG CONFIG",
+            "LAYOUT",
+            "STATE",
+            "SHARING",
+            "HELD",
+            "WHY",
+        ]
+    ]
+    for v in views:
+        name = f"{v.name} (cordoned)" if v.cordoned else v.name
+        rows.append(
+            [
+                name,
+                v.pool or "-",
+                v.model or v.product or "-",
+                "-" if v.gpus is None else str(v.gpus),
+                v.mig_strategy or "-",
+                v.mig_config or "-",
+                v.layout or "-",
+                v.mig_state or "-",
+                v.sharing,
+                "yes" if v.held else "no",
+                v.why,
+            ]
+        )
+    if len(rows) == 1:
+        print("no nodes")
+        return
+    print("\n".join(line.rstrip() for line in text_table(rows, {3})))
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "inventory",
+        help="each node as the planner reads it: pool, GPUs, MIG, sharing, held and why",
+        description="Print each node's pool, GPU model and physical GPU count, MIG strategy, "
+        "layout and state, GPU sharing, and whether the planner holds it and why. Reads the "
+        "cluster (or a 'kubectl get nodes -o json' file) and writes nothing.",
+    )
+    p.add_argument("--config", "-c", help="YAML config (its pools place the nodes)")
+    p.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help="read the nodes from FILE, the output of 'kubectl get nodes -o json', "
+        "instead of the cluster",
+    )
+    p.add_argument(
+        "--mig-parted",
+        metavar="FILE",
+        help="the mig-parted config (or its ConfigMap as JSON/YAML) to read the nodes' "
+        "nvidia.com/mig.config through; default: the one the ClusterPolicy names",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file; default: in-cluster service account, else ~/.kube/config",
+    )
+    p.add_argument("--context", help="kubeconfig context; default: the current context")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="table (default), or one object per node as json or yaml",
+    )
+    p.set_defaults(func=cmd_inventory)
