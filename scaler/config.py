@@ -685,8 +685,10 @@ class KubernetesConfig(_Model):
 class FinanceConfig(_Model):
     """Money in the finance dry-run and the capacity review."""
 
-    currency: str = Field(default="", max_length=12, pattern=r"^[^\s{}]*$")
-    """Label after money figures (``USD``, ``EUR``, ``₽``); every price is in it. Default: none."""
+    currency: str = Field(default="USD", max_length=12, pattern=r"^[^\s{}]*$")
+    """Label after money figures and in every money column (``USD``, ``EUR``, ``₽``); every price
+    is in it. Default ``USD``, so a report never shows an amount without its currency; ``""``
+    leaves money unlabelled."""
     unserved_price_per_gpu_hour: float | None = Field(default=None, gt=0)
     """What one GPU-hour of demand that no capacity serves costs (lost revenue, SLO credit), in
     the currency. None (default): commitment options that leave more demand unserved than keeping

@@ -433,7 +433,7 @@ def test_scenario_syntax(text: str, check: Any) -> None:
         ("spot-price=cheap", "not a number"),
         ("spot-interruption=1.5", "[0, 1)"),
         ("workload=H100", "MODEL:GPUS"),
-        ("workload=Z900:8", "not in the catalog"),
+        ("workload=Z9000:8", "not in the catalog"),
         ("workload=H100:8@someday", "not a date"),
         ("", "empty"),
     ],
@@ -621,7 +621,7 @@ def test_finance_config_defaults_are_pinned_and_checked() -> None:
     from scaler.config import FinanceConfig, PoolConfig
 
     f = FinanceConfig()
-    assert (f.currency, f.unserved_price_per_gpu_hour) == ("", None)
+    assert (f.currency, f.unserved_price_per_gpu_hour) == ("USD", None)
     pool = PoolConfig(
         name="r", tier="reserved", gpu_model="H100", gpus_per_node=8, price_per_gpu_hour=2.0
     )

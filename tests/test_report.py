@@ -362,3 +362,86 @@ def test_summary_ranks_and_links_what_matters() -> None:
     page = render_html(Report("report", "en", "T", "s", "now", [], [sec]))
     assert '<a href="#y" data-link="y">a</a>' in page
     assert "- [a](#y)" in render_markdown(Report("report", "en", "T", "s", "now", [], [sec]))
+
+
+# Words a Russian report may keep in Latin letters: units, metrics and product names. Names
+# from the config and the plan (pools, signals, models, estimators, layouts), config keys
+# (with ``_`` or ``.``) and anything with a digit (q0.9, 1g.10gb, H100-80GB) are names too.
+RUSSIAN_ALLOWED = {"GPU", "MIG", "MASE", "Pinball", "pinball", "UTC", "USD", "x", "tiercast"}
+RUSSIAN_ALLOWED |= {"requests/s"}
+
+
+def _report_texts(report: Report) -> list[str]:
+    """Every string a reader sees in a report: headings, figures, paragraphs, cells, charts."""
+    out = [report.title, report.subtitle]
+    out += [x for f in report.figures for x in (f.label, f.unit)]
+    for s in report.sections:
+        out += [s.title, *s.paragraphs, *(text for text, _ in s.items)]
+        for tb in s.tables:
+            out += [tb.title, *(c.label for c in tb.columns)]
+            out += [v for r in tb.rows for c in tb.columns if isinstance(v := r.get(c.key), str)]
+        out += [x for ch in s.charts for x in (ch.title, ch.alt)]
+    return out
+
+
+def _strings(value: object) -> set[str]:
+    """Every string inside nested dicts and lists (keys included)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return {x for k, v in value.items() for x in _strings(k) | _strings(v)}
+    if isinstance(value, list | tuple):
+        return {x for v in value for x in _strings(v)}
+    return set()
+
+
+def english_words(report: Report, names: set[str]) -> dict[str, str]:
+    """Latin-letter words of ``report`` that are neither names nor allowed units, each with
+    the first text it is in."""
+    found: dict[str, str] = {}
+    for text in _report_texts(report):
+        # Timestamps and command-line flags are not words.
+        plain = re.sub(r"(\d{4}-\d\d-\d\dT)?\d\d:\d\d(:\d\d)?Z|--[\w-]+", " ", text)
+        for word in re.findall(r"[A-Za-z][A-Za-z0-9_./+'-]*", plain):
+            w = word.strip(".'/-")
+            if re.search(r"[\d_.]", w) or w in names or w in RUSSIAN_ALLOWED:
+                continue
+            found.setdefault(w, text)
+    return found
+
+
+@pytest.mark.slow
+def test_a_russian_review_and_finance_report_have_no_english_words() -> None:
+    import argparse
+
+    import pandas as pd
+
+    from scaler.cli.plan import plan_without_acting
+    from scaler.reports import finance
+    from scaler.reports.capacity import build_capacity_report
+    from scaler.reports.finance_report import build_finance_report
+
+    args = argparse.Namespace(config=None, history=None, now=None, horizon="6h", current_nodes=[])
+    config, history, _, label, result = plan_without_acting(args)
+    plan = result.plan
+    names = {p.name for p in config.pools} | {s.name for s in config.signals}
+    names |= {w.name for w in config.workloads} | {p.gpu_model for p in plan.pools}
+    names.add(config.forecast.method)
+    names |= {x for s in plan.signals for x in re.findall(r"[A-Za-z][\w]*", s.estimator)}
+    names |= {str(a.details.get(k, "")) for a in plan.actions for k in ("layout", "from")}
+    names |= _strings(plan.mig)  # layout and profile names
+    assert label == "built-in demo fleet" and plan.notes is not None
+    review = build_capacity_report(
+        config, history, plan, result.forecasts, label, "ru", backtest_origins=0
+    )
+    now = pd.Timestamp(plan.created_at).tz_localize(None)
+    projection = finance.project(config, result.forecasts, now, pd.Timedelta(hours=6))
+    money = build_finance_report(projection, config, label, "ru", charts=False, plan=plan)
+    for report in (review, money):
+        assert english_words(report, names) == {}, report.kind
+        assert "встроенный демонстрационный парк" in report.subtitle
+    # The English review, scanned the same way, is full of English: the check can fail.
+    english = build_capacity_report(
+        config, history, plan, result.forecasts, label, "en", backtest_origins=0
+    )
+    assert {"demand", "forecast", "reserved"} <= set(english_words(english, names))

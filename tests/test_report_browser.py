@@ -29,6 +29,7 @@ from tests.conftest import REPO
 websocket = pytest.importorskip("websocket", reason="websocket-client is not installed")
 
 ARTIFACTS = REPO / "test-artifacts"
+PAGE_WIDTH_PX = 1280
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -128,6 +129,14 @@ def _open(base: str, page: Path) -> tuple[DevTools, dict[str, Any]]:
     tools.call("Page.enable")
     tools.call("Runtime.enable")
     tools.call("Log.enable")
+    # A laptop's page width: every table must fit it or scroll inside its own box.
+    tools.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=PAGE_WIDTH_PX,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
     tools.call("Page.navigate", url=page.resolve().as_uri())
     tools.wait_for("Page.loadEventFired")
     script = """JSON.stringify({
@@ -137,6 +146,13 @@ def _open(base: str, page: Path) -> tuple[DevTools, dict[str, Any]]:
         value: e.dataset.value, text: e.textContent})),
       title: document.title, lang: document.documentElement.lang,
       tables: document.querySelectorAll('table').length,
+      pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth,
+      fits: [...document.querySelectorAll('.table-wrap')].map(w => {
+        const t = w.querySelector('table'), box = w.getBoundingClientRect();
+        return {key: w.dataset.wrap, scrolls: getComputedStyle(w).overflowX === 'auto',
+          inside: t.getBoundingClientRect().left >= box.left - 1 && box.right <= innerWidth + 1,
+          fits: w.scrollWidth <= w.clientWidth + 1};
+      }),
       sections: [...document.querySelectorAll('section')].map(e => ({id: e.id,
         images: [...e.querySelectorAll('img')].map(i => i.dataset.chart),
         tables: [...e.querySelectorAll('table')].map(t => t.dataset.table)})),
@@ -179,6 +195,12 @@ def _check_page(base: str, folder: Path, kind: str, screenshot: str) -> dict[str
             # The text is the value written in the report's language, not another number.
             assert fmt_number(f["value"], exported["lang"], f["digits"]) in f["text"]
         assert page["lang"] == exported["lang"] and page["title"] == exported["title"]
+        # Nothing is clipped at 1280 px: the page does not overflow sideways, and a table
+        # wider than the page scrolls inside its own box rather than being cut off.
+        assert page["viewport"] == PAGE_WIDTH_PX and page["pageWidth"] <= PAGE_WIDTH_PX
+        assert len(page["fits"]) == page["tables"]
+        for box in page["fits"]:
+            assert box["inside"] and (box["fits"] or box["scrolls"]), box
         # Sections in the exported order, each with its own charts and tables; the summary
         # comes first and every recommendation links to a section on the page.
         assert [x["id"] for x in page["sections"]] == [x["key"] for x in exported["sections"]]

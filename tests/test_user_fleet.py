@@ -161,9 +161,9 @@ def test_describe_names_the_pools_prices_and_lead_times(tmp_path: Path) -> None:
     line = load_user_fleet(write(tmp_path, tiered()), "rps").describe()
     assert "\n" not in line
     assert "3 pools of 4-GPU H100-80GB nodes" in line
-    assert "committed (reserved, $2.1/GPU-h, lead 25 min, 2-2 nodes)" in line
-    assert "cheap (spot, $1.3/GPU-h, 4%/h reclaims, lead 25 min, 0-6 nodes)" in line
-    assert "elastic (on-demand, $3.5/GPU-h, lead 40 min, 0-40 nodes)" in line
+    assert "committed (reserved, 2.1 USD/GPU-h, lead 25 min, 2-2 nodes)" in line
+    assert "cheap (spot, 1.3 USD/GPU-h, 4%/h reclaims, lead 25 min, 0-6 nodes)" in line
+    assert "elastic (on-demand, 3.5 USD/GPU-h, lead 40 min, 0-40 nodes)" in line
     data = tiered()
     data["finance"] = {"currency": "EUR"}
     assert "3.5 EUR/GPU-h" in load_user_fleet(write(tmp_path, data), "rps").describe()

@@ -3,7 +3,7 @@
 ``tiercast plan`` calls :func:`prepare_finance` before planning (so a bad ``--scenario`` or
 ``--lang`` fails at once) and :func:`finance_dry_run` after it: the projection by tier and
 month with low/expected/high bands, the scenarios side by side and the commitment advice
-are printed, and with ``--out`` written as ``finance.html``, ``finance.md``, CSV and JSON.
+are printed, and with ``--out-dir`` written as ``finance.html``, ``finance.md``, CSV and JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pandas as pd
 from forecaster.errors import BadInputError
 from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration
+from scaler.cli.common import DeprecatedAlias
 from scaler.config import Config
 from scaler.reports import finance
 from scaler.reports.document import Report
@@ -49,14 +50,16 @@ def add_finance_flags(p: argparse.ArgumentParser) -> None:
     )
     add_lang_flag(g)
     g.add_argument(
-        "--out",
+        "--out-dir",
+        metavar="DIR",
         help="folder for the finance report (finance.html, finance.md, CSV, JSON); "
         "default: print only",
     )
+    g.add_argument("--out", dest="out_dir", action=DeprecatedAlias, replacement="--out-dir")
     g.add_argument(
         "--format",
         default=",".join(FORMATS),
-        help="comma-separated formats to write with --out (default: %(default)s)",
+        help="comma-separated formats to write with --out-dir (default: %(default)s)",
     )
     add_progress_flag(g)
 
@@ -69,12 +72,13 @@ def add_lang_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
     )
 
 
-def parse_formats(text: str) -> tuple[str, ...]:
+def parse_formats(text: str, flag: str = "--format") -> tuple[str, ...]:
+    """The report formats of ``text`` (``html,md,csv,json``), or a one-line error naming ``flag``."""
     parts = tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
     bad = [p for p in parts if p not in FORMATS]
     if bad or not parts:
         raise BadInputError(
-            f"--format: {text!r} is not understood; expected a comma-separated subset of "
+            f"{flag}: {text!r} is not understood; expected a comma-separated subset of "
             f"{','.join(FORMATS)}"
         )
     return parts
@@ -89,7 +93,7 @@ def prepare_finance(args: argparse.Namespace) -> FinanceOptions:
     return FinanceOptions(
         scenarios=scenarios,
         lang=lang,
-        out=getattr(args, "out", None),
+        out=getattr(args, "out_dir", None),
         formats=parse_formats(getattr(args, "format", ",".join(FORMATS))),
     )
 
@@ -102,7 +106,7 @@ def finance_dry_run(
     label: str,
     progress: Progress | None = None,
 ) -> finance.FinanceProjection:
-    """Project, print the summary in the chosen language, and write the files under ``--out``.
+    """Project, print the summary in the chosen language, and write the files under ``--out-dir``.
 
     ``progress`` counts the projection's scenarios, the report and the files written.
     """
@@ -115,7 +119,9 @@ def finance_dry_run(
     horizon = pd.Timedelta(seconds=config.policy.horizon_s)
     projection = finance.project(config, result.forecasts, now, horizon, options.scenarios, bar)
     bar.describe("finance report")
-    report = build_finance_report(projection, config, label, lang, charts=options.out is not None)
+    report = build_finance_report(
+        projection, config, label, lang, charts=options.out is not None, plan=result.plan
+    )
     bar.update()
     with bar.paused():
         _print_finance(report, projection, config, lang)

@@ -4,7 +4,11 @@ GPU-hours of demand it is expected to leave unserved.
 Spot capacity counts for its expected GPUs (:func:`scaler.planning.coverage.effective_gpus`);
 the expected unserved demand integrates the forecast's quantile function against the
 planned capacity, or, for a GPU model held on bad data, measures against the need the
-plan covers (the newest observation), as its shortfall does.
+plan covers (the newest observation), as its shortfall does. From the policy quantile up,
+the quantile function is held at or above the plan's need: the need is what the planner
+takes demand at that quantile to be (a learned margin or the newest observation can put it
+above the forecast's column), so a plan that leaves its need short is never reported as
+leaving nothing unserved. :func:`need_shortfall` gives that shortfall itself, per GPU model.
 """
 
 from __future__ import annotations
@@ -70,12 +74,50 @@ def expected_unserved(
             # covers (the newest observation), as the shortfall is, not a stale forecast.
             unserved += float(np.maximum(0.0, need_by_model[model] - cap).sum()) * step_h
         else:
+            need = need_by_model.get(model)
             unserved += _expected_unserved(
-                {qq: demand_all[qq].get(model, np.zeros(len(grid))) for qq in quantiles},
+                {
+                    qq: _at_least_need(demand_all[qq].get(model, np.zeros(len(grid))), need, qq, q)
+                    for qq in quantiles
+                },
                 cap,
                 step_h,
             )
     return unserved
+
+
+def _at_least_need(
+    demand: np.ndarray, need: np.ndarray | None, level: float, q: float
+) -> np.ndarray:
+    """A quantile column of demand, at or above the plan's need from the policy quantile up."""
+    if need is None or level < q or len(need) != len(demand):
+        return demand
+    return np.maximum(demand, np.asarray(need, dtype=float))
+
+
+def need_shortfall(
+    config: Config,
+    timelines: Mapping[str, Sequence[int]],
+    need_by_model: Mapping[str, Sequence[float]],
+    step_s: int,
+) -> dict[str, float]:
+    """GPU-hours of the plan's need its timelines leave uncovered, per GPU model (models with
+    none are left out). Spot counts for its expected GPUs, as in planning."""
+    step_h = step_s / 3600.0
+    out: dict[str, float] = {}
+    for model, need in sorted(need_by_model.items()):
+        n = np.asarray(need, dtype=float)
+        cap = np.zeros(len(n))
+        for p in config.pools_for(model):
+            nodes = list(timelines.get(p.name, ()))[: len(n)]
+            if nodes:
+                cap[: len(nodes)] += np.array(
+                    [effective_gpus(p, k, config.policy.cycle_s) for k in nodes]
+                )
+        short = float(np.maximum(0.0, n - cap - 1e-9).sum()) * step_h
+        if short > 0:
+            out[model] = short
+    return out
 
 
 def _expected_unserved(

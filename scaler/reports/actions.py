@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from forecaster.estimators import quantile_column
 from scaler.plans import CapacityPlan
-from scaler.reports.document import Column, Section, Table
-from scaler.reports.i18n import fmt_number, t, translate_reason
+from scaler.reports.document import Column, Section, Table, money_label
+from scaler.reports.i18n import fmt_number, t, translate_bound, translate_reason
 
 
-def actions_section(plan: CapacityPlan, lang: str) -> Section:
+def actions_section(plan: CapacityPlan, lang: str, currency: str = "") -> Section:
     """The plan's actions, each with the planner's reason in the reader's language."""
     sec = Section("actions", t(lang, "sec_actions"), [t(lang, "sec_actions_intro")])
     sec.tables.append(
@@ -26,7 +26,7 @@ def actions_section(plan: CapacityPlan, lang: str) -> Section:
                 Column("decision", t(lang, "col_decision")),
                 Column("nodes", t(lang, "col_nodes")),
                 Column("needed_at", t(lang, "col_needed_at")),
-                Column("cost_delta_per_hour", t(lang, "col_cost_delta"), 2),
+                Column("cost_delta_per_hour", money_label(t(lang, "col_cost_delta"), currency), 2),
                 Column("reason", t(lang, "col_reason")),
             ],
             [
@@ -35,7 +35,7 @@ def actions_section(plan: CapacityPlan, lang: str) -> Section:
                     "decision": t(lang, "decision_" + a.decision.replace("-", "_")),
                     "nodes": f"{a.current_nodes} → {a.target_nodes}"
                     if a.kind == "nodes"
-                    else str(a.details.get("layout", "")),
+                    else _layout(str(a.details.get("layout", "")), lang),
                     "needed_at": a.needed_at,
                     "cost_delta_per_hour": a.cost_delta_per_hour,
                     "reason": _action_reason(plan, i, lang),
@@ -45,6 +45,11 @@ def actions_section(plan: CapacityPlan, lang: str) -> Section:
         )
     )
     return sec
+
+
+def _layout(name: str, lang: str) -> str:
+    """A MIG layout's name; ``unchanged`` (the layouts are kept) in the reader's words."""
+    return t(lang, "layout_unchanged") if name == "unchanged" else name
 
 
 def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
@@ -72,6 +77,8 @@ def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
         lead=fmt_number(lead_min, lang, 0),
         cost=fmt_number(abs(a.cost_delta_per_hour), lang, 2),
         q=quantile_column(plan.quantile),
-        bound=", ".join(pool.binding) if pool and pool.binding else "–",
+        bound=", ".join(translate_bound(b, lang) for b in pool.binding)
+        if pool and pool.binding
+        else "–",
     )
     return f"{built} ({a.reason})"

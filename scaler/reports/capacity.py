@@ -32,12 +32,19 @@ from scaler.reports.accuracy import accuracy_rows, accuracy_section
 from scaler.reports.actions import actions_section
 from scaler.reports.capacity_charts import capacity_chart, signal_chart, tier_cost_chart
 from scaler.reports.commitments import commitment_section
-from scaler.reports.document import Column, KeyFigure, Report, Section, Table
-from scaler.reports.finance import CommitmentAdvice, project
+from scaler.reports.document import Column, KeyFigure, Report, Section, Table, money_label
+from scaler.reports.finance import CommitmentAdvice, ReservedIdle, project
 from scaler.reports.hindsight import hindsight_section
-from scaler.reports.i18n import fmt_number, month_label, t, translate_reason
+from scaler.reports.i18n import (
+    fmt_number,
+    month_label,
+    t,
+    translate_bound,
+    translate_reason,
+    translate_source,
+)
 from scaler.reports.mig_review import add_mig
-from scaler.reports.summary import capacity_recommendations, summary_section
+from scaler.reports.summary import capacity_recommendations, plan_figures, summary_section
 
 if TYPE_CHECKING:
     from forecaster.backtesting import Backtest
@@ -143,23 +150,26 @@ def build_capacity_report(
     sections.append(_capacity_section(config, plan, models, frame, lang))
     bar.update(label="actions and cost")
 
-    sections.append(actions_section(plan, lang))
-    sections.append(_cost_section(plan, frame.grid, lang))
+    sections.append(actions_section(plan, lang, config.finance.currency))
+    sections.append(_cost_section(plan, frame.grid, config.finance.currency, lang))
     sections.append(_utilization_section(utilization, frame.q, lang))
     bar.update(label="commitment advice")
 
-    advice = _commitment_advice(config, plan, forecasts, bar)
+    currency = config.finance.currency
+    advice, idle = _commitment_advice(config, plan, forecasts, bar)
     if advice:
         unserved_price = config.finance.unserved_price_per_gpu_hour
-        sections.append(commitment_section(advice, unserved_price, lang))
-    recommendations = capacity_recommendations(config, plan, advice, scores, hindsight, lang)
+        sections.append(commitment_section(advice, unserved_price, lang, currency))
+    recommendations = capacity_recommendations(
+        config, plan, advice, scores, hindsight, lang, reserved_idle=idle
+    )
     return Report(
         kind="report",
         lang=lang,
         title=t(lang, "title_report"),
         subtitle=_subtitle(plan, source, lang),
         created_at=plan.created_at,
-        figures=_key_figures(plan, utilization, lang),
+        figures=_key_figures(config, plan, utilization, lang),
         sections=[summary_section(recommendations, lang), *sections, *_notes(plan.notes, lang)],
         data={"plan": plan.to_dict()},
     )
@@ -331,15 +341,15 @@ def _capacity_section(
         sec.charts.append(
             capacity_chart(m.model, frame.grid, m.pools, m.demand_q, m.demand_median, frame.q, lang)
         )
-    sec.tables.append(_pools_table(plan, lang))
+    sec.tables.append(_pools_table(plan, config.finance.currency, lang))
     if plan.mig.get("models"):
         sec.paragraphs.append(t(lang, "mig_intro"))
         prices = {p.name: p.price_per_gpu_hour for p in config.pools}
-        add_mig(sec, prices, plan, frame.grid, lang)
+        add_mig(sec, prices, plan, frame.grid, lang, config.finance.currency)
     return sec
 
 
-def _pools_table(plan: CapacityPlan, lang: str) -> Table:
+def _pools_table(plan: CapacityPlan, currency: str, lang: str) -> Table:
     """Each pool's nodes now and planned, its price, lead time and what binds it."""
     rows = [
         {
@@ -352,7 +362,7 @@ def _pools_table(plan: CapacityPlan, lang: str) -> Table:
             "target_max": max(p.target_nodes) if p.target_nodes else p.current_nodes,
             "price_per_gpu_hour": p.price_per_gpu_hour,
             "lead_time_min": p.lead_time_s / 60,
-            "binding": ", ".join(p.binding) or "–",
+            "binding": ", ".join(translate_bound(b, lang) for b in p.binding) or "–",
         }
         for p in plan.pools
     ]
@@ -367,7 +377,7 @@ def _pools_table(plan: CapacityPlan, lang: str) -> Table:
             Column("current_nodes", t(lang, "col_current_nodes"), 0),
             Column("target_now", t(lang, "col_target_now"), 0),
             Column("target_max", t(lang, "col_target_max"), 0),
-            Column("price_per_gpu_hour", t(lang, "col_price_gpu_hour"), 2),
+            Column("price_per_gpu_hour", money_label(t(lang, "col_price_gpu_hour"), currency), 2),
             Column("lead_time_min", t(lang, "col_lead_min"), 0),
             Column("binding", t(lang, "col_binding")),
         ],
@@ -383,13 +393,13 @@ def _tiers(plan: CapacityPlan) -> list[str]:
     return sorted({p.tier for p in plan.pools}, key=lambda x: TIER_ORDER.get(x, 9))
 
 
-def _cost_section(plan: CapacityPlan, grid: pd.DatetimeIndex, lang: str) -> Section:
+def _cost_section(plan: CapacityPlan, grid: pd.DatetimeIndex, currency: str, lang: str) -> Section:
     """Spend per hour by tier over the timeline, and cost by tier per day and per month."""
     tiers = _tiers(plan)
     cost_cols = [
         Column("period", t(lang, "col_period")),
-        *[Column(x, t(lang, "tier_" + x), 2) for x in tiers],
-        Column("total", t(lang, "col_total"), 2),
+        *[Column(x, money_label(t(lang, "tier_" + x), currency), 2) for x in tiers],
+        Column("total", money_label(t(lang, "col_total"), currency), 2),
     ]
     monthly = _period_cost_rows(plan, grid, "%Y-%m")
     for r in monthly:
@@ -406,7 +416,7 @@ def _cost_section(plan: CapacityPlan, grid: pd.DatetimeIndex, lang: str) -> Sect
         for x in tiers
     }
     sec = Section("cost", t(lang, "sec_cost"), [t(lang, "sec_cost_intro")])
-    sec.charts.append(tier_cost_chart(grid, by_tier, lang))
+    sec.charts.append(tier_cost_chart(grid, by_tier, lang, currency))
     daily = _period_cost_rows(plan, grid, "%Y-%m-%d")
     sec.tables.append(Table("cost_daily", t(lang, "tbl_cost_daily"), cost_cols, daily))
     sec.tables.append(Table("cost_monthly", t(lang, "tbl_cost_monthly"), cost_cols, monthly))
@@ -498,14 +508,15 @@ def _commitment_advice(
     plan: CapacityPlan,
     forecasts: Mapping[str, SeriesForecast],
     bar: Progress,
-) -> list[CommitmentAdvice]:
-    """Commitment advice over the plan's horizon, from the same forecasts and pools; none when
-    the horizon is under an hour or no pool is reserved."""
+) -> tuple[list[CommitmentAdvice], list[ReservedIdle]]:
+    """Commitment advice and idle reserved capacity over the plan's horizon, from the same
+    forecasts and pools; none when the horizon is under an hour or no pool is reserved."""
     if plan.horizon_s < 3600 or not any(p.tier == "reserved" for p in config.pools):
-        return []
+        return [], []
     now = pd.Timestamp(plan.created_at).tz_localize(None)
     horizon = pd.Timedelta(seconds=plan.horizon_s)
-    return project(config, forecasts, now, horizon, progress=bar).commitments
+    projection = project(config, forecasts, now, horizon, progress=bar)
+    return projection.commitments, projection.reserved_idle
 
 
 def _notes(notes: Sequence[str], lang: str) -> list[Section]:
@@ -525,7 +536,7 @@ def _subtitle(plan: CapacityPlan, source: str, lang: str) -> str:
     return t(
         lang,
         "subtitle_report",
-        source=source,
+        source=translate_source(source, lang),
         created=plan.created_at,
         hours=fmt_number(plan.horizon_s / 3600, lang, 0),
         q=quantile_column(plan.quantile),
@@ -534,10 +545,10 @@ def _subtitle(plan: CapacityPlan, source: str, lang: str) -> str:
 
 
 def _key_figures(
-    plan: CapacityPlan, util_rows: Sequence[Mapping[str, Any]], lang: str
+    config: Config, plan: CapacityPlan, util_rows: Sequence[Mapping[str, Any]], lang: str
 ) -> list[KeyFigure]:
-    """Spend now and planned, cost over the horizon, changes, unserved and idle GPU-hours,
-    utilization."""
+    """Spend now and planned, cost over the horizon, changes, unserved GPU-hours expected and
+    left short by the plan (and a fallback planner), idle GPU-hours, utilization."""
     paid_total = sum(r["capacity_gpu_hours"] for r in util_rows)
     utilization = (
         round(
@@ -547,7 +558,8 @@ def _key_figures(
         if paid_total
         else 0.0
     )
-    per_hour, gpu_hours = t(lang, "unit_per_hour"), t(lang, "unit_gpu_hours")
+    currency = config.finance.currency
+    per_hour, gpu_hours = currency + t(lang, "unit_per_hour"), t(lang, "unit_gpu_hours")
     horizon_h = fmt_number(plan.horizon_s / 3600, lang, 0)
     return [
         KeyFigure(
@@ -566,7 +578,7 @@ def _key_figures(
             "cost_horizon_total",
             t(lang, "fig_cost_horizon", hours=horizon_h),
             float(plan.cost["horizon_total"]),
-            "",
+            currency,
         ),
         KeyFigure("changes", t(lang, "fig_changes"), float(len(plan.changes())), "", 0),
         KeyFigure(
@@ -575,6 +587,7 @@ def _key_figures(
             float(plan.risk["expected_unserved_gpu_hours"]),
             gpu_hours,
         ),
+        *plan_figures(config, plan, lang),
         KeyFigure(
             "idle_gpu_hours",
             t(lang, "fig_idle"),

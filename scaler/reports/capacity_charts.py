@@ -129,6 +129,11 @@ def capacity_chart(
     )
 
 
+def _profile(profile: str, lang: str) -> str:
+    """A MIG profile's name; the whole-GPU pseudo-profile in the reader's words."""
+    return t(lang, "profile_whole") if profile == "whole" else profile
+
+
 def mig_chart(
     model: str,
     grid: pd.DatetimeIndex,
@@ -147,7 +152,7 @@ def mig_chart(
             where="post",
             color=color,
             lw=1.2,
-            label=t(lang, "legend_mig_demand", profile=profile),
+            label=t(lang, "legend_mig_demand", profile=_profile(profile, lang)),
         )
         if profile in capacity:
             ax.axhline(
@@ -155,7 +160,7 @@ def mig_chart(
                 color=color,
                 lw=1.0,
                 ls="--",
-                label=t(lang, "legend_mig_capacity", profile=profile),
+                label=t(lang, "legend_mig_capacity", profile=_profile(profile, lang)),
             )
     ax.set_ylabel(t(lang, "axis_instances"))
     top = max([float(np.max(v)) for v in demand.values()] + [float(c) for c in capacity.values()])
@@ -165,7 +170,9 @@ def mig_chart(
     return finish_chart(fig, ax, f"mig-{model}", t(lang, "chart_mig", model=model), lang, 4)
 
 
-def tier_cost_chart(grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], lang: str) -> Chart:
+def tier_cost_chart(
+    grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], lang: str, currency: str = ""
+) -> Chart:
     """Planned spend per hour by tier over the plan's timeline."""
     fig, ax = new_figure()
     tiers = sorted(by_tier, key=lambda x: TIER_ORDER.get(x, 9))
@@ -177,7 +184,8 @@ def tier_cost_chart(grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], l
         alpha=0.7,
         step="post",
     )
-    ax.set_ylabel(t(lang, "axis_cost_per_hour"))
+    label = t(lang, "axis_cost_per_hour")
+    ax.set_ylabel(f"{label}, {currency}" if currency else label)
     ax.set_ylim(bottom=0)
     time_axis(ax, lang)
     return finish_chart(fig, ax, "cost-by-tier", t(lang, "chart_cost_tier"), lang, 3)

@@ -78,11 +78,12 @@ def time_axis(ax: Axes, lang: str) -> None:
     ax.set_xlabel(t(lang, "axis_time_utc"))
 
 
-def month_axis(ax: Axes, x: np.ndarray, months: list[str], lang: str) -> None:
-    """Months along ``x`` (in the language's words) against cost."""
+def month_axis(ax: Axes, x: np.ndarray, months: list[str], lang: str, currency: str = "") -> None:
+    """Months along ``x`` (in the language's words) against cost (in ``currency``)."""
     ax.set_xticks(x, [month_label(m, lang) for m in months], fontsize=8)
     ax.set_xlabel(t(lang, "axis_month"))
-    ax.set_ylabel(t(lang, "axis_cost"))
+    label = t(lang, "axis_cost")
+    ax.set_ylabel(f"{label}, {currency}" if currency else label)
 
 
 def finish_chart(

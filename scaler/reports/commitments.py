@@ -10,32 +10,121 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scaler.reports.document import Column, Section, Table
-from scaler.reports.finance import BANDS, CommitmentAdvice
+from scaler.reports.document import Column, Section, Table, format_money, money_label
+from scaler.reports.finance import (
+    BANDS,
+    IDLE_RESERVED_SHARE,
+    CommitmentAdvice,
+    CommitmentOption,
+    ReservedIdle,
+    TradeOff,
+)
 from scaler.reports.i18n import fmt_number, t
 
 
 def commitment_section(
-    advice: Sequence[CommitmentAdvice], unserved_price: float | None, lang: str
+    advice: Sequence[CommitmentAdvice],
+    unserved_price: float | None,
+    lang: str,
+    currency: str = "",
 ) -> Section:
-    """Commitment advice: one sentence per GPU model, the advice table and the options behind it."""
-    sec = Section("commitments", t(lang, "sec_commitments"), [_intro(unserved_price, lang)])
-    sec.paragraphs += [_advice_sentence(c, lang) for c in advice]
-    sec.tables.append(_advice_table(advice, lang))
-    sec.tables.append(_options_table(advice, lang))
+    """Commitment advice: one sentence per GPU model with its trade-off, the advice table and
+    the options behind it."""
+    sec = Section(
+        "commitments", t(lang, "sec_commitments"), [_intro(unserved_price, currency, lang)]
+    )
+    sec.paragraphs += [advice_headline(c, currency, lang) for c in advice]
+    sec.tables.append(_advice_table(advice, currency, lang))
+    sec.tables.append(_options_table(advice, currency, lang))
     return sec
 
 
 def commitment_recommendations(
-    advice: Sequence[CommitmentAdvice], lang: str
+    advice: Sequence[CommitmentAdvice], lang: str, currency: str = ""
 ) -> list[tuple[int, str, str]]:
-    """Each advice for the summary; a change ranks above a keep."""
+    """Each advice with its trade-off for the summary; a change ranks above a keep."""
     return [
-        (1 if c.kind != "keep" else 3, _advice_sentence(c, lang), "commitments") for c in advice
+        (1 if c.kind != "keep" else 3, advice_headline(c, currency, lang), "commitments")
+        for c in advice
     ]
 
 
-def _intro(unserved_price: float | None, lang: str) -> str:
+def reserved_idle_recommendations(
+    idle: Sequence[ReservedIdle], currency: str, lang: str
+) -> list[tuple[int, str, str]]:
+    """Reserved capacity idle above :data:`IDLE_RESERVED_SHARE` of its GPU-hours, with its cost:
+    a commitment to look at, ranked with the commitments to change."""
+    return [
+        (
+            1,
+            t(
+                lang,
+                "summary_reserved_idle",
+                model=r.gpu_model,
+                pools=", ".join(r.pools),
+                share=fmt_number(100 * r.share, lang, 0),
+                threshold=fmt_number(100 * IDLE_RESERVED_SHARE, lang, 0),
+                idle=fmt_number(r.idle_gpu_hours, lang, 0),
+                reserved=fmt_number(r.reserved_gpu_hours, lang, 0),
+                cost=format_money(r.idle_cost, currency, lang),
+            ),
+            "commitments",
+        )
+        for r in idle
+        if r.share > IDLE_RESERVED_SHARE
+    ]
+
+
+def advice_headline(c: CommitmentAdvice, currency: str, lang: str) -> str:
+    """The advice sentence and its trade-off: the next level up and down against the advised
+    one, in money in every band, and the band that decides."""
+    trade = trade_off_sentence(c, currency, lang)
+    return f"{_advice_sentence(c, lang)} {trade}".strip()
+
+
+def _amount(value: float, currency: str, lang: str) -> str:
+    """``saves 12.00 USD`` or ``loses 3.00 USD`` (or no change) in the reader's words."""
+    if abs(value) < 0.005:
+        return t(lang, "trade_same")
+    key = "trade_saves" if value > 0 else "trade_loses"
+    return t(lang, key, amount=format_money(abs(value), currency, lang))
+
+
+def _trade_clause(c: CommitmentAdvice, x: TradeOff, currency: str, lang: str) -> str:
+    level = t(
+        lang,
+        "trade_level",
+        nodes=x.nodes,
+        term=t(lang, "term_" + x.term) if x.term else "",
+    )
+    band = t(lang, "band_" + x.deciding_band)
+    if x.refused:
+        return t(
+            lang,
+            "trade_refused",
+            level=level,
+            unserved=fmt_number(x.unserved_added[x.deciding_band], lang, 0),
+            band=band,
+        )
+    return t(
+        lang,
+        "trade_priced",
+        level=level,
+        **{b: _amount(x.saving[b], currency, lang) for b in BANDS},
+        band=band,
+    )
+
+
+def trade_off_sentence(c: CommitmentAdvice, currency: str, lang: str) -> str:
+    """Against the advised level, over the horizon: one node more and one fewer, each with its
+    saving or loss in the low, expected and high band and the band that decides."""
+    clauses = [_trade_clause(c, x, currency, lang) for x in c.trade_offs()]
+    if not clauses:
+        return ""
+    return t(lang, "trade_offs", recommended=c.recommended_nodes, clauses="; ".join(clauses))
+
+
+def _intro(unserved_price: float | None, currency: str, lang: str) -> str:
     """How the advice is made, and what it does with demand no pool can serve."""
     return t(
         lang,
@@ -43,11 +132,11 @@ def _intro(unserved_price: float | None, lang: str) -> str:
         coverage=fmt_number(95, lang, 0),
         unserved_rule=t(lang, "unserved_refused")
         if unserved_price is None
-        else t(lang, "unserved_priced", price=fmt_number(unserved_price, lang, 2)),
+        else t(lang, "unserved_priced", price=format_money(unserved_price, currency, lang)),
     )
 
 
-def _advice_table(advice: Sequence[CommitmentAdvice], lang: str) -> Table:
+def _advice_table(advice: Sequence[CommitmentAdvice], currency: str, lang: str) -> Table:
     """One row per GPU model: the decision, its prices, utilizations and savings."""
     return Table(
         "commitments",
@@ -61,8 +150,8 @@ def _advice_table(advice: Sequence[CommitmentAdvice], lang: str) -> Table:
             Column("change_nodes", t(lang, "col_change_nodes"), 0),
             Column("term", t(lang, "col_term")),
             Column("base_load_gpus", t(lang, "col_base_load"), 0),
-            Column("reserved_price", t(lang, "col_reserved_price"), 2),
-            Column("alternative_price", t(lang, "col_alternative_price"), 2),
+            Column("reserved_price", money_label(t(lang, "col_reserved_price"), currency), 2),
+            Column("alternative_price", money_label(t(lang, "col_alternative_price"), currency), 2),
             Column("break_even_utilization", t(lang, "col_break_even"), 0, percent=True),
             Column("changed_utilization", t(lang, "col_changed_utilization"), 0, percent=True),
             Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
@@ -71,7 +160,7 @@ def _advice_table(advice: Sequence[CommitmentAdvice], lang: str) -> Table:
             *[
                 Column(
                     f"monthly_saving{suffix}",
-                    t(lang, "col_saving_band", band=t(lang, "band_" + b)),
+                    money_label(t(lang, "col_saving_band", band=t(lang, "band_" + b)), currency),
                     2,
                 )
                 for b, suffix in (("expected", ""), ("low", "_low"), ("high", "_high"))
@@ -104,7 +193,7 @@ def _advice_row(c: CommitmentAdvice, lang: str) -> dict[str, Any]:
     }
 
 
-def _options_table(advice: Sequence[CommitmentAdvice], lang: str) -> Table:
+def _options_table(advice: Sequence[CommitmentAdvice], currency: str, lang: str) -> Table:
     """The options each advice weighed, with the verdict on each."""
     return Table(
         "commitment_options",
@@ -113,9 +202,13 @@ def _options_table(advice: Sequence[CommitmentAdvice], lang: str) -> Table:
             Column("gpu_model", t(lang, "col_gpu_model")),
             Column("nodes", t(lang, "col_option_nodes"), 0),
             Column("term", t(lang, "col_term")),
-            Column("price", t(lang, "col_reserved_price"), 2),
+            Column("price", money_label(t(lang, "col_reserved_price"), currency), 2),
             *[
-                Column(f"cost_{b}", t(lang, "col_cost_band", band=t(lang, "band_" + b)), 2)
+                Column(
+                    f"cost_{b}",
+                    money_label(t(lang, "col_cost_band", band=t(lang, "band_" + b)), currency),
+                    2,
+                )
                 for b in BANDS
             ],
             *[
@@ -125,23 +218,55 @@ def _options_table(advice: Sequence[CommitmentAdvice], lang: str) -> Table:
             Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
             Column("verdict", t(lang, "col_verdict")),
         ],
-        [row for c in advice for row in _option_rows(c, lang)],
+        [row for c in advice for row in _option_rows(c, currency, lang)],
     )
 
 
-def _option_rows(c: CommitmentAdvice, lang: str) -> list[dict[str, Any]]:
+def _verdict(c: CommitmentAdvice, o: CommitmentOption, currency: str, lang: str) -> str:
+    """Why an option was or was not advised, naming the band and the amount that decide."""
+    if (o.nodes, o.term) == (c.recommended_nodes, c.term):
+        return t(lang, "option_recommended")
+    keep, best = c.current_option(), c.recommended_option()
+    if o.nodes == c.current_nodes or keep is None or best is None:
+        return t(lang, "option_current")
+    if o.refused:
+        band = max(BANDS, key=lambda b: o.unserved_gpu_hours[b] - keep.unserved_gpu_hours[b])
+        return t(
+            lang,
+            "option_refused_band",
+            unserved=fmt_number(
+                o.unserved_gpu_hours[band] - keep.unserved_gpu_hours[band], lang, 0
+            ),
+            band=t(lang, "band_case_" + band),
+        )
+    band = max(BANDS, key=lambda b: o.objective[b] - keep.objective[b])
+    loss = o.objective[band] - keep.objective[band]
+    if loss > 1e-6:
+        return t(
+            lang,
+            "option_loses",
+            amount=format_money(loss, currency, lang),
+            band=t(lang, "band_case_" + band),
+        )
+    behind = o.objective["expected"] - best.objective["expected"]
+    if behind < -1e-6:
+        # Cheaper than the advice, which commits to serve base load that this leaves unserved.
+        band = max(BANDS, key=lambda b: o.unserved_gpu_hours[b] - best.unserved_gpu_hours[b])
+        return t(
+            lang,
+            "option_unserved_vs_advice",
+            unserved=fmt_number(
+                o.unserved_gpu_hours[band] - best.unserved_gpu_hours[band], lang, 0
+            ),
+            band=t(lang, "band_case_" + band),
+        )
+    return t(lang, "option_saves_less", amount=format_money(behind, currency, lang))
+
+
+def _option_rows(c: CommitmentAdvice, currency: str, lang: str) -> list[dict[str, Any]]:
     """The advice's key options (:meth:`CommitmentAdvice.key_options`) as table rows."""
     rows = []
     for o in c.key_options():
-        verdict = (
-            "option_recommended"
-            if (o.nodes, o.term) == (c.recommended_nodes, c.term)
-            else "option_current"
-            if o.nodes == c.current_nodes
-            else "option_refused"
-            if o.refused
-            else "option_other"
-        )
         rows.append(
             {
                 "gpu_model": c.gpu_model,
@@ -151,7 +276,7 @@ def _option_rows(c: CommitmentAdvice, lang: str) -> list[dict[str, Any]]:
                 **{f"cost_{b}": o.cost[b] for b in BANDS},
                 **{f"unserved_{b}": o.unserved_gpu_hours[b] for b in BANDS},
                 "utilization": o.utilization,
-                "verdict": t(lang, verdict),
+                "verdict": _verdict(c, o, currency, lang),
             }
         )
     return rows

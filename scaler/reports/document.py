@@ -122,6 +122,11 @@ def json_value(v: Any) -> Any:
     return v
 
 
+def format_money(value: float, currency: str, lang: str, digits: int = 2) -> str:
+    """An amount of money as a sentence shows it: ``1,234.50 USD`` (no label without a currency)."""
+    return f"{fmt_number(value, lang, digits)} {currency}".strip()
+
+
 def money_label(label: str, currency: str) -> str:
     """A money column's label with the configured currency, when there is one."""
     return f"{label}, {currency}" if currency else label

@@ -68,6 +68,9 @@ HOURS_PER_MONTH = 365.25 * 24 / 12
 BANDS: tuple[str, ...] = ("low", "expected", "high")
 BASE_LOAD_COVERAGE = 0.95
 """Share of hours the low band must reach a level for it to count as base load."""
+IDLE_RESERVED_SHARE = 0.30
+"""Idle share of a GPU model's reserved GPU-hours (expected band) above which the reports
+head with it: committed capacity paid for and unused is money a reviewer can act on."""
 
 _SCENARIO_KEYS = (
     "growth",
@@ -358,6 +361,53 @@ class CommitmentOption:
 
 
 @dataclass(frozen=True)
+class TradeOff:
+    """A level next to the advised one, against it: what the reader gives up or gains."""
+
+    nodes: int
+    term: str
+    """Term of the added nodes (``""`` when nothing is added or no term is priced)."""
+    saving: Mapping[str, float]
+    """Band -> money this level saves over the horizon against the advised one (negative: it
+    costs more), unserved demand at its price included where one is configured."""
+    unserved_added: Mapping[str, float]
+    """Band -> GPU-hours of demand this level leaves unserved beyond the advised one."""
+    refused: bool
+    """True when it leaves more demand unserved than keeping and unserved demand has no price."""
+    deciding_band: str
+    """The band that rules it out: where it leaves most demand unserved (refused) or saves
+    least (loses most) against the advised level."""
+
+
+@dataclass(frozen=True)
+class ReservedIdle:
+    """Committed GPU-hours of one GPU model that expected demand leaves unused."""
+
+    gpu_model: str
+    pools: tuple[str, ...]
+    reserved_gpu_hours: float
+    """GPU-hours committed over the horizon."""
+    idle_gpu_hours: float
+    """Those the expected band does not use."""
+    idle_cost: float
+    """What the idle GPU-hours cost at their pools' reserved price."""
+
+    @property
+    def share(self) -> float:
+        return self.idle_gpu_hours / self.reserved_gpu_hours if self.reserved_gpu_hours else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu_model": self.gpu_model,
+            "pools": list(self.pools),
+            "reserved_gpu_hours": round(self.reserved_gpu_hours, 2),
+            "idle_gpu_hours": round(self.idle_gpu_hours, 2),
+            "idle_cost": round(self.idle_cost, 2),
+            "idle_share": round(self.share, 4),
+        }
+
+
+@dataclass(frozen=True)
 class CommitmentAdvice:
     """How many nodes to hold on a reserved pool, why, and what it is worth."""
 
@@ -409,6 +459,48 @@ class CommitmentAdvice:
     def change_nodes(self) -> int:
         return self.recommended_nodes - self.current_nodes
 
+    def recommended_option(self) -> CommitmentOption | None:
+        """The option the advice chose (None for an advice built without its options)."""
+        return next(
+            (o for o in self.options if (o.nodes, o.term) == (self.recommended_nodes, self.term)),
+            None,
+        )
+
+    def current_option(self) -> CommitmentOption | None:
+        """Keeping the current commitment."""
+        return next((o for o in self.options if o.nodes == self.current_nodes), None)
+
+    def trade_offs(self) -> list[TradeOff]:
+        """One node more and one fewer than advised (for added nodes, the term that does best
+        in the expected band), each against the advised level in every band."""
+        best = self.recommended_option()
+        if best is None:
+            return []
+        out = []
+        for n in (self.recommended_nodes + 1, self.recommended_nodes - 1):
+            at_n = [o for o in self.options if o.nodes == n]
+            if not at_n:
+                continue
+            o = min(at_n, key=lambda o: (o.objective["expected"], o.price_per_gpu_hour))
+            saving = {b: best.objective[b] - o.objective[b] for b in BANDS}
+            added = {b: o.unserved_gpu_hours[b] - best.unserved_gpu_hours[b] for b in BANDS}
+            band = (
+                max(BANDS, key=lambda b: added[b])
+                if o.refused
+                else min(BANDS, key=lambda b: saving[b])
+            )
+            out.append(
+                TradeOff(
+                    nodes=n,
+                    term=o.term,
+                    saving=saving,
+                    unserved_added=added,
+                    refused=o.refused,
+                    deciding_band=band,
+                )
+            )
+        return out
+
     def key_options(self) -> list[CommitmentOption]:
         """The options a reader needs to check the advice: none, one either side of the current
         and the recommended level, the base load, and as many as the high band's peak needs."""
@@ -445,6 +537,17 @@ class CommitmentAdvice:
             for o in self.key_options()
         ]
         out["options_evaluated"] = len(self.options)
+        out["trade_offs"] = [
+            {
+                "nodes": x.nodes,
+                "term": x.term,
+                "saving": {b: round(float(v), 2) for b, v in x.saving.items()},
+                "unserved_added": {b: round(float(v), 2) for b, v in x.unserved_added.items()},
+                "refused": x.refused,
+                "deciding_band": x.deciding_band,
+            }
+            for x in self.trade_offs()
+        ]
         return out
 
 
@@ -456,6 +559,8 @@ class FinanceProjection:
     scenarios: list[ScenarioProjection]
     commitments: list[CommitmentAdvice]
     notes: list[Note] = field(default_factory=list)
+    reserved_idle: list[ReservedIdle] = field(default_factory=list)
+    """Per GPU model with a commitment, the committed GPU-hours expected demand leaves unused."""
 
     @property
     def hours(self) -> int:
@@ -495,6 +600,7 @@ class FinanceProjection:
                 for s in self.scenarios
             ],
             "commitments": [c.to_dict() for c in self.commitments],
+            "reserved_idle": [r.to_dict() for r in self.reserved_idle],
             "notes": [{"key": n.key, "params": dict(n.params)} for n in self.notes],
         }
 
@@ -979,6 +1085,37 @@ def _keep_reason(
     return "keep_none", band, (more.objective[band] - keep.objective[band]) / months
 
 
+def reserved_idle(config: Config, filled: _Filled) -> list[ReservedIdle]:
+    """Per GPU model with reserved pools, the committed GPU-hours ``filled``'s demand leaves
+    unused (reserved pools serve first) and what they cost at the reserved price."""
+    step_h = STEP / pd.Timedelta(hours=1)
+    out = []
+    for model, demand in filled.demand.items():
+        reserved = [p for p in config.pools_for(model) if p.tier == "reserved"]
+        if not reserved:
+            continue
+        gpus = sum(
+            (filled.nodes[p.name] * p.gpus_per_node for p in reserved), np.zeros(len(demand))
+        )
+        paid = sum(
+            (filled.nodes[p.name] * p.price_per_node_hour for p in reserved), np.zeros(len(demand))
+        )
+        total = float(gpus.sum() * step_h)
+        if total <= 0:
+            continue
+        idle = float(np.maximum(0.0, gpus - demand).sum() * step_h)
+        out.append(
+            ReservedIdle(
+                gpu_model=model,
+                pools=tuple(p.name for p in reserved),
+                reserved_gpu_hours=total,
+                idle_gpu_hours=idle,
+                idle_cost=idle * float(paid.sum() * step_h) / total,
+            )
+        )
+    return out
+
+
 def project(
     config: Config,
     forecasts: Mapping[str, SeriesForecast],
@@ -1031,4 +1168,5 @@ def project(
         scenarios=results,
         commitments=commitments,
         notes=notes + advice_notes,
+        reserved_idle=reserved_idle(pin_commitments(config), base_fills["expected"]),
     )

@@ -48,7 +48,7 @@ def _low_high_whiskers(
     )
 
 
-def monthly_tier_chart(monthly: pd.DataFrame, lang: str) -> Chart:
+def monthly_tier_chart(monthly: pd.DataFrame, lang: str, currency: str = "") -> Chart:
     """Expected cost per month stacked by tier, with the low-high range of the total."""
     fig, ax = new_figure()
     exp = monthly[monthly["band"] == "expected"]
@@ -68,11 +68,11 @@ def monthly_tier_chart(monthly: pd.DataFrame, lang: str) -> Chart:
         bottom += vals
     totals = _monthly_cost_by_band(monthly, months)
     _low_high_whiskers(ax, x, totals, capsize=4, label=t(lang, "legend_low_high"))
-    month_axis(ax, x, months, lang)
+    month_axis(ax, x, months, lang, currency)
     return finish_chart(fig, ax, "monthly-by-tier", t(lang, "chart_monthly_tier"), lang, 4)
 
 
-def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
+def scenario_chart(projection: FinanceProjection, lang: str, currency: str = "") -> Chart:
     """Expected cost per month for each scenario side by side, low-high as whiskers."""
     fig, ax = new_figure()
     months = list(dict.fromkeys(projection.baseline.monthly["period"]))
@@ -91,5 +91,5 @@ def scenario_chart(projection: FinanceProjection, lang: str) -> Chart:
             label=sp.scenario.name if i else t(lang, "baseline"),
         )
         _low_high_whiskers(ax, pos, totals, capsize=2, lw=0.8)
-    month_axis(ax, x, months, lang)
+    month_axis(ax, x, months, lang, currency)
     return finish_chart(fig, ax, "scenarios", t(lang, "chart_scenarios"), lang, min(n, 4))

@@ -16,6 +16,7 @@ import pandas as pd
 from forecaster import __version__
 from forecaster.estimators import quantile_column
 from scaler.config import Config
+from scaler.plans import CapacityPlan
 from scaler.reports.commitments import commitment_section
 from scaler.reports.document import (
     Column,
@@ -28,8 +29,13 @@ from scaler.reports.document import (
 )
 from scaler.reports.finance import BANDS, HOURS_PER_MONTH, FinanceProjection, ScenarioProjection
 from scaler.reports.finance_charts import monthly_tier_chart, scenario_chart
-from scaler.reports.i18n import month_label, render_note, t
-from scaler.reports.summary import finance_recommendations, summary_section
+from scaler.reports.i18n import month_label, render_note, t, translate_source
+from scaler.reports.summary import (
+    finance_recommendations,
+    plan_figures,
+    plan_recommendations,
+    summary_section,
+)
 
 
 def build_finance_report(
@@ -38,25 +44,38 @@ def build_finance_report(
     source: str,
     lang: str = "en",
     charts: bool = True,
+    plan: CapacityPlan | None = None,
 ) -> Report:
-    """The finance dry-run: projection by tier and month, scenarios, commitment advice."""
+    """The finance dry-run: projection by tier and month, scenarios, commitment advice.
+
+    ``plan``: the cycle's plan the projection comes with; demand it leaves short and a greedy
+    fallback for the optimizer head the summary and join the key figures (the planner's notes
+    themselves are printed with the plan)."""
     currency = config.finance.currency
+    plan_items = (
+        plan_recommendations(config, plan, lang, "projection", "projection")
+        if plan is not None
+        else []
+    )
     sections = [
-        summary_section(finance_recommendations(projection, lang), lang),
+        summary_section(finance_recommendations(projection, lang, currency, plan_items), lang),
         _projection_section(projection, currency, lang, charts),
         _scenarios_section(projection, currency, lang, charts),
         commitment_section(
-            projection.commitments, config.finance.unserved_price_per_gpu_hour, lang
+            projection.commitments, config.finance.unserved_price_per_gpu_hour, lang, currency
         ),
         *_notes(projection, lang),
     ]
+    figures = _key_figures(projection, currency, lang)
+    if plan is not None:
+        figures += plan_figures(config, plan, lang)
     return Report(
         kind="finance",
         lang=lang,
         title=t(lang, "title_finance"),
         subtitle=_subtitle(projection, source, lang),
         created_at=projection.start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        figures=_key_figures(projection, currency, lang),
+        figures=figures,
         sections=sections,
         data={"finance": projection.to_dict(), "pools": [p.model_dump() for p in config.pools]},
     )
@@ -90,7 +109,7 @@ def _projection_section(
         ],
     )
     if charts:
-        sec.charts.append(monthly_tier_chart(base.monthly, lang))
+        sec.charts.append(monthly_tier_chart(base.monthly, lang, currency))
     sec.tables += _monthly_tables(base, currency, lang)
     sec.tables.append(_demand_table(base, lang))
     return sec
@@ -191,7 +210,7 @@ def _scenarios_section(
     sec.tables.append(_scenario_totals_table(projection, currency, lang))
     if len(projection.scenarios) > 1:
         if charts:
-            sec.charts.append(scenario_chart(projection, lang))
+            sec.charts.append(scenario_chart(projection, lang, currency))
         sec.tables.append(_scenario_months_table(projection, lang))
     return sec
 
@@ -286,7 +305,7 @@ def _subtitle(projection: FinanceProjection, source: str, lang: str) -> str:
     return t(
         lang,
         "subtitle_finance",
-        source=source,
+        source=translate_source(source, lang),
         start=projection.start.strftime("%Y-%m-%d %H:%M"),
         end=projection.end.strftime("%Y-%m-%d %H:%M"),
         months=len(_months(projection)),
@@ -325,6 +344,19 @@ def _key_figures(projection: FinanceProjection, currency: str, lang: str) -> lis
             "commitment_saving_per_month",
             t(lang, "fig_commit_saving"),
             round(sum(c.monthly_saving for c in projection.commitments), 2),
+            currency,
+        ),
+        KeyFigure(
+            "idle_reserved_gpu_hours",
+            t(lang, "fig_idle_reserved"),
+            round(sum(r.idle_gpu_hours for r in projection.reserved_idle), 2),
+            t(lang, "unit_gpu_hours"),
+            0,
+        ),
+        KeyFigure(
+            "idle_reserved_cost",
+            t(lang, "fig_idle_reserved_cost"),
+            round(sum(r.idle_cost for r in projection.reserved_idle), 2),
             currency,
         ),
     ]

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from forecaster.errors import BadInputError
@@ -183,6 +183,22 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "Idle capacity (vs median demand)",
         "ru": "Простой мощности (к медианному спросу)",
     },
+    "fig_plan_short": {
+        "en": "Demand the plan leaves short ({q})",
+        "ru": "Спрос {q} без мощности в плане",
+    },
+    "fig_solver_fallback": {
+        "en": "GPU models planned by the greedy fallback",
+        "ru": "Моделей GPU по запасному жадному плану",
+    },
+    "fig_idle_reserved": {
+        "en": "Idle reserved capacity (expected)",
+        "ru": "Простой резерва (ожидаемый)",
+    },
+    "fig_idle_reserved_cost": {
+        "en": "Cost of idle reserved capacity (expected)",
+        "ru": "Стоимость простоя резерва (ожидаемая)",
+    },
     "fig_unserved": {"en": "Expected unserved demand", "ru": "Ожидаемый необслуженный спрос"},
     "fig_utilization": {"en": "Utilization (median demand)", "ru": "Загрузка (медианный спрос)"},
     "unit_days": {"en": "days", "ru": "дн."},
@@ -212,6 +228,18 @@ TEXTS: dict[str, dict[str, str]] = {
     "summary_nothing": {
         "en": "Nothing needs attention: no pool is held at its max_nodes, every forecast beat the baselines and the commitments stand.",
         "ru": "Ничего не требует внимания: ни один пул не упирается в max_nodes, все прогнозы лучше базовых, резерв менять не нужно.",
+    },
+    "summary_plan_short": {
+        "en": "{model}: the plan leaves {gpu_hours} GPU-h of {q} demand short over the horizon (up to {gpus} GPUs short from {at}; bound: {because}); the cost figures leave that demand out.",
+        "ru": "{model}: план оставляет {gpu_hours} GPU-ч спроса {q} за горизонт без мощности (не хватает до {gpus} GPU с {at}; ограничение: {because}); в стоимости этот спрос не учтён.",
+    },
+    "summary_reserved_idle": {
+        "en": "{model}: reserved capacity ({pools}) is {share}% idle in the expected case, above {threshold}%: {idle} of {reserved} committed GPU-h go unused over the horizon, costing {cost}.",
+        "ru": "{model}: резерв ({pools}) простаивает на {share}% в ожидаемом случае, больше {threshold}%: {idle} из {reserved} зарезервированных GPU-ч за горизонт не используются, стоимость {cost}.",
+    },
+    "summary_solver_fallback": {
+        "en": "{model}: the optimizer gave no plan in its limits (time or search), so the greedy allocator planned it: capacity may cost more than the least-cost plan and the figures rest on that fallback.",
+        "ru": "{model}: оптимизатор не нашёл план в своих пределах (по времени или поиску), поэтому план построил жадный алгоритм: мощность может стоить дороже наименьшей, и все показатели опираются на этот запасной план.",
     },
     "summary_scenario": {
         "en": "Scenario {scenario} changes the cost by {expected}% in the expected case and {high}% in the high case.",
@@ -567,15 +595,25 @@ TEXTS: dict[str, dict[str, str]] = {
     "decision_scale_down": {"en": "scale down", "ru": "уменьшить"},
     "decision_scale_up": {"en": "scale up", "ru": "увеличить"},
     "option_current": {"en": "current", "ru": "текущий"},
-    "option_other": {
-        "en": "loses in some case, or saves less",
-        "ru": "проигрывает в одном из случаев или экономит меньше",
+    "option_loses": {
+        "en": "against keeping, loses {amount} {band}",
+        "ru": "по сравнению с текущим резервом потеря {amount} {band}",
     },
     "option_recommended": {"en": "advised", "ru": "рекомендуется"},
-    "option_refused": {
-        "en": "refused: leaves demand unserved",
-        "ru": "отклонён: спрос остаётся необслуженным",
+    "option_refused_band": {
+        "en": "refused: leaves {unserved} more GPU-h unserved {band}",
+        "ru": "отклонён: ещё {unserved} GPU-ч спроса не обслужено {band}",
     },
+    "option_saves_less": {
+        "en": "qualifies, but saves {amount} less than the advice in the expected case",
+        "ru": "допустим, но экономит на {amount} меньше совета в ожидаемом случае",
+    },
+    "option_unserved_vs_advice": {
+        "en": "cheaper, but leaves {unserved} more GPU-h unserved {band} than the advice",
+        "ru": "дешевле, но оставляет на {unserved} GPU-ч больше необслуженного спроса {band}, чем совет",
+    },
+    "layout_unchanged": {"en": "unchanged", "ru": "без изменений"},
+    "profile_whole": {"en": "whole", "ru": "целый GPU"},
     "term_1y": {"en": " on a 1-year term", "ru": " на 1 год"},
     "term_3y": {"en": " on a 3-year term", "ru": " на 3 года"},
     "tier_on-demand": {"en": "on-demand", "ru": "по запросу"},
@@ -612,6 +650,22 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "{model}: release {nodes} node(s) ({gpus} GPUs) on {pool} at renewal, from {current} to {recommended}. The released GPUs are {changed}% busy in the expected case, below the break-even {break_even}% (reserved {reserved} vs on-demand {alternative} per GPU-hour); unserved demand stays {unserved} GPU-h expected (now {unserved_now}). Saves {saving} per month expected ({saving_low} low, {saving_high} high).",
         "ru": "{model}: при продлении отказаться от {nodes} узл. ({gpus} GPU) в пуле {pool}, с {current} до {recommended}. Освобождаемые GPU заняты на {changed}% в ожидаемом случае, ниже точки безубыточности {break_even}% (резерв {reserved} против {alternative} по запросу за GPU-час); необслуженный спрос в ожидаемом случае {unserved} GPU-ч (сейчас {unserved_now}). Экономия {saving} в месяц в ожидаемом случае ({saving_low} при низком, {saving_high} при высоком спросе).",
     },
+    "trade_level": {"en": "{nodes} node(s){term}", "ru": "{nodes} узл.{term}"},
+    "trade_loses": {"en": "loses {amount}", "ru": "потеря {amount}"},
+    "trade_offs": {
+        "en": "Over the horizon, against {recommended} node(s): {clauses}.",
+        "ru": "За горизонт, по сравнению с {recommended} узл.: {clauses}.",
+    },
+    "trade_priced": {
+        "en": "{level} {low} low, {expected} expected, {high} high (the {band} case decides)",
+        "ru": "{level} — {low} при низком, {expected} при ожидаемом, {high} при высоком спросе (решает вариант «{band}»)",
+    },
+    "trade_refused": {
+        "en": "{level} is refused: it leaves {unserved} more GPU-h unserved (the {band} case decides)",
+        "ru": "{level} — отклонено: ещё {unserved} GPU-ч спроса остаются необслуженными (решает вариант «{band}»)",
+    },
+    "trade_same": {"en": "no change", "ru": "без изменений"},
+    "trade_saves": {"en": "saves {amount}", "ru": "экономия {amount}"},
     "note_no_alternative_pool": {
         "en": "{model}: only reserved pools, so there is nothing a commitment would replace.",
         "ru": "{model}: есть только пулы резерва, резервированию нечего заменять.",
@@ -675,11 +729,41 @@ STRINGS: dict[str, dict[str, str]] = {
 """Language -> key -> string: :data:`TEXTS` by language, as :func:`t` reads it."""
 
 
+_BOUNDS_RU: dict[str, str] = {
+    "bridging": "переходный период",
+    "stabilization": "стабилизация",
+    "released-recently": "недавно освобождён",
+    "stale-data": "устаревшие данные",
+    "no-new-observation": "нет новых наблюдений",
+    "budget": "бюджет",
+}
+"""What binds a pool (:mod:`scaler.planning.binding`) in Russian; ``max_nodes`` and
+``max_step`` are the config's names and read the same in every language."""
+
+_SOURCES: dict[str, dict[str, str]] = {
+    "built-in demo fleet": {"ru": "встроенный демонстрационный парк"},
+    "built-in demo config": {"ru": "встроенная демонстрационная конфигурация"},
+}
+"""Sources that are words rather than a path (:mod:`scaler.inputs.loading`), per language."""
+
+
+def translate_source(source: str, lang: str) -> str:
+    """Where a report's data came from in ``lang``: a file path as it is, the built-in demo
+    in the reader's words."""
+    return _SOURCES.get(source, {}).get(lang, source)
+
+
+def translate_bound(name: str, lang: str) -> str:
+    """What binds a pool (``bridging``, ``max_nodes``, ...) in ``lang``."""
+    return _BOUNDS_RU.get(name, name) if lang == "ru" else name
+
+
 # Phrases of the planner's reasons (scaler.planning: tiers and MIG layouts), longest first.
 # Only words are replaced: every number, time, quantile, pool, model and profile name of
 # the English reason stays where it is, so a translated reason says exactly what the
 # planner said. Phrases not listed stay in English rather than being guessed.
-_REASON_PHRASES: dict[str, tuple[tuple[str, str], ...]] = {
+_Repl = str | Callable[[re.Match[str]], str]
+_REASON_PHRASES: dict[str, tuple[tuple[str, _Repl], ...]] = {
     "ru": (
         # The plan's notes on lead_time_s: auto pools (scaler.service.lead_times). The
         # English thousands separator first becomes the Russian one (a no-break space, as
@@ -696,6 +780,94 @@ _REASON_PHRASES: dict[str, tuple[tuple[str, str], ...]] = {
             r"\bpool ('[^']*'): lead time ([\d\u00a0]+) s fallback \((\d+) of (\d+) observations needed\)",
             r"пул \1: время подготовки \2 с, резервное значение (есть \3 из \4 нужных наблюдений)",
         ),
+        # The near-term rule learnt per signal (scaler.planning.margins, Margin.describe):
+        # its clauses before the shorter phrases they contain.
+        (
+            r"\bnewest observation x (q[\d.]+) of the growth over the lead time from ('[^']*') "
+            r"forecasts, calibrated on (\d+) backtest origins by hour of day and weekday/weekend",
+            r"последнее наблюдение x \1 роста за время подготовки по прогнозам \2, калибровка "
+            r"по \3 точкам бэктеста по часу суток и будням/выходным",
+        ),
+        (
+            r"\bnewest observation x (q[\d.]+) of the growth over the lead time from ('[^']*') "
+            r"forecasts, calibrated on (\d+) backtest origins by hour of day",
+            r"последнее наблюдение x \1 роста за время подготовки по прогнозам \2, калибровка "
+            r"по \3 точкам бэктеста по часу суток",
+        ),
+        (
+            r", learned for ('[^']*') from ([\d.]+) d of its history \(",
+            r", выучено для \1 по \2 дн. его истории (",
+        ),
+        (r"% unserved, ([\d.]+)% at ([\d.]+)%;", r"% не обслужено, \1% при \2%;"),
+        (
+            r"\b(within|over) the reactive rule's ([\d.]+)% on it \(budget ([\d.]+)%\)",
+            lambda m: (
+                ("в пределах " if m[1] == "within" else "выше ")
+                + f"{m[2]}% реактивного правила на ней (бюджет {m[3]}%)"
+            ),
+        ),
+        (r"\bwithin budget ([\d.]+)%", r"в пределах бюджета \1%"),
+        (r"\bover budget ([\d.]+)%", r"сверх бюджета \1%"),
+        (r"\bbudget not reachable; budget ([\d.]+)%", r"бюджет недостижим; бюджет \1%"),
+        (
+            r", holding ([\d.]+)x demand: serving that well cost more than the reactive rule "
+            r"\(([\d.]+)x, ([\d.]+)% unserved\), so the margin serves most at no more than its cost",
+            r", запас \1x спроса: такое обслуживание дороже реактивного правила (\2x, \3% не "
+            r"обслужено), поэтому запас обслуживает больше всего не дороже него",
+        ),
+        (
+            r", holding ([\d.]+)x demand where the reactive rule held ([\d.]+)x, ([\d.]+)% unserved",
+            r", запас \1x спроса, у реактивного правила \2x и \3% не обслужено",
+        ),
+        (r"% unserved;", "% не обслужено;"),
+        (
+            r"; forecast not used near term: its growth rule held ([\d.]+)x demand, ([\d.]+)% more "
+            r"than newest observation x margin at the same service on this history",
+            r"; прогноз не используется на ближайшее время: его правило роста держало \1x спроса, "
+            r"на \2% больше, чем последнее наблюдение x запас, при том же обслуживании на этой истории",
+        ),
+        (
+            r"; forecast not used near term: serving as well with its growth rule held ([\d.]+)x "
+            r"demand \(([\d.]+)% less than newest observation x margin\), but more than the "
+            r"reactive rule cost",
+            r"; прогноз не используется на ближайшее время: то же обслуживание по его правилу "
+            r"роста держало \1x спроса (на \2% меньше, чем последнее наблюдение x запас), но "
+            r"дороже реактивного правила",
+        ),
+        (
+            r"; forecast not used near term \(its growth rule did not serve as well here\)",
+            "; прогноз не используется на ближайшее время (его правило роста обслуживало хуже "
+            "на этой истории)",
+        ),
+        (
+            r"; forecast not used near term \(too little history to backtest the forecaster\)",
+            "; прогноз не используется на ближайшее время (истории мало для бэктеста прогноза)",
+        ),
+        (
+            r"; no newest observation x margin served as well on this history",
+            "; ни одно правило «последнее наблюдение x запас» не обслуживало так же хорошо на "
+            "этой истории",
+        ),
+        (
+            r"; the forecast's growth held ([\d.]+)% less than newest observation x margin "
+            r"\(([\d.]+)x\) at the same service on this history",
+            r"; рост по прогнозу держал на \1% меньше, чем последнее наблюдение x запас (\2x), "
+            r"при том же обслуживании на этой истории",
+        ),
+        (
+            r"; growth over the lead time on the backtest: the forecast's off by ([\d.]+)% on "
+            r"average, no growth by ([\d.]+)%",
+            r"; рост за время подготовки на бэктесте: ошибка прогноза в среднем \1%, "
+            r"без роста — \2%",
+        ),
+        (
+            r"\bmargin ([\d.]+)% for ('[^']*') \(policy\.headroom_fraction: too little history to "
+            r"learn one\)",
+            r"запас \1% для \2 (policy.headroom_fraction: истории мало, чтобы его выучить)",
+        ),
+        (r"\bnear term\b", "на ближайшее время"),
+        (r"\b(q[\d.]+) forecast\b", r"прогноз \1"),
+        (r"\bstays at or under\b", "остаётся не выше"),
         (r"\b(q[\d.]+) MIG demand for\b", r"спрос MIG \1 на"),
         (r"\b(q[\d.]+) demand for\b", r"спрос \1 на"),
         (r"\b(q[\d.]+) demand\b", r"спрос \1"),
@@ -769,6 +941,9 @@ _REASON_PHRASES: dict[str, tuple[tuple[str, str], ...]] = {
         (r"\bnode\b", "узел"),
         (r"\bsaves\b", "экономит"),
         (r"\bGPU-h\b", "GPU-ч"),
+        # What binds a pool (scaler.planning.binding); max_nodes and max_step stay as the
+        # config's names.
+        *((rf"\b{re.escape(k)}\b", v) for k, v in _BOUNDS_RU.items()),
     ),
 }
 _DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?=x\b|(?![\w.]))")

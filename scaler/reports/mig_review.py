@@ -18,7 +18,7 @@ import pandas as pd
 from scaler.catalog.gpus import gpu_model
 from scaler.plans import CapacityPlan
 from scaler.reports.capacity_charts import mig_chart
-from scaler.reports.document import Column, Section, Table
+from scaler.reports.document import Column, Section, Table, money_label
 from scaler.reports.i18n import t
 
 
@@ -73,7 +73,12 @@ def mig_pool_rows(plan: CapacityPlan) -> list[dict[str, Any]]:
 
 
 def add_mig(
-    cap: Section, prices: Mapping[str, float], plan: CapacityPlan, grid: pd.DatetimeIndex, lang: str
+    cap: Section,
+    prices: Mapping[str, float],
+    plan: CapacityPlan,
+    grid: pd.DatetimeIndex,
+    lang: str,
+    currency: str = "",
 ) -> None:
     """Per MIG profile: demand against capacity in instances, and what an instance-hour costs;
     ``prices`` is each pool's price per GPU-hour."""
@@ -92,7 +97,7 @@ def add_mig(
         Table("mig_pools", t(lang, "tbl_mig_pools"), _mig_pool_columns(lang), pool_rows)
     )
     cap.paragraphs += _pool_remarks(pool_rows, lang)
-    cap.tables.append(_profiles_table(models, prices, lang))
+    cap.tables.append(_profiles_table(models, prices, lang, currency))
     cap.tables.append(_nodes_table(models, lang))
 
 
@@ -108,7 +113,10 @@ def _pool_remarks(rows: Sequence[Mapping[str, Any]], lang: str) -> list[str]:
 
 
 def _profiles_table(
-    models: Sequence[tuple[str, Mapping[str, Any]]], prices: Mapping[str, float], lang: str
+    models: Sequence[tuple[str, Mapping[str, Any]]],
+    prices: Mapping[str, float],
+    lang: str,
+    currency: str = "",
 ) -> Table:
     """Per GPU model and profile: peak demand, capacity, shortfall and an instance-hour's cost."""
     rows: list[dict[str, Any]] = []
@@ -123,7 +131,7 @@ def _profiles_table(
             rows.append(
                 {
                     "gpu_model": model,
-                    "profile": profile,
+                    "profile": t(lang, "profile_whole") if profile == "whole" else profile,
                     "peak_demand": peak.get(profile, 0),
                     "capacity": capacity.get(profile, 0),
                     "shortfall": short.get(profile, 0),
@@ -141,7 +149,9 @@ def _profiles_table(
             Column("capacity", t(lang, "col_capacity_instances"), 0),
             Column("shortfall", t(lang, "col_shortfall_instances"), 0),
             Column("gpu_share", t(lang, "col_gpu_share"), 0, percent=True),
-            Column("cost_instance_hour", t(lang, "col_cost_instance_hour"), 3),
+            Column(
+                "cost_instance_hour", money_label(t(lang, "col_cost_instance_hour"), currency), 3
+            ),
         ],
         rows,
     )

@@ -14,13 +14,15 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from forecaster.estimators import quantile_column
 from scaler.config import Config
+from scaler.planning.cost_and_risk import need_shortfall
 from scaler.plans import CapacityPlan
-from scaler.reports.commitments import commitment_recommendations
-from scaler.reports.document import Section, frame_rows
-from scaler.reports.finance import CommitmentAdvice, FinanceProjection
+from scaler.reports.commitments import commitment_recommendations, reserved_idle_recommendations
+from scaler.reports.document import KeyFigure, Section, frame_rows
+from scaler.reports.finance import CommitmentAdvice, FinanceProjection, ReservedIdle
 from scaler.reports.hindsight import hindsight_recommendation
-from scaler.reports.i18n import fmt_number, t
+from scaler.reports.i18n import fmt_number, t, translate_bound
 from scaler.reports.reviewing import Hindsight
 
 Recommendation = tuple[int, str, str]
@@ -61,6 +63,91 @@ def _bound_pools(config: Config, plan: CapacityPlan, lang: str) -> list[Recommen
                 )
             )
     return out
+
+
+FALLBACK_NOTE = "planned with the greedy fallback"
+"""The words of the planner's note (:func:`scaler.planning.solver.solve`) for a GPU model the
+optimizer gave no schedule for (a time limit, a failure), so the greedy allocator planned it."""
+
+
+def solver_fallbacks(plan: CapacityPlan) -> list[str]:
+    """GPU models the plan's optimizer gave up on, planned by the greedy fallback instead."""
+    out = []
+    for note in plan.notes:
+        model, sep, rest = note.partition(": ")
+        if sep and FALLBACK_NOTE in rest and model not in out:
+            out.append(model)
+    return out
+
+
+def plan_shortfalls(config: Config, plan: CapacityPlan) -> dict[str, float]:
+    """GPU-hours of the plan's need (the policy quantile with its margin) the plan leaves short,
+    per GPU model."""
+    return need_shortfall(
+        config, {p.pool: p.target_nodes for p in plan.pools}, plan.demand_gpus, plan.step_s
+    )
+
+
+def plan_recommendations(
+    config: Config,
+    plan: CapacityPlan,
+    lang: str,
+    link: str = "capacity",
+    fallback_link: str = "notes",
+) -> list[Recommendation]:
+    """What the figures rest on, first: demand the plan leaves short (when, how much, what
+    binds; linking to ``link``) and GPU models planned by the greedy fallback rather than the
+    optimizer (linking to ``fallback_link``: the review's notes, where the planner says so)."""
+    out: list[Recommendation] = []
+    short = plan_shortfalls(config, plan)
+    records = {str(r.get("gpu_model")): r for r in plan.risk.get("shortfall", []) or []}
+    q = quantile_column(plan.quantile)
+    for model in sorted(set(short) | set(records)):
+        r = records.get(model, {})
+        first = str(r.get("first_at", ""))
+        out.append(
+            (
+                0,
+                t(
+                    lang,
+                    "summary_plan_short",
+                    model=model,
+                    q=q,
+                    gpu_hours=fmt_number(short.get(model, 0.0), lang, 1),
+                    gpus=fmt_number(float(r.get("max_gpus_short", 0.0)), lang, 1),
+                    at=first[11:16] + "Z" if first else "–",
+                    because=", ".join(
+                        translate_bound(str(b), lang) for b in r.get("because", []) or []
+                    )
+                    or "–",
+                ),
+                link,
+            )
+        )
+    for model in solver_fallbacks(plan):
+        out.append((0, t(lang, "summary_solver_fallback", model=model), fallback_link))
+    return out
+
+
+def plan_figures(config: Config, plan: CapacityPlan, lang: str) -> list[KeyFigure]:
+    """What the plan's figures rest on: the GPU-hours of its need it leaves short, and (when
+    any) the GPU models the greedy fallback planned instead of the optimizer."""
+    figures = [
+        KeyFigure(
+            "plan_short_gpu_hours",
+            t(lang, "fig_plan_short", q=quantile_column(plan.quantile)),
+            round(sum(plan_shortfalls(config, plan).values()), 2),
+            t(lang, "unit_gpu_hours"),
+        )
+    ]
+    fallbacks = solver_fallbacks(plan)
+    if fallbacks:
+        figures.append(
+            KeyFigure(
+                "solver_fallback_models", t(lang, "fig_solver_fallback"), len(fallbacks), "", 0
+            )
+        )
+    return figures
 
 
 def _lost_to_baseline(rows: Sequence[Mapping[str, Any]], lang: str) -> list[Recommendation]:
@@ -104,22 +191,35 @@ def capacity_recommendations(
     accuracy: Sequence[Mapping[str, Any]],
     hindsight: Hindsight,
     lang: str,
+    reserved_idle: Sequence[ReservedIdle] = (),
 ) -> list[Recommendation]:
-    """The capacity review's: pools at their limit, commitments, forecasts that lost to a
-    baseline, and what the review period cost."""
+    """The capacity review's: a plan that falls short or fell back, pools at their limit,
+    commitments and idle reserved capacity, forecasts that lost to a baseline, and what the
+    review period cost."""
+    currency = config.finance.currency
     return [
+        *plan_recommendations(config, plan, lang),
         *_bound_pools(config, plan, lang),
-        *commitment_recommendations(advice, lang),
+        *commitment_recommendations(advice, lang, currency),
+        *reserved_idle_recommendations(reserved_idle, currency, lang),
         *_lost_to_baseline(accuracy, lang),
         *hindsight_recommendation(hindsight, config.finance.currency, lang),
     ]
 
 
-def finance_recommendations(projection: FinanceProjection, lang: str) -> list[Recommendation]:
-    """The finance dry-run's: commitments, what each scenario adds, and demand the high band
-    leaves unserved."""
+def finance_recommendations(
+    projection: FinanceProjection,
+    lang: str,
+    currency: str = "",
+    plan_items: Sequence[Recommendation] = (),
+) -> list[Recommendation]:
+    """The finance dry-run's: the plan's shortfall or fallback (``plan_items``, from
+    :func:`plan_recommendations`), commitments and idle reserved capacity, what each scenario
+    adds, and demand the high band leaves unserved."""
     return [
-        *commitment_recommendations(projection.commitments, lang),
+        *plan_items,
+        *commitment_recommendations(projection.commitments, lang, currency),
+        *reserved_idle_recommendations(projection.reserved_idle, currency, lang),
         *_scenario_costs(projection, lang),
         *_finance_shortfall(projection, lang),
     ]
