@@ -189,3 +189,28 @@ def test_daemonset_manifest_is_valid() -> None:
         e["name"]: e.get("value") for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     assert env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+
+
+@pytest.mark.parametrize(
+    ("name", "gib", "model"),
+    [
+        ("NVIDIA A100-SXM4-80GB", 79.2, "A100-80GB"),
+        ("NVIDIA A100-PCIE-40GB", 39.4, "A100-40GB"),
+        ("NVIDIA H100 80GB HBM3", 79.6, "H100-80GB"),
+        ("NVIDIA H100 PCIe", 79.6, "H100-80GB"),
+        ("NVIDIA H100 NVL", 93.6, "H100-NVL-94GB"),
+        ("NVIDIA H200", 140.4, "H200-141GB"),
+        ("NVIDIA B200", 178.4, "B200-180GB"),
+        ("NVIDIA H20", 95.6, "H20-96GB"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 95.0, "RTX-PRO-6000-96GB"),
+        ("NVIDIA A30", 23.5, "A30-24GB"),
+        ("NVIDIA L4", 22.5, None),
+        ("Tesla T4", 15.0, None),
+    ],
+)
+def test_the_agent_names_every_catalog_mig_part_from_nvml(
+    name: str, gib: float, model: str | None
+) -> None:
+    from scaler.agent.nvml import model_from_name
+
+    assert model_from_name(name, int(gib * 2**30)) == model

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import pynvml
 
 from forecaster.errors import TemporaryError, TiercastError
+from scaler.catalog.gpus import GPU_MODELS, product_matches
 from scaler.catalog.mig import GEOMETRIES, MigGeometry, Placed, geometry, is_valid
 
 _ERROR_NAMES = {getattr(pynvml, n): n for n in dir(pynvml) if n.startswith("NVML_ERROR_")}
@@ -126,18 +127,21 @@ class NvmlBackend(Protocol):
 
 
 def model_from_name(name: str, memory_total_bytes: int) -> str | None:
-    """Catalog MIG model of a device named like ``NVIDIA A100-SXM4-80GB``; None if not MIG-capable."""
-    n = name.upper()
+    """Catalog MIG model of a device named like ``NVIDIA A100-SXM4-80GB``; None if not MIG-capable.
+
+    NVML's device name is what GPU feature discovery writes as ``nvidia.com/gpu.product``
+    with spaces as dashes, so the catalog's product rules name the model
+    (:func:`scaler.catalog.gpus.product_matches`); where the name gives no size (``NVIDIA
+    H100 PCIe``), the part whose memory is nearest the device's total is chosen.
+    """
+    product = "-".join(name.split())
     gib = memory_total_bytes / 2**30
-    if "A30" in n:
-        return "A30-24GB"
-    if "H200" in n:
-        return "H200-141GB"
-    if "H100" in n and gib < 90:
-        return "H100-80GB"
-    if "A100" in n:
-        return "A100-80GB" if gib > 50 else "A100-40GB"
-    return None
+    candidates = [
+        m for m in GPU_MODELS.values() if m.mig_capable and product_matches(m.name, product)
+    ]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda m: abs(m.memory_gb - gib)).name
 
 
 # --- the fake ----------------------------------------------------------------------
