@@ -374,7 +374,7 @@ def hand_output_cases() -> list[Case]:
         Case(
             "plan-out-dir",
             {"h.csv": fresh},
-            ["plan", "--history", "h.csv", "--out", "finance", "--horizon", "7d"],
+            ["plan", "--history", "h.csv", "--out-dir", "finance", "--horizon", "7d"],
             "ok",
             outputs=("finance/",),
         ),

@@ -82,7 +82,7 @@ def test_forecast_writes_requested_columns(
             "24h",
             "--quantiles",
             "0.1,0.50,0.9",
-            "--out",
+            "--out-file",
             "f.csv",
         ],
         capsys,

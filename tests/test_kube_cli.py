@@ -124,12 +124,17 @@ def test_live_run_scales_once_and_a_second_run_changes_nothing(
     assert len(fake.writes()) == 2 and fake.get(MD)["spec"]["replicas"] == replicas
 
 
+@pytest.mark.parametrize("flag", ["--dry-run=server", "--server-dry-run"])
 def test_server_dry_run_against_the_cluster_persists_nothing(
-    workdir: Path, fake: FakeKube, capsys: pytest.CaptureFixture[str]
+    workdir: Path, fake: FakeKube, capsys: pytest.CaptureFixture[str], flag: str
 ) -> None:
+    # --dry-run=server, and for one release the old --server-dry-run with its notice.
     argv = write_inputs(workdir, fake)
-    assert main([*argv, "--server-dry-run"]) == 0, capsys.readouterr()
-    assert "dryRun=All" in capsys.readouterr().out
+    assert main([*argv, flag]) == 0, capsys.readouterr()
+    out, err = capsys.readouterr()
+    assert "dryRun=All" in out
+    notice = "tiercast: --server-dry-run is deprecated; use --dry-run=server"
+    assert (notice in err) == (flag == "--server-dry-run")
     assert fake.writes() and all(r.query == {"dryRun": "All"} for r in fake.writes())
     assert fake.get(MD)["spec"]["replicas"] == 2
 
@@ -138,5 +143,17 @@ def test_server_dry_run_without_a_cluster_is_bad_input(
     workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    assert main(["run", "--server-dry-run"]) == 2
-    assert "--server-dry-run needs a cluster" in capsys.readouterr().err
+    assert main(["run", "--dry-run=server"]) == 2
+    assert "--dry-run=server needs a cluster" in capsys.readouterr().err
+
+
+def test_a_live_run_without_cluster_credentials_hints_at_the_dry_run(
+    workdir: Path, fake: FakeKube, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = write_inputs(workdir, fake)
+    argv[argv.index("kubeconfig")] = "missing-kubeconfig"
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "missing-kubeconfig" in line
+    assert line.endswith("run with --dry-run to plan without a cluster")
+    assert fake.writes() == []

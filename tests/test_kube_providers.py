@@ -429,7 +429,7 @@ def test_offline_dry_run_lists_calls_from_the_configured_inventory() -> None:
 def test_server_dry_run_needs_a_cluster() -> None:
     from forecaster.errors import BadInputError
 
-    with pytest.raises(BadInputError, match="--server-dry-run"):
+    with pytest.raises(BadInputError, match="--dry-run=server"):
         build_provider(make_config(), dry_run=True, server_dry_run=True)
 
 

@@ -557,7 +557,7 @@ def test_plan_and_report_learn_from_existing_records_and_never_create_them(
         return build(config, *args, **kwargs)
 
     monkeypatch.setattr(capacity, "build_capacity_report", spy)
-    report = ["report", "--config", "c.yaml", "--out", "rep", "--format", "json"]
+    report = ["report", "--config", "c.yaml", "--out-dir", "rep", "-o", "json"]
     assert main([*report, "--backtest-origins", "0"]) == 0
     assert reviewed == [1380]
     assert learned in json.loads((workdir / "rep" / "plan.json").read_text())["notes"]

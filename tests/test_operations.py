@@ -475,7 +475,11 @@ def test_bash_completion_offers_commands_and_each_commands_flags(
     # Values of an option with a fixed set; flags after it still complete as flags.
     assert _complete(script, "tiercast forecast -o ") == ["csv", "table", "json", "yaml"]
     assert _complete(script, "tiercast run --output y") == ["yaml"]
-    assert "--output-file" in _complete(script, "tiercast forecast --out")
+    assert "--out-file" in _complete(script, "tiercast forecast --out")
+    # Old spellings kept for one release are not offered.
+    assert "--out" not in _complete(script, "tiercast forecast --out")
+    assert _complete(script, "tiercast run --dry-run ") == ["client", "server"]
+    assert _complete(script, "tiercast report -o ") == ["html", "md", "csv", "json"]
     assert "--no-progress" in _complete(script, "tiercast report --no")
 
 
@@ -581,14 +585,14 @@ def test_forecast_prints_json_yaml_or_a_table_on_stdout_and_csv_by_default(
     table = capsys.readouterr().out.splitlines()
     assert table[0].startswith("h: seasonal_naive_1d, 6 steps")
     assert table[1].split() == ["timestamp", "q0.1", "q0.9"] and len(table) == 8
-    # The default is still the CSV, to stdout or to --output-file (alias --out).
+    # The default is still the CSV, to stdout or to --out-file (alias --output-file).
     assert main(base) == 0
     csv_text = capsys.readouterr().out
     assert csv_text.splitlines()[0] == "timestamp,q0.1,q0.9"
     assert main([*base, "--output-file", "f.csv"]) == 0
     assert "forecast written to f.csv" in capsys.readouterr().err
     assert (workdir / "f.csv").read_text() == csv_text
-    assert main([*base, "-o", "json", "--out", "f.json"]) == 0
+    assert main([*base, "-o", "json", "--out-file", "f.json"]) == 0
     assert json.loads((workdir / "f.json").read_text())["forecasts"][0] == doc
     frame = pd.read_csv(workdir / "f.csv")
     assert float(frame["q0.1"].iloc[0]) == pytest.approx(doc["points"][0]["q0.1"], rel=1e-5)
@@ -602,7 +606,7 @@ def test_forecast_o_with_a_file_name_is_deprecated_or_refused_in_one_line(
     # The former '-o FILE.csv' still writes the CSV, and says what to use instead.
     assert main([*base, "--horizon", "1h", "-o", "old.csv"]) == 0
     err = capsys.readouterr().err
-    assert "'forecast -o FILE' is deprecated; use --output-file old.csv" in err
+    assert "'forecast -o FILE' is deprecated; use --out-file old.csv" in err
     assert (workdir / "old.csv").read_text().startswith("timestamp,q0.1,q0.5,q0.9\n")
     # Anything else is not taken for a file: a typo must not write a file named 'jsn'.
     with pytest.raises(SystemExit) as stop:
@@ -610,7 +614,7 @@ def test_forecast_o_with_a_file_name_is_deprecated_or_refused_in_one_line(
     assert stop.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "'jsn' is not a format; expected one of csv, table, json, yaml" in last
-    assert "--output-file" in last and not (workdir / "jsn").exists()
+    assert "--out-file" in last and not (workdir / "jsn").exists()
 
 
 # -- progress bars: on a terminal only -------------------------------------------------------

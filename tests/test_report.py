@@ -239,13 +239,13 @@ def test_history_review_starts_from_todays_fleet(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     csv_path = _small_history(workdir / "rps.csv")
-    common = ["report", "--history", str(csv_path), "--backtest-origins", "0", "--format", "json"]
-    assert main([*common, "--out", "empty"]) == 0
+    common = ["report", "--history", str(csv_path), "--backtest-origins", "0", "-o", "json"]
+    assert main([*common, "--out-dir", "empty"]) == 0
     assert (
         main(
             [
                 *common,
-                "--out",
+                "--out-dir",
                 "fleet",
                 "--current-nodes",
                 "default-on-demand=3",
@@ -263,7 +263,7 @@ def test_history_review_starts_from_todays_fleet(
     assert fleet["key_figures"]["cost_per_hour_current"] == pytest.approx(96.0)
     signals = next(s for s in fleet["sections"] if s["key"] == "signals")["tables"][0]["rows"]
     assert {r["unit"] for r in signals} == {"requests/s"}
-    assert main([*common, "--out", "bad", "--current-nodes", "gpu-pool=2"]) == 2
+    assert main([*common, "--out-dir", "bad", "--current-nodes", "gpu-pool=2"]) == 2
     err = capsys.readouterr().err
     assert "--current-nodes" in err and "default-on-demand" in err
     assert len(err.strip().splitlines()) == 1

@@ -146,9 +146,9 @@ def test_report_reads_recorded_cycles(workdir: Path, capsys: pytest.CaptureFixtu
     code = main(
         [
             "report",
-            "--out",
+            "--out-dir",
             "rep",
-            "--format",
+            "-o",
             "json",
             "--backtest-origins",
             "0",
@@ -168,5 +168,5 @@ def test_report_reads_recorded_cycles(workdir: Path, capsys: pytest.CaptureFixtu
     for r in tables["hindsight_pools"]:
         assert r["planned_gpu_hours"] == pytest.approx(r["used_gpu_hours"] + r["idle_gpu_hours"])
     assert len(sec["charts"]) >= 4
-    assert main(["report", "--out", "rep2", "--records", "missing.sqlite"]) == 2
+    assert main(["report", "--out-dir", "rep2", "--records", "missing.sqlite"]) == 2
     assert "--records" in capsys.readouterr().err

@@ -77,7 +77,7 @@ def test_run_dry_run_and_plan_out_leave_an_empty_working_folder_empty(
 
     assert main(["run", "--dry-run", "--history", str(history)]) == 0
     out = capsys.readouterr().out
-    assert main(["plan", "--history", str(history), "--out", str(out_dir)]) == 0
+    assert main(["plan", "--history", str(history), "--out-dir", str(out_dir)]) == 0
     planned = capsys.readouterr().out
     # `plan` sent nothing anywhere, so it prints no action as recorded or applied.
     assert "plan only: nothing was applied or recorded" in planned
@@ -109,7 +109,7 @@ def test_the_readme_first_command_writes_only_the_state_directory(
     cwd = _empty_cwd(tmp_path, monkeypatch)
     assert main(["run", "--dry-run"]) == 0
     assert f"plan written to {state_dir / 'tiercast-plan.json'}" in capsys.readouterr().out
-    assert main(["plan", "--out", str(tmp_path / "finance")]) == 0
+    assert main(["plan", "--out-dir", str(tmp_path / "finance")]) == 0
     assert list(cwd.iterdir()) == []
     assert {p.name for p in state_dir.iterdir()} == {
         "tiercast-plan.json",

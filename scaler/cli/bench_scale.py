@@ -14,6 +14,7 @@ from pathlib import Path
 
 from forecaster.errors import BadInputError
 from forecaster.progress import Progress, add_progress_flag
+from scaler.cli.common import DeprecatedAlias
 
 
 def _count(text: str) -> int:
@@ -55,7 +56,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="backends compared with the 1-process baseline: joblib, dask (default both)",
     )
     p.add_argument("--traces", type=Path, default=None, help="public traces folder")
-    p.add_argument("--out", type=Path, default=None, help="also write the table here (Markdown)")
+    p.add_argument(
+        "--out-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the table to this file (Markdown)",
+    )
+    p.add_argument(
+        "--out", type=Path, dest="out_file", action=DeprecatedAlias, replacement="--out-file"
+    )
     add_progress_flag(p)
     p.set_defaults(func=_run)
 
@@ -118,6 +128,6 @@ def _run(args: argparse.Namespace) -> int:
     ]
     text = "\n".join(lines)
     print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    if args.out_file is not None:
+        args.out_file.write_text(text + "\n", encoding="utf-8")
     return 0

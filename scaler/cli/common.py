@@ -1,5 +1,6 @@
 """What every command of the CLI shares: the final error line, ``-o json|yaml`` documents,
-aligned tables, writing an output file, and the input and output flags.
+aligned tables, writing an output file, the input and output flags, ``--dry-run[=client|server]``
+and the old spellings kept for one release (:class:`DeprecatedAlias`).
 """
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from forecaster.errors import BadInputError
 from forecaster.files import write_atomic
@@ -28,6 +30,125 @@ def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     """``text`` redacted, on one line, at most ``limit`` characters (the CLI's final error line)."""
     flat = " ".join(redact(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def flag_error(message: str) -> NoReturn:
+    """Exit 2 with ``message`` as the one error line (an argparse error without the usage)."""
+    print(one_line(f"tiercast: error: {message}"), file=sys.stderr)
+    raise SystemExit(2)
+
+
+def deprecation_notice(old: str, new: str) -> None:
+    """The one line on stderr an old spelling prints: it still works, for one release."""
+    print(
+        f"tiercast: {old} is deprecated; use {new} (it is removed in the next release)",
+        file=sys.stderr,
+    )
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old spelling of an option kept for one release: it stores what its ``replacement``
+    stores (same ``dest``) and prints :func:`deprecation_notice`. Hidden from ``--help`` and
+    from shell completion; register it after the new option, so the new one's default holds."""
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        replacement: str,
+        implies: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        kwargs.setdefault("default", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+        self.replacement = replacement
+        self.implies = dict(implies or {})
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        deprecation_notice(option_string or self.dest, self.replacement)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+        for name, value in self.implies.items():
+            setattr(namespace, name, value)
+
+
+DRY_RUN_MODES = ("client", "server")
+"""``--dry-run=client`` (the default of a bare ``--dry-run``): plan and record, every write
+kept in memory; ``--dry-run=server``: the writes go to the API server with ``dryRun=All``."""
+
+
+class DryRunAction(argparse.Action):
+    """``--dry-run[=client|server]``, as kubectl's: sets ``dry_run`` (and ``server_dry_run``
+    for ``server``), the two booleans ``scaler.service.wiring`` reads."""
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        modes: Sequence[str] = DRY_RUN_MODES,
+        refused: str = "",
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("default", False)
+        kwargs.setdefault("metavar", "{" + ",".join(modes) + "}")
+        super().__init__(option_strings, dest, nargs="?", const="client", **kwargs)
+        self.modes = tuple(modes)
+        self.completions = self.modes  # what shell completion offers after --dry-run
+        self.refused = refused
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        mode = str(values)
+        if mode not in self.modes:
+            flag_error(
+                f"argument --dry-run: {mode!r} is not a dry-run mode; expected "
+                f"{' or '.join(self.modes)} (a bare --dry-run is client){self.refused}"
+            )
+        setattr(namespace, self.dest, True)
+        if mode == "server":
+            namespace.server_dry_run = True
+
+
+def add_dry_run_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--dry-run[=client|server]`` of ``run`` and ``serve``, and the old ``--server-dry-run``."""
+    p.add_argument(
+        "--dry-run",
+        action=DryRunAction,
+        help="client (a bare --dry-run): record the actions instead of applying them, every "
+        "write kept in memory; server: send the writes with dryRun=All, so the API server "
+        "validates them and nothing persists (needs --kubeconfig or --context)",
+    )
+    p.add_argument(
+        "--server-dry-run",
+        action=DeprecatedAlias,
+        replacement="--dry-run=server",
+        dest="server_dry_run",
+        nargs=0,
+        const=True,
+        default=False,
+        implies={"dry_run": True},
+    )
+
+
+def add_prometheus_url_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--prometheus-url URL``: the config's ``prometheus.url`` from the command line."""
+    p.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="read the config's PromQL signals from this Prometheus (overrides prometheus.url, "
+        "or adds the section); needs --config, the built-in demo has no queries",
+    )
 
 
 def write_file(path: str, text: str) -> None:
@@ -134,6 +255,7 @@ def add_input_flags(p: argparse.ArgumentParser) -> None:
         help="where to write the plan JSON (default: the config's service.plan_out, else "
         f"{DEFAULT_PLAN_FILE} in the state directory)",
     )
+    add_prometheus_url_flag(p)
     add_state_flag(p)
     add_fleet_flags(p)
     g = p.add_argument_group("for --history without --config")

@@ -15,14 +15,22 @@ SHELLS = ("bash", "zsh")
 
 
 def command_words(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
-    """Subcommand -> its option strings; ``""`` holds the subcommands and global flags."""
+    """Subcommand -> its option strings; ``""`` holds the subcommands and global flags.
+
+    Options hidden from ``--help`` (old spellings kept for one release) are not offered."""
     words: dict[str, list[str]] = {"": []}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 words[""].append(name)
                 words[name] = sorted(
-                    {o for a in sub._actions for o in a.option_strings if o.startswith("--")}
+                    {
+                        o
+                        for a in sub._actions
+                        if a.help != argparse.SUPPRESS
+                        for o in a.option_strings
+                        if o.startswith("--")
+                    }
                 )
         else:
             words[""].extend(o for o in action.option_strings if o.startswith("--"))
@@ -38,7 +46,7 @@ def value_words(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
             for name, sub in action.choices.items():
                 for a in sub._actions:
                     values = a.choices or getattr(a, "completions", None)
-                    if values and a.option_strings:
+                    if values and a.option_strings and a.help != argparse.SUPPRESS:
                         for option in a.option_strings:
                             out[f"{name} {option}"] = [str(v) for v in values]
     return out

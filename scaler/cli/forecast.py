@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from scaler.cli.common import (
+    DeprecatedAlias,
+    deprecation_notice,
     format_document,
     parse_quantiles,
     select_series,
@@ -158,12 +160,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "series, or json or yaml with each series' estimator and points",
     )
     p.add_argument(
+        "--out-file",
         "--output-file",
-        "--out",
         dest="output_file",
         metavar="FILE",
         help="write there instead of standard output ('-' is standard output)",
     )
+    p.add_argument("--out", dest="output_file", action=DeprecatedAlias, replacement="--out-file")
     p.add_argument(
         "--model-store",
         help="folder of stored models to reuse and update (e.g. models); default: none",
@@ -176,7 +179,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 class _ForecastOutput(argparse.Action):
     """``-o FORMAT``; the former ``-o FILE`` (a path ending in .csv, or with a folder) is
-    still written, with a warning, and anything else is refused naming ``--output-file``."""
+    still written, with a one-line notice, and anything else is refused naming ``--out-file``."""
 
     completions = FORECAST_FORMATS
     """What shell completion offers after ``-o`` (argparse ``choices`` would refuse a file)."""
@@ -192,15 +195,14 @@ class _ForecastOutput(argparse.Action):
         if value in FORECAST_FORMATS:
             namespace.output = value
         elif value.lower().endswith(".csv") or "/" in value or os.sep in value:
-            print(
-                f"tiercast: warning: 'forecast -o FILE' is deprecated; use --output-file "
-                f"{value} (-o now picks the format: {', '.join(FORECAST_FORMATS)})",
-                file=sys.stderr,
+            deprecation_notice(
+                "'forecast -o FILE'",
+                f"--out-file {value} (-o now picks the format: {', '.join(FORECAST_FORMATS)})",
             )
             namespace.output = "csv"
             namespace.output_file = namespace.output_file or value
         else:
             parser.error(
                 f"argument -o/--output: {value!r} is not a format; expected one of "
-                f"{', '.join(FORECAST_FORMATS)} (write a file with --output-file FILE)"
+                f"{', '.join(FORECAST_FORMATS)} (write a file with --out-file FILE)"
             )

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scaler.cli.common import add_input_flags, add_output_flag, write_file
+from scaler.cli.common import DryRunAction, add_input_flags, add_output_flag, write_file
 from scaler.cli.run import print_cycle
 from scaler.inputs.loading import load_inputs, plan_path
 
@@ -111,7 +111,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_input_flags(p)
     add_output_flag(p)
     p.add_argument(
-        "--dry-run", action="store_true", help="accepted for symmetry with 'run'; plan never acts"
+        "--dry-run",
+        action=DryRunAction,
+        modes=("client",),
+        refused="; plan never contacts a cluster, and tiercast run --dry-run=server sends "
+        "the writes to the API server",
+        help="accepted for symmetry with 'run' (client only); plan never acts",
     )
     p.add_argument(
         "--horizon",

@@ -1,24 +1,32 @@
 """``tiercast report``: the capacity review.
 
 ``tiercast report`` runs one dry-run cycle (the same code as ``tiercast run``,
-with a recording provider) and writes the capacity review under ``--out``:
+with a recording provider) and writes the capacity review under ``--out-dir``:
 ``report.html`` (self-contained), ``report.md`` with ``charts/*.png``,
-``csv/report-*.csv``, ``report.json`` and the plan as ``plan.json``.
+``csv/report-*.csv``, ``report.json`` and the plan as ``plan.json``; ``-o`` picks which
+formats, as ``-o`` picks the format in every command.
 
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from forecaster.errors import BadInputError
 from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration
+from scaler.cli.common import DeprecatedAlias, deprecation_notice, flag_error
 from scaler.cli.finance import add_lang_flag, parse_formats
 from scaler.reports import reviewing
 from scaler.reports.i18n import check_lang, t
 from scaler.reports.writing import FORMATS
+
+DEFAULT_REPORT_DIR = "tiercast-report"
+"""Where ``tiercast report`` writes when ``--out-dir`` is not given."""
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -28,7 +36,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from scaler.reports.writing import write_report
 
     lang = check_lang(args.lang)
-    formats = parse_formats(args.format)
+    formats = parse_formats(args.output, "-o/--output")
+    out_dir = args.out_dir or DEFAULT_REPORT_DIR
     window = parse_duration(args.history_window)
     if args.backtest_origins < 0:
         raise BadInputError(
@@ -60,8 +69,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             progress=bar,
         )
         bar.describe("writing files")
-        written = write_report(report, args.out, formats)
-        write_file(str(Path(args.out) / "plan.json"), result.plan.to_json())
+        written = write_report(report, out_dir, formats)
+        write_file(str(Path(out_dir) / "plan.json"), result.plan.to_json())
         bar.update()
     for path in written:
         if path.suffix in (".html", ".md", ".json"):
@@ -87,16 +96,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_lang_flag(p)
     p.add_argument(
-        "--out",
         "-o",
-        default="tiercast-report",
-        help="output folder (default: %(default)s)",
+        "--output",
+        action=_ReportOutput,
+        default=",".join(FORMATS),
+        metavar="FORMATS",
+        help="comma-separated formats to write, of %(default)s (default: all)",
     )
     p.add_argument(
-        "--format",
-        default=",".join(FORMATS),
-        help="comma-separated formats (default: %(default)s)",
+        "--out-dir",
+        metavar="DIR",
+        help=f"output folder (default: {DEFAULT_REPORT_DIR})",
     )
+    p.add_argument("--out", dest="out_dir", action=DeprecatedAlias, replacement="--out-dir")
+    p.add_argument("--format", dest="output", action=DeprecatedAlias, replacement="-o/--output")
     p.add_argument(
         "--history-window",
         default="7d",
@@ -122,3 +135,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default: %(default)s)",
     )
     p.set_defaults(func=cmd_report)
+
+
+class _ReportOutput(argparse.Action):
+    """``-o FORMATS``; the former ``-o DIR`` (a path with a folder in it) is still the output
+    folder, with a one-line notice, and anything else is refused naming ``--out-dir``."""
+
+    completions = FORMATS
+    """What shell completion offers after ``-o`` (one format; more are comma-separated)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        value = str(values)
+        parts = [p.strip().lower() for p in value.split(",") if p.strip()]
+        if parts and all(p in FORMATS for p in parts):
+            namespace.output = value
+        elif "/" in value or os.sep in value:
+            deprecation_notice(
+                "'report -o DIR'",
+                f"--out-dir {value} (-o now picks the formats: {','.join(FORMATS)})",
+            )
+            namespace.out_dir = namespace.out_dir or value
+        else:
+            flag_error(
+                f"argument -o/--output: {value!r} is not a format; expected a comma-separated "
+                f"subset of {','.join(FORMATS)} (the output folder is --out-dir DIR)"
+            )

@@ -10,7 +10,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from forecaster import __version__
-from scaler.cli.common import add_input_flags, add_output_flag, print_document
+from scaler.cli.common import (
+    add_dry_run_flags,
+    add_input_flags,
+    add_output_flag,
+    print_document,
+)
 from scaler.inputs.loading import load_inputs, shown_path
 
 if TYPE_CHECKING:
@@ -139,9 +144,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_input_flags(p)
     add_output_flag(p)
-    p.add_argument(
-        "--dry-run", action="store_true", help="record the actions instead of applying them"
-    )
+    add_dry_run_flags(p)
     k = p.add_argument_group(
         "Kubernetes (pools whose provider kind is cluster-api, karpenter or placeholder)"
     )
@@ -150,9 +153,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="kubeconfig file; default: in-cluster service account, else ~/.kube/config",
     )
     k.add_argument("--context", help="kubeconfig context; default: the current context")
-    k.add_argument(
-        "--server-dry-run",
-        action="store_true",
-        help="send the writes with dryRun=All: the API server validates them, nothing persists (implies --dry-run)",
-    )
     p.set_defaults(func=cmd_run)

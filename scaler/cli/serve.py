@@ -29,11 +29,11 @@ def register(subparsers: Any) -> None:
         "this duration (e.g. 30d), reading Prometheus up to that time",
     )
     p.add_argument("--plan-out", default=None, help=argparse.SUPPRESS)
-    from scaler.cli.common import add_state_flag
+    from scaler.cli.common import add_dry_run_flags, add_prometheus_url_flag, add_state_flag
 
+    add_prometheus_url_flag(p)
     add_state_flag(p)
-    p.add_argument("--dry-run", action="store_true", help="record actions instead of applying")
-    p.add_argument("--server-dry-run", action="store_true", help="send writes with dryRun=All")
+    add_dry_run_flags(p)
     p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster service account")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument(

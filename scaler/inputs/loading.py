@@ -152,7 +152,41 @@ def load_cycle_config(path: str, args: argparse.Namespace | None = None) -> Conf
 
     config = load_config(path)
     check_forecast_method(config, str(path))
+    url = getattr(args, "prometheus_url", None)
+    if url:
+        config = with_prometheus_url(config, url, str(path), getattr(args, "history", None))
     return with_state_paths(config, args)
+
+
+def with_prometheus_url(
+    config: Config, url: str, source: str, history: str | None = None
+) -> Config:
+    """``config`` reading its PromQL signals from ``url`` (``--prometheus-url``): its
+    ``prometheus.url`` replaced, or a ``prometheus`` section added with the defaults.
+
+    Refused in one line where the URL could not be used: a ``--history`` file replaces the
+    queries, and a config with no signal that has a ``query`` never reads Prometheus.
+    """
+    from pydantic import ValidationError
+
+    from scaler.config import PrometheusConfig
+
+    if history is not None:
+        raise BadInputError(
+            "--prometheus-url: --history replaces the config's queries; give one of the two"
+        )
+    if not any(s.query is not None for s in config.signals):
+        raise BadInputError(
+            f"--prometheus-url: no signal of {source} has a 'query', so Prometheus is never "
+            "read; give each signal a PromQL query (see data/example-config.yaml)"
+        )
+    given = config.prometheus.model_dump(exclude_unset=True) if config.prometheus else {}
+    try:
+        prometheus = PrometheusConfig.model_validate({**given, "url": url})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadInputError(f"--prometheus-url: {url[:200]!r}: {first['msg']}") from None
+    return config.model_copy(update={"prometheus": prometheus})
 
 
 def _config_from_history(history: History, args: argparse.Namespace) -> Config:
@@ -220,6 +254,12 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
 
     config_path = resolve_config_path(args)
     history_path = getattr(args, "history", None)
+    if config_path is None and getattr(args, "prometheus_url", None):
+        raise BadInputError(
+            "--prometheus-url needs --config: the built-in demo's signals are synthetic and "
+            "have no PromQL queries; pass --config FILE whose signals have a 'query' "
+            "(see data/example-config.yaml)"
+        )
     if config_path is None and history_path is None:
         config, history, now = demo_inputs()
         label = "built-in demo fleet"

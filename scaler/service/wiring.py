@@ -155,15 +155,15 @@ def serve(args: argparse.Namespace) -> int:
     telemetry = Telemetry()
     stop = Stop()
     leadership = make_leadership(config, telemetry, identity)
+    # --dry-run=server is a dry-run too: its writes reach the API server with dryRun=All.
+    dry_run = bool(args.dry_run or args.server_dry_run)
     cycle = CycleJob(
         load=load,
-        make_provider=provider_factory(
-            args.dry_run, args.server_dry_run, args.kubeconfig, args.context
-        ),
+        make_provider=provider_factory(dry_run, args.server_dry_run, args.kubeconfig, args.context),
         telemetry=telemetry,
         store=RunStore(svc.records_path, svc.records_keep_days),
         leadership=leadership,
-        dry_run=args.dry_run,
+        dry_run=dry_run,
         stop=stop,
         plan_out=svc.plan_out,
         identity=identity,

@@ -54,6 +54,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from forecaster.errors import BadInputError
 from scaler.actuation.kube import seeding
 from scaler.actuation.kube.capacity_buffers import CapacityBufferPool
 from scaler.actuation.kube.cluster_api import ClusterApiPool
@@ -325,15 +326,21 @@ def build_provider(
         or bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     )
     if server_dry_run and not have_cluster:
-        from forecaster.errors import BadInputError
-
-        raise BadInputError("--server-dry-run needs a cluster: give --kubeconfig or --context")
+        raise BadInputError(
+            "--dry-run=server needs a cluster: give --kubeconfig or --context, or run with "
+            "--dry-run (client) to plan against an in-memory copy of the cluster"
+        )
 
     def cluster() -> Transport:
         return transport or connect(kubeconfig, context, policy, kube.request_timeout_s)
 
     if not dry_run:
-        return KubeProvider(config, Session(cluster()))
+        try:
+            live = cluster()
+        except BadInputError as exc:
+            # No credentials: the one case where the dry-run is the way forward.
+            raise type(exc)(f"{exc}; run with --dry-run to plan without a cluster") from exc
+        return KubeProvider(config, Session(live))
     if server_dry_run:
         return KubeProvider(config, Session(cluster(), server_dry_run=True), dry_run=True)
     if have_cluster:
