@@ -13,6 +13,7 @@ from forecaster.estimators import make
 from forecaster.store import ModelStore
 from scaler.cli import main
 from scaler.service import cycle
+from scaler.service.growth_cache import FILE_NAME as GROWTH_CACHE
 
 
 def series(days: int = 12, seed: int = 0, name: str = "rps") -> pd.Series:
@@ -146,14 +147,20 @@ def test_second_tiercast_run_reuses_stored_models(
 ) -> None:
     monkeypatch.setattr(cycle, "_STORES", {})
     assert main(["run", "--dry-run"]) == 0
+    # Model sidecars only: the growth backtest's forecasts are kept beside them.
     metas = {p.name: p.read_text() for p in (state_dir / "models").glob("*.json")}
+    kept = metas.pop(GROWTH_CACHE)
     assert len(metas) >= 3  # one per demo signal
     monkeypatch.setattr(cycle, "_STORES", {})  # a new process: only the files remain
     assert main(["run", "--dry-run"]) == 0
     capsys.readouterr()
     store = next(iter(cycle._STORES.values()))
     assert store.stats == {"reused": len(metas), "fitted": 0}
-    assert {p.name: p.read_text() for p in (state_dir / "models").glob("*.json")} == metas
+    # Nothing was fitted or forecast again: every file is as the first run left it.
+    assert {p.name: p.read_text() for p in (state_dir / "models").glob("*.json")} == {
+        **metas,
+        GROWTH_CACHE: kept,
+    }
 
 
 class _Touch:
