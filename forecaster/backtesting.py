@@ -129,10 +129,14 @@ def backtest(
     quantiles: Sequence[float],
     label: str | None = None,
     tick: Callable[[], None] | None = None,
+    max_history: pd.Timedelta | None = None,
 ) -> Backtest:
     """Refit ``factory()`` at each origin on the data before it; forecast ``horizon`` steps.
 
-    ``tick``, when given, is called after each origin (a progress hook)."""
+    ``max_history``, when given, cuts each origin's training data to that span before
+    the origin (timestamps at or after ``origin - max_history``), the way a metrics
+    store with that retention would hold it; the MASE scale of the origin is taken on
+    the same cut. ``tick``, when given, is called after each origin (a progress hook)."""
     qs = check_quantiles(quantiles, "backtest")
     if not origins:
         raise DataError(f"series {y.name!r}: no backtest origin inside the history")
@@ -147,10 +151,11 @@ def backtest(
     notes: list[str] = []
     for i, origin in enumerate(origins):
         cut = int(y.index.searchsorted(origin))
-        train = y.iloc[:cut]
+        first = 0 if max_history is None else int(y.index.searchsorted(origin - max_history))
+        train = y.iloc[first:cut]
         if train.notna().sum() < 2:
             raise DataError(f"series {y.name!r}: under 2 observations before origin {origin}")
-        scales[i] = naive_scale(values[:cut], m_day)
+        scales[i] = naive_scale(values[first:cut], m_day)
         start = time.perf_counter()
         est = factory()
         frame = est.fit(train).predict(horizon, qs)

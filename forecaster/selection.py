@@ -27,6 +27,11 @@
    median residual from a few backtest days is too noisy to correct the model's
    bias with.
 
+With under three weekly cycles of history (:data:`WEEKLY_TEST_BELOW_DAYS`), whether a
+weekly pattern is real is decided from the history itself before step 1
+(:func:`weekly_pattern`): the weekly candidates stay in play where it is and are left
+out where it is not, so that one noisy week is not copied as if it were a cycle.
+
 Every decision is recorded in ``reason_`` and ``scores_``. Histories too short to
 backtest fall back to the daily seasonal naive model and say so in ``fallback_``.
 """
@@ -130,6 +135,102 @@ def autocorrelation(values: np.ndarray, lag: int) -> float:
     if ok.sum() < 3 or np.std(a[ok]) == 0 or np.std(b[ok]) == 0:
         return float("nan")
     return float(np.corrcoef(a[ok], b[ok])[0, 1])
+
+
+WEEKLY_CANDIDATES = frozenset(
+    {"seasonal_naive_7d", "seasonal_profile_7d", "seasonal_median_7d", "profile_regression_7d"}
+)
+"""The candidates that repeat a weekly season (what the weekly-pattern decision keeps or drops)."""
+
+WEEKLY_TEST_BELOW_DAYS = 21.0
+"""Histories shorter than this (one or two weekly cycles) test for a weekly pattern; longer
+ones keep every weekly candidate in play, ranked by their backtests alone."""
+
+WEEKLY_P_VALUE = 0.05
+"""One-sided significance of the week-apart correlation of daily levels that counts as a pattern."""
+
+
+def weekly_pattern(values: np.ndarray, m_day: int) -> dict[str, Any]:
+    """Whether ``values`` (``m_day`` steps a day) show a real weekly pattern, and the evidence.
+
+    Whole days are taken aligned with the end of the history. Two questions, both
+    answered on the days that have a day and a week before them:
+
+    * does copying last week forecast better than copying yesterday? The weekly
+      naive model's mean absolute error over those days against the daily naive
+      model's on the same days and steps (``error_ratio``, below 1 when it does);
+    * is that more than chance? Each day's level (its mean, less a linear trend over
+      the history) is paired with the level of the same weekday a week before; a
+      weekly pattern makes the pairs correlate. ``p_value`` is the one-sided p-value
+      of that correlation (Student's t with pairs - 2 degrees of freedom), of the
+      values or of their ranks, whichever is smaller: the rank correlation is not
+      thrown by one extreme day (a storm, an outage), the values' by a pattern of
+      two low days among seven.
+
+    ``found`` when the error ratio is below 1 and the p-value below
+    :data:`WEEKLY_P_VALUE`. A paired test of the two models' daily errors alone
+    cannot tell with one or two weeks: a weekday/weekend pattern shows in the
+    errors of the two days the weekend starts and ends, two of the seven days
+    scored (see docs/forecasting.md). Fewer than three pairs: not found.
+    """
+    days = len(values) // m_day
+    out: dict[str, Any] = {
+        "found": False,
+        "days": 0,
+        "error_ratio": math.nan,
+        "correlation": math.nan,
+        "rank_correlation": math.nan,
+        "p_value": math.nan,
+    }
+    if days < 10:
+        return out
+    block = np.asarray(values[len(values) - days * m_day :], dtype=float).reshape(days, m_day)
+    weekly = np.abs(block[7:] - block[:-7])
+    daily = np.abs(block[7:] - block[6:-1])
+    both = np.isfinite(weekly) & np.isfinite(daily)
+    scored = both.any(axis=1)
+    daily_error = float(daily[both].sum())
+    out["days"] = int(scored.sum())
+    if daily_error > 0:
+        out["error_ratio"] = float(weekly[both].sum()) / daily_error
+    with np.errstate(all="ignore"):
+        observed = np.isfinite(block).sum(axis=1) >= m_day // 2
+        level = np.where(
+            observed, np.nanmean(np.where(observed[:, None], block, 0.0), axis=1), np.nan
+        )
+    t = np.arange(days, dtype=float)
+    ok = np.isfinite(level)
+    if ok.sum() < 3:
+        return out
+    level = level - np.polyval(np.polyfit(t[ok], level[ok], 1), t)
+    now, before = level[7:], level[:-7]
+    pair = np.isfinite(now) & np.isfinite(before)
+    k = int(pair.sum())
+    if k < 3 or np.std(now[pair]) == 0 or np.std(before[pair]) == 0:
+        return out
+    from scipy import stats
+
+    def one_sided(r: float) -> float:
+        stat = r * math.sqrt((k - 2) / max(1e-12, 1.0 - r * r))
+        return float(stats.t.sf(stat, k - 2))
+
+    r = float(np.corrcoef(now[pair], before[pair])[0, 1])
+    ranks = float(stats.spearmanr(now[pair], before[pair]).statistic)
+    out["correlation"] = r
+    out["rank_correlation"] = ranks
+    out["p_value"] = min(one_sided(r), one_sided(ranks) if math.isfinite(ranks) else 1.0)
+    out["found"] = bool(out["error_ratio"] < 1.0 and out["p_value"] < WEEKLY_P_VALUE)
+    return out
+
+
+def weekly_text(evidence: dict[str, Any]) -> str:
+    """The weekly-pattern decision in words, for the selection's reason."""
+    verdict = "found" if evidence["found"] else "not found"
+    return (
+        f"weekly pattern {verdict} (weekly/daily naive error {evidence['error_ratio']:.2f} over "
+        f"{evidence['days']} days, week-apart correlation of daily levels "
+        f"{evidence['correlation']:.2f}, p {evidence['p_value']:.3f})"
+    )
 
 
 def detrended(values: np.ndarray, period: int) -> np.ndarray:
@@ -260,6 +361,9 @@ class AutoSelector(BaseEstimator):
     residuals_: np.ndarray
     calibration_: str
     shift_: tuple[int, float, float] | None
+    weekly_: dict[str, Any] | None
+    """The weekly-pattern decision of a short history (:func:`weekly_pattern`); None when
+    the history was long enough not to need one."""
     calibrated_days_: int
     lead_steps_: int
     _memo: dict[str, tuple[tuple[int, ...], np.ndarray]] | None = None
@@ -361,9 +465,16 @@ class AutoSelector(BaseEstimator):
         origins = [o for o in origins if o >= max(2, m_day // 2)]
         actual = np.array([values[o : o + horizon] for o in origins]).reshape(len(origins), horizon)
 
+        candidates = self.candidates
+        self.weekly_ = None
+        if n < WEEKLY_TEST_BELOW_DAYS * m_day:
+            self.weekly_ = weekly_pattern(values, m_day)
+            if not self.weekly_["found"]:
+                kept = tuple(c for c in candidates if c not in WEEKLY_CANDIDATES)
+                candidates = kept or candidates
         points: dict[str, np.ndarray] = {}
         skipped: list[str] = []
-        for name in self.candidates:
+        for name in candidates:
             need = math.ceil(MIN_HISTORY_DAYS.get(name, 1.0) * m_day)
             usable = [o for o in origins if o >= need]
             if len(usable) < self.min_origins:
@@ -742,6 +853,15 @@ class AutoSelector(BaseEstimator):
             f"quantiles calibrated on {np.isfinite(self.residuals_).sum()} {self.calibration_} "
             f"residuals, tail scales {self.tail_scales_[0]:g}/{self.tail_scales_[1]:g} walking forward",
         ]
+        weekly = getattr(self, "weekly_", None)
+        if weekly is not None:
+            left_out = [c for c in self.candidates if c in WEEKLY_CANDIDATES]
+            if all(c in WEEKLY_CANDIDATES for c in self.candidates):
+                left_out = []  # nothing else to choose from: kept
+            parts.append(
+                weekly_text(weekly)
+                + (f": left out {', '.join(left_out)}" if left_out and not weekly["found"] else "")
+            )
         if slow:
             parts.append("also tried " + ", ".join(slow))
         if skipped:
@@ -815,6 +935,7 @@ class AutoSelector(BaseEstimator):
             else {},
             "calibrated_lead_days": getattr(self, "calibrated_days_", 0),
             "level_shift": list(shift) if (shift := getattr(self, "shift_", None)) else None,
+            "weekly_pattern": getattr(self, "weekly_", None),
             "reason": self.reason_,
             "fallback": self.fallback_,
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -328,3 +329,105 @@ def test_bench_forecast_tests_another_method_with_its_uncertainty(
     spread = data["mean_ratio_uncertainty"]
     mean = data["mean_ratio"]
     assert spread["low"] <= mean <= spread["high"] and spread["standard_error"] > 0
+
+
+class Recorder(BaseEstimator):
+    """A fake that records what each fit was handed (and its history window), then forecasts 0."""
+
+    name = "recorder"
+    seen: ClassVar[list[tuple[str, pd.Timestamp, pd.Timestamp, str]]] = []
+    """(method, first and last timestamp of the training data, window) per fit."""
+
+    def __init__(self, method: str = "", window: str = "28d") -> None:
+        self.method = method
+        self.window = window
+
+    def fit(self, history: pd.Series) -> Recorder:
+        y = self._prepare(history)
+        Recorder.seen.append((self.method, y.index[0], y.index[-1], self.window))
+        return self
+
+    def predict(self, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        horizon, qs = self._predict_args(horizon, quantiles)
+        return self._frame(np.zeros((horizon, len(qs))), qs, horizon)
+
+
+def _recording(
+    monkeypatch: pytest.MonkeyPatch,
+) -> list[tuple[str, pd.Timestamp, pd.Timestamp, str]]:
+    from forecaster.benchmarks import accuracy
+
+    seen: list[tuple[str, pd.Timestamp, pd.Timestamp, str]] = []
+    monkeypatch.setattr(Recorder, "seen", seen)
+    monkeypatch.setattr(accuracy, "make", lambda name: Recorder(method=name))
+    return seen
+
+
+@pytest.mark.parametrize("days", [7, 15, 21])
+def test_max_history_cuts_every_methods_training_at_every_origin(
+    monkeypatch: pytest.MonkeyPatch, days: int
+) -> None:
+    from forecaster.benchmarks.accuracy import BASELINES, TIERCAST, accuracy_rows
+
+    seen = _recording(monkeypatch)
+    y = daily_cycle(40, noise=1.0)
+    step = pd.Timedelta("15min")
+    cut = pd.Timedelta(days=days)
+    rows = accuracy_rows(y, ["auto", *BASELINES], max_history=cut)
+    origins = protocol_origins(y)
+    expected = (
+        ["auto", *BASELINES]
+        if days >= 14
+        else [m for m in ("auto", *BASELINES) if m != "seasonal_naive_7d"]
+    )
+    assert [r.method for r in rows] == [TIERCAST + "auto", *expected[1:]]
+    by_method: dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]] = {}
+    for method, first, last, window in seen:
+        by_method.setdefault(method, []).append((first, last))
+        # The rivals' own history window is the cut itself; the method under test keeps its own.
+        assert window == ("28d" if method == "auto" else f"{int(cut.total_seconds())}s")
+    assert sorted(by_method) == sorted(expected)
+    for method, spans in by_method.items():
+        assert len(spans) == len(origins), method
+        for origin, (first, last) in zip(origins, spans, strict=True):
+            assert last == origin - step, method
+            assert first == origin - cut, method  # exactly the last `days` days, for everyone
+
+
+def test_without_max_history_every_method_trains_on_all_of_the_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from forecaster.benchmarks.accuracy import BASELINES, accuracy_rows
+
+    seen = _recording(monkeypatch)
+    y = daily_cycle(40, noise=1.0)
+    accuracy_rows(y, ["auto", *BASELINES])
+    assert {m for m, *_ in seen} == {"auto", *BASELINES}
+    assert all(first == y.index[0] for _, first, _, _ in seen)
+    for method, _, _, window in seen:
+        if method != "auto":  # no rival keeps a shorter window of its own (28 days before)
+            assert pd.Timedelta(window) > y.index[-1] - y.index[0]
+
+
+def test_max_history_gives_each_origin_the_mase_scale_of_its_cut() -> None:
+    y = daily_cycle(30, noise=1.0)
+    y.iloc[: 10 * 96] += np.random.default_rng(1).normal(0, 30.0, 10 * 96)  # a noisy start
+    origins = protocol_origins(y)
+    full = backtest(lambda: SeasonalNaive("1d"), y, origins, 96, [0.5])
+    short = backtest(
+        lambda: SeasonalNaive("1d"), y, origins, 96, [0.5], max_history=pd.Timedelta(days=15)
+    )
+    for i, origin in enumerate(origins):
+        train = y[(y.index >= origin - pd.Timedelta(days=15)) & (y.index < origin)]
+        assert short.scales[i] == pytest.approx(naive_scale(train.to_numpy(), 96))
+    assert (short.scales < full.scales).all()  # the noisy start is beyond the cut
+
+
+@pytest.mark.parametrize("value", ["3x", "12h"])
+def test_bench_forecast_refuses_a_max_history_that_is_not_a_day_or_more(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["bench-forecast", "--max-history", value, "--speed-count", "0"])
+    _, err = capsys.readouterr()
+    assert stop.value.code == 2 and "--max-history" in err

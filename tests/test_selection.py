@@ -328,3 +328,68 @@ def test_an_unknown_combination_is_a_one_line_error() -> None:
         AutoSelector(combine="vote").fit(series(8))
     with pytest.raises(BadInputError, match="'combine' parameter of Ensemble"):
         estimators.make('ensemble(combine="mode")')
+
+
+def test_two_weeks_of_a_weekly_pattern_are_enough_to_find_it() -> None:
+    y = series(14, weekend=0.4, noise=2.0)
+    est = AutoSelector(candidates=WITH_NAIVE, slow_candidates=()).fit(y)
+    assert est.weekly_ is not None and est.weekly_["found"], est.reason_
+    assert est.weekly_["days"] == 7 and est.weekly_["error_ratio"] < 1.0
+    assert "weekly pattern found" in est.reason_
+    assert "7d" in est.chosen_, est.reason_  # a weekly candidate is kept and chosen
+    assert est.scores_[est.chosen_] < est.scores_["seasonal_naive_1d"]
+    assert est.describe()["weekly_pattern"]["found"] is True
+
+
+def test_two_weeks_without_a_weekly_pattern_leave_the_weekly_candidates_out() -> None:
+    y = series(14, weekend=1.0, noise=8.0, seed=4)
+    est = AutoSelector(candidates=WITH_NAIVE, slow_candidates=()).fit(y)
+    assert est.weekly_ is not None and not est.weekly_["found"], est.reason_
+    assert "weekly pattern not found" in est.reason_ and "left out seasonal_naive_7d" in est.reason_
+    assert "7d" not in est.chosen_
+    assert not [k for k in est.scores_ if "7d" in k]  # never backtested, never combined
+
+
+def test_the_weekly_test_rarely_finds_a_pattern_that_is_not_there() -> None:
+    from forecaster.selection import weekly_pattern
+    from forecaster.synthetic import seasonal_series
+
+    found = []
+    for seed in range(20):
+        y = seasonal_series("s", days=15, step="15min", weekend_factor=1.0, seed=seed)
+        found.append(weekly_pattern(y.to_numpy(), 96)["found"])
+    assert sum(found) <= 2  # a 5% one-sided test, and the weekly copy must also forecast better
+    for seed in range(5):
+        y = seasonal_series("s", days=15, step="15min", weekend_factor=0.6, seed=seed)
+        evidence = weekly_pattern(y.to_numpy(), 96)
+        assert evidence["found"] and evidence["p_value"] < 0.01
+
+
+def test_one_extreme_day_does_not_hide_a_weekly_pattern() -> None:
+    from forecaster.selection import weekly_pattern
+
+    found = []
+    for seed in range(5):
+        values = series(15, weekend=0.9, noise=2.0, seed=seed).to_numpy().copy()
+        values[-3 * 24 : -2 * 24] *= 0.1  # a storm: one weekday at a tenth of its level
+        evidence = weekly_pattern(values, 24)
+        # The storm takes the values' correlation under significance (one-sided p 0.07 to
+        # 0.10); their ranks keep the weekends' repeat.
+        assert evidence["correlation"] < 0.6 and evidence["rank_correlation"] > 0.9
+        found.append(evidence["found"])
+    assert all(found)
+
+
+def test_the_weekly_test_needs_ten_days_and_lets_a_flat_series_be() -> None:
+    from forecaster.selection import weekly_pattern
+
+    assert not weekly_pattern(series(9, weekend=0.4).to_numpy(), 24)["found"]
+    flat = weekly_pattern(np.full(14 * 24, 5.0), 24)
+    assert not flat["found"] and flat["days"] == 7
+
+
+def test_three_weeks_or_more_keep_every_weekly_candidate_in_play() -> None:
+    y = series(21, weekend=1.0, noise=8.0, seed=4)
+    est = AutoSelector(candidates=WITH_NAIVE, slow_candidates=()).fit(y)
+    assert est.weekly_ is None and "weekly pattern" not in est.reason_
+    assert "seasonal_naive_7d" in est.scores_  # ranked by its backtests alone, as before

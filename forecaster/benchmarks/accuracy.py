@@ -4,9 +4,15 @@ Accuracy protocol (fixed, so numbers stay comparable between versions): every
 series of at least 14 days in the public traces folder is resampled to 15-minute
 means; the test period is the last 7 days (the last 4 for series of 14 days or
 less); origins every 24 h at 00:00 inside it; at each origin every method trains
-on everything before it and forecasts the next 24 h (96 steps); MASE and pinball
-loss are scaled by the MAE of the one-day seasonal naive forecast on that
-origin's training data; NaN actuals are ignored.
+on everything before it (or, with ``max_history``, on the last that much of it:
+the short-history benchmark, a metrics store's retention) and forecasts the next
+24 h (96 steps); MASE and pinball loss are scaled by the MAE of the one-day
+seasonal naive forecast on that origin's training data; NaN actuals are ignored.
+
+Every method sees the same history at every origin: the rivals with a history
+window of their own (AutoETS, MSTL and Theta keep the last 28 days by default)
+are given one that covers all of the training data they are handed
+(:func:`rival_window`), and Prophet and the seasonal naive models take it whole.
 
 Methods: tiercast's automatic selection (``auto``, or any registered estimator
 under test) against six rivals: seasonal naive 1 day and 7 days (the weekly one
@@ -53,7 +59,7 @@ import pandas as pd
 from forecaster.backtesting import Backtest, backtest, protocol_origins
 from forecaster.errors import DataError
 from forecaster.estimators import BaseEstimator, make
-from forecaster.series import read_history_csv, regularize
+from forecaster.series import parse_duration, read_history_csv, regularize
 from forecaster.synthetic import seasonal_series
 
 STEP = pd.Timedelta(minutes=15)
@@ -180,13 +186,59 @@ class BenchRow:
         )
 
 
-def _factory(method: str) -> Callable[[], BaseEstimator]:
-    return lambda: make(method)
+def rival_window(y: pd.Series, max_history: pd.Timedelta | None = None) -> str:
+    """The history window given to rivals that keep one of their own: all they are handed.
+
+    ``max_history`` when set (every origin's training is cut to it), else the whole
+    span of ``y`` plus a day, so no origin's training is cut by the model itself.
+    """
+    span = max_history if max_history is not None else (y.index[-1] - y.index[0]) + DAY
+    return f"{math.ceil(span / pd.Timedelta(seconds=1))}s"
 
 
-RIVALS_VERSION = "1"
+def _factory(method: str, window: str | None = None) -> Callable[[], BaseEstimator]:
+    """``make(method)``, with ``window`` as its history window where it has one."""
+
+    def build() -> BaseEstimator:
+        est = make(method)
+        if window is not None and "window" in est.get_params():
+            est.set_params(window=window)
+        return est
+
+    return build
+
+
+def weekly_naive_applies(
+    y: pd.Series, origins: Sequence[pd.Timestamp], max_history: pd.Timedelta | None = None
+) -> bool:
+    """The protocol runs the weekly naive rival only with 14 days of training at every origin."""
+    first = origins[0] - y.index[0]
+    if max_history is not None:
+        first = min(first, max_history)
+    return first >= pd.Timedelta(days=14)
+
+
+def parse_max_history(text: str) -> pd.Timedelta:
+    """A ``--max-history`` value: a duration (``15d``, ``3w``, ``36h``) of at least a day."""
+    span = parse_duration(text)
+    if span < DAY:
+        raise DataError(f"max history {text!r} is under a day")
+    return span
+
+
+def history_text(max_history: pd.Timedelta | None) -> str:
+    """How much history each origin trains on, in words (for the benchmark's header)."""
+    if max_history is None:
+        return "all the history before each origin"
+    days = max_history / DAY
+    span = f"{days:g} days" if days >= 1 else str(max_history)
+    return f"the last {span} before each origin (--max-history)"
+
+
+RIVALS_VERSION = "2"
 """Version of the rivals' forecasts: bump it with any change to what a rival forecasts
-(its model code, the protocol or the backtest), so the cache recomputes them."""
+(its model code, the protocol or the backtest), so the cache recomputes them. 2: the
+statistical rivals see all the training history (their own 28-day window lifted)."""
 
 
 def code_version() -> str:
@@ -207,18 +259,32 @@ class ForecastCache:
         self.root = root
         self.version = code_version()
 
-    def key(self, y: pd.Series, method: str, origins: Sequence[pd.Timestamp], horizon: int) -> str:
+    def key(
+        self,
+        y: pd.Series,
+        method: str,
+        origins: Sequence[pd.Timestamp],
+        horizon: int,
+        max_history: pd.Timedelta | None = None,
+    ) -> str:
         digest = hashlib.sha256()
         digest.update(pd.DatetimeIndex(y.index).as_unit("ns").asi8.tobytes())
         digest.update(y.to_numpy(dtype=float).tobytes())
         meta = [str(y.name), method, [o.isoformat() for o in origins], horizon, QUANTILES]
+        if max_history is not None:  # absent for full history
+            meta.append(f"max_history={max_history.total_seconds():g}s")
         digest.update(json.dumps([meta, self.version]).encode())
         return f"{method}-{digest.hexdigest()[:24]}"
 
     def get(
-        self, y: pd.Series, method: str, origins: Sequence[pd.Timestamp], horizon: int
+        self,
+        y: pd.Series,
+        method: str,
+        origins: Sequence[pd.Timestamp],
+        horizon: int,
+        max_history: pd.Timedelta | None = None,
     ) -> Backtest | None:
-        path = self.root / f"{self.key(y, method, origins, horizon)}.npz"
+        path = self.root / f"{self.key(y, method, origins, horizon, max_history)}.npz"
         if not path.is_file():
             return None
         with np.load(path) as data:
@@ -232,9 +298,16 @@ class ForecastCache:
                 fit_seconds=float(data["fit_seconds"]),
             )
 
-    def put(self, y: pd.Series, bt: Backtest, method: str, horizon: int) -> None:
+    def put(
+        self,
+        y: pd.Series,
+        bt: Backtest,
+        method: str,
+        horizon: int,
+        max_history: pd.Timedelta | None = None,
+    ) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / f"{self.key(y, method, bt.origins, horizon)}.npz"
+        path = self.root / f"{self.key(y, method, bt.origins, horizon, max_history)}.npz"
         tmp = path.with_suffix(".tmp.npz")
         np.savez(
             tmp,
@@ -251,23 +324,31 @@ def accuracy_rows(
     methods: Sequence[str] = ("auto", *BASELINES),
     group: str = "",
     cache: ForecastCache | None = None,
+    max_history: pd.Timedelta | None = None,
 ) -> list[BenchRow]:
     """Run the protocol on one series for each method that applies to it.
 
     Rows of the rivals carry their names (and come from ``cache`` when it holds
     them); any other method is the one under test, labelled ``tiercast <name>``.
+    ``max_history`` cuts every method's training at every origin to that span
+    (None: all the history before the origin); the rivals see exactly what the
+    method under test sees (:func:`rival_window`).
     """
     origins = protocol_origins(y)
+    window = rival_window(y, max_history)
     rows = []
     for method in methods:
-        if method == "seasonal_naive_7d" and origins[0] - y.index[0] < pd.Timedelta(days=14):
+        if method == "seasonal_naive_7d" and not weekly_naive_applies(y, origins, max_history):
             continue  # the protocol only runs the weekly baseline with 14 days of training
         rival = method in BASELINES
-        bt = cache.get(y, method, origins, HORIZON_STEPS) if cache and rival else None
+        bt = cache.get(y, method, origins, HORIZON_STEPS, max_history) if cache and rival else None
         if bt is None:
-            bt = backtest(_factory(method), y, origins, HORIZON_STEPS, QUANTILES, label=method)
+            factory = _factory(method, window if rival else None)
+            bt = backtest(
+                factory, y, origins, HORIZON_STEPS, QUANTILES, label=method, max_history=max_history
+            )
             if cache and rival:
-                cache.put(y, bt, method, HORIZON_STEPS)
+                cache.put(y, bt, method, HORIZON_STEPS, max_history)
         label = method if rival else TIERCAST + method
         rows.append(BenchRow.of(str(y.name), label, bt, group))
     return rows
@@ -548,14 +629,22 @@ class HorizonCoverage:
 
 
 def horizon_coverage(
-    y: pd.Series, method: str, group: str = "", days: int = HORIZON_DAYS
+    y: pd.Series,
+    method: str,
+    group: str = "",
+    days: int = HORIZON_DAYS,
+    max_history: pd.Timedelta | None = None,
 ) -> HorizonCoverage | None:
-    """Backtest ``method`` at a ``days`` horizon and measure q0.9 coverage per horizon day."""
+    """Backtest ``method`` at a ``days`` horizon and measure q0.9 coverage per horizon day.
+
+    ``max_history`` cuts the training at every origin as in :func:`accuracy_rows`."""
     origins = horizon_origins(y, days)
     if not origins:
         return None
     steps = days * HORIZON_STEPS
-    bt = backtest(_factory(method), y, origins, steps, QUANTILES, label=method)
+    bt = backtest(
+        _factory(method), y, origins, steps, QUANTILES, label=method, max_history=max_history
+    )
     upper = bt.column(0.9)
     coverage, counts = [], []
     for d in range(days):

@@ -34,8 +34,10 @@ from forecaster.benchmarks.accuracy import (
     format_group_table,
     format_horizon_table,
     format_table,
+    history_text,
     horizon_coverage,
     horizon_verdict,
+    parse_max_history,
     speed,
     summarize,
 )
@@ -166,6 +168,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"tiercast forecasting benchmark, measured {today}")
     found = sorted({s.group for s in series})
     print(f"{len(series)} series of at least 14 days in {len(found)} groups: {', '.join(found)}")
+    print(f"every method trains on {history_text(args.max_history)}")
     report: dict[str, Any] = {"date": today, "groups": found}
     # One unit per series and pass, and per fit of the speed check.
     total = len(series) * (int(args.accuracy) + int(args.horizon_coverage))
@@ -190,7 +193,7 @@ def _bench(
         rows = []
         for item in series:
             bar.describe(f"accuracy {item.relative}")
-            rows.extend(accuracy_rows(item.y, methods, item.group, cache))
+            rows.extend(accuracy_rows(item.y, methods, item.group, cache, args.max_history))
             bar.update()
             bar.write(f"  {item.relative}: done")
         summary = summarize(rows)
@@ -225,7 +228,7 @@ def _bench(
         results = []
         for item in series:
             bar.describe(f"7-day backtest {item.relative}")
-            lead = horizon_coverage(item.y, args.method, item.group)
+            lead = horizon_coverage(item.y, args.method, item.group, max_history=args.max_history)
             if lead is not None:
                 results.append(lead)
             bar.update()
@@ -345,6 +348,12 @@ def _add_bench_forecast(sub: argparse._SubParsersAction) -> None:
         help="folder for the rivals' cached backtests (default: %(default)s)",
     )
     p.add_argument("--no-cache", action="store_true", help="recompute the rivals too")
+    p.add_argument(
+        "--max-history",
+        type=parse_max_history,
+        help="train every method at every origin on only this much history before it, "
+        "e.g. 15d (a metrics store's retention; default: all of it)",
+    )
     p.add_argument(
         "--speed-count",
         type=int,
