@@ -70,6 +70,10 @@ class ReplaySetup:
     spot_interruption_rate_per_hour: float = 0.05
     spot_max_share: float = 0.5
     """Spot market depth: at most this share of the training peak's nodes can be spot."""
+    commitment_history_s: int = 14 * 86400
+    """The reserved commitment is sized on the training period's last this many seconds:
+    the history a cluster's Prometheus keeps by default (15 days), and the level demand
+    has now rather than the one it had a month before (0: the whole training period)."""
     seed: int = 0
     reversal_window_s: int = 1800
     """A change of a pool's request undone within this many seconds is a reversal."""

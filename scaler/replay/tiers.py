@@ -9,7 +9,7 @@ import numpy as np
 
 from scaler.planning.coverage import reclaim_spares
 from scaler.replay.baselines import oracle_requests
-from scaler.replay.protocol import STEP_H, ReplaySetup, Trace
+from scaler.replay.protocol import STEP, STEP_H, ReplaySetup, Trace
 
 TIER_CAPTURE_TARGET = 0.8
 """Tiers must save at least this share of what clairvoyant tiers save on the same test
@@ -21,16 +21,23 @@ def tier_sizes(trace: Trace, setup: ReplaySetup) -> tuple[int, int]:
     """Reserved nodes to commit and the spot market's depth, from the training period only.
 
     Spot depth is ``spot_max_share`` of the training peak in nodes. The reserved
-    commitment is the count that would have minimised the training period's cost
-    with the rest served by spot and then on-demand, spot counted the way the
-    planner counts it (its spares against reclaims held on top, N+1): a reserved
-    node pays when it displaces enough dearer hours.
+    commitment is the count that would have minimised the cost of the training
+    period's last ``commitment_history_s`` (14 days) with the rest served by spot
+    and then on-demand, spot counted the way the planner counts it (its spares
+    against reclaims held on top, N+1): a reserved node pays when it displaces
+    enough dearer hours. Sized on the recent level, not on a month or three of
+    history that a tenant's load has since left (NASA iPSC, Helios vcMod).
     """
     need = np.ceil(trace.demand[: trace.test_start] / setup.gpus_per_node - 1e-9)
     peak = int(need.max()) if need.size else 0
     spot_max = math.floor(peak * setup.spot_max_share)
-    best, _ = _cheapest_tiers(need, spot_max, setup)
+    recent = need[-_commitment_steps(setup) :] if setup.commitment_history_s > 0 else need
+    best, _ = _cheapest_tiers(recent, spot_max, setup)
     return best, spot_max
+
+
+def _commitment_steps(setup: ReplaySetup) -> int:
+    return max(1, math.ceil(setup.commitment_history_s / STEP.total_seconds()))
 
 
 def _cheapest_tiers(need: np.ndarray, spot_max: int, setup: ReplaySetup) -> tuple[int, float]:
