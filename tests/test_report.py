@@ -445,3 +445,29 @@ def test_a_russian_review_and_finance_report_have_no_english_words() -> None:
         config, history, plan, result.forecasts, label, "en", backtest_origins=0
     )
     assert {"demand", "forecast", "reserved"} <= set(english_words(english, names))
+
+
+@pytest.mark.slow
+def test_plan_lang_ru_prints_its_plan_table_in_russian(
+    capsys: pytest.CaptureFixture[str], state_dir: Path
+) -> None:
+    from scaler.cli import main
+
+    assert main(["plan", "--dry-run", "--lang", "ru", "--horizon", "6h"]) == 0
+    out = capsys.readouterr().out
+    plan_part = out.split("\n\n", 3)
+    text = "\n".join(plan_part[:3])
+    assert "Решение" in text and "Причина" in text and "стоимость:" in text
+    assert "DECISION" not in text and "cost:" not in text
+    # Names on the lines: pools, signals, estimators, layouts; the rest is Russian.
+    names = {w for line in text.splitlines() for w in line.split()[:2]}
+    names |= set(re.findall(r"[A-Za-z][\w]*", text.split("\n\n")[0].split("\n", 2)[-1]))
+    found = set()
+    for line in text.splitlines()[1:]:
+        plain = re.sub(r"(\d{4}-\d\d-\d\dT)?\d\d:\d\d(:\d\d)?Z|--[\w-]+|tiercast run", " ", line)
+        for word in re.findall(r"[A-Za-z][A-Za-z0-9_./+'-]*", plain):
+            w = word.strip(".'/-()")
+            if re.search(r"[\d_.]", w) or w in names or w in RUSSIAN_ALLOWED or not w:
+                continue
+            found.add(w)
+    assert found <= {"auto", "all-disabled", "tiercast-mixed"}, found

@@ -92,7 +92,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         write_file(plan_out, result.plan.to_json())
         bar.update(label="finance projection")
         with bar.paused():
-            print_cycle(result, label, plan_out, args.output, acted=False)
+            print_cycle(
+                result, label, plan_out, args.output, acted=False, lang=finance_options.lang
+            )
         if args.output == "table":
             finance_dry_run(finance_options, config, result, now, label, bar)
         else:

@@ -58,15 +58,20 @@ def print_cycle(
     output: str = "table",
     records: str | None = None,
     acted: bool = True,
+    lang: str = "en",
 ) -> None:
     """The cycle on stdout. ``acted=False`` (``plan``): no action went to any provider,
-    so none is printed as recorded or applied."""
+    so none is printed as recorded or applied. ``lang`` other than English (``plan
+    --lang ru``): the plan in that language, every number kept."""
     from scaler.plans import actions_table
 
     if output != "table":
         print_document(cycle_document(result), output)
         if out:
             print(written_line(result, out, records), file=sys.stderr)
+        return
+    if lang != "en":
+        _print_localized(result, label, out, lang)
         return
     plan = result.plan
     mode = "dry-run" if result.dry_run else "live"
@@ -103,6 +108,62 @@ def print_cycle(
                 print(f"    {_format_call(call)}")
     if out:
         print(written_line(result, out, records))
+
+
+def _print_localized(result: CycleResult, label: str, out: str | None, lang: str) -> None:
+    """What ``plan`` prints, in ``lang``: the forecast lines, the actions with their reasons
+    translated (:func:`scaler.reports.actions.actions_text_table`), the notes and the cost."""
+    from scaler.reports.actions import actions_text_table
+    from scaler.reports.i18n import fmt_number, t, translate_reason, translate_source
+
+    plan = result.plan
+    q = f"q{plan.quantile:g}"
+    mode = t(lang, "plan_mode_dry_run" if result.dry_run else "plan_mode_live")
+    print(f"tiercast {__version__} | {translate_source(label, lang)} | {plan.created_at} | {mode}")
+    print(
+        t(
+            lang,
+            "plan_forecast_line",
+            q=q,
+            hours=fmt_number(plan.horizon_s / 3600, lang, 0),
+            step=plan.step_s,
+        )
+    )
+    for s in plan.signals:
+        flag = " " + t(lang, "plan_stale") if s.stale else ""
+        print(
+            f"  {s.name:<16} {s.estimator:<22} "
+            + t(
+                lang,
+                "plan_signal_line",
+                last=fmt_number(s.last_value, lang, 2),
+                unit=s.unit,
+                at=s.last_timestamp,
+                q=q,
+                peak=fmt_number(s.peak_at_quantile, lang, 2),
+            )
+            + flag
+        )
+    print()
+    print(actions_text_table(plan, lang))
+    print()
+    for note in plan.notes:
+        print(f"{t(lang, 'plan_note')}: {translate_reason(note, lang) or note}")
+    c = plan.cost
+    print(
+        t(
+            lang,
+            "plan_cost_line",
+            now=fmt_number(c["per_hour_current"], lang, 2),
+            planned=fmt_number(c["per_hour_now"], lang, 2),
+            total=fmt_number(c["horizon_total"], lang, 2),
+            unserved=fmt_number(plan.risk["expected_unserved_gpu_hours"], lang, 2),
+        )
+    )
+    if result.results:
+        print(t(lang, "plan_only"))
+    if out:
+        print(t(lang, "plan_written", path=shown_path(out)))
 
 
 def cmd_run(args: argparse.Namespace) -> int:

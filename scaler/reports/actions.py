@@ -52,6 +52,41 @@ def _layout(name: str, lang: str) -> str:
     return t(lang, "layout_unchanged") if name == "unchanged" else name
 
 
+def actions_text_table(plan: CapacityPlan, lang: str) -> str:
+    """The plan's actions as the terminal prints them (``tiercast plan --lang ru``): the
+    columns, decisions and reasons in ``lang``, numbers as the language writes them."""
+    from forecaster.tables import aligned
+
+    rows = [
+        tuple(
+            t(lang, key).upper() if lang == "en" else t(lang, key)
+            for key in (
+                "col_pool",
+                "col_decision",
+                "col_nodes",
+                "col_needed_at",
+                "col_cost_delta",
+                "col_reason",
+            )
+        )
+    ]
+    for i, a in enumerate(plan.actions):
+        rows.append(
+            (
+                a.pool,
+                t(lang, "decision_" + a.decision.replace("-", "_")),
+                f"{a.current_nodes} → {a.target_nodes}"
+                if a.kind == "nodes"
+                else _layout(str(a.details.get("layout", "")), lang),
+                a.needed_at[11:16] + "Z",
+                ("+" if a.cost_delta_per_hour >= 0 else "−")
+                + fmt_number(abs(a.cost_delta_per_hour), lang, 2),
+                _action_reason(plan, i, lang),
+            )
+        )
+    return "\n".join(aligned(rows))
+
+
 def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
     """The planner's reason in ``lang``: translated phrase by phrase, every number kept.
 

@@ -591,6 +591,30 @@ TEXTS: dict[str, dict[str, str]] = {
     "commit_kind_keep": {"en": "keep", "ru": "оставить"},
     "commit_kind_release": {"en": "release", "ru": "сократить"},
     "decision_no_op": {"en": "no change", "ru": "без изменений"},
+    # What `tiercast plan --lang ru` prints around its table (English keeps its own lines).
+    "plan_mode_dry_run": {"en": "dry-run", "ru": "без изменений в кластере"},
+    "plan_mode_live": {"en": "live", "ru": "с изменениями в кластере"},
+    "plan_forecast_line": {
+        "en": "forecast: quantile {q}, horizon {hours} h, step {step} s",
+        "ru": "прогноз: квантиль {q}, горизонт {hours} ч, шаг {step} с",
+    },
+    "plan_signal_line": {
+        "en": "last {last} {unit} at {at}; peak {q} {peak}",
+        "ru": "последнее {last} {unit} в {at}; пик {q} {peak}",
+    },
+    "plan_stale": {"en": "STALE", "ru": "УСТАРЕЛО"},
+    "plan_note": {"en": "note", "ru": "примечание"},
+    "plan_cost_line": {
+        "en": "cost: {now}/h now -> {planned}/h planned; {total} over the horizon; "
+        "expected unserved {unserved} GPU-h",
+        "ru": "стоимость: {now} в час сейчас → {planned} в час по плану; {total} за горизонт; "
+        "ожидаемый недообслуженный спрос {unserved} GPU-ч",
+    },
+    "plan_only": {
+        "en": "plan only: nothing was applied or recorded (tiercast run --dry-run records the calls)",
+        "ru": "только план: ничего не применено и не записано (tiercast run --dry-run записывает вызовы)",
+    },
+    "plan_written": {"en": "plan written to {path}", "ru": "план записан в {path}"},
     "decision_relayout": {"en": "MIG relayout", "ru": "перестроить MIG"},
     "decision_scale_down": {"en": "scale down", "ru": "уменьшить"},
     "decision_scale_up": {"en": "scale up", "ru": "увеличить"},
