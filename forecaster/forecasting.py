@@ -25,6 +25,7 @@ import pandas as pd
 
 from forecaster.errors import DataError, TiercastError
 from forecaster.estimators import BaseEstimator, SeasonalNaive, check_quantiles, make
+from forecaster.long_horizon import LONG_HORIZON, long_horizon_frame
 from forecaster.series import History, check_forecast_size, infer_step, regularize
 from forecaster.store import ModelStore
 
@@ -122,6 +123,9 @@ def forecast_series(
         used = "seasonal_naive_1d"
         notes.append(f"{reason} failed ({exc}); fell back to daily seasonal naive")
         reason = "fallback after a failed fit"
+    if horizon > LONG_HORIZON:
+        frame, long_notes = long_horizon_frame(y, frame, step, qs)
+        notes.extend(long_notes)
     last_ts = observed.index[-1]
     recent = observed[observed.index > last_ts - pd.Timedelta(hours=1)]
     return SeriesForecast(
