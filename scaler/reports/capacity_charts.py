@@ -170,6 +170,38 @@ def mig_chart(
     return finish_chart(fig, ax, f"mig-{model}", t(lang, "chart_mig", model=model), lang, 4)
 
 
+def mig_use_chart(
+    model: str,
+    grid: pd.DatetimeIndex,
+    slices: np.ndarray,
+    compute: np.ndarray,
+    lang: str,
+) -> Chart:
+    """The share of a GPU model's MIG instances in use and the share of its GPUs' compute
+    they take, on one axis: the two measures the MIG chart and the utilization table show."""
+    fig, ax = new_figure()
+    ax.step(
+        grid,
+        100 * slices,
+        where="post",
+        color="#1b6ca8",
+        lw=1.2,
+        label=t(lang, "legend_mig_slices"),
+    )
+    ax.step(
+        grid,
+        100 * compute,
+        where="post",
+        color="#e07b39",
+        lw=1.2,
+        label=t(lang, "legend_mig_compute"),
+    )
+    ax.set_ylabel(t(lang, "axis_percent"))
+    ax.set_ylim(0, 130)
+    time_axis(ax, lang)
+    return finish_chart(fig, ax, f"mig-use-{model}", t(lang, "chart_mig_use", model=model), lang, 2)
+
+
 def tier_cost_chart(
     grid: pd.DatetimeIndex, by_tier: Mapping[str, np.ndarray], lang: str, currency: str = ""
 ) -> Chart:

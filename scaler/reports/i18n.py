@@ -285,6 +285,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "The MIG layouts cover {mig_nodes} node(s) of {pool} but the tier plan targets {target_now} now: the two sections do not come from the same plan.",
         "ru": "Разметка MIG покрывает {mig_nodes} узл. пула {pool}, а план типов сейчас требует {target_now}: разделы построены не по одному плану.",
     },
+    "mig_use": {
+        "en": "{model}: at the {q} peak {used} of the layouts' {instances} instances are in use ({occupancy}%), taking {peak_gpus} of the {gpus} GPUs' compute ({peak_compute}%); over the horizon they average {mean_occupancy}% of the instances and {mean_compute}% of the compute. The MIG chart shows the peak in instances, the utilization table the average compute at the median forecast, so the table reads lower: the layouts are cut for the peak, and the chart below shows both measures together.",
+        "ru": "{model}: на пике {q} занято {used} из {instances} экземпляров разметки ({occupancy}%), и они занимают {peak_gpus} из {gpus} GPU по вычислительной мощности ({peak_compute}%); в среднем за горизонт занято {mean_occupancy}% экземпляров и {mean_compute}% вычислительной мощности. График MIG показывает пик в экземплярах, таблица загрузки — среднюю вычислительную загрузку при медианном прогнозе, поэтому в таблице меньше: разметка рассчитана на пик, а график ниже показывает обе меры вместе.",
+    },
     "mig_grows": {
         "en": "The tier plan grows {pool} from {target_now} to {target_max} node(s) later in the horizon; the MIG layouts below cover the {mig_nodes} node(s) planned now, and nodes that join are laid out by the cycle that sees them.",
         "ru": "План типов увеличивает {pool} с {target_now} до {target_max} узл. позже в горизонте; разметка MIG ниже покрывает {mig_nodes} узл., запланированных сейчас, а новые узлы размечает цикл, который их увидит.",
@@ -579,6 +583,16 @@ TEXTS: dict[str, dict[str, str]] = {
     "legend_planned": {"en": "planned GPUs", "ru": "плановые GPU"},
     "legend_policy_quantile": {"en": "{q} (capacity target)", "ru": "{q} (цель мощности)"},
     "legend_short": {"en": "short", "ru": "нехватка"},
+    "axis_percent": {"en": "%", "ru": "%"},
+    "legend_mig_slices": {"en": "MIG instances in use", "ru": "занятые экземпляры MIG"},
+    "legend_mig_compute": {
+        "en": "GPU compute they take",
+        "ru": "вычисления GPU, которые они занимают",
+    },
+    "chart_mig_use": {
+        "en": "{model}: MIG instances in use and the GPU compute they take",
+        "ru": "{model}: занятые экземпляры MIG и вычисления GPU, которые они занимают",
+    },
     # Words in cells and sentences: bands, tiers, terms, decisions, kinds of commitment
     # advice (commit_) and verdicts on commitment options (option_).
     "band_case_expected": {"en": "in the expected case", "ru": "в ожидаемом случае"},

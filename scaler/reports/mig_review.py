@@ -10,16 +10,18 @@ costed at its compute share of the pool's GPU price (``3g.40gb`` on an A100 take
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from forecaster.estimators import quantile_column
 from scaler.catalog.gpus import gpu_model
 from scaler.plans import CapacityPlan
-from scaler.reports.capacity_charts import mig_chart
+from scaler.reports.capacity_charts import mig_chart, mig_use_chart
 from scaler.reports.document import Column, Section, Table, money_label
-from scaler.reports.i18n import t
+from scaler.reports.i18n import fmt_number, t
 
 
 def mig_share(model: str, profile: str) -> float:
@@ -93,12 +95,81 @@ def add_mig(
             capacity = m.get("capacity_instances", {}) or {}
             cap.charts.append(mig_chart(model, grid, series, capacity, lang))
     pool_rows = mig_pool_rows(plan)
+    for model, m in models:
+        use = mig_use(model, m, grid)
+        if use is not None:
+            cap.paragraphs.append(_use_sentence(model, use, plan.quantile, lang))
+            cap.charts.append(mig_use_chart(model, grid, use.slices, use.compute, lang))
     cap.tables.append(
         Table("mig_pools", t(lang, "tbl_mig_pools"), _mig_pool_columns(lang), pool_rows)
     )
     cap.paragraphs += _pool_remarks(pool_rows, lang)
     cap.tables.append(_profiles_table(models, prices, lang, currency))
     cap.tables.append(_nodes_table(models, lang))
+
+
+@dataclass(frozen=True)
+class MigUse:
+    """How one GPU model's MIG layouts are used over the timeline, in two measures a
+    reviewer sees side by side: the share of the layouts' instances in use (the MIG chart)
+    and the share of the GPUs' compute those instances take (the utilization table's kind)."""
+
+    instances: int
+    """Instances the layouts offer."""
+    gpus: int
+    """GPUs under the layouts."""
+    slices: np.ndarray
+    """Share of the instances in use per step (demand at the policy quantile, capped)."""
+    compute: np.ndarray
+    """Share of the GPUs' compute those instances take per step."""
+    peak_at: int
+    """Step of the most instances in use."""
+    peak_used: float
+    peak_gpus: float
+
+
+def mig_use(model: str, m: Mapping[str, Any], grid: pd.DatetimeIndex) -> MigUse | None:
+    """Instances in use and the compute they take, per step; None without MIG demand."""
+    capacity = {k: float(v) for k, v in (m.get("capacity_instances", {}) or {}).items()}
+    demand = {
+        k: np.minimum(np.asarray(v, dtype=float), capacity.get(k, 0.0))
+        for k, v in (m.get("demand_instances", {}) or {}).items()
+        if len(v) == len(grid)
+    }
+    instances = int(sum(capacity.values()))
+    gpus = int(m.get("gpus", 0) or 0)
+    if not demand or instances <= 0 or gpus <= 0:
+        return None
+    used = sum(demand.values())
+    compute = sum(v * mig_share(model, k) for k, v in demand.items())
+    peak = int(np.argmax(used))
+    return MigUse(
+        instances,
+        gpus,
+        np.asarray(used / instances, dtype=float),
+        np.asarray(compute / gpus, dtype=float),
+        peak,
+        float(used[peak]),
+        float(compute[peak]),
+    )
+
+
+def _use_sentence(model: str, use: MigUse, q: float, lang: str) -> str:
+    """The one sentence that puts slice occupancy and GPU utilization side by side."""
+    return t(
+        lang,
+        "mig_use",
+        model=model,
+        q=quantile_column(q),
+        used=fmt_number(use.peak_used, lang, 0),
+        instances=use.instances,
+        occupancy=fmt_number(100 * use.slices[use.peak_at], lang, 0),
+        peak_gpus=fmt_number(use.peak_gpus, lang, 1),
+        gpus=use.gpus,
+        peak_compute=fmt_number(100 * use.compute[use.peak_at], lang, 0),
+        mean_occupancy=fmt_number(100 * float(use.slices.mean()), lang, 0),
+        mean_compute=fmt_number(100 * float(use.compute.mean()), lang, 0),
+    )
 
 
 def _pool_remarks(rows: Sequence[Mapping[str, Any]], lang: str) -> list[str]:
