@@ -79,7 +79,7 @@ def summary(rows: Sequence[dict[str, object]], dev_groups: Sequence[str]) -> str
     table = frame.pivot_table(
         index=["window", "group"], columns="variant", values=["error", "coverage"], aggfunc="mean"
     )
-    table.columns = [f"{v} {m}" for m, v in table.columns]
+    table.columns = [f"{c[1]} {c[0]}" for c in table.columns.to_flat_index()]
     table = table[[f"{v} {m}" for m in ("error", "coverage") for v in VARIANTS]]
     order = {f"{a + 1}-{b}": i for i, (a, b) in enumerate(WINDOWS)}
     table = table.sort_index(key=lambda idx: idx.map(lambda x: order.get(x, x)))
