@@ -124,7 +124,8 @@ def test_demo_report_files_and_numbers(
     assert figures["changes"] == sum(a["decision"] != "no-op" for a in plan["actions"])
     sections = {s["key"]: s for s in data["sections"]}
     assert {"signals", "accuracy", "capacity", "actions", "cost", "utilization"} <= set(sections)
-    # One chart per signal and per GPU model, and the cost chart; all the documented size.
+    # One chart per signal and per GPU model, the cost chart, and per MIG model its instances
+    # and their use against the GPUs' compute; all the documented size.
     charts = [c for s in data["sections"] for c in s["charts"]]
     mig_models = plan["mig"].get("models", {})
     models = {p["gpu_model"] for p in plan["pools"]}
@@ -132,7 +133,7 @@ def test_demo_report_files_and_numbers(
     # Forecast against actual (from the backtest here: no run records): one chart per
     # signal and per GPU model with demand.
     assert len(hindsight["charts"]) == len(plan["signals"]) + len(models)
-    assert len(charts) == (2 * len(plan["signals"]) + 2 * len(models) + 1 + len(mig_models))
+    assert len(charts) == (2 * len(plan["signals"]) + 2 * len(models) + 1 + 2 * len(mig_models))
     for c in charts:
         with Image.open(rep / c["file"]) as img:
             assert img.size == CHART_SIZE_PX == (c["width"], c["height"])
@@ -263,6 +264,8 @@ def test_history_review_starts_from_todays_fleet(
     assert fleet["key_figures"]["cost_per_hour_current"] == pytest.approx(96.0)
     signals = next(s for s in fleet["sections"] if s["key"] == "signals")["tables"][0]["rows"]
     assert {r["unit"] for r in signals} == {"requests/s"}
+    # How much history each forecast rested on.
+    assert all(r["history_days"] > 0 for r in signals)
     assert main([*common, "--out-dir", "bad", "--current-nodes", "gpu-pool=2"]) == 2
     err = capsys.readouterr().err
     assert "--current-nodes" in err and "default-on-demand" in err

@@ -241,6 +241,7 @@ def _signals_section(
                 "signal": s.name,
                 "unit": s.unit,
                 "estimator": s.estimator,
+                "history_days": _history_days(y),
                 "last_value": s.last_value,
                 "last_timestamp": s.last_timestamp,
                 "peak_q": s.peak_at_quantile,
@@ -255,6 +256,7 @@ def _signals_section(
                 Column("signal", t(lang, "col_signal")),
                 Column("unit", t(lang, "col_unit")),
                 Column("estimator", t(lang, "col_estimator")),
+                Column("history_days", t(lang, "col_history_days"), 1),
                 Column("last_value", t(lang, "col_last_value"), 2),
                 Column("last_timestamp", t(lang, "col_last_timestamp")),
                 Column("peak_q", t(lang, "col_peak_q", q=quantile_column(frame.q)), 2),
@@ -264,6 +266,14 @@ def _signals_section(
         )
     )
     return sec
+
+
+def _history_days(y: pd.Series) -> float:
+    """Days of history the forecast was made from: first to newest observed sample."""
+    seen = y.dropna()
+    if len(seen) < 2:
+        return 0.0
+    return float((seen.index[-1] - seen.index[0]) / pd.Timedelta(days=1))
 
 
 def _forecast_over_plan(fc: SeriesForecast, grid: pd.DatetimeIndex, step_s: int) -> SeriesForecast:

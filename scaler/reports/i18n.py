@@ -450,6 +450,7 @@ TEXTS: dict[str, dict[str, str]] = {
     "col_current_layout": {"en": "Current layout", "ru": "Текущая разметка"},
     "col_current_nodes": {"en": "Nodes now", "ru": "Узлов сейчас"},
     "col_decision": {"en": "Decision", "ru": "Решение"},
+    "col_history_days": {"en": "History used, days", "ru": "История, дней"},
     "col_definition": {"en": "Definition", "ru": "Определение"},
     "col_delta_band": {"en": "Change vs baseline, {band}", "ru": "Изменение к базовому, {band}"},
     "col_delta_percent_band": {"en": "Change %, {band}", "ru": "Изменение %, {band}"},
