@@ -431,3 +431,25 @@ def test_bench_forecast_refuses_a_max_history_that_is_not_a_day_or_more(
         main(["bench-forecast", "--max-history", value, "--speed-count", "0"])
     _, err = capsys.readouterr()
     assert stop.value.code == 2 and "--max-history" in err
+
+
+def test_series_that_share_test_days_are_resampled_together() -> None:
+    from dataclasses import replace
+
+    from forecaster.benchmarks.accuracy import bootstrap_mean_ratio
+
+    # Two tenants of one group and one week: the same day is hard for tiercast on both.
+    mine, naive = [40.0, 10.0, 10.0, 10.0], [10.0] * 4
+    rows = _rows("t1", mine, naive, [50.0] * 4, group="g") + _rows(
+        "t2", mine, naive, [50.0] * 4, group="g"
+    )
+    dates = ["2026-01-05", "2026-01-06", "2026-01-07", "2026-01-08"]
+    dated = [replace(r, day_dates=dates) for r in rows]
+    joint = bootstrap_mean_ratio(dated, draws=3000, seed=3)
+    apart = bootstrap_mean_ratio(rows, draws=3000, seed=3)
+    assert joint is not None and apart is not None
+    # Drawn apart, the two tenants average each other's luck away: an interval narrower
+    # than the one week of data supports (by about the square root of two).
+    assert joint.standard_error > 1.25 * apart.standard_error
+    one = bootstrap_mean_ratio(dated[:3], draws=3000, seed=3)
+    assert one is not None and joint.standard_error == pytest.approx(one.standard_error, rel=0.1)

@@ -48,6 +48,7 @@ import hashlib
 import json
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -168,6 +169,9 @@ class BenchRow:
     """Per origin: the number of observed steps (MASE is sum(day_errors) / sum(day_counts))."""
     group: str = ""
     """The series' group; empty means a group of its own."""
+    day_dates: list[str] = field(default_factory=list)
+    """Per origin: its calendar date (``2000-01-24``), so that series of a group that share
+    test days are resampled together (:func:`bootstrap_mean_ratio`)."""
 
     @classmethod
     def of(cls, series: str, method: str, bt: Backtest, group: str = "") -> BenchRow:
@@ -183,6 +187,7 @@ class BenchRow:
             day_errors=np.where(finite, scaled, 0.0).sum(axis=1).tolist(),
             day_counts=finite.sum(axis=1).tolist(),
             group=group,
+            day_dates=[f"{pd.Timestamp(o):%Y-%m-%d}" for o in bt.origins],
         )
 
 
@@ -473,7 +478,7 @@ class Uncertainty:
 
     def line(self) -> str:
         return (
-            f"uncertainty of the mean ratio (bootstrap over each series' test days, "
+            f"uncertainty of the mean ratio (bootstrap over each group's calendar test days, "
             f"{self.draws} draws): standard error {self.standard_error:.3f}, "
             f"90% interval {self.low:.3f} to {self.high:.3f}; "
             f"{self.share_within_target:.0%} of the draws at or below {TARGET_MEAN_RATIO}"
@@ -502,42 +507,50 @@ def bootstrap_mean_ratio(
 ) -> Uncertainty | None:
     """Resample each series' test days with replacement and recompute the mean ratio over groups.
 
-    Each draw picks, per series, as many test days as it has (the same days for
-    every method, so a day that is hard for all stays paired), recomputes every
-    method's MASE from the picked days, then each group's ratio as
-    :func:`summarize` does (tiercast's mean MASE over the group's best rival's in
-    that draw) and their mean over groups. The spread of the draws is what other
-    weeks of the same series could have given: a change smaller than the standard
-    error is not measurable here. None when the rows carry no per-day errors.
+    Each draw picks, per group, as many calendar test days as the group's series have
+    between them, with replacement, the same days for every method (so a day that is hard
+    for all stays paired) and for every series of the group that has that day: the
+    Helios tenants share one test week, and drawing their days apart would make the
+    group's interval narrower than its data. Each series' MASE in a draw is from its
+    picked days (a series none of whose days was picked sits the draw out), then each
+    group's ratio as :func:`summarize` does (tiercast's mean MASE over the group's best
+    rival's in that draw) and their mean over groups. Rows without dates are drawn day by
+    day on their own. The spread of the draws is what other weeks of the same series could
+    have given: a change smaller than the standard error is not measurable here. None
+    when the rows carry no per-day errors.
     """
     rng = np.random.default_rng(seed)
     # group -> method -> per-series arrays of the draws' MASE
     per_group: dict[str, dict[str, list[np.ndarray]]] = {}
     sizes: dict[str, int] = {}
+    members_by_group: dict[str, list[list[BenchRow]]] = {}
     for _, group, mine, base in _by_series(rows):
         if not mine or not base or not mine[0].day_errors:
             continue
         members = [mine[0], *base]
         if len({len(r.day_errors) for r in members}) != 1:
             continue
-        errors = np.array([r.day_errors for r in members])  # (methods, days)
-        counts = np.array([r.day_counts for r in members], dtype=float)
-        days = errors.shape[1]
-        pick = rng.integers(0, days, size=(draws, days))
-        err = errors[:, pick].sum(axis=2)  # (methods, draws)
-        cnt = counts[:, pick].sum(axis=2)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mase = err / cnt
-        sizes[group] = sizes.get(group, 0) + 1
-        methods = per_group.setdefault(group, {})
-        for r, values in zip(members, mase, strict=True):
-            methods.setdefault(r.method, []).append(values)
+        members_by_group.setdefault(group, []).append(members)
+    for group, series in members_by_group.items():
+        for members, weights in zip(series, _day_weights(series, rng, draws), strict=True):
+            errors = np.array([r.day_errors for r in members])  # (methods, days)
+            counts = np.array([r.day_counts for r in members], dtype=float)
+            err = errors @ weights.T  # (methods, draws)
+            cnt = counts @ weights.T
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mase = np.where(cnt > 0, err / cnt, np.nan)
+            sizes[group] = sizes.get(group, 0) + 1
+            methods = per_group.setdefault(group, {})
+            for r, values in zip(members, mase, strict=True):
+                methods.setdefault(r.method, []).append(values)
     if not per_group:
         return None
     ratios = []
     intervals: dict[str, tuple[float, float]] = {}
     for group, methods in per_group.items():
-        full = {m: np.mean(v, axis=0) for m, v in methods.items() if len(v) == sizes[group]}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a draw no series took part in
+            full = {m: np.nanmean(v, axis=0) for m, v in methods.items() if len(v) == sizes[group]}
         mine = next(v for m, v in full.items() if m.startswith(TIERCAST))
         best = np.nanmin(np.array([v for m, v in full.items() if m in BASELINES]), axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -562,6 +575,26 @@ def bootstrap_mean_ratio(
         draws=len(means),
         groups=intervals,
     )
+
+
+def _day_weights(
+    series: Sequence[Sequence[BenchRow]], rng: np.random.Generator, draws: int
+) -> list[np.ndarray]:
+    """Per series of one group, how often each of its test days is picked in each draw
+    (draws x days): the group's calendar days drawn jointly, with replacement."""
+    dated = all(len(m[0].day_dates) == len(m[0].day_errors) for m in series)
+    if not dated:
+        out = []
+        for m in series:
+            days = len(m[0].day_errors)
+            pick = rng.integers(0, days, size=(draws, days))
+            out.append(np.stack([np.bincount(p, minlength=days) for p in pick]).astype(float))
+        return out
+    calendar = sorted({d for m in series for d in m[0].day_dates})
+    pick = rng.integers(0, len(calendar), size=(draws, len(calendar)))
+    times = np.stack([np.bincount(p, minlength=len(calendar)) for p in pick]).astype(float)
+    where = {d: i for i, d in enumerate(calendar)}
+    return [times[:, [where[d] for d in m[0].day_dates]] for m in series]
 
 
 def format_table(rows: Sequence[BenchRow]) -> str:
