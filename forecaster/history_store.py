@@ -158,8 +158,10 @@ class HistoryStore:
             if older.empty:
                 out[str(name)] = series
                 continue
-            joined = pd.concat([older, self._on_step(series)]).sort_index()
-            out[str(name)] = joined[~joined.index.duplicated(keep="last")].rename(str(name))
+            joined = pd.concat([older, series.astype(float)]).sort_index()
+            joined = joined[~joined.index.duplicated(keep="last")].rename(str(name))
+            joined.attrs = dict(series.attrs)  # a suspicion marked on it stays on it
+            out[str(name)] = joined
         return out
 
     def days(self, name: str) -> float:

@@ -476,6 +476,15 @@ class PrometheusConfig(_Model):
     Default 10,000."""
     max_fill_gap_s: int = Field(default=900, ge=0, le=86400)
     """Gaps up to this long are interpolated; longer ones stay missing and are reported. Default 900."""
+    history_url: str | None = Field(default=None, pattern=r"^https?://", max_length=2048)
+    """Where the range queries of signal history go, when a long-term store answers PromQL
+    beyond Prometheus' retention (Thanos Query, Mimir, VictoriaMetrics), with the same
+    credentials and TLS settings. Default: ``url``."""
+    keep_history_days: int = Field(default=400, ge=0, le=3650)
+    """Days of each signal's history tiercast keeps in its own store beyond what Prometheus
+    returns (daily Parquet files in ``history/`` of the model store's folder, at the signal's
+    step; forecaster/history_store.py), so forecasts see more than Prometheus' 15-day
+    default retention. Default 400; 0 keeps none."""
 
     @model_validator(mode="after")
     def _one_auth(self) -> PrometheusConfig:
@@ -484,7 +493,8 @@ class PrometheusConfig(_Model):
         if self.password_file is not None and self.username is None:
             raise ValueError("prometheus: password_file needs username")
         credentials = self.bearer_token_file is not None or self.username is not None
-        if credentials and self.url.startswith("http://") and not self.allow_insecure:
+        plain = self.url.startswith("http://") or (self.history_url or "").startswith("http://")
+        if credentials and plain and not self.allow_insecure:
             # Worded so that redaction (which masks the word after "token") keeps it readable.
             kind = "bearer_token_file" if self.bearer_token_file is not None else "password_file"
             raise ValueError(

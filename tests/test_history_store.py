@@ -12,6 +12,7 @@ import pytest
 
 from forecaster.errors import BadInputError
 from forecaster.history_store import HistoryStore, signal_key
+from tests.prometheus_server import prometheus  # noqa: F401  (the session fixture)
 
 STEP = pd.Timedelta(minutes=5)
 
@@ -94,3 +95,61 @@ def test_bad_settings_are_one_line_errors(tmp_path: Path) -> None:
         HistoryStore(tmp_path, pd.Timedelta(0))
     with pytest.raises(BadInputError, match="max_days"):
         HistoryStore(tmp_path, STEP, max_days=0)
+
+
+def test_a_cycle_keeps_what_prometheus_answered_and_the_next_sees_past_its_window(
+    prometheus,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from scaler.config import parse_config
+    from scaler.inputs.loading import _collect_prometheus
+    from tests.prometheus_server import RPS_METRIC, csv_series, needs_trace
+    from tests.test_prometheus_source import M_SMALL, _config
+
+    expected = csv_series(needs_trace(prometheus, M_SMALL))
+    data = _config(prometheus, f'{RPS_METRIC}{{model="m-small"}}')
+    data["model_store"] = {"path": str(tmp_path / "state" / "models")}
+    config = parse_config(data)
+    day = pd.Timedelta(days=1)
+    first = expected.index[0] + 5 * day
+    # Each cycle reads one day (lookback_s); three daily cycles leave three days kept.
+    for k in range(3):
+        got = _collect_prometheus(config, "rps", now=first + k * day)["rps"]
+    span = got.dropna().index[-1] - got.dropna().index[0]
+    assert span > 2.9 * day  # one day from Prometheus, two more from the store
+    kept = got[got.index < first + day]
+    np.testing.assert_allclose(
+        kept.dropna().to_numpy(), expected.reindex(kept.dropna().index).to_numpy()
+    )
+    assert (tmp_path / "state" / "models" / "history").is_dir()
+    # keep_history_days 0: only Prometheus' own window.
+    off = parse_config({**data, "prometheus": {**data["prometheus"], "keep_history_days": 0}})
+    alone = _collect_prometheus(off, "rps", now=first + 2 * day)["rps"].dropna()
+    assert alone.index[-1] - alone.index[0] <= day
+
+
+def test_history_url_takes_the_range_queries_and_credentials_need_tls_there_too() -> None:
+    from scaler.config import parse_config
+    from scaler.inputs.collecting import settings_from_config
+
+    base = {
+        "signals": [{"name": "rps", "query": "sum(rate(x[5m]))"}],
+        "workloads": [{"name": "w", "signal": "rps", "gpu_model": "H100", "units_per_replica": 1}],
+        "pools": [
+            {
+                "name": "p",
+                "tier": "on-demand",
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "price_per_gpu_hour": 4,
+            }
+        ],
+    }
+    prom = {"url": "https://prometheus:9090", "history_url": "https://thanos-query:9090"}
+    config = parse_config({**base, "prometheus": prom})
+    assert config.prometheus is not None
+    assert settings_from_config(config.prometheus, history=True).url == prom["history_url"]
+    assert settings_from_config(config.prometheus).url == prom["url"]
+    leaky = {**prom, "history_url": "http://thanos:9090", "bearer_token_file": "/t"}
+    with pytest.raises(Exception, match="http://"):
+        parse_config({**base, "prometheus": leaky})

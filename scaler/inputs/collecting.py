@@ -67,9 +67,11 @@ class Collection:
         return out
 
 
-def settings_from_config(prometheus: PrometheusConfig) -> PrometheusSettings:
+def settings_from_config(prometheus: PrometheusConfig, history: bool = False) -> PrometheusSettings:
+    """The source's settings; ``history``: for range queries of signal history, sent to
+    ``history_url`` where the config names a long-term store."""
     return PrometheusSettings(
-        url=prometheus.url,
+        url=(prometheus.history_url or prometheus.url) if history else prometheus.url,
         bearer_token_file=prometheus.bearer_token_file,
         username=prometheus.username,
         password_file=prometheus.password_file,
@@ -84,12 +86,13 @@ def settings_from_config(prometheus: PrometheusConfig) -> PrometheusSettings:
     )
 
 
-def source_from_config(config: Config) -> PrometheusSource:
+def source_from_config(config: Config, history: bool = False) -> PrometheusSource:
+    """The configured Prometheus; ``history``: the one signal history is read from."""
     if config.prometheus is None:
         raise BadInputError(
             "config: signals with a 'query' need a 'prometheus' section with at least 'url'"
         )
-    return PrometheusSource(settings_from_config(config.prometheus))
+    return PrometheusSource(settings_from_config(config.prometheus, history))
 
 
 def _wall_clock() -> pd.Timestamp:
@@ -115,7 +118,7 @@ def collect(
     if problem is not None:
         raise BadInputError(f"signals[{names.index(signal_name)}].query ({signal_name}): {problem}")
     if source is None:
-        source = source_from_config(config)
+        source = source_from_config(config, history=True)
     lookback_s = config.prometheus.lookback_s if config.prometheus is not None else 14 * 86400
     fill_s = config.prometheus.max_fill_gap_s if config.prometheus is not None else 900
     end = pd.Timestamp(now) if now is not None else _wall_clock()

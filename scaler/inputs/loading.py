@@ -24,6 +24,7 @@ from forecaster.errors import BadInputError, DataError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from forecaster.history_store import HistoryStore
     from forecaster.series import History
     from scaler.config import Config, ServiceConfig
 
@@ -346,10 +347,32 @@ def _history_from_config(config: Config, base: Path, now: pd.Timestamp | None = 
 
 
 def _collect_prometheus(config: Config, signal: str, now: pd.Timestamp | None = None) -> History:
+    """The signal from Prometheus, with what tiercast's own store keeps from before the
+    window Prometheus answered in front of it; what was read is added to the store."""
     # Imported here: the Prometheus client is only needed by configs that query it.
     from scaler.inputs.collecting import collect_signal
 
-    return dict(collect_signal(config, signal, now=now))
+    history = dict(collect_signal(config, signal, now=now))
+    store = history_store(config, signal)
+    if store is not None and signal in history:
+        fresh = history[signal]
+        store.append({signal: fresh}, now=now)
+        history[signal] = store.extend({signal: fresh})[signal]
+    return history
+
+
+def history_store(config: Config, signal: str) -> HistoryStore | None:
+    """The store of ``signal``'s history (``history/`` in the model store's folder, as the
+    growth backtests are), or None when ``prometheus.keep_history_days`` is 0."""
+    import pandas as pd
+
+    from forecaster.history_store import HistoryStore
+
+    keep = config.prometheus.keep_history_days if config.prometheus is not None else 0
+    if keep <= 0:
+        return None
+    root = Path(config.model_store.path) / "history"
+    return HistoryStore(root, pd.Timedelta(seconds=config.signal(signal).step_s), keep)
 
 
 def bind_history(config: Config, history: History, source: str = "history") -> History:
