@@ -26,6 +26,7 @@ import pandas as pd
 from forecaster.errors import DataError, TiercastError
 from forecaster.estimators import BaseEstimator, SeasonalNaive, check_quantiles, make
 from forecaster.long_horizon import LONG_HORIZON, long_horizon_frame
+from forecaster.progress import active
 from forecaster.series import History, check_forecast_size, infer_step, regularize
 from forecaster.store import ModelStore
 
@@ -149,8 +150,14 @@ def forecast_history(
     method: str = "auto",
     store: ModelStore | None = None,
 ) -> dict[str, SeriesForecast]:
-    """Forecast every series in ``history`` (sharing ``store``)."""
-    return {
-        name: forecast_series(y.rename(name), horizon, quantiles, method, store)
-        for name, y in history.items()
-    }
+    """Forecast every series in ``history`` (sharing ``store``); each moves the command's
+    progress bar by one (:func:`forecaster.progress.active`), where one is counting."""
+    out = {}
+    bar = active()
+    for name, y in history.items():
+        if bar is not None:
+            bar.describe(f"forecast {name}")
+        out[name] = forecast_series(y.rename(name), horizon, quantiles, method, store)
+        if bar is not None:
+            bar.update(1)
+    return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import os
 import shutil
 import sys
@@ -193,3 +194,24 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_ACTIVE: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
+    "tiercast_progress", default=None
+)
+
+
+def active() -> Progress | None:
+    """The bar a command made current with :func:`counting`, if any: work deep in a call
+    (each signal a cycle forecasts) moves it without being handed it."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def counting(bar: Progress) -> Iterator[Progress]:
+    """Make ``bar`` the :func:`active` one while the block runs."""
+    token = _ACTIVE.set(bar)
+    try:
+        yield bar
+    finally:
+        _ACTIVE.reset(token)
