@@ -132,15 +132,15 @@ def test_tier_sizes_commit_reserved_only_where_it_pays() -> None:
 
 
 def test_the_reserved_commitment_follows_the_recent_level_not_a_busier_past() -> None:
-    # Twenty days at 8 nodes, then sixteen at 2 (the last 14 of training and the test
-    # week): a commitment sized on all of training would idle six reserved nodes.
-    trace = prepare_trace(series([64.0] * (20 * 288) + [16.0] * (16 * 288)), 1, SETUP)
+    no_spot = replace(SETUP, spot_max_share=0.0)
+    # Four weeks at 8 nodes, then three at 2 (the last 14 days of training and the test
+    # week): sized on all of training, six reserved nodes would idle through the test.
+    trace = prepare_trace(series([64.0] * (28 * 288) + [16.0] * (21 * 288)), 1, no_spot)
     assert trace.demand[trace.test_start - 14 * 288 :].max() == 16
-    reserved, spot_max = tier_sizes(trace, SETUP)
-    assert spot_max == 4  # the market's depth is still the training peak's
+    reserved, _ = tier_sizes(trace, no_spot)
     assert reserved == 2
-    whole, _ = tier_sizes(trace, replace(SETUP, commitment_history_s=0))
-    assert whole > reserved
+    whole, _ = tier_sizes(trace, replace(no_spot, commitment_history_s=0))
+    assert whole == 8
 
 
 def test_clairvoyant_tiers_save_the_reserved_discount_on_flat_demand_and_less_on_spikes() -> None:
