@@ -474,3 +474,27 @@ def test_plan_lang_ru_prints_its_plan_table_in_russian(
                 continue
             found.add(w)
     assert found <= {"auto", "all-disabled", "tiercast-mixed"}, found
+
+
+@pytest.mark.slow
+def test_a_long_review_charts_daily_means_and_tables_cost_by_week() -> None:
+    import argparse
+
+    from scaler.cli.plan import plan_without_acting
+    from scaler.reports.capacity import build_capacity_report
+
+    args = argparse.Namespace(config=None, history=None, now=None, horizon="30d", current_nodes=[])
+    config, history, _, label, result = plan_without_acting(args)
+    review = build_capacity_report(
+        config, history, result.plan, result.forecasts, label, "en", backtest_origins=0
+    )
+    cost = next(s for s in review.sections if s.key == "cost")
+    assert [tb.key for tb in cost.tables] == ["cost_weekly", "cost_monthly"]
+    weekly = cost.tables[0].rows
+    # 30 days from Monday 2 November: five weeks, each named by its Monday, and together
+    # the plan's cost over the horizon.
+    assert [r["period"] for r in weekly][:2] == ["2026-11-02", "2026-11-09"]
+    assert len(weekly) == 5
+    assert sum(r["total"] for r in weekly) == pytest.approx(result.plan.cost["horizon_total"])
+    signals = next(s for s in review.sections if s.key == "signals")
+    assert any("daily means" in p for p in signals.paragraphs)

@@ -53,11 +53,16 @@ def plan_without_acting(
     command has it, else ``service.records_path``), else their fallback; the config
     returned is the one loaded, the one planned with is ``result.config``.
     """
+    from forecaster.progress import active
     from forecaster.series import parse_duration
     from scaler.actuation.protocol import RecordingProvider
     from scaler.service.cycle import run_cycle
 
     config, history, now, label = load_inputs(args)
+    bar = active()
+    if bar is not None:  # one unit per signal forecast (forecaster.forecasting.forecast_history)
+        bar.add_total(len(config.signals))
+        counted = bar.n
     if getattr(args, "horizon", None):
         horizon_s = int(parse_duration(args.horizon).total_seconds())
         config = config.model_copy(
@@ -75,16 +80,19 @@ def plan_without_acting(
         dry_run=True,
         lead_time_records=lead_time_records(config, getattr(args, "records", None)),
     )
+    if bar is not None:  # signals forecast in worker processes are counted here
+        bar.update(max(0, len(config.signals) - (bar.n - counted)))
     return config, history, now, label, result
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from forecaster.progress import Progress
+    from forecaster.progress import Progress, counting
     from scaler.cli.finance import finance_dry_run, prepare_finance
 
     finance_options = prepare_finance(args)
-    # One unit for the plan; the finance projection adds its scenarios and files.
-    with Progress.for_args(args, "plan", total=1) as bar:
+    # A unit per signal forecast and one for the plan; the finance projection adds one per
+    # scenario and its files.
+    with Progress.for_args(args, "plan", total=1) as bar, counting(bar):
         bar.describe("forecast and plan")
         config, _, now, label, result = plan_without_acting(args)
         # Never the working folder: --plan-out, service.plan_out, else the state directory.

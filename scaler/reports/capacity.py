@@ -223,6 +223,8 @@ def _signals_section(
             )
         ],
     )
+    if _daily(frame.grid):
+        sec.paragraphs.append(t(lang, "charts_daily", days=DAILY_CHARTS_AFTER.days))
     rows = []
     units = {s.name: s.unit for s in config.signals}
     for s in plan.signals:
@@ -233,6 +235,8 @@ def _signals_section(
         tail = y[y.index > fc.last_timestamp - history_window]
         view = _forecast_over_plan(fc, frame.grid, plan.step_s)
         unit = units.get(s.name, s.unit)
+        if _daily(frame.grid):
+            tail, view = tail.resample("1D").mean(), _daily_forecast(view)
         sec.charts.append(
             signal_chart(s.name, unit, tail, view, frame.low, frame.high, frame.q, lang)
         )
@@ -274,6 +278,29 @@ def _history_days(y: pd.Series) -> float:
     if len(seen) < 2:
         return 0.0
     return float((seen.index[-1] - seen.index[0]) / pd.Timedelta(days=1))
+
+
+DAILY_CHARTS_AFTER = pd.Timedelta(days=7)
+"""Charts of a longer plan show daily means: 5-minute steps over weeks draw a barcode."""
+WEEKLY_TABLES_AFTER = pd.Timedelta(days=14)
+"""The cost table of a longer plan has a row a week, not a row a day."""
+
+
+def _daily(grid: pd.DatetimeIndex) -> bool:
+    return len(grid) > 1 and grid[-1] - grid[0] > DAILY_CHARTS_AFTER
+
+
+def _day_index(grid: pd.DatetimeIndex) -> pd.DatetimeIndex:
+    return pd.DatetimeIndex(pd.Series(0.0, index=grid).resample("1D").mean().index)
+
+
+def _daily_mean(grid: pd.DatetimeIndex, values: np.ndarray) -> np.ndarray:
+    return pd.Series(np.asarray(values, dtype=float), index=grid).resample("1D").mean().to_numpy()
+
+
+def _daily_forecast(fc: SeriesForecast) -> SeriesForecast:
+    """``fc`` as daily means of each quantile."""
+    return SeriesForecast(**{**fc.__dict__, "frame": fc.frame.resample("1D").mean()})
 
 
 def _forecast_over_plan(fc: SeriesForecast, grid: pd.DatetimeIndex, step_s: int) -> SeriesForecast:
@@ -347,9 +374,19 @@ def _capacity_section(
         t(lang, "sec_capacity"),
         [t(lang, "sec_capacity_intro", q=quantile_column(frame.q))],
     )
+    daily = _daily(frame.grid)
+    if daily:
+        sec.paragraphs.append(t(lang, "charts_daily", days=DAILY_CHARTS_AFTER.days))
     for m in models:
+        grid, pools = frame.grid, m.pools
+        demand_q, demand_median = m.demand_q, m.demand_median
+        if daily:
+            grid = _day_index(frame.grid)
+            pools = [(n, tier, _daily_mean(frame.grid, g)) for n, tier, g in m.pools]
+            demand_q = _daily_mean(frame.grid, m.demand_q)
+            demand_median = _daily_mean(frame.grid, m.demand_median)
         sec.charts.append(
-            capacity_chart(m.model, frame.grid, m.pools, m.demand_q, m.demand_median, frame.q, lang)
+            capacity_chart(m.model, grid, pools, demand_q, demand_median, frame.q, lang)
         )
     sec.tables.append(_pools_table(plan, config.finance.currency, lang))
     if plan.mig.get("models"):
@@ -426,17 +463,31 @@ def _cost_section(plan: CapacityPlan, grid: pd.DatetimeIndex, currency: str, lan
         for x in tiers
     }
     sec = Section("cost", t(lang, "sec_cost"), [t(lang, "sec_cost_intro")])
-    sec.charts.append(tier_cost_chart(grid, by_tier, lang, currency))
-    daily = _period_cost_rows(plan, grid, "%Y-%m-%d")
-    sec.tables.append(Table("cost_daily", t(lang, "tbl_cost_daily"), cost_cols, daily))
+    if _daily(grid):
+        days = _day_index(grid)
+        daily_spend = {x: _daily_mean(grid, v) for x, v in by_tier.items()}
+        sec.charts.append(tier_cost_chart(days, daily_spend, lang, currency))
+    else:
+        sec.charts.append(tier_cost_chart(grid, by_tier, lang, currency))
+    if grid[-1] - grid[0] > WEEKLY_TABLES_AFTER:
+        # Past two weeks, a row a day is a wall of numbers: a row a week (from its Monday).
+        weekly = _period_cost_rows(plan, grid, "%Y-%m-%d", by_week=True)
+        sec.tables.append(Table("cost_weekly", t(lang, "tbl_cost_weekly"), cost_cols, weekly))
+    else:
+        daily = _period_cost_rows(plan, grid, "%Y-%m-%d")
+        sec.tables.append(Table("cost_daily", t(lang, "tbl_cost_daily"), cost_cols, daily))
     sec.tables.append(Table("cost_monthly", t(lang, "tbl_cost_monthly"), cost_cols, monthly))
     return sec
 
 
-def _period_cost_rows(plan: CapacityPlan, grid: pd.DatetimeIndex, fmt: str) -> list[dict[str, Any]]:
-    """Cost of each tier and in total per period (``fmt`` names the period: day, month)."""
+def _period_cost_rows(
+    plan: CapacityPlan, grid: pd.DatetimeIndex, fmt: str, by_week: bool = False
+) -> list[dict[str, Any]]:
+    """Cost of each tier and in total per period (``fmt`` names the period: day, month;
+    ``by_week``: the week, named by its Monday)."""
     step_h = plan.step_s / 3600.0
-    periods = np.asarray(grid.strftime(fmt))
+    starts = grid.normalize() - pd.to_timedelta(grid.day_of_week, unit="D") if by_week else grid
+    periods = np.asarray(starts.strftime(fmt))
     rows = []
     tiers = _tiers(plan)
     for period in dict.fromkeys(periods):

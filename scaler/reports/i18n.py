@@ -451,6 +451,14 @@ TEXTS: dict[str, dict[str, str]] = {
     "col_current_nodes": {"en": "Nodes now", "ru": "Узлов сейчас"},
     "col_decision": {"en": "Decision", "ru": "Решение"},
     "col_history_days": {"en": "History used, days", "ru": "История, дней"},
+    "charts_daily": {
+        "en": "The plan spans more than {days} days, so its charts show daily means.",
+        "ru": "План длиннее {days} дней, поэтому графики показывают средние за сутки.",
+    },
+    "tbl_cost_weekly": {
+        "en": "Cost per week (weeks from Monday)",
+        "ru": "Стоимость по неделям (недели с понедельника)",
+    },
     "col_definition": {"en": "Definition", "ru": "Определение"},
     "col_delta_band": {"en": "Change vs baseline, {band}", "ru": "Изменение к базовому, {band}"},
     "col_delta_percent_band": {"en": "Change %, {band}", "ru": "Изменение %, {band}"},
