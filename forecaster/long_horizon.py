@@ -47,6 +47,9 @@ MIN_TRAIN_DAYS = 14
 ORIGINS_PER_LEAD = 8
 """Most backtest origins per lead day (the newest, a day or more apart)."""
 TREND_CONFIDENCE = 0.90
+QUIET_PERIOD = 0.25
+"""A week (or day) whose mean is under this share of the median week's is left out of the
+shape."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class _Rule:
     end: pd.Timestamp
     """The first timestamp after the history."""
     step: pd.Timedelta
+    ceiling: float = math.inf
+    """The largest value of the weeks the shape was taken from: with no trend extrapolated,
+    nothing is forecast above what those weeks reached."""
 
     def predict(self, index: pd.DatetimeIndex) -> np.ndarray:
         """The median path at ``index``."""
@@ -74,7 +80,7 @@ class _Rule:
         factor = self.shape[slot]
         if not self.weekly:
             factor = factor * self.weekday_factor[index.day_of_week]
-        return np.maximum(0.0, level * factor)
+        return np.clip(level * factor, 0.0, self.ceiling)
 
 
 def _slots(index: pd.DatetimeIndex, step: pd.Timedelta, weekly: bool) -> np.ndarray:
@@ -108,7 +114,9 @@ def fit_rule(y: pd.Series, step: pd.Timedelta) -> _Rule | None:
             slope = float(res.slope)
     if not math.isfinite(level):
         return None
-    return _Rule(shape, weekly, weekday, max(0.0, level), slope, end, step)
+    span = (min(weeks, 8) * 7 if weekly else min(len(y) // per_day, 28)) * per_day
+    ceiling = float(np.nanmax(y.to_numpy(dtype=float)[-max(span, per_day) :]))
+    return _Rule(shape, weekly, weekday, max(0.0, level), slope, end, step, ceiling)
 
 
 def _shape(
@@ -128,7 +136,11 @@ def _shape(
     ).astype(int)
     frame = pd.DataFrame({"v": values, "slot": slot, "period": period_id})
     means = frame.groupby("period")["v"].transform("mean")
-    frame["r"] = np.where(means > 0, frame["v"] / means, np.nan)
+    # A period far quieter than the others (a tenant idle for a week) says nothing of the
+    # shape, and divided by its near-zero mean its one job would read as a spike of 100x.
+    typical = float(frame.groupby("period")["v"].mean().median())
+    usable = means > QUIET_PERIOD * typical if typical > 0 else means > 0
+    frame["r"] = np.where(usable, frame["v"] / means.where(usable, 1.0), np.nan)
     shape = frame.groupby("slot")["r"].median().reindex(range(per)).to_numpy()
     shape = pd.Series(shape).interpolate(limit_direction="both").fillna(1.0).to_numpy()
     shape = shape / shape.mean() if shape.mean() > 0 else np.ones(per)
