@@ -11,7 +11,8 @@ window, backtest scores, tiercast version, creation time), and on the next run
 * **refits** it when it is due: older than ``max_age_s`` (by the wall clock or
   by how far the data moved past its training window), or drifted (its live
   error on the data that arrived since training is over ``drift_ratio`` times
-  its backtest error);
+  its backtest error), or forgotten by :meth:`ModelStore.evict` (the cycle does
+  so when its recorded forecasts drifted from what happened);
 * **replaces** an artifact that cannot be trusted: unreadable, written by
   another format or tiercast version, for another series or method, or whose
   training data does not match the history now given. These never fail a run:
@@ -408,6 +409,18 @@ class ModelStore:
         except OSError as exc:
             # A read-only or full volume costs the next run a refit, never this run.
             log.warning("model store: cannot write %s (%s); continuing without it", model_file, exc)
+
+    def evict(self, series: str, method: str) -> bool:
+        """Forget the stored model of ``series`` (memory and files), so that the next
+        :meth:`get_or_fit` refits it ahead of its age limit; whether one was stored."""
+        key = self.key(series, method)
+        had = self._memory.pop(key, None) is not None
+        if self.path is not None:
+            for f in self._files(key):
+                if f.is_file() and not f.is_symlink():
+                    f.unlink(missing_ok=True)
+                    had = True
+        return had
 
     def metadata(self, series: str, method: str) -> dict[str, Any] | None:
         """The stored metadata of a series, or None."""

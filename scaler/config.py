@@ -104,12 +104,72 @@ class SignalConfig(_Model):
         return self
 
 
+WorkloadClass = Literal["inference", "training", "batch"]
+DEFAULT_PRIORITY: dict[str, int] = {"inference": 1000, "training": 100, "batch": 50}
+"""Priority of each workload class where ``priority`` is unset; a critical workload gets
+the inference value, so inference never preempts it."""
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_DURATION_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def deadline_value(text: str) -> tuple[str, float]:
+    """``("at", epoch seconds)`` for an ISO-8601 time with a zone, ``("in", seconds)`` for a
+    duration (``12h``, ``2d``: due that long after each cycle's now); ``ValueError`` else."""
+    import datetime
+
+    m = _DURATION.match(text)
+    if m is not None:
+        seconds = float(m.group(1)) * _DURATION_S[m.group(2)]
+        if not 0 < seconds <= 366 * 86400:
+            raise ValueError(f"duration {shown(text)} must be positive and at most 366 days")
+        return "in", seconds
+    try:
+        at = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"{shown(text)} is neither an ISO-8601 time with a zone "
+            "('2026-12-05T00:00:00Z') nor a duration ('12h', '2d')"
+        ) from None
+    if at.tzinfo is None:
+        raise ValueError(f"{shown(text)} has no time zone; add 'Z' for UTC")
+    return "at", at.timestamp()
+
+
+class DeferrableConfig(_Model):
+    """Training or batch work that may wait: GPU-hours to be done by a deadline.
+
+    The planner places it into capacity the plan holds and inference leaves idle (the
+    forecast's troughs, reserved nodes), never buys capacity for it, and reports what the
+    deadline would need where that does not suffice (``scaler.planning.deferrable``)."""
+
+    gpu_hours: float | None = Field(default=None, gt=0, le=1e9)
+    """GPU-hours left to do. Unset: the workload's ``signal`` is a queue signal whose
+    newest value is the pending GPU-hours (e.g. the sum of queued jobs' GPUs x hours)."""
+    deadline: str = Field(min_length=1, max_length=64)
+    """When the work must be done: an ISO-8601 time with a zone (``2026-12-05T00:00:00Z``),
+    or a duration (``12h``, ``2d``) after each cycle's now, for a queue whose pending work
+    must be done that long after it is seen."""
+    max_gpus: int | None = Field(default=None, ge=1, le=1_000_000)
+    """Most GPUs the work can use at once (its parallelism). Default: no limit."""
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline(cls, value: str) -> str:
+        deadline_value(value)
+        return value
+
+
 class WorkloadConfig(_Model):
     """A service whose demand is driven by one signal and served on one GPU model."""
 
+    # ``class`` is a Python keyword: the attribute is ``workload_class``; either name is read.
+    model_config = ConfigDict(populate_by_name=True)
+
     name: str = Field(min_length=1, max_length=200)
-    signal: str
-    """Name of the signal that drives this workload."""
+    signal: str = Field(default="", max_length=200)
+    """Name of the signal that drives this workload. Required, except for deferrable work
+    given as ``deferrable.gpu_hours`` (empty: no signal)."""
     gpu_model: str
     """Catalog name (``H100-80GB``) or alias (``H100``); pools of this model serve it."""
     units_per_replica: float = Field(ge=1e-6, le=1e9)
@@ -121,19 +181,105 @@ class WorkloadConfig(_Model):
     min_replicas: int = Field(default=0, ge=0, le=1_000_000)
     """Replicas kept whatever the forecast says. Default 0; at most 1,000,000."""
     memory_gb: float | None = Field(default=None, gt=0, le=4096)
-    """GPU memory one replica needs, for MIG profile choice; optional."""
+    """GPU memory one replica needs, GB, for MIG profile choice and time-slicing/MPS packing;
+    optional (unset: a shared replica counts as the whole GPU's memory)."""
     mig_profile: str | None = None
     """MIG profile one replica runs on (``1g.10gb``); replicas then use slices, not GPUs."""
     sharing: Literal["auto", "whole", "mig", "time-slicing", "mps"] = "auto"
     """How this workload's replicas may share a GPU: ``whole`` GPUs, ``mig`` slices (with
     ``mig_profile``), the device plugin's ``time-slicing`` or ``mps``, or ``auto`` (the
-    planner's choice within ``isolation``). Default ``auto``. Today the planner plans whole
-    GPUs and MIG slices only: ``auto`` is MIG where ``mig_profile`` is set, else whole
-    GPUs, and ``time-slicing``/``mps`` are planned as whole GPUs (docs/mig.md#sharing-modes)."""
+    planner's choice within ``isolation``). Default ``auto``: MIG where ``mig_profile`` is
+    set, MPS (or, for ``isolation: none``, time-slicing) where a footprint of less than a
+    GPU is declared and isolation admits it, else whole GPUs. Shared replicas are packed by
+    memory and ``compute_share`` (``scaler.planning.sharing``, docs/mig.md#sharing-modes)."""
     isolation: Literal["required", "preferred", "none"] = "preferred"
     """What isolation between workloads on one GPU this one needs: ``required`` admits only
     whole GPUs or MIG (hardware isolation of memory and faults); time-slicing gives none,
     MPS limited isolation. Default ``preferred``."""
+    compute_share: float | None = Field(default=None, gt=0, le=1)
+    """Share of one GPU's compute one replica uses at ``units_per_replica``, 0 to 1, for
+    time-slicing and MPS packing. Default: ``1 / replicas_per_gpu``, else 1 (a whole GPU:
+    nothing is packed on a footprint not declared)."""
+    replicas_per_gpu: int | None = Field(default=None, ge=1, le=1024)
+    """Most replicas of this workload one shared GPU may hold (time-slicing, MPS); optional.
+    The planner packs fewer where memory or compute do not fit (docs/mig.md#sharing-modes)."""
+
+    workload_class: WorkloadClass = Field(default="inference", alias="class")
+    """``inference`` (latency-bound, planned from its signal's forecast), ``training`` or
+    ``batch``. Default ``inference``. Non-critical training and batch are deferrable demand
+    (``deferrable``): placed into idle capacity and preempted first."""
+    priority: int | None = Field(default=None, ge=0, le=1_000_000_000)
+    """Scheduling priority, a Kubernetes PriorityClass value (0 to 1e9; placeholders sit
+    below zero). Default by class: inference 1000, training 100, batch 50; a critical
+    workload defaults to the inference value. Deferrable work must stay below every
+    inference workload, since it is what gives way when inference rises."""
+    critical: bool = False
+    """A training or batch run that must not be interrupted: planned like inference from
+    its signal (dedicated capacity, e.g. ``min_replicas``) and never preempted. Default false."""
+    deferrable: DeferrableConfig | None = None
+    """For non-critical training and batch: GPU-hours and a deadline (required for them)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deferrable_defaults(cls, data: Any) -> Any:
+        # Deferrable work is not translated from a signal into replicas: units_per_replica
+        # means nothing for it, and with gpu_hours it needs no signal either.
+        if (
+            isinstance(data, dict)
+            and data.get("class", data.get("workload_class", "inference")) != "inference"
+            and not data.get("critical")
+        ):
+            data = {**data}
+            data.setdefault("units_per_replica", 1.0)
+        return data
+
+    @property
+    def is_deferrable(self) -> bool:
+        """Whether this is deferrable demand (non-critical training or batch)."""
+        return self.workload_class != "inference" and not self.critical
+
+    @property
+    def effective_priority(self) -> int:
+        """``priority``, or its class default (a critical workload: the inference default)."""
+        if self.priority is not None:
+            return self.priority
+        return DEFAULT_PRIORITY["inference" if self.critical else self.workload_class]
+
+    @model_validator(mode="after")
+    def _classes(self) -> WorkloadConfig:
+        if self.workload_class == "inference" and self.critical:
+            raise ValueError(
+                ".critical: applies to training and batch; inference is never preempted anyway"
+            )
+        if self.deferrable is not None and not self.is_deferrable:
+            why = (
+                "critical work is planned like inference"
+                if self.critical
+                else ("class is 'inference'")
+            )
+            raise ValueError(
+                f".deferrable: only non-critical training and batch are deferrable ({why}); "
+                "drop deferrable"
+            )
+        if self.is_deferrable:
+            if self.deferrable is None:
+                raise ValueError(
+                    f".deferrable: a non-critical {self.workload_class} workload needs "
+                    "deferrable: {gpu_hours, deadline} (or a queue signal and a deadline), "
+                    "or critical: true"
+                )
+            if self.deferrable.gpu_hours is None and not self.signal:
+                raise ValueError(
+                    ".deferrable.gpu_hours: give gpu_hours, or a signal giving pending GPU-hours"
+                )
+            if self.mig_profile is not None:
+                raise ValueError(
+                    f".mig_profile: deferrable {self.workload_class} work is placed in whole "
+                    "GPUs; drop mig_profile"
+                )
+        elif not self.signal:
+            raise ValueError(".signal: required field is missing")
+        return self
 
     @model_validator(mode="after")
     def _sharing(self) -> WorkloadConfig:
@@ -151,6 +297,11 @@ class WorkloadConfig(_Model):
             raise ValueError(
                 f".mig_profile: {self.mig_profile!r} runs replicas on MIG slices, but sharing "
                 f"is {self.sharing!r}; drop one, or set sharing: mig"
+            )
+        if self.sharing in ("time-slicing", "mps") and self.gpus_per_replica > 1:
+            raise ValueError(
+                f".gpus_per_replica: {self.gpus_per_replica} GPUs per replica cannot be "
+                f"shared by {self.sharing!r} (one shared GPU per request); set sharing: whole"
             )
         return self
 
@@ -243,6 +394,20 @@ KUBERNETES_PROVIDER_KINDS: tuple[str, ...] = (
 )
 
 
+class BillingConfig(_Model):
+    """How a pool's provider bills a node: in whole periods, with a minimum.
+
+    Hourly billing is ``{granularity_s: 3600, minimum_s: 3600}``; per-second billing with a
+    one-minute minimum ``{granularity_s: 1, minimum_s: 60}``. A node up for ``u`` seconds is
+    billed ``max(minimum_s, ceil(u / granularity_s) * granularity_s)`` (scaler.planning.billing).
+    """
+
+    granularity_s: int = Field(ge=1, le=31 * 86400)
+    """Length of one billed period, seconds (3600 hourly, 1 per second); at most 31 days."""
+    minimum_s: int = Field(default=0, ge=0, le=366 * 86400)
+    """Least billed for a node however briefly it runs, seconds. Default 0; at most a year."""
+
+
 class PoolConfig(_Model):
     """A group of identical GPU nodes bought on one tier."""
 
@@ -293,6 +458,11 @@ class PoolConfig(_Model):
     """Reserved pools: price per GPU-hour of a *new* commitment by term, e.g. ``{1y: 2.6, 3y: 1.9}``
     (config currency). Empty (default): new commitments cost ``price_per_gpu_hour``, term unnamed.
     The finance dry-run's commitment advice prices added nodes with these."""
+    billing: BillingConfig | None = None
+    """How the provider bills a node, ``{granularity_s, minimum_s}`` (hourly: 3600/3600).
+    With it a node is released at the end of a period already paid for, not in its middle,
+    and the replay and the finance projection price whole periods. None (default): billed
+    by the second, released at once, priced per planning step."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -647,8 +817,33 @@ class ServiceConfig(_Model):
         return self
 
 
+class KueueQuotaConfig(_Model):
+    """The Kueue ClusterQueue of deferrable training whose GPU quota follows the spare
+    capacity the plan forecasts (``scaler.actuation.kube.kueue``)."""
+
+    cluster_queue: str = Field(default="training", min_length=1, max_length=253, pattern=_K8S_NAME)
+    """Name of the ClusterQueue (cluster-scoped). Default ``training``."""
+    resource: str = Field(
+        default="nvidia.com/gpu", min_length=1, max_length=253, pattern=r"^[A-Za-z0-9./_-]+$"
+    )
+    """The covered resource whose quota is set. Default ``nvidia.com/gpu``."""
+    flavors: dict[str, Annotated[str, Field(min_length=1, max_length=253, pattern=_K8S_NAME)]] = (
+        Field(default_factory=dict)
+    )
+    """GPU model -> the ResourceFlavor of the ClusterQueue that stands for it, e.g.
+    ``{H100-80GB: h100}``. Default: the ClusterQueue's one flavor covering ``resource``,
+    where the deferrable work runs on one GPU model."""
+    borrowing: bool = True
+    """In a cohort, also set ``borrowingLimit`` to the spare capacity's peak over the next
+    hour less ``nominalQuota`` (Kueue refuses a borrowingLimit without a cohort). Default true."""
+
+
 class KubernetesConfig(_Model):
     """How tiercast talks to the cluster: node labels it reads, retries, caps and timeouts."""
+
+    kueue: KueueQuotaConfig | None = None
+    """Where Kueue admits training: the ClusterQueue whose GPU ``nominalQuota`` is set each
+    cycle to the spare capacity forecast for the next hour. None (default): no quota is set."""
 
     pool_label: str = "tiercast.io/pool"
     """Node label whose value names the pool; checked before each provider's own label."""
@@ -703,6 +898,83 @@ class FinanceConfig(_Model):
     """What one GPU-hour of demand that no capacity serves costs (lost revenue, SLO credit), in
     the currency. None (default): commitment options that leave more demand unserved than keeping
     the current commitment are refused rather than priced."""
+
+
+class DriftConfig(_Model):
+    """Forecasts that notice drift: forecast against actual per signal from the run records.
+
+    Each cycle compares what the recorded cycles forecast one lead time ahead with what
+    happened (``scaler.service.drift``); a signal whose error or band coverage stays out of
+    its band for ``for_s`` is refitted ahead of schedule and its margin re-learned.
+    """
+
+    enabled: bool = True
+    """Judge drift each cycle that has run records. Default true."""
+    window_s: int = Field(default=6 * 3600, ge=600, le=30 * 86400)
+    """Rolling window of forecasts judged against what happened. Default 6 h."""
+    for_s: int = Field(default=1800, ge=0, le=7 * 86400)
+    """How long the window must stay out of band before the model is refitted. Default
+    1800 (30 min): one bad hour of a calibrated q0.9 is chance, not drift."""
+    min_coverage: float = Field(default=0.5, ge=0, le=1)
+    """Share of actuals inside the lowest-highest forecast quantiles under which the band
+    is left (a calibrated q0.1-q0.9 covers about 0.8). Default 0.5."""
+    max_error: float = Field(default=0.5, gt=0, le=100)
+    """Mean absolute error of the median over the mean actual above which the error is out
+    of band. Default 0.5 (50%)."""
+    min_points: int = Field(default=12, ge=2, le=100_000)
+    """Least forecast-actual pairs a window needs to be judged. Default 12 (an hour of
+    5-minute cycles)."""
+
+
+class KueueQueueConfig(_Model):
+    """A Kueue ClusterQueue whose pending workloads count as GPUs waiting for one GPU model."""
+
+    cluster_queue: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME)
+    """The ClusterQueue's name (the ``cluster_queue`` label of ``kueue_pending_workloads``)."""
+    gpu_model: str
+    """Catalog name or alias of the GPUs its workloads wait for."""
+    gpus_per_workload: int = Field(default=1, ge=1, le=100_000)
+    """GPUs one pending workload asks for. Default 1."""
+
+
+class StarvationConfig(_Model):
+    """GPU pods and Kueue workloads that wait for capacity: observed unserved demand.
+
+    Read each cycle from kube-state-metrics and Kueue through the ``prometheus`` section,
+    wherever a signal is read from Prometheus (``scaler.inputs.pending``). What runs plus
+    what waits is a floor under the next plan's need (docs/planning.md#starvation-floor).
+    """
+
+    enabled: bool = True
+    """Read pending GPU pods and Kueue workloads each cycle. Default true; without a
+    ``prometheus`` section, or with every signal from files, nothing is read."""
+    pending_threshold_s: int = Field(default=300, ge=0, le=86400)
+    """A GPU pod counts as waiting once it has been Pending this long (from
+    ``kube_pod_created``); a Kueue workload once its queue has had it pending this long.
+    Default 300: shorter waits are a scheduler's ordinary work. At most a day."""
+    query: str | None = Field(default=None, min_length=1, max_length=8192)
+    """PromQL override for the GPUs that wait, one series per pod (or per GPU model with
+    ``gpu_model_label``). Default: Pending pods' ``nvidia_com_gpu`` requests from
+    kube-state-metrics, created over ``pending_threshold_s`` ago, placeholders excluded."""
+    running_query: str | None = Field(default=None, min_length=1, max_length=8192)
+    """PromQL override for the GPUs that Running pods request (what runs). Default: from
+    kube-state-metrics, placeholders excluded."""
+    kueue_query: str | None = Field(default=None, min_length=1, max_length=8192)
+    """PromQL override for Kueue's waiting workloads, one series per ``cluster_queue``.
+    Default: ``kueue_pending_workloads{status="active"}`` pending throughout
+    ``pending_threshold_s``."""
+    gpu_model_label: str | None = Field(default=None, pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    """Label of the queries' series naming the GPU model (a catalog name or alias, or an
+    ``nvidia.com/gpu.product`` value, e.g. ``nodeselector_nvidia_com_gpu_product`` from
+    ``kube_pod_nodeselectors``). Default none: every series is ``gpu_model``'s."""
+    gpu_model: str | None = None
+    """GPU model of series without that label. Default: the pools' only GPU model; with
+    several and none given, waiting GPUs are reported but raise no pool."""
+    kueue_queues: tuple[KueueQueueConfig, ...] = Field(default=(), max_length=1000)
+    """ClusterQueues with the GPU model and GPUs per workload they wait for; other queues
+    count ``kueue_gpus_per_workload`` GPUs of ``gpu_model`` per workload."""
+    kueue_gpus_per_workload: int = Field(default=1, ge=1, le=100_000)
+    """GPUs one pending workload of an unlisted ClusterQueue asks for. Default 1."""
 
 
 class MigProfileConfig(_Model):
@@ -863,6 +1135,10 @@ class Config(_Model):
     model_store: ModelStoreConfig = ModelStoreConfig()
     service: ServiceConfig = ServiceConfig()
     finance: FinanceConfig = FinanceConfig()
+    starvation: StarvationConfig = StarvationConfig()
+    """Pending GPU pods and Kueue workloads as a floor under the plan (``StarvationConfig``)."""
+    drift: DriftConfig = DriftConfig()
+    """When a signal's forecasts have drifted from what happens (``DriftConfig``)."""
 
     @model_validator(mode="after")
     def _references(self) -> Config:
@@ -889,7 +1165,7 @@ class Config(_Model):
                 _known_mig_layout(f"pools[{i}].mig_layouts[{k}]", p.gpu_model, spec)
         pool_models = {gpu_model(p.gpu_model).name for p in self.pools}
         for i, w in enumerate(self.workloads):
-            if w.signal not in signals:
+            if (w.signal and w.signal not in signals) or (not w.signal and not w.is_deferrable):
                 raise ValueError(
                     f"workloads[{i}].signal: {w.signal!r} is not a declared signal "
                     f"(declared: {', '.join(sorted(signals))})"
@@ -897,15 +1173,56 @@ class Config(_Model):
             _known_gpu(f"workloads[{i}].gpu_model", w.gpu_model)
             if w.mig_profile is not None:
                 _known_mig_profile(f"workloads[{i}]", w.gpu_model, w.mig_profile, w.memory_gb)
+            _check_sharing_fit(f"workloads[{i}]", w)
             if gpu_model(w.gpu_model).name not in pool_models:
                 raise ValueError(f"workloads[{i}].gpu_model: no pool has GPU model {w.gpu_model!r}")
+        _check_priorities(self.workloads)
+        for name in self.kubernetes.kueue.flavors if self.kubernetes.kueue else ():
+            _known_gpu(f"kubernetes.kueue.flavors.{name}", name)
+        _check_starvation(self.starvation, pool_models)
 
     def signal(self, name: str) -> SignalConfig:
         return next(s for s in self.signals if s.name == name)
 
+    @property
+    def served_workloads(self) -> tuple[WorkloadConfig, ...]:
+        """Workloads planned as capacity from their signals: inference and critical runs
+        (deferrable training and batch are placed into what they leave idle)."""
+        return tuple(w for w in self.workloads if not w.is_deferrable)
+
     def pools_for(self, model: str) -> list[PoolConfig]:
         key = gpu_model(model).name
         return [p for p in self.pools if gpu_model(p.gpu_model).name == key]
+
+
+def _check_starvation(starvation: StarvationConfig, pool_models: set[str]) -> None:
+    """The GPU models the starvation section names are pools' models; queues are unique."""
+    named = [("starvation.gpu_model", starvation.gpu_model)] + [
+        (f"starvation.kueue_queues[{i}].gpu_model", q.gpu_model)
+        for i, q in enumerate(starvation.kueue_queues)
+    ]
+    for field, name in named:
+        if name is None:
+            continue
+        _known_gpu(field, name)
+        if gpu_model(name).name not in pool_models:
+            raise ValueError(f"{field}: no pool has GPU model {name!r}")
+    _unique("starvation.kueue_queues", [q.cluster_queue for q in starvation.kueue_queues])
+
+
+def _check_priorities(workloads: tuple[WorkloadConfig, ...]) -> None:
+    """Deferrable work gives way to inference: its priority is below every inference one."""
+    served = [w for w in workloads if not w.is_deferrable]
+    if not served:
+        return
+    lowest = min(served, key=lambda w: w.effective_priority)
+    for i, w in enumerate(workloads):
+        if w.is_deferrable and w.effective_priority >= lowest.effective_priority:
+            raise ValueError(
+                f"workloads[{i}].priority: {w.effective_priority} is not below "
+                f"{lowest.workload_class} workload {lowest.name!r} ({lowest.effective_priority}); "
+                "deferrable work is preempted first: lower it, or set critical: true"
+            )
 
 
 def _unique(what: str, names: list[str]) -> None:
@@ -938,6 +1255,33 @@ def _known_mig_profile(field: str, model: str, profile: str, memory_gb: float | 
             geometry(model).profile(profile)
     except BadInputError as exc:
         raise ValueError(f"{field}.mig_profile: {exc}") from None
+
+
+def _check_sharing_fit(field: str, w: WorkloadConfig) -> None:
+    """A time-sliced or MPS workload's declared replicas per GPU fit the GPU's memory and
+    compute: time-slicing limits neither, MPS gives each client memory / replicas."""
+    if w.sharing not in ("time-slicing", "mps"):
+        return
+    memory = gpu_model(w.gpu_model).memory_gb
+    if w.memory_gb is not None and w.memory_gb > memory:
+        raise ValueError(
+            f"{field}.memory_gb: {w.memory_gb:g} GB per replica does not fit one "
+            f"{gpu_model(w.gpu_model).name} ({memory} GB)"
+        )
+    n = w.replicas_per_gpu
+    if n is None or n < 2:
+        return
+    if w.memory_gb is not None and n * w.memory_gb > memory + 1e-9:
+        raise ValueError(
+            f"{field}.replicas_per_gpu: {n} co-located {w.sharing} replicas of "
+            f"{w.memory_gb:g} GB need {n * w.memory_gb:g} GB; {gpu_model(w.gpu_model).name} "
+            f"has {memory} GB"
+        )
+    if w.compute_share is not None and n * w.compute_share > 1 + 1e-9:
+        raise ValueError(
+            f"{field}.replicas_per_gpu: {n} co-located replicas of compute_share "
+            f"{w.compute_share:g} need {n * w.compute_share:g} GPUs of compute; at most 1"
+        )
 
 
 def _known_mig_layout(field: str, model: str, spec: str) -> None:

@@ -99,6 +99,15 @@ class CapacityPlan:
     notes: list[str] = field(default_factory=list)
     mig: dict[str, Any] = field(default_factory=dict)
     """MIG layouts: mig-parted config and per-node ``nvidia.com/mig.config`` values."""
+    workloads: dict[str, Any] = field(default_factory=dict)
+    """Workload classes (``scaler.planning.deferrable``): each workload's class, priority
+    and PriorityClass; deferrable work placed into idle capacity and what unmet deadlines
+    need; per pool and hour the served need, the deferrable work and the idle GPUs; the
+    Kueue quota. Empty in plans made before workload classes."""
+    sharing: dict[str, Any] = field(default_factory=dict)
+    """Time-slicing and MPS (``scaler.planning.pooling``): each shared workload's mode and
+    replicas per GPU, and per pooling group the GPUs in dedicated sets and pooled, and what
+    pooling saves in GPU-hours and money; empty when nothing is shared."""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

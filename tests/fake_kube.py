@@ -35,6 +35,8 @@ does:
   read as 0 as the API server does) and the status subresource (an update of the
   NodePool keeps its status); Karpenter NodeClaims (cluster-scoped, with a status
   subresource); Cluster API Machines; ConfigMaps; GPU Operator ClusterPolicies;
+* Kueue's ``kueue.x-k8s.io/v1beta1`` ClusterQueues checked against its CRD's CEL rules
+  and its validating webhook (:mod:`tests.fake_kueue`);
 * the cluster autoscaler's ``autoscaling.x-k8s.io/v1beta1`` CapacityBuffers checked
   against that CRD's schema and CEL rules, with a status subresource, and PodTemplates;
   API discovery (``GET /apis/GROUP/VERSION``), and group/versions a cluster does not
@@ -70,6 +72,7 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 
 from scaler.actuation.kube.transport import ClientTransport, RetryPolicy, connect
+from tests.fake_kueue import Invalid, validate_cluster_queue
 
 TOKEN = "fake-kube-token"
 
@@ -152,6 +155,15 @@ RESOURCES = [
         status_subresource=True,
     ),
     Resource("events.k8s.io/v1", "events", "Event", True),
+    # Kueue's ClusterQueue (cluster-scoped, status subresource), v1beta1: tests/fake_kueue.py.
+    Resource(
+        "kueue.x-k8s.io/v1beta1",
+        "clusterqueues",
+        "ClusterQueue",
+        False,
+        builtin=False,
+        status_subresource=True,
+    ),
 ]
 _BY_PATH = {(r.api, r.plural): r for r in RESOURCES}
 
@@ -699,6 +711,13 @@ def _validate(res: Resource, obj: dict[str, Any], old: dict[str, Any] | None = N
         _validate_event(obj)
     if res.kind == "CapacityBuffer":
         _validate_capacity_buffer(obj)
+    if res.kind == "ClusterQueue":
+        try:
+            validate_cluster_queue(obj)
+        except Invalid as exc:
+            raise ApiError(
+                422, "Invalid", f'ClusterQueue.kueue.x-k8s.io "{name}" is invalid: {exc}'
+            ) from None
     if res.kind == "PodTemplate":
         containers = ((obj.get("template") or {}).get("spec") or {}).get("containers")
         if not isinstance(containers, list) or not containers:

@@ -29,6 +29,11 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from forecaster.errors import BadInputError
+from scaler.actuation.kube.device_plugin import (
+    CONFIG_LABEL,
+    DEVICE_PLUGIN_CONFIG,
+    SEEDED_DEVICE_PLUGIN_CONFIG,
+)
 from scaler.actuation.kube.inventory import MIG_CONFIG, MIG_STATE
 from scaler.actuation.kube.mig_parted import SEEDED_CONFIG
 from scaler.actuation.kube.mig_relabel import CORDONED_BY
@@ -37,12 +42,15 @@ from scaler.actuation.kube.transport import RetryPolicy, Session, connect
 from scaler.cli import build_parser
 from scaler.config import KubernetesConfig, PlaceholderProviderConfig, ServiceConfig, parse_config
 from tests.conftest import REPO
+from tests.fake_device_plugin import DevicePlugin
 from tests.fake_kube import FakeKube, gpu_node, kubeconfig_for, pod, start_fake
+from tests.fake_kueue import cluster_queue
 from tests.gpu_operator import seed_operator_cluster
 from tests.test_kube_buffers import BUFFER_POOL
 from tests.test_kube_buffers import TEMPLATE as BUFFER_TEMPLATE
 from tests.test_kube_mig import MigManager
 from tests.test_kube_providers import HOLD, Clock, action, make_config, seed
+from tests.test_kueue import section as kueue_section
 
 DEPLOY = REPO / "deploy"
 BASE = DEPLOY / "base"
@@ -198,7 +206,10 @@ def test_rbac_grants_exactly_the_documented_list() -> None:
     rules = [r for d in documents() if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
     for rule in rules:
         if set(rule["resources"]) & {"configmaps", "clusterpolicies"}:
-            assert rule.get("resourceNames") in ([SEEDED_CONFIG], ["cluster-policy"]), rule
+            assert rule.get("resourceNames") in (
+                [SEEDED_CONFIG, SEEDED_DEVICE_PLUGIN_CONFIG],
+                ["cluster-policy"],
+            ), rule
             assert "list" not in rule["verbs"] and "create" not in rule["verbs"]
     assert grants == documented_grants()
     accounts = {d["metadata"]["name"] for d in documents() if d["kind"] == "ServiceAccount"}
@@ -254,7 +265,10 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
     transport = connect(str(kubeconfig), None, RetryPolicy(1, 0.01, 0.01, sleep=clock.sleep))
     fake.create("/api/v1/nodes", gpu_node("buf-a", {"tiercast.io/pool": "buf"}))
     provider = KubeProvider(
-        make_config([BUFFER_POOL]), Session(transport), clock=clock.now, sleep=clock.sleep
+        make_config([BUFFER_POOL], kueue={"flavors": {"H100": "h100"}}),
+        Session(transport),
+        clock=clock.now,
+        sleep=clock.sleep,
     )
     provider.inventory()
     plan = [
@@ -283,7 +297,34 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
         lambda o: o["metadata"]["annotations"].update({"tiercast.io/template-hash": "old"}),
     )
     assert "PodTemplate updated" in provider.apply(action("buf", 3, 3)).message
+    # The training ClusterQueue's GPU quota (kubernetes.kueue): read, then patched.
+    fake.create("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", cluster_queue())
+    quota = provider.kueue_action(kueue_section(20), "2026-11-30T00:00:00Z")
+    assert quota is not None and provider.apply(quota).outcome == "applied"
 
+    # Time-slicing through the device plugin's config (scaler.actuation.kube.device_plugin).
+    fake.mutate(
+        "/apis/nvidia.com/v1/clusterpolicies/cluster-policy",
+        lambda o: o["spec"].update(
+            {"devicePlugin": {"config": {"name": SEEDED_DEVICE_PLUGIN_CONFIG}}}
+        ),
+    )
+    fake.create(
+        "/api/v1/namespaces/gpu-operator/configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": SEEDED_DEVICE_PLUGIN_CONFIG},
+            "data": {},
+        },
+    )
+    fake.hooks.append(DevicePlugin())
+    shared = action(
+        "capi", 2, 2, decision="relayout", kind=DEVICE_PLUGIN_CONFIG,
+        details={"node": "md-b", "mode": "time-slicing", "replicas": 2},
+    )  # fmt: skip
+    provider.changes = 0  # the next cycle's change cap
+    assert provider.apply(shared).outcome == "applied"
     # Node starts of `lead_time_s: auto` pools (lists NodeClaims, Machines and Nodes).
     assert provider.lead_time_observations(["capi", "static", "spot", "hold"]) == []
     # What the admission policies let tiercast's account write is what the code writes.
@@ -295,7 +336,11 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
             continue  # API discovery: every authenticated user may (system:discovery)
         ns, group, resource, verb = required_grant(r.method, r.path)
         if resource in ("configmaps", "clusterpolicies"):
-            assert r.path.rsplit("/", 1)[-1] in (SEEDED_CONFIG, "cluster-policy"), r.path
+            assert r.path.rsplit("/", 1)[-1] in (
+                SEEDED_CONFIG,
+                SEEDED_DEVICE_PLUGIN_CONFIG,
+                "cluster-policy",
+            ), r.path
         cluster = ("tiercast", "cluster", group, resource, verb)
         namespaced = ("tiercast", ns or "", group, resource, verb)
         if cluster in grants:
@@ -434,7 +479,7 @@ def test_admission_policies_narrow_node_patches_and_priority_classes() -> None:
     assert rule["resources"] == ["nodes"] and rule["operations"] == ["UPDATE"]
     # Nodes of tiercast's pools only (the default pool label), and only what tiercast writes.
     assert cel_list(nodes, "poolLabels") == {KubernetesConfig().pool_label}
-    assert cel_list(nodes, "ownLabels") == {MIG_CONFIG, MIG_STATE}
+    assert cel_list(nodes, "ownLabels") == {MIG_CONFIG, MIG_STATE, CONFIG_LABEL}
     assert CORDONED_BY.startswith(cel_string(nodes, "ownAnnotationPrefix"))
     assert cel_string(nodes, "ownAnnotationPrefix") == "tiercast.io/"
     expressions = " ".join(v["expression"] for v in nodes["spec"]["validations"])

@@ -16,6 +16,7 @@ import pytest
 from scaler.actuation.kube.inventory import mig_node_state, node_info, node_views, physical_gpus
 from scaler.catalog.mig import Layout
 from scaler.config import Config, parse_config
+from tests.fake_device_plugin import shared_labels
 from tests.gpu_operator import default_mig_parted_config, operator_node
 
 POOL = {"tiercast.io/pool": "h100"}
@@ -102,3 +103,14 @@ def test_a_node_gfd_finds_invalid_is_not_read_as_shared() -> None:
         "nvidia.com/gpu.sharing-strategy": "",
     }
     assert node_info(node, config).replicas == 1
+
+
+@pytest.mark.parametrize("strategy", ["time-slicing", "mps"])
+def test_a_node_the_device_plugin_shared_is_its_physical_gpus(strategy: str) -> None:
+    # As tests/fake_device_plugin.py relabels a node after a device-plugin-config action.
+    config = _config(mig=False)
+    node = operator_node("shared-2", POOL, strategy="none")
+    shared_labels(strategy, 5)(node)
+    assert node["metadata"]["labels"]["nvidia.com/gpu.product"].endswith("-SHARED")
+    (view,) = node_views([node_info(node, config)], config, {}, None)
+    assert (view.gpus, view.held, view.sharing) == (8, False, f"{strategy} x5")

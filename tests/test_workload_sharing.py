@@ -43,7 +43,8 @@ def test_isolation_required_admits_no_time_slicing_or_mps(sharing: str) -> None:
 @pytest.mark.parametrize("sharing", ["auto", "whole", "time-slicing", "mps"])
 @pytest.mark.parametrize("isolation", ["preferred", "none"])
 def test_modes_without_required_isolation_load(sharing: str, isolation: str) -> None:
-    config = parse_config(_with(sharing=sharing, isolation=isolation))
+    # One GPU per replica: a shared GPU serves one device per request.
+    config = parse_config(_with(sharing=sharing, isolation=isolation, gpus_per_replica=1))
     assert (config.workloads[0].sharing, config.workloads[0].isolation) == (sharing, isolation)
 
 

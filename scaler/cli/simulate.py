@@ -19,6 +19,7 @@ from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration, read_history_csv
 from scaler.cli.common import select_series
 from scaler.config import Config
+from scaler.replay.deferrable import deferrable_replay, format_deferrable
 from scaler.replay.protocol import ReplaySetup, Trace, prepare_trace
 from scaler.replay.simulating import POLICIES, Replay, ablation, planner_days, run_replay
 from scaler.replay.suite import SuiteResult, load_suite
@@ -161,12 +162,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise BadInputError("simulate: --config replays one --history, not a --suite")
     if args.config is None and args.units_per_gpu is None:
         args.units_per_gpu = 1.0
+    _check_deferrable(args)
     if args.suite is not None:
         return cmd_suite(args)
     try:
         history = read_history_csv(args.history)
     except DataError as exc:
         raise BadInputError(f"--history: {exc}") from exc
+    if args.pooled is not None:
+        return _cmd_pooled(args, history)
     fleet = _user_fleet(args)
     series = select_series(
         history, args.series if args.series or fleet is None else _series_of(history, fleet)
@@ -197,6 +201,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(format_table(replay))
         if tiers:
             print(format_tiers(replay))
+        if args.deferrable_gpu_hours_per_day:
+            load = deferrable_replay(replay, args.deferrable_gpu_hours_per_day)
+            print(format_deferrable(load))
         margin = replay.runs["predictive"].margin if "predictive" in replay.runs else None
         if margin is not None:
             print(f"predictive: {margin.describe()}")
@@ -207,6 +214,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if k == 0:
             _write_files(replay, args.timeline_out, args.chart_out)
     return 0
+
+
+def _check_deferrable(args: argparse.Namespace) -> None:
+    """``--deferrable-gpu-hours-per-day``: positive, with ``--tiers`` and one ``--history``."""
+    value = args.deferrable_gpu_hours_per_day
+    if value is None:
+        return
+    if not 0 < value <= 1e7:
+        raise BadInputError(
+            f"--deferrable-gpu-hours-per-day must be above 0 and at most 1e7; got {value!r}"
+        )
+    if args.suite is not None or not args.tiers:
+        raise BadInputError(
+            "--deferrable-gpu-hours-per-day needs --tiers and one --history: it fills the "
+            "idle GPUs of the tiered planner's reserved pool"
+        )
 
 
 def _replay_showing_progress(
@@ -284,6 +307,36 @@ def _write_files(replay: Replay, timeline_out: str, chart_out: str) -> None:
         print(f"chart written to {chart_out}")
 
 
+def _cmd_pooled(args: argparse.Namespace, history: dict[str, pd.Series]) -> int:
+    """``--pooled``: every series of the file as one workload of a shared fleet
+    (:mod:`scaler.replay.pooled`), replayed whole, in dedicated shared sets and pooled."""
+    from scaler.replay.pooled import PooledSetup, format_pooled, pooled_replay
+
+    lead_s = _lead_times(args.lead_time)[0]
+    try:
+        every_s = int(parse_duration(args.reforecast).total_seconds())
+    except DataError as exc:
+        raise BadInputError(f"--reforecast: {exc}") from exc
+    setup = PooledSetup(
+        mode=args.pooled,
+        memory_gb=args.memory_gb,
+        compute_share=args.compute_share,
+        units_per_replica=args.units_per_gpu,
+        lead_time_s=lead_s,
+        reforecast_s=every_s,
+    )
+    result = pooled_replay(history, setup)
+    print(
+        f"tiercast simulate --pooled {args.pooled} | {args.history} | {len(result.series)} "
+        f"series, replicas = ceil(value / {args.units_per_gpu:g}), {args.memory_gb:g} GB each on "
+        f"{setup.gpu_model} | test {result.test_start:%Y-%m-%d %H:%M} to "
+        f"{result.test_end:%Y-%m-%d %H:%M} | lead {lead_s // 60} min, reforecast every "
+        f"{args.reforecast}, q{setup.quantile:g}, ${setup.price_per_gpu_hour:g}/GPU-h"
+    )
+    print(format_pooled(result))
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "simulate",
@@ -333,6 +386,25 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
         "tiercast config file, for the workloads of one signal (with --history)",
     )
     p.add_argument("--signal", help="with --config: the signal whose workloads are replayed")
+    p.add_argument(
+        "--pooled",
+        choices=("mps", "time-slicing"),
+        default=None,
+        help="replay every series of a long-format --history as one shared fleet: a whole "
+        "GPU per replica, dedicated shared sets, and pooled (docs/replay.md)",
+    )
+    p.add_argument(
+        "--memory-gb",
+        type=float,
+        default=16.0,
+        help="with --pooled: GPU memory per replica, GB (default: %(default)s)",
+    )
+    p.add_argument(
+        "--compute-share",
+        type=float,
+        default=None,
+        help="with --pooled: share of a GPU per replica, 0-1 (default: what memory leaves)",
+    )
 
 
 def _add_policy_flags(p: argparse.ArgumentParser) -> None:
@@ -346,6 +418,14 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
         "--tiers",
         action="store_true",
         help="also replay tiercast on reserved ($2.40) + spot ($1.40, 5%%/h reclaims) + on-demand",
+    )
+    p.add_argument(
+        "--deferrable-gpu-hours-per-day",
+        type=float,
+        default=None,
+        metavar="N",
+        help="with --tiers: add N GPU-hours of deferrable training due by the end of each day, "
+        "placed into the GPUs the tiered fleet leaves idle, and price it against on-demand",
     )
     p.add_argument(
         "--lead-time",

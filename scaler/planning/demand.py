@@ -8,7 +8,11 @@ g and ``min_replicas`` m, the GPUs needed when the signal is x are
 This is monotone in x, so applying it to a forecast quantile gives the same
 quantile of GPU demand. Workloads on the same GPU model are summed quantile by
 quantile; a sum of q-quantiles is at least the q-quantile of the sum, so the
-result errs towards having capacity (documented, and deliberate).
+result errs towards having capacity (documented, and deliberate). The exception is a
+pooling group, shared workloads of one model and mode that may run on the same GPUs
+(time-slicing, MPS: :mod:`scaler.planning.sharing`): it is packed from the quantile of
+its replicas' sum, estimated from the medians, the spreads and the signals' correlation,
+and never needs more GPUs than a dedicated set per workload.
 
 Near term, the forecast is combined with what is observed now. The forecast
 says how demand *changes* over the next minutes; the newest observation says
@@ -37,7 +41,8 @@ capacity chosen for a step must cover its worst sub-step.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -47,6 +52,13 @@ from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
 from scaler.catalog.mig import gpu_fraction, resolve_profile
 from scaler.config import Config, WorkloadConfig
+from scaler.planning.sharing import (
+    dedicated_gpus,
+    joint_quantile,
+    pooled_gpus,
+    pooling_groups,
+    signal_correlation,
+)
 
 
 def gpus_for(
@@ -63,15 +75,83 @@ def gpus_for(
     as whole GPUs: the tier planner keeps room for the slices without counting them
     twice, and the MIG planner (``scaler.planning.mig``) chooses the layouts.
     """
+    return gpus_of_replicas(workload, replicas_for(workload, value, margin))
+
+
+def replicas_for(
+    workload: WorkloadConfig, value: float | np.ndarray, margin: float = 0.0
+) -> np.ndarray:
+    """Replicas ``workload`` needs when its signal is ``value`` (elementwise), with ``margin``."""
     x = np.nan_to_num(np.asarray(value, dtype=float), nan=0.0)
     replicas = np.ceil(np.maximum(x, 0.0) / workload.units_per_replica - 1e-9)
     if margin:
         replicas = np.ceil(replicas * (1.0 + margin) - 1e-9)
-    replicas = np.maximum(replicas, workload.min_replicas)
+    return np.maximum(replicas, workload.min_replicas)
+
+
+def gpus_of_replicas(workload: WorkloadConfig, replicas: np.ndarray) -> np.ndarray:
+    """GPUs of ``replicas`` of ``workload`` on a set of its own: whole GPUs, the MIG share,
+    or, time-sliced or under MPS, ``ceil(replicas / replicas per GPU)``
+    (:mod:`scaler.planning.sharing`)."""
     if workload.mig_profile is not None:
         profile = resolve_profile(workload.gpu_model, workload.mig_profile, workload.memory_gb)
         return replicas * gpu_fraction(workload.gpu_model, profile)
+    shared = dedicated_gpus(workload, replicas)
+    if shared is not None:
+        return shared
     return replicas * workload.gpus_per_replica
+
+
+def packed_by_model(
+    workloads: Sequence[WorkloadConfig],
+    replicas: Sequence[np.ndarray],
+    joint: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """GPUs per GPU model for ``replicas`` of each of ``workloads``: each workload's own
+    GPUs (:func:`gpus_of_replicas`), except that a pooling group's shared workloads
+    (:func:`scaler.planning.sharing.pooling_groups`) take the fewer of their dedicated sets
+    and the pooled GPUs of ``joint[group.key]`` replicas (the replicas' sum where absent)."""
+    out: dict[str, np.ndarray] = {}
+    pooled = pooled_savings(workloads, replicas, joint)
+    for w, r in zip(workloads, replicas, strict=True):
+        key = gpu_model(w.gpu_model).name
+        out[key] = out.get(key, 0.0) + gpus_of_replicas(w, np.asarray(r, dtype=float))
+    for saving in pooled.values():
+        out[saving.model] = out[saving.model] - saving.saved
+    return out
+
+
+@dataclass(frozen=True)
+class PoolSaving:
+    """One pooling group's GPUs per step: dedicated sets, pooled, and what pooling saves."""
+
+    model: str
+    dedicated: np.ndarray
+    pooled: np.ndarray
+    saved: np.ndarray
+    """``dedicated - min(dedicated, pooled)``, never negative."""
+
+
+def pooled_savings(
+    workloads: Sequence[WorkloadConfig],
+    replicas: Sequence[np.ndarray],
+    joint: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, PoolSaving]:
+    """Per pooling group (its ``key``), what pooling its workloads' ``replicas`` saves."""
+    by_name = {w.name: np.asarray(r, dtype=float) for w, r in zip(workloads, replicas, strict=True)}
+    out: dict[str, PoolSaving] = {}
+    for group in pooling_groups(workloads):
+        own = [by_name[w.name] for w in group.workloads]
+        dedicated = np.sum(
+            [gpus_of_replicas(w, r) for w, r in zip(group.workloads, own, strict=True)], axis=0
+        )
+        together = (joint or {}).get(group.key)
+        pooled = pooled_gpus(
+            group, np.sum(own, axis=0) if together is None else np.asarray(together, dtype=float)
+        )
+        best = np.minimum(dedicated, pooled)
+        out[group.key] = PoolSaving(group.model, dedicated, best, dedicated - best)
+    return out
 
 
 def planning_grid(now: pd.Timestamp, horizon_s: int, step_s: int) -> pd.DatetimeIndex:
@@ -106,19 +186,50 @@ def demand_by_model(
     forecasts: dict[str, SeriesForecast],
     grid: pd.DatetimeIndex,
     quantile: float,
+    history: Mapping[str, pd.Series] | None = None,
 ) -> dict[str, np.ndarray]:
-    """GPUs needed at ``quantile`` per GPU model on ``grid``."""
+    """GPUs needed at ``quantile`` per GPU model on ``grid`` (shared workloads packed and
+    pooled, :func:`packed_by_model`; ``history`` for the pooled groups' correlation)."""
+    workloads, replicas, joint = quantile_replicas(config, forecasts, grid, quantile, history)
+    return packed_by_model(workloads, replicas, joint)
+
+
+def quantile_replicas(
+    config: Config,
+    forecasts: Mapping[str, SeriesForecast],
+    grid: pd.DatetimeIndex,
+    quantile: float,
+    history: Mapping[str, pd.Series] | None = None,
+) -> tuple[list[WorkloadConfig], list[np.ndarray], dict[str, np.ndarray]]:
+    """The served workloads with a forecast, their replicas at ``quantile`` on ``grid``, and
+    per pooling group the joint replicas at ``quantile``: the quantile of the sum, not the
+    sum of the quantiles (:func:`scaler.planning.sharing.joint_quantile`, the correlation
+    from ``history``; without it the sum of the quantiles)."""
+    workloads: list[WorkloadConfig] = []
+    replicas: list[np.ndarray] = []
+    medians: dict[str, np.ndarray] = {}
     col = quantile_column(quantile)
-    out: dict[str, np.ndarray] = {}
-    for w in config.workloads:
+    for w in config.served_workloads:
         fc = forecasts.get(w.signal)
         if fc is None:
             continue
         series = fc.frame[col] if col in fc.frame.columns else fc.quantile(quantile)
-        values = on_grid(series, grid)
-        key = gpu_model(w.gpu_model).name
-        out[key] = out.get(key, np.zeros(len(grid))) + gpus_for(w, values)
-    return out
+        workloads.append(w)
+        replicas.append(replicas_for(w, on_grid(series, grid)))
+    joint: dict[str, np.ndarray] = {}
+    by_name = dict(zip((w.name for w in workloads), replicas, strict=True))
+    for group in pooling_groups(workloads):
+        names = [w.name for w in group.workloads]
+        for w in group.workloads:
+            fc = forecasts[w.signal]
+            median = fc.frame["q0.5"] if "q0.5" in fc.frame.columns else fc.quantile(0.5)
+            medians[w.name] = replicas_for(w, on_grid(median, grid))
+        correlation = signal_correlation([w.signal for w in group.workloads], history)
+        together = joint_quantile(
+            [medians[n] for n in names], [by_name[n] for n in names], correlation
+        )
+        joint[group.key] = np.ceil(together - 1e-9)
+    return workloads, replicas, joint
 
 
 Headroom = float | Mapping[str, float]
@@ -151,8 +262,8 @@ def current_demand_by_model(
     def level(w: WorkloadConfig, fc: SeriesForecast) -> float:
         peak = (recent_peaks or {}).get(w.signal, fc.recent_max)
         return max(
-            float(gpus_for(w, fc.last_value, headroom_for(headroom_fraction, w.signal))),
-            float(gpus_for(w, peak, headroom_for(peak_headroom, w.signal))),
+            float(replicas_for(w, fc.last_value, headroom_for(headroom_fraction, w.signal))),
+            float(replicas_for(w, peak, headroom_for(peak_headroom, w.signal))),
         )
 
     return _summed_by_model(config, forecasts, level)
@@ -166,7 +277,7 @@ def newest_demand_by_model(
     What a pool held on stale or missing data may still scale up to: the demand
     that is already there, not a forecast made from old data.
     """
-    return _summed_by_model(config, forecasts, lambda w, fc: float(gpus_for(w, fc.last_value)))
+    return _summed_by_model(config, forecasts, lambda w, fc: float(replicas_for(w, fc.last_value)))
 
 
 def _summed_by_model(
@@ -174,16 +285,11 @@ def _summed_by_model(
     forecasts: dict[str, SeriesForecast],
     level: Callable[[WorkloadConfig, SeriesForecast], float],
 ) -> dict[str, float]:
-    """``level`` of every workload whose signal has a forecast, summed per GPU model in the
-    config's workload order."""
-    out: dict[str, float] = {}
-    for w in config.workloads:
-        fc = forecasts.get(w.signal)
-        if fc is None:
-            continue
-        key = gpu_model(w.gpu_model).name
-        out[key] = out.get(key, 0.0) + level(w, fc)
-    return out
+    """GPUs per GPU model for ``level`` (replicas) of every workload whose signal has a
+    forecast, packed (:func:`packed_by_model`) in the config's workload order."""
+    workloads = [w for w in config.served_workloads if w.signal in forecasts]
+    replicas = [np.asarray(level(w, forecasts[w.signal])) for w in workloads]
+    return {k: float(v) for k, v in packed_by_model(workloads, replicas).items()}
 
 
 def median_ratio(fc: SeriesForecast, grid: pd.DatetimeIndex) -> np.ndarray:
@@ -210,13 +316,13 @@ def anchored_demand_by_model(
     headroom_fraction: Headroom = 0.0,
 ) -> dict[str, np.ndarray]:
     """GPUs per GPU model for ``last * median ratio`` on ``grid``, with headroom (:func:`gpus_for`)."""
-    out: dict[str, np.ndarray] = {}
-    for w in config.workloads:
-        fc = forecasts.get(w.signal)
-        if fc is None:
-            continue
-        margin = headroom_for(headroom_fraction, w.signal)
-        values = fc.last_value * median_ratio(fc, grid)
-        key = gpu_model(w.gpu_model).name
-        out[key] = out.get(key, np.zeros(len(grid))) + gpus_for(w, values, margin)
-    return out
+    workloads = [w for w in config.served_workloads if w.signal in forecasts]
+    replicas = [
+        replicas_for(
+            w,
+            forecasts[w.signal].last_value * median_ratio(forecasts[w.signal], grid),
+            headroom_for(headroom_fraction, w.signal),
+        )
+        for w in workloads
+    ]
+    return packed_by_model(workloads, replicas)

@@ -79,7 +79,7 @@ def demand_levels(
         for name, m in headroom.items()
     }
     return DemandLevels(
-        quantile=demand_by_model(config, dict(forecasts), grid, policy.quantile),
+        quantile=demand_by_model(config, dict(forecasts), grid, policy.quantile, history),
         observed=current_demand_by_model(
             config, dict(forecasts), floor_headroom, peaks, peak_headroom
         ),

@@ -118,6 +118,7 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
 from scaler.config import Config, PoolConfig, SignalConfig
+from scaler.planning.billing import NodeStarts, keep_paid_nodes
 from scaler.planning.binding import (
     Shortfall,
     first_step_bounds,
@@ -127,6 +128,7 @@ from scaler.planning.binding import (
 from scaler.planning.bounds import PlanningCycle, model_problem, quiet_models
 from scaler.planning.cost_and_risk import expected_unserved, plan_cost
 from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes
+from scaler.planning.deferrable import plan_deferrable, served_config
 from scaler.planning.demand import planning_grid
 from scaler.planning.growth import Forecaster, walk_forward
 from scaler.planning.margins import Margin, learn_margin
@@ -141,6 +143,7 @@ from scaler.planning.need import (
     pool_levels,
     reach_of,
 )
+from scaler.planning.pooling import sharing_report
 from scaler.planning.reasons import (
     decide,
     held_notes,
@@ -150,6 +153,7 @@ from scaler.planning.reasons import (
     shortfall_note,
 )
 from scaler.planning.solver import ModelProblem, ModelSolution, Solver, solve
+from scaler.planning.starvation import with_floor
 from scaler.plans import Action, CapacityPlan, PastCycle, PoolPlan, SignalSummary, iso
 
 
@@ -243,6 +247,8 @@ def plan_capacity(
     history: Mapping[str, pd.Series] | None = None,
     past: Sequence[PastCycle] = (),
     margins: Mapping[str, Margin | None] | None = None,
+    waiting: Mapping[str, float] | None = None,
+    node_starts: NodeStarts | None = None,
 ) -> CapacityPlan:
     """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals.
 
@@ -257,13 +263,20 @@ def plan_capacity(
     5 minutes and does not read them).
     ``past``: what earlier cycles asked for (:class:`scaler.plans.PastCycle`, from the
     run records), for the hysteresis across cycles (module docstring, "No flapping").
+    ``waiting``: per GPU model, the GPUs that run plus those that wait for capacity
+    (:mod:`scaler.planning.starvation`): observed demand the need never goes under.
+    ``node_starts``: per pool, when its nodes started; a pool with ``billing`` releases
+    only nodes whose paid period ends before the next cycle (:mod:`scaler.planning.billing`).
     """
     policy = config.policy
     now = pd.Timestamp(now)
     stale = set(stale or ())
+    # Deferrable training and batch are placed afterwards into what this plan leaves idle.
+    config, whole_config = served_config(config), config
     cycle = _planning_cycle(config, inventory, now, past)
     learned, headroom = _signal_margins(config, forecasts, history or {}, margins)
     levels = demand_levels(config, forecasts, history or {}, cycle.grid, learned, headroom)
+    levels = with_floor(levels, waiting)
     held = held_models(config.workloads, forecasts, stale, suspect)
     implausible = implausible_models(config.pools, levels)
     if implausible:
@@ -286,6 +299,14 @@ def plan_capacity(
                 solver=solver,
             )
         )
+    first = {name: tl[0] for name, tl in fleet.timelines.items() if tl}
+    paid = keep_paid_nodes(
+        config.pools, first, cycle.current, node_starts or {}, now, policy.cycle_s
+    )
+    for name, keep in paid.items():
+        fleet.timelines[name][0] = keep.target
+        fleet.binding[name].append("billing")
+        fleet.notes.append(keep.note())
     actions, pool_plans = _pool_outputs(
         config,
         inventory,
@@ -295,6 +316,10 @@ def plan_capacity(
         learned,
         now,
     )
+    deferred = plan_deferrable(
+        whole_config, forecasts, cycle, fleet.need, fleet.timelines, held, stale
+    )
+    shared = sharing_report(config, forecasts, cycle.grid, history)
     return CapacityPlan(
         created_at=iso(now),
         quantile=policy.quantile,
@@ -311,7 +336,11 @@ def plan_capacity(
         risk=_risk(config, forecasts, cycle.grid, fleet, held, levels, learned, headroom),
         notes=held_notes(held)
         + inventory_notes(config.pools, inventory, cycle.current, policy.max_step_nodes)
-        + fleet.notes,
+        + fleet.notes
+        + deferred.notes
+        + shared.notes,
+        workloads=deferred.section,
+        sharing=shared.section,
     )
 
 

@@ -1,5 +1,8 @@
 """What a policy requested and what it got: the lead-time rule (:func:`usable_nodes`), a
-spot pool's random reclaims (:class:`SpotFleet`) and one policy's run (:class:`FleetRun`)."""
+spot pool's random reclaims (:class:`SpotFleet`) and one policy's run (:class:`FleetRun`).
+
+A run prices each pool per step it requests a node, or, for a pool with ``billing``,
+by whole billed periods (:func:`scaler.planning.billing.billed_node_seconds`)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scaler.config import BillingConfig
+from scaler.planning.billing import billed_node_seconds
 from scaler.planning.margins import Margin
 from scaler.replay.protocol import ReplaySetup
 
@@ -77,6 +82,10 @@ class FleetRun:
     plans: int = 0
     margin: Margin | None = None
     """The margin the planner learnt from the training period (tiercast's runs)."""
+    billing: dict[str, BillingConfig] = field(default_factory=dict)
+    """Pools billed in whole periods; the others are priced per step requested."""
+    step_s: float = 300.0
+    """Seconds of one step (what ``billing`` rounds up)."""
 
     @property
     def requested_total(self) -> np.ndarray:
@@ -87,14 +96,18 @@ class FleetRun:
         return np.sum(list(self.usable.values()), axis=0)
 
     def cost(self) -> float:
-        return float(
-            sum(self.requested[p].sum() * self.price_per_node_step[p] for p in self.requested)
-        )
+        return float(sum(self.cost_by_pool().values()))
 
     def cost_by_pool(self) -> dict[str, float]:
-        return {
-            p: float(self.requested[p].sum() * self.price_per_node_step[p]) for p in self.requested
-        }
+        return {p: self._pool_cost(p) for p in self.requested}
+
+    def _pool_cost(self, pool: str) -> float:
+        """Steps requested times the price per node-step, or whole billed periods."""
+        billing = self.billing.get(pool)
+        if billing is None:
+            return float(self.requested[pool].sum() * self.price_per_node_step[pool])
+        billed = billed_node_seconds(self.requested[pool], self.step_s, billing).sum()
+        return float(billed / self.step_s * self.price_per_node_step[pool])
 
 
 def single_pool_run(policy: str, requested: np.ndarray, setup: ReplaySetup) -> FleetRun:

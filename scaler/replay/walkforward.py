@@ -7,13 +7,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from forecaster.forecasting import SeriesForecast, forecast_series
-from scaler.config import Config, PoolConfig, parse_config
+from scaler.config import BillingConfig, Config, PoolConfig, parse_config
+from scaler.planning.billing import billed_seconds
 from scaler.planning.coverage import allocate
 from scaler.planning.growth import walk_forward
 from scaler.planning.margins import Margin, learn_margin
@@ -144,7 +145,7 @@ def tiercast_run(
         t = trace.test_start + i
         now = trace.index[t]
         window, forecast = forecasts.at(t, now)
-        plan = planner.plan(now, forecast, window, inventory, past)
+        plan = planner.plan(now, forecast, window, inventory, past, fleet.node_starts(trace.index))
         targets = {a.pool: a.target_nodes for a in plan.actions}
         # Warm start (_warm_start): the first request was in place before the test, so
         # it is no raise that the hold rules would keep for a window.
@@ -367,6 +368,7 @@ class _Planner:
         window: pd.Series,
         inventory: dict[str, int],
         past: Sequence[PastCycle],
+        node_starts: dict[str, list[pd.Timestamp]] | None = None,
     ) -> CapacityPlan:
         stale = {"demand"} if now - forecast.last_timestamp > self.stale_after else set()
         return plan_capacity(
@@ -380,6 +382,7 @@ class _Planner:
             margins={"demand": self.margin},
             history={"demand": window.iloc[-self.floor_steps :]},
             past=past,
+            node_starts=node_starts,
         )
 
 
@@ -394,6 +397,10 @@ class _Fleet:
     requested: dict[str, np.ndarray]
     usable: dict[str, np.ndarray]
     prices: dict[str, float]
+    billing: dict[str, BillingConfig] = field(default_factory=dict)
+    starts: dict[str, list[int]] = field(default_factory=dict)
+    """Pools with ``billing``: the trace step each node was requested at (those of the
+    warm start are of unknown start, left out), released soonest paid end first."""
 
     @classmethod
     def for_run(cls, pools: list[PoolConfig], setup: ReplaySetup, steps: int) -> _Fleet:
@@ -410,6 +417,7 @@ class _Fleet:
             {p.name: np.zeros(steps, dtype=np.int64) for p in pools},
             {p.name: np.zeros(steps, dtype=np.int64) for p in pools},
             {p.name: p.price_per_node_hour * STEP_H for p in pools},
+            {p.name: p.billing for p in pools if p.billing is not None},
         )
 
     def record(self, i: int, t: int, targets: dict[str, int]) -> None:
@@ -420,6 +428,26 @@ class _Fleet:
                 fleet.ready_at = [t - self.lead_steps] * targets[name]
             self.requested[name][i] = targets[name]
             self.usable[name][i] = fleet.step(t, targets[name])
+        for name, billing in self.billing.items():
+            held = self.starts.setdefault(name, [])
+            before = int(self.requested[name][i - 1]) if i else targets[name]
+            if targets[name] > before:
+                held += [t] * (targets[name] - before)
+            elif targets[name] < before:
+                # As the planner releases them: those whose paid period ends first.
+                step_s = STEP_H * 3600
+
+                def wasted(
+                    s: int, billing: BillingConfig = billing, step_s: float = step_s
+                ) -> float:
+                    return billed_seconds((t - s) * step_s, billing) - (t - s) * step_s
+
+                held.sort(key=wasted)
+                del held[: max(0, len(held) - targets[name])]
+
+    def node_starts(self, index: pd.DatetimeIndex) -> dict[str, list[pd.Timestamp]]:
+        """When the nodes of pools with ``billing`` started, for the planner."""
+        return {name: [index[s] for s in held] for name, held in self.starts.items()}
 
     def run(self, policy: str, margin: Margin | None, seconds: float) -> FleetRun:
         return FleetRun(
@@ -431,4 +459,6 @@ class _Fleet:
             seconds=seconds,
             plans=self.steps,
             margin=margin,
+            billing=self.billing,
+            step_s=STEP_H * 3600,
         )

@@ -37,7 +37,9 @@ functions of values (no I/O, ``now`` is an argument):
   on-demand price) and the utilization of the committed and the changed GPUs.
 
 Prices come from the config (per pool, per GPU-hour, in the config's currency);
-nothing here knows a price.
+nothing here knows a price. A pool with ``billing`` is priced in whole billed periods
+(:func:`scaler.planning.billing.billed_node_seconds`): on the hourly grid, a daily
+period or a minimum above an hour costs more than the hours its nodes run.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from forecaster.forecasting import SeriesForecast
 from forecaster.progress import Progress
 from scaler.catalog.gpus import gpu_model
 from scaler.config import TIER_ORDER, Config, PoolConfig
+from scaler.planning.billing import billed_node_seconds
 from scaler.planning.coverage import allocate, effective_gpus
 from scaler.planning.demand import gpus_for
 
@@ -711,11 +714,24 @@ def _pool_rows(
     """GPU-hours and cost per period and pool, in config order."""
     step_h = STEP / pd.Timedelta(hours=1)
     periods = _periods(grid, fmt)
+    # A pool with billing pays whole periods (scaler.planning.billing): each node's time
+    # rounded up, charged in the period it is released (or the last, still running).
+    billed_h = {
+        p.name: billed_node_seconds(
+            np.ceil(np.asarray(filled.nodes[p.name], dtype=float) - 1e-9),
+            STEP.total_seconds(),
+            p.billing,
+        )
+        / 3600.0
+        for p in config.pools
+        if p.billing is not None
+    }
     rows = []
     for period in dict.fromkeys(periods):
         mask = periods == period
         for p in config.pools:
             node_h = float(filled.nodes[p.name][mask].sum()) * step_h
+            paid_h = float(billed_h[p.name][mask].sum()) if p.name in billed_h else node_h
             rows.append(
                 {
                     "period": str(period),
@@ -725,7 +741,7 @@ def _pool_rows(
                     "band": band,
                     "hours": float(mask.sum() * step_h),
                     "gpu_hours": node_h * p.gpus_per_node,
-                    "cost": node_h * p.price_per_node_hour,
+                    "cost": paid_h * p.price_per_node_hour,
                 }
             )
     return rows

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from forecaster.estimators import quantile_column
 from scaler.config import FinanceConfig
 from scaler.reports.capacity_charts import hindsight_capacity_chart, hindsight_signal_chart
@@ -24,8 +26,10 @@ def hindsight_section(
     sec = Section("hindsight", t(lang, "sec_hindsight"))
     if h.empty:
         sec.paragraphs.append(t(lang, "hindsight_none"))
+        sec.paragraphs += waited_lines(h, lang) + drift_lines(h, lang)
         return sec
     sec.paragraphs += _intro(h, finance.unserved_price_per_gpu_hour, lang)
+    sec.paragraphs += waited_lines(h, lang) + drift_lines(h, lang)
     for name, g in h.signals.groupby("signal", sort=False):
         sec.charts.append(hindsight_signal_chart(str(name), g, low, high, h.quantile, lang))
     for model, g in h.gpus.groupby("gpu_model", sort=False):
@@ -50,6 +54,55 @@ def _intro(h: Hindsight, unserved_price: float | None, lang: str) -> list[str]:
         if unserved_price is not None
         else t(lang, "hindsight_short_fallback"),
     ]
+
+
+def waited_lines(h: Hindsight, lang: str) -> list[str]:
+    """One line: the GPU-hours that waited for capacity over the period (pending GPU pods,
+    Kueue workloads), by GPU model; none when no recorded cycle read them."""
+    if h.waited.empty:
+        return []
+    w = h.waited
+    threshold = int(w["threshold_s"].iloc[0])
+    total = float(w["waited_gpu_hours"].sum())
+    if total <= 0:
+        return [t(lang, "hindsight_waited_none", threshold=threshold)]
+    models = ", ".join(
+        f"{model} {fmt_number(hours, lang, 1)}"
+        for model, hours in zip(w["gpu_model"], w["waited_gpu_hours"].astype(float), strict=True)
+        if hours > 0
+    )
+    return [
+        t(
+            lang,
+            "hindsight_waited",
+            threshold=threshold,
+            hours=fmt_number(total, lang, 1),
+            models=models,
+            peak=fmt_number(float(w["peak_waiting_gpus"].max()), lang, 0),
+            cycles=int(w["cycles"].max()),
+        )
+    ]
+
+
+def drift_lines(h: Hindsight, lang: str) -> list[str]:
+    """One line per model refitted ahead of schedule because its forecasts drifted."""
+    if h.drift.empty:
+        return []
+    out = []
+    for r in h.drift.to_dict(orient="records"):
+        out.append(
+            t(
+                lang,
+                "hindsight_drift",
+                signal=r["signal"],
+                at=pd.Timestamp(r["at"]).strftime("%Y-%m-%d %H:%M"),
+                band=r.get("band", ""),
+                coverage=fmt_number(100 * float(r.get("coverage", float("nan"))), lang, 0),
+                error=fmt_number(100 * float(r.get("error", float("nan"))), lang, 0),
+                points=int(r.get("points", 0)),
+            )
+        )
+    return out
 
 
 def _accuracy_table(h: Hindsight, low: float, high: float, lang: str) -> Table:

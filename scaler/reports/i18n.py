@@ -269,6 +269,18 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "From the run records of {start} to {end} UTC: for each cycle, what it forecast one lead time ahead and the capacity its plan targeted for that moment (sized to {q}), against what the history shows happened. Planned GPUs serve actual demand reserved first, then the cheapest pool; what is left is idle, demand beyond every pool is short.",
         "ru": "По записям о запусках с {start} по {end} UTC: для каждого цикла — прогноз на время подготовки вперёд и мощность, которую его план назначил на этот момент (по {q}), против того, что показывает история. Плановые GPU обслуживают фактический спрос: сначала резерв, затем самый дешёвый пул; остаток простаивает, спрос сверх всех пулов не обслужен.",
     },
+    "hindsight_drift": {
+        "en": "Forecast drift: the model of signal '{signal}' was refitted ahead of schedule at {at} UTC ({band} covered {coverage}% of actuals, the median was off by {error}% of the mean actual, over {points} forecasts one lead time ahead).",
+        "ru": "Дрейф прогноза: модель сигнала '{signal}' переобучена досрочно в {at} UTC ({band} охватил {coverage}% фактических значений, медиана отклонилась на {error}% от среднего факта, по {points} прогнозам на время подготовки вперёд).",
+    },
+    "hindsight_waited": {
+        "en": "GPU demand waited for capacity (pods Pending over {threshold} s, Kueue workloads): {hours} GPU-hours ({models}), at most {peak} GPUs at once, in {cycles} cycle(s); each plan counted it as demand (what runs plus what waits).",
+        "ru": "Спрос на GPU ждал мощности (поды в Pending дольше {threshold} с, задания Kueue): {hours} GPU-часов ({models}), не более {peak} GPU одновременно, в {cycles} цикл(ах); каждый план учитывал его как спрос (работающее плюс ожидающее).",
+    },
+    "hindsight_waited_none": {
+        "en": "No GPU pod or Kueue workload waited over {threshold} s for capacity in the recorded cycles.",
+        "ru": "Ни один под с GPU и ни одно задание Kueue не ждали мощности дольше {threshold} с в записанных циклах.",
+    },
     "hindsight_none": {
         "en": "No forecast of the review period to compare: no run records and no backtest (history too short, or --backtest-origins 0).",
         "ru": "Сравнивать не с чем: нет записей о запусках и нет бэктеста (история слишком коротка или --backtest-origins 0).",

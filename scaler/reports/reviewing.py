@@ -69,6 +69,13 @@ class Hindsight:
     """Columns: pool, tier, gpu_model, planned_gpu_hours, used_gpu_hours, idle_gpu_hours,
     idle_cost, short_gpu_hours, short_cost."""
     notes: list[str] = field(default_factory=list)
+    waited: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """GPU demand that waited for capacity (``risk.starvation`` of the recorded plans), per
+    GPU model: waited_gpu_hours, peak_waiting_gpus, cycles (those with any waiting),
+    threshold_s. Empty when no recorded cycle read it."""
+    drift: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Models refitted ahead of schedule because their forecasts drifted (``risk.drift`` of
+    the recorded plans): at, signal, coverage, band, error, points."""
 
     @property
     def empty(self) -> bool:
@@ -375,6 +382,49 @@ def from_records(
         gpus=gpus,
         pools=pd.DataFrame(pool_rows),
         notes=notes,
+        waited=recorded_waiting(cycles, config.policy.cycle_s),
+        drift=recorded_drift(cycles),
+    )
+
+
+def recorded_drift(cycles: Sequence[RecordedCycle]) -> pd.DataFrame:
+    """Each drift refit the recorded cycles made, oldest first (empty when none)."""
+    rows = []
+    for c in cycles:
+        drift = c.plan.get("risk", {}).get("drift")
+        if not isinstance(drift, Mapping):
+            continue
+        for signal, d in sorted(drift.items()):
+            if isinstance(d, Mapping):
+                rows.append({"at": c.created_at, "signal": str(signal), **dict(d)})
+    return pd.DataFrame(rows)
+
+
+def recorded_waiting(cycles: Sequence[RecordedCycle], cycle_s: int) -> pd.DataFrame:
+    """Per GPU model, the GPU-hours that waited for capacity over the recorded cycles: each
+    cycle's waiting GPUs (``risk.starvation``) held for one cycle, the most at once, and
+    in how many cycles any waited. Empty when no cycle recorded starvation."""
+    weight = cycle_s / 3600.0
+    rows: dict[str, dict[str, float]] = {}
+    threshold = None
+    for c in cycles:
+        read = c.plan.get("risk", {}).get("starvation")
+        if not isinstance(read, Mapping):
+            continue
+        threshold = read.get("threshold_s", threshold)
+        for model, w in read.get("models", {}).items():
+            gpus = float(w.get("waiting_gpus", 0.0)) if isinstance(w, Mapping) else 0.0
+            row = rows.setdefault(
+                model, {"waited_gpu_hours": 0.0, "peak_waiting_gpus": 0.0, "cycles": 0}
+            )
+            row["waited_gpu_hours"] += gpus * weight
+            row["peak_waiting_gpus"] = max(row["peak_waiting_gpus"], gpus)
+            row["cycles"] += 1 if gpus > 0 else 0
+    if threshold is None:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        [{"gpu_model": m, **r, "threshold_s": threshold} for m, r in sorted(rows.items())],
+        columns=["gpu_model", "waited_gpu_hours", "peak_waiting_gpus", "cycles", "threshold_s"],
     )
 
 
@@ -450,6 +500,8 @@ def to_dict(h: Hindsight) -> dict[str, Any]:
                 "end": str(h.end),
                 "quantile": h.quantile,
                 "pools": h.pools.to_dict(orient="records") if not h.pools.empty else [],
+                "waited": h.waited.to_dict(orient="records") if not h.waited.empty else [],
+                "drift": h.drift.to_dict(orient="records") if not h.drift.empty else [],
                 "notes": h.notes,
             },
             default=str,

@@ -12,6 +12,10 @@ seconds, and the plan a note per such pool.
 Before forecasting, the history is screened for suspect data
 (:func:`forecaster.suspect.screen_history`): suspect samples become gaps, and a signal
 whose newest data is suspect holds the pools it feeds, as a stale one does.
+
+GPU demand that waits for capacity (pending GPU pods, Kueue workloads:
+:mod:`scaler.planning.starvation`, read by :mod:`scaler.inputs.pending`) is a floor
+under the plan's need; the plan's notes and ``risk.starvation`` say what waited.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from forecaster.artifacts import load_signing_key
-from forecaster.errors import BadInputError
+from forecaster.errors import BadInputError, TiercastError
 from forecaster.forecasting import SeriesForecast, forecast_history
 from forecaster.parallel import ForecastSpec, forecast_history_parallel
 from forecaster.series import History
@@ -34,9 +38,11 @@ from forecaster.store import ModelStore
 from forecaster.suspect import screen_history
 from scaler.actuation.protocol import ActionResult, CapacityProvider
 from scaler.config import Config
+from scaler.planning.billing import starts_from_past
 from scaler.planning.mig.plan import mig_pools, plan_mig
+from scaler.planning.starvation import Starvation
 from scaler.planning.tiers import learn_margins, plan_capacity
-from scaler.plans import CapacityPlan, PastCycle, past_cycle
+from scaler.plans import Action, CapacityPlan, PastCycle, iso, past_cycle
 from scaler.records import RunStore
 from scaler.service.growth_cache import growth_cache_for
 from scaler.service.lead_times import LeadTime, learn_lead_times, with_lead_times
@@ -145,6 +151,52 @@ def past_cycles(records: Sequence[Any]) -> list[PastCycle]:
     return out
 
 
+def with_kueue_quota(
+    plan: CapacityPlan, provider: CapacityProvider, now: pd.Timestamp
+) -> tuple[CapacityPlan, Action | None]:
+    """The plan with its Kueue quota action (the training ClusterQueue's GPU quota to the
+    spare capacity of the next hour, :mod:`scaler.actuation.kube.kueue`), where the plan
+    has a ``workloads.kueue`` section and the provider can read the ClusterQueue."""
+    section = plan.workloads.get("kueue")
+    reader = getattr(provider, "kueue_action", None)
+    quota = reader(section, iso(now)) if section and callable(reader) else None
+    if quota is None:
+        return plan, None
+    return dataclasses.replace(plan, actions=[*plan.actions, quota]), quota
+
+
+MAX_BILLING_RECORDS = 5000
+"""Most cycle records read to date the nodes of pools with ``billing`` (17 days at 5 min)."""
+
+
+def node_starts(
+    config: Config,
+    past: Sequence[PastCycle],
+    records: RunStore | None,
+    inventory: dict[str, int],
+    now: pd.Timestamp,
+) -> dict[str, list[pd.Timestamp]]:
+    """When the nodes of pools with ``billing`` started, from the cycles that acted.
+
+    The hysteresis reads only the newest cycles; a node's paid period may have begun long
+    before, so the records are read back over the longest billing period (at most
+    :data:`MAX_BILLING_RECORDS` cycles). Nodes older than every record are of unknown
+    start and are released as planned.
+    """
+    billed = [p for p in config.pools if p.billing is not None]
+    if not billed:
+        return {}
+    cycles = list(past)
+    if records is not None:
+        span = max(max(p.billing.granularity_s, p.billing.minimum_s) for p in billed if p.billing)
+        limit = min(MAX_BILLING_RECORDS, span // config.policy.cycle_s + 24)
+        try:
+            cycles = past_cycles(records.recent(limit=limit, job="cycle")) or cycles
+        except (TiercastError, TypeError, ValueError) as exc:
+            log.info("no run records to date billed nodes: %s", str(exc)[:200])
+    return starts_from_past(billed, cycles, inventory, now)
+
+
 def run_cycle(
     config: Config,
     history: History,
@@ -153,13 +205,16 @@ def run_cycle(
     dry_run: bool = True,
     past: Sequence[PastCycle] = (),
     lead_time_records: RunStore | None = None,
+    starvation: Starvation | None = None,
 ) -> CycleResult:
     """Forecast, plan against the provider's inventory, then apply the changes.
 
     ``past``: earlier cycles (:func:`past_cycles` of the run records), for the
     planner's hysteresis across cycles. ``lead_time_records``: where the node starts of
     ``lead_time_s: auto`` pools are kept between cycles (None: only those the provider
-    shows now count).
+    shows now count). ``starvation``: what waits for GPUs now
+    (:func:`scaler.inputs.pending.collect_starvation`); what runs plus what waits is a
+    floor under each GPU model's need.
     """
     config, lead_times = learn_lead_times(config, provider, lead_time_records)
     # Suspect samples (spikes, zeros unlike the past, partial sums) are gaps from here on,
@@ -192,7 +247,15 @@ def run_cycle(
         suspect=screened.held,
         history=history,
         past=past,
+        waiting=starvation.floor() if starvation is not None else None,
+        node_starts=node_starts(config, past, lead_time_records, inventory, now),
     )
+    if starvation is not None:
+        plan = dataclasses.replace(
+            plan,
+            notes=plan.notes + starvation.notes(),
+            risk={**plan.risk, "starvation": starvation.to_dict()},
+        )
     if screened.notes:
         plan = dataclasses.replace(plan, notes=plan.notes + screened.notes)
     plan = with_lead_times(plan, lead_times)
@@ -228,6 +291,9 @@ def run_cycle(
             )
             continue
         results.append(provider.apply(action))
+    plan, quota = with_kueue_quota(plan, provider, now)
+    if quota is not None and quota.decision != "no-op":
+        results.append(provider.apply(quota))
     return CycleResult(
         plan=plan,
         results=results,

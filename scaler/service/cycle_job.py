@@ -20,6 +20,7 @@ Its status and exit code are those of :mod:`scaler.service.runs`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -33,6 +34,8 @@ from forecaster.errors import TemporaryError, TiercastError
 from forecaster.files import write_atomic
 from scaler.actuation.protocol import CapacityProvider
 from scaler.config import Config
+from scaler.inputs.pending import collect_starvation
+from scaler.planning.starvation import Starvation
 from scaler.plans import PastCycle, iso
 from scaler.records import (
     RecordsError,
@@ -42,7 +45,16 @@ from scaler.records import (
     inputs_summary,
     plan_summary,
 )
-from scaler.service.cycle import CycleResult, past_cycles, run_cycle
+from scaler.service.cycle import CycleResult, model_store_for, past_cycles, run_cycle
+from scaler.service.drift import (
+    STATE_FILE,
+    DriftState,
+    SignalDrift,
+    judge_records,
+    records_needed,
+    respond,
+)
+from scaler.service.growth_cache import growth_cache_for
 from scaler.service.guarded import GuardedProvider
 from scaler.service.leader import AlwaysLeader, Leadership
 from scaler.service.runs import (
@@ -83,6 +95,9 @@ class CycleJob:
     log_failures: bool = True
     """Log a failed cycle as an error (``serve``); ``run`` prints it once itself, so there
     the line goes to the debug log only."""
+    read_starvation: Callable[[Config, pd.Timestamp], Starvation | None] = collect_starvation
+    """What waits for GPUs now (pending GPU pods, Kueue workloads), read after the history;
+    a failure ends the cycle before planning, as a failed collection does."""
 
     def _past_cycles(self) -> list[PastCycle]:
         """Recent cycles from the run records, for the planner's hysteresis across cycles.
@@ -124,6 +139,8 @@ class CycleJob:
         run.fields.update(source=inputs.source, inputs=inputs_summary(inputs.history))
         if self.stop.is_set():
             raise _Abandoned()
+        now = inputs.now if inputs.now is not None else self.clock()
+        starvation = self.read_starvation(config, now)
         run.stage = "provider"
         run.guard = GuardedProvider(
             self.make_provider(config),
@@ -134,7 +151,7 @@ class CycleJob:
             sleep=self.sleep,
         )
         run.stage = "forecast"
-        now = inputs.now if inputs.now is not None else self.clock()
+        drifted = self._refit_drifted(config, inputs.history, now, run)
         run.result = run_cycle(
             config,
             inputs.history,
@@ -143,11 +160,48 @@ class CycleJob:
             dry_run=self.dry_run or not run.leader,
             past=self._past_cycles(),
             lead_time_records=self.store,
+            starvation=starvation,
         )
+        if drifted:
+            plan = run.result.plan
+            run.result.plan = dataclasses.replace(
+                plan,
+                notes=plan.notes + [d.why(config.drift) for d in drifted.values()],
+                risk={**plan.risk, "drift": {k: d.to_dict() for k, d in drifted.items()}},
+            )
         run.abandoned = run.guard.abandoned
         run.stage = "record"
         # Summaries and metrics read the config as planned: auto lead times resolved.
         self._observe(run.result, run.guard, run.result.config or config, now, run.fields)
+
+    def _refit_drifted(
+        self, config: Config, history: Any, now: pd.Timestamp, run: _CycleRun
+    ) -> dict[str, SignalDrift]:
+        """Judge each signal's forecasts against what happened (scaler.service.drift) and
+        refit the drifted ones before this cycle forecasts; an Event from the leader."""
+        if self.store is None or not config.drift.enabled:
+            return {}
+        try:
+            records = self.store.recent(limit=records_needed(config), job="cycle")
+        except (TiercastError, TypeError, ValueError) as exc:
+            log.info("no run records to judge drift: %s", str(exc)[:200])
+            return {}
+        store = model_store_for(config)
+        state = DriftState(store.path / STATE_FILE if store.path is not None else None)
+        judged = judge_records(config, records, history, now, state)
+        self.telemetry.observe_drift(judged)
+        policy = config.policy
+        cache = growth_cache_for(
+            store.path,
+            keep=pd.Timedelta(seconds=policy.growth_backtest_s + policy.growth_refresh_s),
+        )
+        provider = run.guard.provider if run.guard is not None else None
+        sink = (
+            provider if run.leader and callable(getattr(provider, "record_event", None)) else None
+        )
+        done = respond(judged, config, now, store, cache, state, sink)  # type: ignore[arg-type]
+        self.telemetry.observe_drift_refits(done)
+        return done
 
     def _observe(
         self,

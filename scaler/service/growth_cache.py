@@ -81,6 +81,16 @@ class GrowthCache:
 
         return forecast
 
+    def forget(self, signal: str) -> int:
+        """Drop ``signal``'s kept forecasts, so its growth backtest is made again (after a
+        drift refit its margin is re-learned from fresh forecasts); how many were dropped."""
+        prefix = f"{signal}|"
+        gone = [k for k in self._entries if k.startswith(prefix)]
+        for k in gone:
+            del self._entries[k]
+        self._changed = self._changed or bool(gone)
+        return len(gone)
+
     def save(self) -> None:
         """Write the cache (when it changed), without entries older than ``keep``."""
         if self.path is None or not self._changed:

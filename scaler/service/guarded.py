@@ -71,6 +71,18 @@ class GuardedProvider:
         self.stage = stage
         return out
 
+    def kueue_action(self, section: dict[str, Any], at: str) -> Action | None:
+        """The wrapped provider's Kueue quota action, when it can read the ClusterQueue."""
+        reader = getattr(self.provider, "kueue_action", None)
+        if not callable(reader):
+            return None
+        stage, self.stage = self.stage, "inventory"
+        try:
+            action: Action | None = reader(section, at)
+            return action
+        finally:
+            self.stage = stage
+
     def lead_time_observations(self, pools: Sequence[str]) -> list[LeadTimeObservation]:
         """The wrapped provider's node starts of ``pools``, when it can see a cluster."""
         reader = getattr(self.provider, "lead_time_observations", None)

@@ -176,6 +176,39 @@ class Telemetry:
             "Expected GPU-hours of demand the plan leaves unserved over the horizon.",
             registry=r,
         )
+        self.drift_coverage = Gauge(
+            "tiercast_forecast_coverage",
+            "Share of a signal's actuals inside its lowest-highest forecast quantiles, one lead "
+            "time ahead, over drift.window_s of run records.",
+            ["signal"],
+            registry=r,
+        )
+        self.drift_error = Gauge(
+            "tiercast_forecast_error",
+            "Mean absolute error of a signal's median forecast one lead time ahead over its "
+            "mean actual, over drift.window_s of run records.",
+            ["signal"],
+            registry=r,
+        )
+        self.drifted = Gauge(
+            "tiercast_forecast_drifted",
+            "1 while a signal's forecast error or coverage is out of its band (drift).",
+            ["signal"],
+            registry=r,
+        )
+        self.drift_refits = Counter(
+            "tiercast_drift_refits",
+            "Models refitted ahead of schedule because their forecasts drifted.",
+            ["signal"],
+            registry=r,
+        )
+        self.waiting = Gauge(
+            "tiercast_waiting_gpus",
+            "GPUs of pods Pending past starvation.pending_threshold_s and of Kueue's pending "
+            "workloads, per GPU model, as the last cycle read them (a floor under its plan).",
+            ["gpu_model"],
+            registry=r,
+        )
 
     def error(self, exc: BaseException, stage: str) -> str:
         """Count an error; returns its kind label."""
@@ -218,6 +251,25 @@ class Telemetry:
         self.cost.labels(state="current").set(plan.cost["per_hour_current"])
         self.cost.labels(state="planned").set(plan.cost["per_hour_now"])
         self.unserved.set(plan.risk["expected_unserved_gpu_hours"])
+        starvation = plan.risk.get("starvation")
+        if isinstance(starvation, dict):
+            # Every planned GPU model, so one whose pods stopped waiting reads 0, not its past.
+            read = starvation.get("models", {})
+            for model in sorted({p.gpu_model for p in plan.pools} | set(read)):
+                waiting = read.get(model, {}).get("waiting_gpus", 0.0)
+                self.waiting.labels(gpu_model=model).set(float(waiting))
+
+    def observe_drift(self, judged: Mapping[str, Any]) -> None:
+        """Per signal judged (``scaler.service.drift.SignalDrift``): coverage, error, drifted."""
+        for name, d in judged.items():
+            if d.points:
+                self.drift_coverage.labels(signal=name).set(d.coverage)
+                self.drift_error.labels(signal=name).set(d.error)
+            self.drifted.labels(signal=name).set(1 if d.out_of_band else 0)
+
+    def observe_drift_refits(self, refitted: Mapping[str, Any]) -> None:
+        for name in refitted:
+            self.drift_refits.labels(signal=name).inc()
 
     def observe_actions(self, results: list[ActionResult]) -> None:
         for r in results:

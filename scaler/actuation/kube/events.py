@@ -72,6 +72,35 @@ def change_events(
     return out
 
 
+def notice_event(
+    reason: str,
+    note: str,
+    when: str,
+    instance: str,
+    namespace: str,
+    pod: str | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """An ``events.k8s.io/v1`` Event about tiercast itself (a forecast that drifted and was
+    refitted, say): ``regarding`` tiercast's own pod where its name is known, so
+    ``kubectl describe pod`` and ``kubectl get events`` show it; ``Warning`` type."""
+    digest = hashlib.sha1(f"{when}|{reason}|{note}".encode()).hexdigest()[:10]
+    body: dict[str, Any] = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{pod or 'tiercast'}.{digest}", "namespace": namespace},
+        "eventTime": when,
+        "reportingController": EVENT_CONTROLLER,
+        "reportingInstance": instance[:128],
+        "action": "Refit",
+        "reason": reason,
+        "type": "Warning",
+        "note": note if len(note) <= 1024 else note[:1021] + "...",
+    }
+    if pod:
+        body["regarding"] = {"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": namespace}
+    return f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body
+
+
 def _changed_objects(calls: list[dict[str, Any]]) -> dict[tuple[str, str | None, str], str]:
     """``(plural, namespace, name)`` of each object a successful write changed: its API.
 

@@ -18,6 +18,11 @@ small class per mechanism, each in its own module:
   as an upstream ``CapacityBuffer`` (``autoscaling.x-k8s.io/v1beta1``) where the cluster
   serves that API, placeholders where it does not.
 
+Actions of kind ``kueue-quota`` set the training ClusterQueue's GPU ``nominalQuota`` (and,
+in a cohort, ``borrowingLimit``) per ResourceFlavor to the spare capacity the plan
+forecasts for the next hour (:mod:`~scaler.actuation.kube.kueue`, built by
+:meth:`KubeProvider.kueue_action` where ``kubernetes.kueue`` is set and Kueue is served).
+
 Actions of kind ``mig-layout`` (``details``: ``node`` and ``mig_config``, or the MIG
 planner's ``layout`` / ``label`` with its ``mig_parted_entry``; ``new_node`` for a node
 not provisioned yet) relabel one node for the GPU Operator's MIG manager
@@ -30,6 +35,13 @@ previous label is restored and the node uncordoned. :meth:`KubeProvider.mig_inve
 gives the MIG planner the nodes' real layouts, and :meth:`KubeProvider.lead_time_observations`
 gives ``lead_time_s: auto`` the node starts the cluster shows
 (:mod:`~scaler.actuation.kube.readiness`).
+
+Actions of kind ``device-plugin-config`` (``details``: ``node``, ``mode`` ``time-slicing``
+or ``mps``, ``replicas``) share one node's GPUs through the device plugin's config
+(:mod:`~scaler.actuation.kube.device_plugin`): the config added to the ConfigMap the
+ClusterPolicy's ``devicePlugin.config.name`` names, the node drained where running pods
+would lose their devices, ``nvidia.com/device-plugin.config`` set, GPU feature
+discovery's ``nvidia.com/gpu.sharing-strategy`` and ``nvidia.com/gpu.replicas`` waited for.
 
 Every action that changed something leaves an ``events.k8s.io/v1`` Event on each
 object it changed, with the action's reason (:mod:`~scaler.actuation.kube.events`).
@@ -58,7 +70,8 @@ from forecaster.errors import BadInputError
 from scaler.actuation.kube import seeding
 from scaler.actuation.kube.capacity_buffers import CapacityBufferPool
 from scaler.actuation.kube.cluster_api import ClusterApiPool
-from scaler.actuation.kube.events import change_events
+from scaler.actuation.kube.device_plugin import DEVICE_PLUGIN_CONFIG, SharingRelabel
+from scaler.actuation.kube.events import change_events, notice_event
 from scaler.actuation.kube.inventory import (
     NodeInfo,
     mig_node_states,
@@ -67,6 +80,8 @@ from scaler.actuation.kube.inventory import (
     read_nodes,
 )
 from scaler.actuation.kube.karpenter import KarpenterPool
+from scaler.actuation.kube.kueue import KIND as KUEUE_QUOTA
+from scaler.actuation.kube.kueue import KueueQuota
 from scaler.actuation.kube.mig_parted import OPERATOR_CONFIG, MigConfigRefused, MigPartedConfig
 from scaler.actuation.kube.mig_relabel import MigRelabel
 from scaler.actuation.kube.placeholders import PlaceholderPool
@@ -154,6 +169,9 @@ class KubeProvider:
         self.halted: str | None = None
         self.mig_parted = MigPartedConfig(session, self.kube)
         self.mig = MigRelabel(session, config, self.mig_parted, dry_run, clock, sleep, wall)
+        self.sharing = SharingRelabel(session, config, self.mig, dry_run, clock, sleep, wall)
+        kueue = config.kubernetes.kueue
+        self.kueue = KueueQuota(kueue, self.kube) if kueue is not None else None
 
     # ---- CapacityProvider -------------------------------------------------------
 
@@ -172,7 +190,11 @@ class KubeProvider:
 
     def apply(self, action: Action) -> ActionResult:
         self.session.calls = []
-        if self.recording is not None and action.pool not in self.pools:
+        if (
+            self.recording is not None
+            and action.pool not in self.pools
+            and (action.kind != KUEUE_QUOTA)
+        ):
             return self.recording.apply(action)
         if self.halted:
             return ActionResult(action, "skipped", f"not attempted: {self.halted}")
@@ -186,6 +208,10 @@ class KubeProvider:
         try:
             if action.kind == "mig-layout":
                 ok, message = self.mig.relabel(action)
+            elif action.kind == DEVICE_PLUGIN_CONFIG:
+                ok, message = self.sharing.apply(action)
+            elif action.kind == KUEUE_QUOTA and self.kueue is not None:
+                ok, message = self.kueue.apply(self.session, action)
             elif action.kind == "nodes":
                 scaled = self.pools[action.pool].scale(self.session, action, self.nodes)
                 ok, message = scaled.outcome != "failed", scaled.message
@@ -225,6 +251,21 @@ class KubeProvider:
                 self.session.request("POST", path, body)
             except KubeApiError as exc:
                 log.warning("event on %s not recorded: %s", body["regarding"]["name"], exc)
+
+    def record_event(self, reason: str, note: str) -> None:
+        """An Event about tiercast itself (``notice_event``) in its pod's namespace; a
+        refused Event is logged, never raised."""
+        if self.dry_run or not self.kube.events:
+            return
+        when = self.wall().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        namespace = os.environ.get("POD_NAMESPACE") or "default"
+        path, body = notice_event(
+            reason, note, when, self.instance, namespace, os.environ.get("POD_NAME")
+        )
+        try:
+            self.session.request("POST", path, body)
+        except KubeApiError as exc:
+            log.warning("event %s not recorded: %s", reason, exc)
 
     def stop_waits_on(self, stop: threading.Event) -> None:
         """End the MIG relabel's long waits (ConfigMap refresh, drain, MIG manager) when
@@ -269,6 +310,17 @@ class KubeProvider:
         states = mig_node_states(nodes, self.config, configs, strategy, own)
         # Pools this provider does not act on (``recording``) keep their configured layouts.
         return {k: v for k, v in states.items() if k in self.pools}, configs
+
+    # ---- the Kueue quota ------------------------------------------------------------
+
+    def kueue_action(self, section: dict[str, Any], at: str) -> Action | None:
+        """The action setting the training ClusterQueue's quota to the plan's
+        ``workloads.kueue`` section, against what it holds now; None where no
+        ``kubernetes.kueue`` is configured or Kueue or the ClusterQueue is not there."""
+        if self.kueue is None:
+            return None
+        self.session.calls = []
+        return self.kueue.action(section, at, self.session)
 
     # ---- what lead_time_s: auto reads ------------------------------------------------
 

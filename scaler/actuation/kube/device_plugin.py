@@ -1,0 +1,352 @@
+"""Time-slicing and MPS through the GPU Operator: the device plugin's sharing config, per node.
+
+NVIDIA's device plugin reads a ``version: v1`` config whose ``sharing.timeSlicing`` or
+``sharing.mps`` gives each resource (``nvidia.com/gpu``) a number of ``replicas``
+(NVIDIA/k8s-device-plugin, commit 1b826ac, ``api/config/v1/config.go``, ``sharing.go``,
+``replicas.go``). The GPU Operator mounts the ConfigMap its ClusterPolicy names in
+``spec.devicePlugin.config.name``, one key per named config, and the device plugin's
+config manager picks the key a node's ``nvidia.com/device-plugin.config`` label names
+(``cmd/config-manager/main.go``, which acts when the label's value changes). GPU feature
+discovery then labels the node ``nvidia.com/gpu.sharing-strategy`` (``time-slicing`` or
+``mps``), ``nvidia.com/gpu.replicas`` and the product with ``-SHARED``
+(``internal/lm/resource.go``), and the device plugin advertises ``replicas`` devices per
+GPU.
+
+A ``device-plugin-config`` action (``details``: ``node``, ``mode`` and ``replicas``)
+is applied as a MIG relayout is (:mod:`scaler.actuation.kube.mig_relabel`): the config
+is added to that ConfigMap where missing (a JSON merge patch with the ``resourceVersion``
+read; a key of the same name with other content is never replaced), the kubelet's
+refresh of the mounted copy waited out (``kubernetes.mig_config_sync_s``); a node whose
+running GPU pods would lose their devices (fewer devices advertised, or another sharing
+strategy under them) is cordoned and drained through the Eviction API first; then the
+label is set, GPU feature discovery's labels waited for (``kubernetes.mig_timeout_s``),
+and the node uncordoned. On a timeout the previous label is restored. Refused before
+any change: no ClusterPolicy, no ``devicePlugin.config.name``, MPS where the
+ClusterPolicy's MIG strategy is ``mixed`` (the device plugin exits with "using
+--mig-strategy=mixed is not supported with MPS", ``cmd/nvidia-device-plugin/main.go``),
+``replicas`` below 2 (``replicas.go``: "number of replicas must be >= 2"), or more than
+48 MPS clients (``cmd/mps-control-daemon/mps/device.go``).
+
+Dry-run is the same code: the writes go through the session (server-side dry-run or the
+in-memory cluster) with the exact ConfigMap data and label in their bodies, and the
+waits are noted instead of awaited.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from scaler.actuation.kube.inventory import NODES_PATH
+from scaler.actuation.kube.karpenter import DO_NOT_DISRUPT, karpenter_managed
+from scaler.actuation.kube.mig_parted import CLUSTER_POLICIES
+from scaler.actuation.kube.mig_relabel import CORDONED_BY, MigRelabel
+from scaler.actuation.kube.transport import (
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    KubeApiError,
+    Session,
+)
+from scaler.actuation.kube.writes import still_conflicting
+from scaler.config import Config
+from scaler.planning.mig.state import Relayout, utc_text
+from scaler.planning.sharing import MPS_MAX_CLIENTS, SharingMode, device_plugin_config
+from scaler.plans import Action
+
+log = logging.getLogger(__name__)
+
+DEVICE_PLUGIN_CONFIG = "device-plugin-config"
+"""The action kind this module applies."""
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+"""The node label the device plugin's config manager reads (``cmd/config-manager``)."""
+SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
+REPLICAS = "nvidia.com/gpu.replicas"
+GPU_RESOURCE = "nvidia.com/gpu"
+SEEDED_DEVICE_PLUGIN_CONFIG = "tiercast-device-plugin-config"
+"""The device plugin's ConfigMap ``deploy/`` grants tiercast (docs/kubernetes.md)."""
+
+
+class DevicePluginRefused(Exception):
+    """A sharing change that cannot take effect (no GPU Operator, a config it would reject)."""
+
+
+def config_name(mode: str, replicas: int) -> str:
+    """The ConfigMap key tiercast writes for ``mode`` x ``replicas``: ``tiercast-mps-4``."""
+    return device_plugin_config(_mode(mode), replicas)[0]
+
+
+def _mode(mode: str) -> SharingMode:
+    if mode == "mps":
+        return "mps"
+    if mode == "time-slicing":
+        return "time-slicing"
+    raise DevicePluginRefused(f"mode {mode!r} is not time-slicing or mps")
+
+
+def sharing_config(mode: str, replicas: int) -> dict[str, Any]:
+    """The device plugin's ``version: v1`` config sharing every GPU ``replicas`` ways.
+
+    Raises :class:`DevicePluginRefused` for what the device plugin would reject.
+    """
+    shared = _mode(mode)
+    if replicas < 2:
+        raise DevicePluginRefused(f"replicas {replicas}: the device plugin needs at least 2")
+    if mode == "mps" and replicas > MPS_MAX_CLIENTS:
+        raise DevicePluginRefused(
+            f"replicas {replicas}: an MPS server takes at most {MPS_MAX_CLIENTS} clients"
+        )
+    return dict(device_plugin_config(shared, replicas)[1])
+
+
+def render(entry: dict[str, Any]) -> str:
+    """The ConfigMap value of ``entry``, as written (stable key order)."""
+    return yaml.safe_dump(entry, sort_keys=False)
+
+
+class DevicePluginConfigMap:
+    """The ClusterPolicy and the device plugin's config ConfigMap it names."""
+
+    def __init__(self, session: Session, config: Config) -> None:
+        self.session = session
+        self.kube = config.kubernetes
+
+    def policy(self) -> dict[str, Any]:
+        """The ClusterPolicy; :class:`DevicePluginRefused` where there is none."""
+        try:
+            return self.session.get(f"{CLUSTER_POLICIES}/{self.kube.cluster_policy}")
+        except KubeApiError as exc:
+            if exc.not_found:
+                raise DevicePluginRefused(
+                    f"no ClusterPolicy {self.kube.cluster_policy} (is NVIDIA's GPU Operator "
+                    "installed?)"
+                ) from exc
+            raise
+
+    def path(self, policy: dict[str, Any]) -> str:
+        """The ConfigMap ``spec.devicePlugin.config.name`` names."""
+        spec = policy.get("spec") or {}
+        name = ((spec.get("devicePlugin") or {}).get("config") or {}).get("name")
+        if not name:
+            raise DevicePluginRefused(
+                f"ClusterPolicy {self.kube.cluster_policy} names no devicePlugin.config.name; "
+                "create a ConfigMap for the device plugin's configs and point it there"
+            )
+        return f"/api/v1/namespaces/{self.kube.gpu_operator_namespace}/configmaps/{name}"
+
+    def ensure(self, path: str, key: str, entry: dict[str, Any]) -> bool:
+        """Add ``key: entry`` to the ConfigMap at ``path``, keeping every key there; whether
+        it was added (False: already there, the same)."""
+        text = render(entry)
+        for _ in range(self.kube.conflict_retries + 1):
+            cm = self.session.get(path)
+            data = cm.get("data") or {}
+            if key in data:
+                try:
+                    same = yaml.safe_load(data[key]) == entry
+                except yaml.YAMLError:
+                    same = False
+                if not same:
+                    raise DevicePluginRefused(
+                        f"ConfigMap {path.rsplit('/', 1)[-1]} already has a different {key}; "
+                        "tiercast never replaces one"
+                    )
+                return False
+            body = {
+                "metadata": {"resourceVersion": cm["metadata"]["resourceVersion"]},
+                "data": {key: text},
+            }
+            try:
+                self.session.request("PATCH", path, body, MERGE_PATCH)
+            except KubeApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+            return True
+        raise still_conflicting(path, self.kube.conflict_retries)
+
+
+class SharingRelabel:
+    """Applies ``device-plugin-config`` actions; ``dry_run`` notes the waits instead.
+
+    The drain is the MIG relabel's (``nodes``) and the cordon marks the node the same way,
+    so a node someone else cordoned stays cordoned; a node Karpenter launched gets
+    ``karpenter.sh/do-not-disrupt`` while it drains, removed after if tiercast set it.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        config: Config,
+        nodes: MigRelabel,
+        dry_run: bool,
+        clock: Callable[[], float],
+        sleep: Callable[[float], Any],
+        wall: Callable[[], datetime.datetime],
+    ) -> None:
+        self.session = session
+        self.kube = config.kubernetes
+        self.config_map = DevicePluginConfigMap(session, config)
+        self.nodes = nodes
+        self.dry_run = dry_run
+        self.clock = clock
+        self.sleep = sleep
+        self.wall = wall
+
+    def apply(self, action: Action) -> tuple[bool, str]:
+        """Share ``details.node``'s GPUs ``details.replicas`` ways by ``details.mode``."""
+        details = action.details
+        name, mode = details.get("node"), details.get("mode")
+        try:
+            replicas = int(details.get("replicas", 0))
+            entry = sharing_config(str(mode), replicas)
+        except (TypeError, ValueError, DevicePluginRefused) as exc:
+            return False, f"device-plugin-config action for pool {action.pool}: {exc}"
+        if not name:
+            return False, f"device-plugin-config action for pool {action.pool} lacks details node"
+        path = f"{NODES_PATH}/{name}"
+        try:
+            node = self.session.get(path)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return False, f"node {name} not found; nothing changed"
+            raise
+        key = config_name(str(mode), replicas)
+        labels = node.get("metadata", {}).get("labels") or {}
+        if labels.get(CONFIG_LABEL) == key and _advertised(labels, str(mode), replicas):
+            return True, f"node {name} already shares its GPUs {replicas} ways by {mode}"
+        try:
+            policy = self.config_map.policy()
+            strategy = ((policy.get("spec") or {}).get("mig") or {}).get("strategy")
+            if mode == "mps" and strategy == "mixed":
+                raise DevicePluginRefused(
+                    "the ClusterPolicy's mig.strategy is mixed, which the device plugin does "
+                    "not run with MPS"
+                )
+            cm_path = self.config_map.path(policy)
+            added = self.config_map.ensure(cm_path, key, entry)
+        except DevicePluginRefused as exc:
+            return False, f"node {name}: {exc}; nothing changed"
+        if added:
+            self._pause(self.kube.mig_config_sync_s, f"the mounted copy of {key}")
+        cordoned = guarded = False
+        if self._loses_devices(name, labels, str(mode), replicas):
+            cordoned, guarded = self._cordon(path, node)
+            record = Relayout("draining", key, labels.get(CONFIG_LABEL), utc_text(self.wall()))
+            why = self.nodes._drain(str(name), record)
+            if why is not None:
+                self._release(path, cordoned, guarded)
+                return False, f"node {name}: {why}; sharing not changed"
+        previous = labels.get(CONFIG_LABEL)
+        if previous != key:
+            # The config manager acts on a change of the value only: a node labelled
+            # already (an earlier run stopped while waiting) is waited for, not relabelled.
+            self.session.request(
+                "PATCH", path, {"metadata": {"labels": {CONFIG_LABEL: key}}}, MERGE_PATCH
+            )
+        done = self._await_labels(path, str(mode), replicas)
+        if done is not None and previous != key:
+            self.session.request(
+                "PATCH", path, {"metadata": {"labels": {CONFIG_LABEL: previous}}}, MERGE_PATCH
+            )
+        self._release(path, cordoned, guarded)
+        if done is not None:
+            return False, f"node {name}: {done}; {CONFIG_LABEL} restored to {previous or 'unset'}"
+        verb = "would share" if self.dry_run else "shares"
+        return True, (
+            f"node {name} {verb} each GPU {replicas} ways by {mode} ({CONFIG_LABEL}={key}, "
+            f"ConfigMap {cm_path.rsplit('/', 1)[-1]} key {key}: {render(entry).strip()!r})"
+        )
+
+    def _cordon(self, path: str, node: dict[str, Any]) -> tuple[bool, bool]:
+        """Cordon the node (marked as tiercast's) and, on a node Karpenter launched, set
+        ``karpenter.sh/do-not-disrupt`` (Karpenter's disruption ignores cordon); whether
+        each was tiercast's doing."""
+        meta = node.get("metadata", {})
+        annotations = meta.get("annotations") or {}
+        cordon = not node.get("spec", {}).get("unschedulable")
+        guard = karpenter_managed(meta.get("labels") or {}) and (
+            annotations.get(DO_NOT_DISRUPT) != "true"
+        )
+        written: dict[str, Any] = {}
+        body: dict[str, Any] = {"metadata": {"annotations": written}}
+        if cordon:
+            body["spec"] = {"unschedulable": True}
+            written[CORDONED_BY] = "true"
+        if guard:
+            written[DO_NOT_DISRUPT] = "true"
+        if written:
+            self.session.request("PATCH", path, body, STRATEGIC_MERGE_PATCH)
+        return cordon, guard
+
+    def _release(self, path: str, cordoned: bool, guarded: bool) -> None:
+        """Undo what :meth:`_cordon` did, and only that."""
+        annotations: dict[str, Any] = {}
+        body: dict[str, Any] = {"metadata": {"annotations": annotations}}
+        if cordoned:
+            body["spec"] = {"unschedulable": None}
+            annotations[CORDONED_BY] = None
+        if guarded:
+            annotations[DO_NOT_DISRUPT] = None
+        if annotations:
+            self.session.request("PATCH", path, body, MERGE_PATCH)
+
+    def _loses_devices(self, name: str, labels: dict[str, str], mode: str, replicas: int) -> bool:
+        """Whether running pods on ``name`` use GPUs the new config takes away: fewer devices
+        per GPU, or another strategy under them (MPS clients must restart under it)."""
+        now_strategy = labels.get(SHARING_STRATEGY) or "none"
+        try:
+            now_replicas = max(1, int(labels.get(REPLICAS) or 1))
+        except ValueError:
+            now_replicas = 1
+        if now_strategy == mode and replicas >= now_replicas:
+            return False
+        if now_strategy in ("none", "") and mode == "time-slicing":
+            # Time-slicing adds devices over the same GPUs: running pods keep theirs.
+            return False
+        pods = self.session.get("/api/v1/pods", {"fieldSelector": f"spec.nodeName={name}"})
+        for pod in pods.get("items", []):
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            for c in pod.get("spec", {}).get("containers", []):
+                resources = c.get("resources") or {}
+                if any(GPU_RESOURCE in (resources.get(k) or {}) for k in ("limits", "requests")):
+                    return True
+        return False
+
+    def _await_labels(self, path: str, mode: str, replicas: int) -> str | None:
+        """Wait for GPU feature discovery's labels to show the sharing; why not, or None."""
+        timeout = self.kube.mig_timeout_s
+        if self.dry_run:
+            self.session.note(
+                "WAIT",
+                path,
+                until=f"{SHARING_STRATEGY}={mode},{REPLICAS}={replicas}",
+                timeout_s=timeout,
+            )
+            return None
+        deadline = self.clock() + timeout
+        while True:
+            labels = self.session.get(path).get("metadata", {}).get("labels") or {}
+            if _advertised(labels, mode, replicas):
+                return None
+            if self.clock() >= deadline:
+                return (
+                    f"GPU feature discovery showed no {SHARING_STRATEGY}={mode} with "
+                    f"{REPLICAS}={replicas} within {timeout} s"
+                )
+            self.sleep(self.kube.poll_interval_s)
+
+    def _pause(self, seconds: float, what: str) -> None:
+        if self.dry_run:
+            self.session.note("WAIT", what, seconds=seconds)
+            return
+        self.sleep(seconds)
+
+
+def _advertised(labels: dict[str, str], mode: str, replicas: int) -> bool:
+    """Whether GPU feature discovery's labels show ``mode`` x ``replicas``."""
+    return labels.get(SHARING_STRATEGY) == mode and labels.get(REPLICAS) == str(replicas)
