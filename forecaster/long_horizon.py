@@ -12,8 +12,9 @@ calibrated by lead day) and, after a day of blending, the forecast is
   again;
 * times the **level**: the median daily mean of the last week. The trend of the daily
   means (Theil-Sen slope) is reported where its 90% interval excludes zero, and not
-  extrapolated: extrapolated, linearly or damped, it made the error at 14 to 30 days worse
-  on most groups of the traces (docs/forecasting.md#long-horizons);
+  extrapolated: a slope carried a month ahead did worse than none on most groups of the
+  traces in a first try; the backtested bands carry the drift
+  (docs/forecasting.md#long-horizons);
 * with **bands** from backtests of this very rule on the series' own history at lead days
   1, 7, 14 and 30 (:data:`BAND_LEADS`): the quantiles of log(actual / forecast) at each lead,
   interpolated between leads, never narrower than the model's band at the seam. Beyond the
@@ -65,7 +66,7 @@ class _Rule:
     """Mean per step at the history's end: the median daily mean of the last week."""
     slope_per_day: float
     """The daily means' Theil-Sen slope where its interval excludes zero, else 0: reported,
-    not extrapolated (extrapolated, it made the 30-day error worse on most groups)."""
+    not extrapolated (see the module docstring)."""
     end: pd.Timestamp
     """The first timestamp after the history."""
     step: pd.Timedelta

@@ -540,9 +540,10 @@ def test_finance_dry_run_on_a_public_trace(
         capsys,
     )
     assert code == 0
-    # The bar counted the plan, three projections, the advice, the report and the files.
+    # The bar counted the one signal's forecast, the plan, three projections, the advice,
+    # the report and the files.
     (bar,) = bars
-    assert bar.n == bar.total == 1 + 3 + 1 + 1 + 1
+    assert bar.n == bar.total == 1 + 1 + 3 + 1 + 1 + 1
     assert "финансовый прогноз" in out and "сценарии" in out
     data = json.loads((workdir / "fin" / "finance.json").read_text(encoding="utf-8"))
     scenarios = {s["name"]: s["totals"] for s in data["data"]["finance"]["scenarios"]}
