@@ -463,6 +463,19 @@ class PoolConfig(_Model):
     With it a node is released at the end of a period already paid for, not in its middle,
     and the replay and the finance projection price whole periods. None (default): billed
     by the second, released at once, priced per planning step."""
+    price_per_kwh: float | None = Field(default=None, gt=0, le=100)
+    """Price of one kWh of electricity drawn by this pool's GPUs, in the config's currency
+    (colocation or on-premises fleets pay it beside the node price). None (default): no
+    energy cost; with it the finance projection adds one per pool and tier."""
+    watts_per_gpu: float | None = Field(default=None, gt=0, le=5000)
+    """Power one GPU draws, W, for the energy cost and ``max_power_kw``. Default: the GPU
+    model's TDP where the catalog knows it (``scaler.catalog.gpus.TDP_WATTS``, the SXM
+    board's; set it for PCIe boards), else required with ``price_per_kwh`` or
+    ``max_power_kw``."""
+    max_power_kw: float | None = Field(default=None, gt=0, le=1_000_000)
+    """Most power the pool's GPUs may draw, kW (a rack's or a hall's power budget): the
+    planner never requests more nodes than ``max_power_kw x 1000 / (gpus_per_node x
+    watts_per_gpu)`` and names the bound ``max_power_kw``. None (default): no cap."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -503,6 +516,21 @@ class PoolConfig(_Model):
                 f".current_nodes: {self.current_nodes} is above max_nodes ({self.max_nodes}); "
                 "raise max_nodes (the planner steps down by at most max_step_nodes a cycle)"
             )
+        if (self.price_per_kwh is not None or self.max_power_kw is not None) and (
+            self.gpu_watts is None
+        ):
+            field = "price_per_kwh" if self.price_per_kwh is not None else "max_power_kw"
+            raise ValueError(
+                f".watts_per_gpu: required with {field}: the catalog has no TDP for "
+                f"{self.gpu_model!r}"
+            )
+        cap = self.power_cap_nodes
+        if self.max_power_kw is not None and cap is not None and cap < self.min_nodes:
+            raise ValueError(
+                f".max_power_kw: {self.max_power_kw:g} kW holds {cap} node(s) of "
+                f"{self.gpus_per_node} x {self.gpu_watts:g} W, below min_nodes "
+                f"({self.min_nodes}); raise max_power_kw or lower min_nodes"
+            )
         if self.tier != "spot" and self.spot_interruption_rate_per_hour > 0:
             raise ValueError("spot_interruption_rate_per_hour applies to tier 'spot' only")
         if self.tier != "reserved" and self.commitment_price_per_gpu_hour:
@@ -532,6 +560,23 @@ class PoolConfig(_Model):
     @property
     def price_per_node_hour(self) -> float:
         return self.price_per_gpu_hour * self.gpus_per_node
+
+    @property
+    def gpu_watts(self) -> float | None:
+        """``watts_per_gpu``, else the catalog's TDP of the GPU model, else None."""
+        if self.watts_per_gpu is not None:
+            return self.watts_per_gpu
+        from scaler.catalog.gpus import tdp_watts
+
+        return tdp_watts(self.gpu_model)
+
+    @property
+    def power_cap_nodes(self) -> int | None:
+        """Most nodes ``max_power_kw`` allows (None: no cap, or no wattage known)."""
+        watts = self.gpu_watts
+        if self.max_power_kw is None or watts is None:
+            return None
+        return math.floor(self.max_power_kw * 1000.0 / (self.gpus_per_node * watts) + 1e-9)
 
 
 class PolicyConfig(_Model):
@@ -977,6 +1022,38 @@ class StarvationConfig(_Model):
     """GPUs one pending workload of an unlisted ClusterQueue asks for. Default 1."""
 
 
+class PowerConfig(_Model):
+    """GPU power and heat from NVIDIA's DCGM exporter: throttled GPUs count for less.
+
+    Read each cycle at ``now`` through the ``prometheus`` section, wherever a signal is read
+    from Prometheus (``scaler.inputs.power``). A GPU whose clock-event reasons report a
+    thermal or power slowdown counts by its SM clock over its model's highest clock
+    (``scaler.planning.power``, docs/planning.md#power-and-heat); unknown is unthrottled.
+    """
+
+    enabled: bool = True
+    """Read the DCGM exporter each cycle. Default true; without a ``prometheus`` section,
+    or with every signal from files, nothing is read."""
+    throttle_query: str | None = Field(default=None, min_length=1, max_length=8192)
+    """PromQL override for each GPU's clock-event reasons bitmask, one series per GPU.
+    Default: ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` (DCGM 3.3+), else its older name
+    ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``, by ``node_label``, ``gpu`` and ``modelName``."""
+    clock_query: str | None = Field(default=None, min_length=1, max_length=8192)
+    """PromQL override for each GPU's SM clock, MHz. Default: ``DCGM_FI_DEV_SM_CLOCK``."""
+    max_clock_query: str | None = Field(default=None, min_length=1, max_length=8192)
+    """PromQL override for the highest SM clock of each GPU model (by ``modelName``), MHz.
+    Default: the largest ``DCGM_FI_DEV_SM_CLOCK`` of the model over ``max_clock_window_s``."""
+    max_clock_window_s: int = Field(default=7 * 86400, ge=3600, le=90 * 86400)
+    """Window the highest clock is taken over. Default 7 days (every GPU of a model boosts
+    to its maximum some time in a week of work)."""
+    node_label: str = Field(default="Hostname", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    """Label naming the node on the exporter's series. Default ``Hostname`` (the exporter's
+    own; ``node`` where a relabelling sets it)."""
+    gpu_model: str | None = None
+    """GPU model of series without a ``modelName`` the catalog knows. Default: the pools'
+    only GPU model; with several and none given, such GPUs are reported, never planned on."""
+
+
 class MigProfileConfig(_Model):
     """One GPU-instance profile of a config-declared GPU model, as ``nvidia-smi mig -lgip``
     (slices, instances) and ``nvidia-smi mig -lgipp`` (placements) list it."""
@@ -1139,6 +1216,8 @@ class Config(_Model):
     """Pending GPU pods and Kueue workloads as a floor under the plan (``StarvationConfig``)."""
     drift: DriftConfig = DriftConfig()
     """When a signal's forecasts have drifted from what happens (``DriftConfig``)."""
+    power: PowerConfig = PowerConfig()
+    """Throttled GPUs from the DCGM exporter count for less capacity (``PowerConfig``)."""
 
     @model_validator(mode="after")
     def _references(self) -> Config:
@@ -1180,6 +1259,10 @@ class Config(_Model):
         for name in self.kubernetes.kueue.flavors if self.kubernetes.kueue else ():
             _known_gpu(f"kubernetes.kueue.flavors.{name}", name)
         _check_starvation(self.starvation, pool_models)
+        if self.power.gpu_model is not None:
+            _known_gpu("power.gpu_model", self.power.gpu_model)
+            if gpu_model(self.power.gpu_model).name not in pool_models:
+                raise ValueError(f"power.gpu_model: no pool has GPU model {self.power.gpu_model!r}")
 
     def signal(self, name: str) -> SignalConfig:
         return next(s for s in self.signals if s.name == name)

@@ -92,6 +92,24 @@ BUILTIN_ALIASES: Mapping[str, str] = {
     "T4": "T4-16GB",
 }
 
+TDP_WATTS: Mapping[str, float] = {
+    "A100-40GB": 400,
+    "A100-80GB": 400,
+    "H100-80GB": 700,
+    "H100-NVL-94GB": 400,
+    "H200-141GB": 700,
+    "B200-180GB": 1000,
+    "RTX-PRO-6000-96GB": 600,
+    "A30-24GB": 165,
+    "L4-24GB": 72,
+    "L40S-48GB": 350,
+    "L20-48GB": 275,
+    "T4-16GB": 70,
+}
+"""Thermal design power of one GPU, W, from NVIDIA's datasheets: the SXM board's where a
+model comes as SXM and PCIe (H100 PCIe is 350 W, A100 PCIe 300 W: set ``watts_per_gpu``).
+Models missing here need ``watts_per_gpu`` for energy cost and power caps."""
+
 GPU_MODELS: dict[str, GpuModel] = dict(BUILTIN_GPU_MODELS)
 """Every model known now: the built-ins, then the loaded config's ``gpu_models``
 (:func:`set_user_models` updates this mapping in place; do not write it elsewhere)."""
@@ -208,3 +226,11 @@ def product_matches(model: str, product: str) -> bool:
         return False
     sizes = {int(g.group(1)) for w in words if (g := _SIZE.match(w))}
     return not sizes or sizes == {m.memory_gb}
+
+
+def tdp_watts(name: str) -> float | None:
+    """The catalog's TDP of GPU model ``name`` (a name or alias), W; None where unknown."""
+    try:
+        return TDP_WATTS.get(gpu_model(name).name)
+    except KeyError:
+        return None

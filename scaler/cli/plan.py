@@ -57,6 +57,7 @@ def plan_without_acting(
     from forecaster.series import parse_duration
     from scaler.actuation.protocol import RecordingProvider
     from scaler.inputs.pending import collect_starvation
+    from scaler.inputs.power import collect_power
     from scaler.service.cycle import run_cycle
 
     config, history, now, label = load_inputs(args)
@@ -81,6 +82,7 @@ def plan_without_acting(
         dry_run=True,
         lead_time_records=lead_time_records(config, getattr(args, "records", None)),
         starvation=collect_starvation(config, now),
+        power=collect_power(config, now),
     )
     if bar is not None:  # signals forecast in worker processes are counted here
         bar.update(max(0, len(config.signals) - (bar.n - counted)))

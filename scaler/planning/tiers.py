@@ -144,6 +144,7 @@ from scaler.planning.need import (
     reach_of,
 )
 from scaler.planning.pooling import sharing_report
+from scaler.planning.power import derated_need, name_power_bounds, power_capped
 from scaler.planning.reasons import (
     decide,
     held_notes,
@@ -249,6 +250,7 @@ def plan_capacity(
     margins: Mapping[str, Margin | None] | None = None,
     waiting: Mapping[str, float] | None = None,
     node_starts: NodeStarts | None = None,
+    derated: Mapping[str, float] | None = None,
 ) -> CapacityPlan:
     """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals.
 
@@ -267,12 +269,18 @@ def plan_capacity(
     (:mod:`scaler.planning.starvation`): observed demand the need never goes under.
     ``node_starts``: per pool, when its nodes started; a pool with ``billing`` releases
     only nodes whose paid period ends before the next cycle (:mod:`scaler.planning.billing`).
+    ``derated``: per GPU model, the GPUs that throttled GPUs no longer serve
+    (:mod:`scaler.planning.power`), added to its need; pools' ``max_power_kw`` caps their nodes.
     """
     policy = config.policy
     now = pd.Timestamp(now)
     stale = set(stale or ())
     # Deferrable training and batch are placed afterwards into what this plan leaves idle.
     config, whole_config = served_config(config), config
+    # A pool's max_power_kw is a ceiling on its nodes like max_nodes, named on its own.
+    capped, power_caps = power_capped(config.pools)
+    config = config.model_copy(update={"pools": capped})
+    whole_config = whole_config.model_copy(update={"pools": power_capped(whole_config.pools)[0]})
     cycle = _planning_cycle(config, inventory, now, past)
     learned, headroom = _signal_margins(config, forecasts, history or {}, margins)
     levels = demand_levels(config, forecasts, history or {}, cycle.grid, learned, headroom)
@@ -297,6 +305,7 @@ def plan_capacity(
                 held=model in held,
                 no_news=model not in held and model in quiet,
                 solver=solver,
+                lost=(derated or {}).get(model, 0.0),
             )
         )
     first = {name: tl[0] for name, tl in fleet.timelines.items() if tl}
@@ -307,6 +316,13 @@ def plan_capacity(
         fleet.timelines[name][0] = keep.target
         fleet.binding[name].append("billing")
         fleet.notes.append(keep.note())
+    name_power_bounds(
+        power_caps,
+        fleet.timelines,
+        fleet.binding,
+        fleet.shortfalls,
+        {p.name: gpu_model(p.gpu_model).name for p in config.pools},
+    )
     actions, pool_plans = _pool_outputs(
         config,
         inventory,
@@ -420,12 +436,14 @@ def plan_model(
     held: bool,
     no_news: bool,
     solver: Solver,
+    lost: float = 0.0,
 ) -> ModelPlan:
     """One GPU model: its need, its problem with this cycle's bounds, the solve, the first
     step kept where the projection needs it again, and the bounds and shortfall named.
 
     ``held``: fed by stale or missing data; ``no_news``: nothing observed since the last
-    cycle where a forecast's shape moves its need.
+    cycle where a forecast's shape moves its need. ``lost``: GPUs that throttled GPUs no
+    longer serve, added to the need (:func:`scaler.planning.power.derated_need`).
     """
     stab = cycle.stabilization
     reach = reach_of(pools, cycle.grid, cycle.now, cycle.cycle, stab)
@@ -436,6 +454,8 @@ def plan_model(
         need = hold_across_cycles(
             need, model, reach, cycle.past, cycle.now, stab, _held_gpus(pools, cycle)
         )
+    if lost > 0:
+        need = derated_need(need, lost, _held_gpus(pools, cycle))
     spares = _spares(pools, need, cycle)
     floor = levels.observed.get(model, 0.0)
     prob, budget_note = model_problem(

@@ -35,6 +35,7 @@ from scaler.reports.commitments import commitment_section
 from scaler.reports.document import Column, KeyFigure, Report, Section, Table, money_label
 from scaler.reports.finance import CommitmentAdvice, ReservedIdle, project
 from scaler.reports.hindsight import hindsight_section
+from scaler.reports.horizon_accuracy import add_horizon_accuracy, horizon_accuracy, lead_days_asked
 from scaler.reports.i18n import (
     fmt_number,
     month_label,
@@ -132,9 +133,20 @@ def build_capacity_report(
     scores, skipped, backtests = _backtests(
         config, history, forecasts, frame, backtest_origins, bar
     )
-    sections.append(
-        accuracy_section(scores, skipped, frame.low, frame.high, backtest_origins, lang)
-    )
+    accuracy = accuracy_section(scores, skipped, frame.low, frame.high, backtest_origins, lang)
+    at_horizon = pd.Timedelta(seconds=plan.horizon_s)
+    if lead_days_asked(at_horizon) > 1:
+        leads = horizon_accuracy(
+            history,
+            forecasts,
+            at_horizon,
+            frame.quantiles,
+            backtest_origins,
+            config.forecast.method,
+            bar,
+        )
+        add_horizon_accuracy(accuracy, leads, frame.low, frame.high, lang)
+    sections.append(accuracy)
     bar.update(label="forecast against actual")
 
     hindsight = (

@@ -61,6 +61,7 @@ from scaler.config import TIER_ORDER, Config, PoolConfig
 from scaler.planning.billing import billed_node_seconds
 from scaler.planning.coverage import allocate, effective_gpus
 from scaler.planning.demand import gpus_for
+from scaler.planning.power import energy_kwh
 
 STEP = pd.Timedelta(hours=1)
 """Projection step: capacity is costed hour by hour."""
@@ -331,10 +332,22 @@ class ScenarioProjection:
     demand: pd.DataFrame
     """Columns: gpu_model, band, demand_gpu_hours, capacity_gpu_hours, idle_gpu_hours, short_gpu_hours."""
     monthly_pools: pd.DataFrame = field(default_factory=pd.DataFrame)
-    """Columns: period, pool, tier, gpu_model, band, hours, gpu_hours, cost."""
+    """Columns: period, pool, tier, gpu_model, band, hours, gpu_hours, cost (and, where a
+    pool has ``price_per_kwh``, energy_kwh and energy_cost in every frame but demand)."""
 
     def total_cost(self, band: str) -> float:
         return float(self.monthly.loc[self.monthly["band"] == band, "cost"].sum())
+
+    @property
+    def priced_energy(self) -> bool:
+        """Whether some pool's energy is priced (the frames carry energy_cost)."""
+        return "energy_cost" in self.monthly.columns
+
+    def total_energy_cost(self, band: str) -> float:
+        """Energy cost over the horizon in ``band`` (0 where no pool prices energy)."""
+        if not self.priced_energy:
+            return 0.0
+        return float(self.monthly.loc[self.monthly["band"] == band, "energy_cost"].sum())
 
     def total_gpu_hours(self, band: str) -> float:
         return float(self.monthly.loc[self.monthly["band"] == band, "gpu_hours"].sum())
@@ -594,6 +607,11 @@ class FinanceProjection:
                             "cost": round(s.total_cost(b), 2),
                             "gpu_hours": round(s.total_gpu_hours(b), 2),
                         }
+                        | (
+                            {"energy_cost": round(s.total_energy_cost(b), 2)}
+                            if s.priced_energy
+                            else {}
+                        )
                         for b in BANDS
                     },
                     "monthly": frame(s.monthly),
@@ -711,8 +729,11 @@ def _periods(grid: pd.DatetimeIndex, fmt: str) -> np.ndarray:
 def _pool_rows(
     config: Config, filled: _Filled, grid: pd.DatetimeIndex, band: str, fmt: str
 ) -> list[dict[str, Any]]:
-    """GPU-hours and cost per period and pool, in config order."""
+    """GPU-hours and cost per period and pool, in config order; where any pool prices its
+    energy (``price_per_kwh``), its kWh at ``watts_per_gpu`` and their cost (0 elsewhere),
+    beside the node cost, which does not include it."""
     step_h = STEP / pd.Timedelta(hours=1)
+    energy = any(p.price_per_kwh is not None for p in config.pools)
     periods = _periods(grid, fmt)
     # A pool with billing pays whole periods (scaler.planning.billing): each node's time
     # rounded up, charged in the period it is released (or the last, still running).
@@ -744,21 +765,28 @@ def _pool_rows(
                     "cost": paid_h * p.price_per_node_hour,
                 }
             )
+            if energy:
+                # Energy is drawn while a node runs, not while it is billed.
+                kwh = energy_kwh(p, node_h) if p.price_per_kwh is not None else 0.0
+                rows[-1]["energy_kwh"] = kwh
+                rows[-1]["energy_cost"] = kwh * (p.price_per_kwh or 0.0)
     return rows
 
 
 def _tier_rows(pool_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pool rows summed per period and tier (tiers in reserved, on-demand, spot order)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
+    summed = ["gpu_hours", "cost"] + (
+        ["energy_kwh", "energy_cost"] if pool_rows and "energy_cost" in pool_rows[0] else []
+    )
     for r in sorted(pool_rows, key=lambda r: TIER_ORDER[r["tier"]]):
         key = (r["period"], r["tier"])
         if key not in out:
-            out[key] = {k: r[k] for k in ("period", "tier", "band", "hours")} | {
-                "gpu_hours": 0.0,
-                "cost": 0.0,
-            }
-        out[key]["gpu_hours"] += r["gpu_hours"]
-        out[key]["cost"] += r["cost"]
+            out[key] = {k: r[k] for k in ("period", "tier", "band", "hours")} | dict.fromkeys(
+                summed, 0.0
+            )
+        for k in summed:
+            out[key][k] += r[k]
     order = list(dict.fromkeys(r["period"] for r in pool_rows))
     return sorted(out.values(), key=lambda r: (order.index(r["period"]), TIER_ORDER[r["tier"]]))
 

@@ -123,9 +123,23 @@ def _monthly_tables(base: ScenarioProjection, currency: str, lang: str) -> list[
         *[Column(f"gpu_hours_{b}", gpu_hours[b], 0) for b in BANDS],
         *[Column(f"cost_{b}", money_label(costs[b], currency), 2) for b in BANDS],
     ]
+    energy: dict[str, tuple[str, str]] = {}
+    if base.priced_energy:
+        # Only where a pool prices its energy (price_per_kwh): the expected band's kWh and
+        # cost, beside the node cost, which does not include it.
+        kwh = t(lang, "col_energy_kwh_band", band=t(lang, "band_expected"))
+        money = t(lang, "col_energy_cost_band", band=t(lang, "band_expected"))
+        band_cols += [
+            Column("energy_kwh_expected", kwh, 0),
+            Column("energy_cost_expected", money_label(money, currency), 2),
+        ]
+        energy = {"energy_kwh": ("energy_kwh", "sum"), "energy_cost": ("energy_cost", "sum")}
     by_model = (
         base.monthly_pools.groupby(["period", "gpu_model", "band"], sort=False, as_index=False).agg(
-            hours=("hours", "first"), gpu_hours=("gpu_hours", "sum"), cost=("cost", "sum")
+            hours=("hours", "first"),
+            gpu_hours=("gpu_hours", "sum"),
+            cost=("cost", "sum"),
+            **energy,
         )
         if not base.monthly_pools.empty
         else base.monthly_pools
@@ -172,6 +186,9 @@ def _monthly_rows(frame: pd.DataFrame, by: Sequence[str], lang: str) -> list[dic
             **{f"gpu_hours_{x}": float(gpu_h[x]) for x in BANDS},
             **{f"cost_{x}": float(cost[x]) for x in BANDS},
         }
+        if "energy_cost" in b.columns:
+            row["energy_kwh_expected"] = float(b["energy_kwh"].astype(float)["expected"])
+            row["energy_cost_expected"] = float(b["energy_cost"].astype(float)["expected"])
         for k in by:
             row[k] = t(lang, "tier_" + str(values[k])) if k == "tier" else str(values[k])
         rows.append(row)
@@ -319,7 +336,19 @@ def _key_figures(projection: FinanceProjection, currency: str, lang: str) -> lis
     expected = base.total_cost("expected")
     per_month = expected / (projection.hours / HOURS_PER_MONTH) if projection.hours else 0.0
     cost_labels = _band_labels("fig_cost_band", lang)
-    return [
+    energy = (
+        [
+            KeyFigure(
+                "energy_cost_expected",
+                t(lang, "fig_energy_cost"),
+                round(base.total_energy_cost("expected"), 2),
+                currency,
+            )
+        ]
+        if base.priced_energy
+        else []
+    )
+    figures = [
         KeyFigure(
             "horizon_days",
             t(lang, "fig_horizon_days"),
@@ -360,3 +389,4 @@ def _key_figures(projection: FinanceProjection, currency: str, lang: str) -> lis
             currency,
         ),
     ]
+    return figures + energy

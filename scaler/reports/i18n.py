@@ -177,6 +177,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "ru": "Средняя стоимость в месяц (ожидаемая)",
     },
     "fig_cost_planned": {"en": "Spend after this cycle", "ru": "Расходы после этого цикла"},
+    "fig_energy_cost": {
+        "en": "Energy cost (expected, beside the cost)",
+        "ru": "Стоимость электроэнергии (ожидаемая, сверх стоимости)",
+    },
     "fig_gpu_hours": {"en": "GPU-hours paid (expected)", "ru": "Оплаченные GPU-часы (ожидаемые)"},
     "fig_horizon_days": {"en": "Projection horizon", "ru": "Горизонт прогноза"},
     "fig_idle": {
@@ -252,6 +256,22 @@ TEXTS: dict[str, dict[str, str]] = {
         "ru": "Бэктест не выполнен (история слишком коротка или бэктест отключён).",
     },
     "accuracy_skipped": {"en": "Not backtested: {what}.", "ru": "Без бэктеста: {what}."},
+    "lead_accuracy_intro": {
+        "en": "At the plan's horizon ({days} days): the forecaster in use (past a week, with the long-horizon rule, as the plan's forecast) is refitted at up to {n} origins a day apart, each with the horizon's days of actuals after it and at least a week of history before it, and scored per lead day: MASE of the median (as above) and the share of actual values inside the {low}–{high} band.",
+        "ru": "На горизонте плана ({days} дн.): используемый прогноз (после первой недели — с правилом длинного горизонта, как в прогнозе плана) заново обучается не более чем в {n} точках отсчёта с шагом в сутки, после каждой из которых есть факт на весь горизонт, а до неё — не меньше недели истории, и оценивается по каждому дню упреждения: MASE медианы (как выше) и доля фактических значений внутри полосы {low}–{high}.",
+    },
+    "lead_accuracy_none": {
+        "en": "{signal}: no backtest {days} days ahead, nor at any lead day, is possible: the history holds {have} days and the backtest needs a week of history before its origins and a day of actuals after them ({need} days or more); the one-day scores above are not the horizon's.",
+        "ru": "{signal}: бэктест на {days} дн. вперёд и на любой день упреждения невозможен: в истории {have} дн., а бэктесту нужна неделя истории до точек отсчёта и сутки факта после них (не меньше {need} дн.); суточные оценки выше не относятся к горизонту плана.",
+    },
+    "lead_accuracy_off": {
+        "en": "Backtests are off (--backtest-origins 0), so the accuracy at the plan's horizon of {days} days is not scored.",
+        "ru": "Бэктест отключён (--backtest-origins 0), поэтому точность на горизонте плана в {days} дн. не оценена.",
+    },
+    "lead_accuracy_short": {
+        "en": "{signal}: the history supports lead days up to {lead} of the {days} asked.",
+        "ru": "{signal}: история позволяет оценить дни упреждения до {lead}-го из {days} запрошенных.",
+    },
     "currency_named": {
         "en": "Costs are in {currency}, the currency of the prices in the configuration (finance.currency).",
         "ru": "Стоимость указана в {currency} — валюте цен из конфигурации (finance.currency).",
@@ -383,6 +403,10 @@ TEXTS: dict[str, dict[str, str]] = {
     },
     # Table titles (tbl_).
     "tbl_accuracy": {"en": "Backtest scores", "ru": "Оценки бэктеста"},
+    "tbl_accuracy_by_lead": {
+        "en": "Accuracy by lead day at the plan's horizon ({days} days)",
+        "ru": "Точность по дням упреждения на горизонте плана ({days} дн.)",
+    },
     "tbl_actions": {"en": "Actions", "ru": "Действия"},
     "tbl_commitment_options": {
         "en": "Commitment options, each projected like the baseline",
@@ -456,6 +480,11 @@ TEXTS: dict[str, dict[str, str]] = {
     "col_chosen": {"en": "In use", "ru": "Используется"},
     "col_commit_utilization": {"en": "Committed GPUs busy", "ru": "Загрузка резерва"},
     "col_cost_band": {"en": "Cost, {band}", "ru": "Стоимость, {band}"},
+    "col_energy_cost_band": {
+        "en": "Energy cost, {band}",
+        "ru": "Стоимость электроэнергии, {band}",
+    },
+    "col_energy_kwh_band": {"en": "Energy kWh, {band}", "ru": "Электроэнергия, кВт·ч, {band}"},
     "col_cost_delta": {"en": "Cost change per hour", "ru": "Изменение стоимости в час"},
     "col_cost_instance_hour": {"en": "Cost per instance-hour", "ru": "Стоимость экземпляра в час"},
     "col_coverage": {"en": "Coverage {low}–{high}", "ru": "Покрытие {low}–{high}"},
@@ -491,6 +520,7 @@ TEXTS: dict[str, dict[str, str]] = {
     "col_last_timestamp": {"en": "Last sample (UTC)", "ru": "Последнее измерение (UTC)"},
     "col_last_value": {"en": "Last value", "ru": "Последнее значение"},
     "col_lead_min": {"en": "Lead time, min", "ru": "Время подготовки, мин"},
+    "col_lead_day": {"en": "Lead day", "ru": "День упреждения"},
     "col_mae": {"en": "Mean absolute error (median)", "ru": "Средняя абсолютная ошибка (медиана)"},
     "col_mase": {"en": "MASE", "ru": "MASE"},
     "col_mig_gpus": {"en": "GPUs laid out", "ru": "Размеченных GPU"},
@@ -547,6 +577,8 @@ TEXTS: dict[str, dict[str, str]] = {
     "axis_cost_per_hour": {"en": "cost per hour", "ru": "стоимость в час"},
     "axis_gpus": {"en": "GPUs", "ru": "GPU"},
     "axis_instances": {"en": "instances", "ru": "экземпляры"},
+    "axis_coverage_percent": {"en": "coverage, %", "ru": "покрытие, %"},
+    "axis_lead_day": {"en": "lead day", "ru": "день упреждения"},
     "axis_month": {"en": "month", "ru": "месяц"},
     "axis_time_utc": {"en": "time (UTC)", "ru": "время (UTC)"},
     "chart_capacity": {
@@ -582,6 +614,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "ru": "Ожидаемая стоимость по месяцам и сценариям (усы: низкий–высокий)",
     },
     "chart_signal": {"en": "{name}: history and forecast", "ru": "{name}: история и прогноз"},
+    "chart_lead_accuracy": {
+        "en": "{name}: error and band coverage by lead day",
+        "ru": "{name}: ошибка и покрытие полосы по дням упреждения",
+    },
     "chart_signal_alt": {
         "en": "History and forecast of {name} in {unit}",
         "ru": "История и прогноз {name} в {unit}",
@@ -599,6 +635,8 @@ TEXTS: dict[str, dict[str, str]] = {
     "legend_idle": {"en": "idle", "ru": "простой"},
     "legend_low_high": {"en": "low–high", "ru": "низкий–высокий"},
     "legend_median": {"en": "median forecast", "ru": "медианный прогноз"},
+    "legend_lead_coverage": {"en": "coverage {low}–{high}", "ru": "покрытие {low}–{high}"},
+    "legend_mase": {"en": "MASE of the median", "ru": "MASE медианы"},
     "legend_mig_capacity": {"en": "{profile} planned", "ru": "{profile}: по плану"},
     "legend_mig_demand": {"en": "{profile} needed", "ru": "{profile}: нужно"},
     "legend_planned": {"en": "planned GPUs", "ru": "плановые GPU"},

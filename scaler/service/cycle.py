@@ -40,6 +40,7 @@ from scaler.actuation.protocol import ActionResult, CapacityProvider
 from scaler.config import Config
 from scaler.planning.billing import starts_from_past
 from scaler.planning.mig.plan import mig_pools, plan_mig
+from scaler.planning.power import PowerReading
 from scaler.planning.starvation import Starvation
 from scaler.planning.tiers import learn_margins, plan_capacity
 from scaler.plans import Action, CapacityPlan, PastCycle, iso, past_cycle
@@ -206,6 +207,7 @@ def run_cycle(
     past: Sequence[PastCycle] = (),
     lead_time_records: RunStore | None = None,
     starvation: Starvation | None = None,
+    power: PowerReading | None = None,
 ) -> CycleResult:
     """Forecast, plan against the provider's inventory, then apply the changes.
 
@@ -214,7 +216,8 @@ def run_cycle(
     ``lead_time_s: auto`` pools are kept between cycles (None: only those the provider
     shows now count). ``starvation``: what waits for GPUs now
     (:func:`scaler.inputs.pending.collect_starvation`); what runs plus what waits is a
-    floor under each GPU model's need.
+    floor under each GPU model's need. ``power``: the DCGM exporter's GPUs now
+    (:func:`scaler.inputs.power.collect_power`); throttled GPUs count for less.
     """
     config, lead_times = learn_lead_times(config, provider, lead_time_records)
     # Suspect samples (spikes, zeros unlike the past, partial sums) are gaps from here on,
@@ -249,7 +252,12 @@ def run_cycle(
         past=past,
         waiting=starvation.floor() if starvation is not None else None,
         node_starts=node_starts(config, past, lead_time_records, inventory, now),
+        derated=power.lost_gpus() if power is not None else None,
     )
+    if power is not None:
+        plan = dataclasses.replace(
+            plan, notes=plan.notes + power.notes(), risk={**plan.risk, "power": power.to_dict()}
+        )
     if starvation is not None:
         plan = dataclasses.replace(
             plan,

@@ -35,6 +35,8 @@ from forecaster.files import write_atomic
 from scaler.actuation.protocol import CapacityProvider
 from scaler.config import Config
 from scaler.inputs.pending import collect_starvation
+from scaler.inputs.power import collect_power
+from scaler.planning.power import PowerReading
 from scaler.planning.starvation import Starvation
 from scaler.plans import PastCycle, iso
 from scaler.records import (
@@ -98,6 +100,8 @@ class CycleJob:
     read_starvation: Callable[[Config, pd.Timestamp], Starvation | None] = collect_starvation
     """What waits for GPUs now (pending GPU pods, Kueue workloads), read after the history;
     a failure ends the cycle before planning, as a failed collection does."""
+    read_power: Callable[[Config, pd.Timestamp], PowerReading | None] = collect_power
+    """The DCGM exporter's GPUs now (throttling, clocks, power), read after the history."""
 
     def _past_cycles(self) -> list[PastCycle]:
         """Recent cycles from the run records, for the planner's hysteresis across cycles.
@@ -141,6 +145,7 @@ class CycleJob:
             raise _Abandoned()
         now = inputs.now if inputs.now is not None else self.clock()
         starvation = self.read_starvation(config, now)
+        power = self.read_power(config, now)
         run.stage = "provider"
         run.guard = GuardedProvider(
             self.make_provider(config),
@@ -161,6 +166,7 @@ class CycleJob:
             past=self._past_cycles(),
             lead_time_records=self.store,
             starvation=starvation,
+            power=power,
         )
         if drifted:
             plan = run.result.plan
