@@ -37,6 +37,7 @@ from forecaster.errors import BadInputError
 from forecaster.sources import LabelledSeries, MetricSource
 from scaler.catalog.gpus import gpu_model, product_matches
 from scaler.config import Config, StarvationConfig
+from scaler.inputs.instant import prometheus_source, reads_prometheus
 from scaler.planning.starvation import ModelWaiting, Starvation
 from scaler.plans import iso
 
@@ -109,11 +110,7 @@ def kueue_query(config: Config) -> str:
 
 def wanted(config: Config) -> bool:
     """Whether this config reads starvation: enabled, and signals read from Prometheus."""
-    return (
-        config.starvation.enabled
-        and config.prometheus is not None
-        and any(s.query is not None for s in config.signals)
-    )
+    return reads_prometheus(config, config.starvation.enabled)
 
 
 def collect_starvation(
@@ -123,10 +120,7 @@ def collect_starvation(
     if source is None:
         if not wanted(config):
             return None
-        # Imported here: the Prometheus client is only needed by configs that query it.
-        from scaler.inputs.collecting import source_from_config
-
-        source = source_from_config(config)
+        source = prometheus_source(config)
     s = config.starvation
     now = pd.Timestamp(now)
     models: dict[str, dict[str, float]] = {}

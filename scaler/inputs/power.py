@@ -31,6 +31,7 @@ from forecaster.errors import BadInputError
 from forecaster.sources import LabelledSeries, MetricSource
 from scaler.catalog.gpus import gpu_model, product_matches
 from scaler.config import Config
+from scaler.inputs.instant import prometheus_source, reads_prometheus
 from scaler.planning.power import GpuPower, PowerReading
 from scaler.plans import iso
 
@@ -76,11 +77,7 @@ def _by_gpu(config: Config, metric: str) -> str:
 
 def wanted(config: Config) -> bool:
     """Whether this config reads DCGM: enabled, and signals read from Prometheus."""
-    return (
-        config.power.enabled
-        and config.prometheus is not None
-        and any(s.query is not None for s in config.signals)
-    )
+    return reads_prometheus(config, config.power.enabled)
 
 
 def collect_power(
@@ -90,10 +87,7 @@ def collect_power(
     if source is None:
         if not wanted(config):
             return None
-        # Imported here: the Prometheus client is only needed by configs that query it.
-        from scaler.inputs.collecting import source_from_config
-
-        source = source_from_config(config)
+        source = prometheus_source(config)
     now = pd.Timestamp(now)
     node = config.power.node_label
     names: dict[tuple[str, str], str] = {}

@@ -75,7 +75,9 @@ def accuracy_rows(
         candidates += [b for b in BASELINES if b in factories]
         for label in dict.fromkeys(candidates):
             try:
-                bt = _backtest(factories[label], y, points, horizon, quantiles, label, name, bar)
+                bt = counted_backtest(
+                    factories[label], y, points, horizon, quantiles, label, name, bar
+                )
             except (TiercastError, ValueError) as exc:
                 skipped.append(f"{name}/{label}: {exc}")
                 continue
@@ -103,7 +105,7 @@ def _one_day_or_shorter(y: pd.Series, step: pd.Timedelta) -> int:
     return max(1, int(min(pd.Timedelta(days=1), span / 4) / step))
 
 
-def _backtest(
+def counted_backtest(
     factory: Callable[..., Any],
     y: pd.Series,
     points: Sequence[pd.Timestamp],
@@ -112,16 +114,18 @@ def _backtest(
     label: str,
     name: str,
     bar: Progress,
+    what: str = "",
 ) -> Backtest:
-    """One estimator's backtest, one progress unit per origin even when it fails part way."""
+    """One estimator's backtest, one progress unit per origin even when it fails part way
+    (``what`` is added to the bar's label)."""
     from forecaster.backtesting import backtest
 
     bar.add_total(len(points))
-    bar.describe(f"backtest {name} {label}")
+    bar.describe(f"backtest {name} {label}{what}")
     done = bar.n
     try:
         return backtest(factory, y, points, horizon, quantiles, label=label, tick=bar.tick)
-    except (TiercastError, ValueError):
+    except (TiercastError, ValueError, FloatingPointError):
         bar.update(len(points) - (bar.n - done))  # the origins it did not reach
         raise
 

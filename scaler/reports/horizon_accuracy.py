@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forecaster.backtesting import Backtest, backtest, daily_origins
+from forecaster.backtesting import Backtest, daily_origins
 from forecaster.errors import TiercastError
 from forecaster.estimators import BaseEstimator, quantile_column, registered
 from forecaster.forecasting import SeriesForecast
 from forecaster.long_horizon import LONG_HORIZON, long_horizon_frame
 from forecaster.progress import Progress
 from forecaster.series import History, infer_step, steps_per
+from scaler.reports.accuracy import counted_backtest
 from scaler.reports.document import Chart, Column, Section, Table
 from scaler.reports.i18n import fmt_number, t
 
@@ -152,7 +153,9 @@ def horizon_accuracy(
             return _AtHorizon(inner(), long)
 
         try:
-            bt = _counted(factory, y, points, lead * m_day, quantiles, in_use, name, bar)
+            bt = counted_backtest(
+                factory, y, points, lead * m_day, quantiles, in_use, name, bar, " at the horizon"
+            )
         except (TiercastError, ValueError, FloatingPointError) as exc:
             out.skipped.append(f"{name}/{in_use}: {exc}")
             out.supported[name] = 0
@@ -188,27 +191,6 @@ def by_lead_day(bt: Backtest, steps_per_day: int) -> list[Backtest]:
         )
         for start in range(0, horizon, steps_per_day)
     ]
-
-
-def _counted(
-    factory: Callable[[], BaseEstimator],
-    y: pd.Series,
-    points: Sequence[pd.Timestamp],
-    horizon: int,
-    quantiles: Sequence[float],
-    label: str,
-    name: str,
-    bar: Progress,
-) -> Backtest:
-    """One backtest, one progress unit per origin even when it fails part way."""
-    bar.add_total(len(points))
-    bar.describe(f"backtest {name} {label} at the horizon")
-    done = bar.n
-    try:
-        return backtest(factory, y, points, horizon, quantiles, label=label, tick=bar.tick)
-    except (TiercastError, ValueError, FloatingPointError):
-        bar.update(len(points) - (bar.n - done))
-        raise
 
 
 def add_horizon_accuracy(
