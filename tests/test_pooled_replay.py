@@ -70,3 +70,19 @@ def test_three_helios_tenants_pool_for_fewer_gpus() -> None:
     }
     result = pooled_replay(history, PooledSetup(mode="mps", memory_gb=16, test_days=2))
     assert result.scores["pooled"].gpu_hours < result.scores["dedicated"].gpu_hours
+
+
+def test_several_files_each_of_one_series_are_one_pooled_fleet(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, y in _fleet(days=8).items():
+        pd.DataFrame({"timestamp": y.index, "value": y.to_numpy()}).to_csv(
+            workdir / f"{name}.csv", index=False
+        )
+    argv = ["simulate", "--history", "w0.csv,w1.csv, w2.csv", "--pooled", "mps"]
+    assert main(argv) == 0
+    assert "pooling 3 workloads (w0, w1, w2) by mps" in capsys.readouterr().out
+    twice = ["simulate", "--history", "w0.csv,w0.csv", "--pooled", "mps"]
+    assert main(twice) == 2
+    err = capsys.readouterr().err.strip()
+    assert "series 'w0' is given twice" in err and len(err.splitlines()) == 1

@@ -165,12 +165,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     _check_deferrable(args)
     if args.suite is not None:
         return cmd_suite(args)
+    if args.pooled is not None:
+        return _cmd_pooled(args, _pooled_history(args.history))
     try:
         history = read_history_csv(args.history)
     except DataError as exc:
         raise BadInputError(f"--history: {exc}") from exc
-    if args.pooled is not None:
-        return _cmd_pooled(args, history)
     fleet = _user_fleet(args)
     series = select_series(
         history, args.series if args.series or fleet is None else _series_of(history, fleet)
@@ -307,6 +307,25 @@ def _write_files(replay: Replay, timeline_out: str, chart_out: str) -> None:
         print(f"chart written to {chart_out}")
 
 
+def _pooled_history(text: str) -> dict[str, pd.Series]:
+    """``--history`` with ``--pooled``: one long-format CSV, or several CSVs separated by
+    commas, a file of one series named by its file name."""
+    from pathlib import Path
+
+    history: dict[str, pd.Series] = {}
+    for path in [p.strip() for p in str(text).split(",") if p.strip()]:
+        try:
+            data = read_history_csv(path)
+        except DataError as exc:
+            raise BadInputError(f"--history: {exc}") from exc
+        named = {Path(path).stem: next(iter(data.values()))} if len(data) == 1 else data
+        for name, y in named.items():
+            if name in history:
+                raise BadInputError(f"--history: series {name!r} is given twice")
+            history[name] = y.rename(name)
+    return history
+
+
 def _cmd_pooled(args: argparse.Namespace, history: dict[str, pd.Series]) -> int:
     """``--pooled``: every series of the file as one workload of a shared fleet
     (:mod:`scaler.replay.pooled`), replayed whole, in dedicated shared sets and pooled."""
@@ -356,7 +375,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_input_flags(p: argparse.ArgumentParser) -> None:
     """What is replayed: one history or a suite, and the demand's units."""
-    p.add_argument("--history", help="CSV (timestamp,value or long format)")
+    p.add_argument(
+        "--history",
+        help="CSV (timestamp,value or long format); with --pooled, several separated by commas",
+    )
     p.add_argument(
         "--suite",
         metavar="DIR",
