@@ -203,6 +203,10 @@ class WorkloadConfig(_Model):
     replicas_per_gpu: int | None = Field(default=None, ge=1, le=1024)
     """Most replicas of this workload one shared GPU may hold (time-slicing, MPS); optional.
     The planner packs fewer where memory or compute do not fit (docs/mig.md#sharing-modes)."""
+    token_signal: str | None = None
+    """A declared signal of the tokens per second this workload serves (vLLM:
+    ``sum(rate(vllm:generation_tokens_total[5m])) + sum(rate(vllm:prompt_tokens_total[5m]))``),
+    for its cost per 1M tokens in the review and the finance report; optional."""
 
     workload_class: WorkloadClass = Field(default="inference", alias="class")
     """``inference`` (latency-bound, planned from its signal's forecast), ``training`` or
@@ -1247,6 +1251,11 @@ class Config(_Model):
             if (w.signal and w.signal not in signals) or (not w.signal and not w.is_deferrable):
                 raise ValueError(
                     f"workloads[{i}].signal: {w.signal!r} is not a declared signal "
+                    f"(declared: {', '.join(sorted(signals))})"
+                )
+            if w.token_signal is not None and w.token_signal not in signals:
+                raise ValueError(
+                    f"workloads[{i}].token_signal: {w.token_signal!r} is not a declared signal "
                     f"(declared: {', '.join(sorted(signals))})"
                 )
             _known_gpu(f"workloads[{i}].gpu_model", w.gpu_model)

@@ -120,7 +120,13 @@ def finance_dry_run(
     projection = finance.project(config, result.forecasts, now, horizon, options.scenarios, bar)
     bar.describe("finance report")
     report = build_finance_report(
-        projection, config, label, lang, charts=options.out is not None, plan=result.plan
+        projection,
+        config,
+        label,
+        lang,
+        charts=options.out is not None,
+        plan=result.plan,
+        forecasts=result.forecasts,
     )
     bar.update()
     with bar.paused():

@@ -46,6 +46,7 @@ from scaler.reports.i18n import (
 )
 from scaler.reports.mig_review import add_mig
 from scaler.reports.summary import capacity_recommendations, plan_figures, summary_section
+from scaler.reports.tokens import token_costs, token_section
 
 if TYPE_CHECKING:
     from forecaster.backtesting import Backtest
@@ -164,6 +165,9 @@ def build_capacity_report(
 
     sections.append(actions_section(plan, lang, config.finance.currency))
     sections.append(_cost_section(plan, frame.grid, config.finance.currency, lang))
+    tokens = token_section(token_costs(config, plan, forecasts), config.finance.currency, lang)
+    if tokens is not None:
+        sections.append(tokens)
     sections.append(_utilization_section(utilization, frame.q, lang))
     bar.update(label="commitment advice")
 

@@ -8,13 +8,14 @@ the baseline, the commitment advice, and the projection's notes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from forecaster import __version__
 from forecaster.estimators import quantile_column
+from forecaster.forecasting import SeriesForecast
 from scaler.config import Config
 from scaler.plans import CapacityPlan
 from scaler.reports.commitments import commitment_section
@@ -36,6 +37,7 @@ from scaler.reports.summary import (
     plan_recommendations,
     summary_section,
 )
+from scaler.reports.tokens import token_costs, token_section
 
 
 def build_finance_report(
@@ -45,12 +47,14 @@ def build_finance_report(
     lang: str = "en",
     charts: bool = True,
     plan: CapacityPlan | None = None,
+    forecasts: Mapping[str, SeriesForecast] | None = None,
 ) -> Report:
     """The finance dry-run: projection by tier and month, scenarios, commitment advice.
 
     ``plan``: the cycle's plan the projection comes with; demand it leaves short and a greedy
     fallback for the optimizer head the summary and join the key figures (the planner's notes
-    themselves are printed with the plan)."""
+    themselves are printed with the plan). With ``forecasts`` too, the cost per 1M tokens of
+    workloads with a token signal (:mod:`scaler.reports.tokens`)."""
     currency = config.finance.currency
     plan_items = (
         plan_recommendations(config, plan, lang, "projection", "projection")
@@ -66,6 +70,10 @@ def build_finance_report(
         ),
         *_notes(projection, lang),
     ]
+    if plan is not None and forecasts is not None:
+        tokens = token_section(token_costs(config, plan, forecasts), currency, lang)
+        if tokens is not None:
+            sections.insert(3, tokens)
     figures = _key_figures(projection, currency, lang)
     if plan is not None:
         figures += plan_figures(config, plan, lang)

@@ -492,6 +492,19 @@ TEXTS: dict[str, dict[str, str]] = {
     "col_current_nodes": {"en": "Nodes now", "ru": "Узлов сейчас"},
     "col_decision": {"en": "Decision", "ru": "Решение"},
     "col_history_days": {"en": "History used, days", "ru": "История, дней"},
+    "col_workload": {"en": "Workload", "ru": "Нагрузка"},
+    "col_tokens_m": {"en": "Tokens, millions", "ru": "Токены, млн"},
+    "col_per_m_tokens": {"en": "Per 1M tokens", "ru": "За 1 млн токенов"},
+    "col_per_m_tokens_tier": {"en": "Per 1M tokens, {tier}", "ru": "За 1 млн токенов, {tier}"},
+    "sec_tokens": {"en": "Cost per 1M tokens", "ru": "Стоимость 1 млн токенов"},
+    "sec_tokens_intro": {
+        "en": "For each workload with a token signal: its tokens over the horizon (median forecast), its share of its GPU model's planned GPU-hours and cost (its share of the model's median GPU demand), and what 1M tokens cost on the plan's mix of tiers and on each tier alone.",
+        "ru": "Для каждой нагрузки с сигналом токенов: её токены за горизонт (медианный прогноз), её доля в плановых GPU-часах и стоимости своей модели GPU (её доля в медианном спросе модели на GPU) и стоимость 1 млн токенов при плановом сочетании типов и на каждом типе отдельно.",
+    },
+    "tbl_tokens": {
+        "en": "Cost per 1M tokens by workload",
+        "ru": "Стоимость 1 млн токенов по нагрузкам",
+    },
     "charts_daily": {
         "en": "The plan spans more than {days} days, so its charts show daily means.",
         "ru": "План длиннее {days} дней, поэтому графики показывают средние за сутки.",
