@@ -203,6 +203,15 @@ class WorkloadConfig(_Model):
     replicas_per_gpu: int | None = Field(default=None, ge=1, le=1024)
     """Most replicas of this workload one shared GPU may hold (time-slicing, MPS); optional.
     The planner packs fewer where memory or compute do not fit (docs/mig.md#sharing-modes)."""
+    memory_signal: str | None = None
+    """A declared signal of the GPU memory one replica uses, GB (e.g. the mean over its pods
+    of ``DCGM_FI_DEV_FB_USED / 1024``), for the review's right-sizing table; optional."""
+    utilization_signal: str | None = None
+    """A declared signal of how busy one replica keeps its GPU, percent (e.g. the mean over
+    its pods of ``DCGM_FI_DEV_GPU_UTIL``), for the right-sizing table; optional."""
+    model_params_b: float | None = Field(default=None, gt=0, le=100_000)
+    """Parameters of the model the workload serves, billions: the right-sizing table then
+    also says what fits its weights at FP8 and INT4; optional."""
     token_signal: str | None = None
     """A declared signal of the tokens per second this workload serves (vLLM:
     ``sum(rate(vllm:generation_tokens_total[5m])) + sum(rate(vllm:prompt_tokens_total[5m]))``),
@@ -1253,11 +1262,13 @@ class Config(_Model):
                     f"workloads[{i}].signal: {w.signal!r} is not a declared signal "
                     f"(declared: {', '.join(sorted(signals))})"
                 )
-            if w.token_signal is not None and w.token_signal not in signals:
-                raise ValueError(
-                    f"workloads[{i}].token_signal: {w.token_signal!r} is not a declared signal "
-                    f"(declared: {', '.join(sorted(signals))})"
-                )
+            for key in ("token_signal", "memory_signal", "utilization_signal"):
+                named = getattr(w, key)
+                if named is not None and named not in signals:
+                    raise ValueError(
+                        f"workloads[{i}].{key}: {named!r} is not a declared signal "
+                        f"(declared: {', '.join(sorted(signals))})"
+                    )
             _known_gpu(f"workloads[{i}].gpu_model", w.gpu_model)
             if w.mig_profile is not None:
                 _known_mig_profile(f"workloads[{i}]", w.gpu_model, w.mig_profile, w.memory_gb)

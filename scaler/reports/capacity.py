@@ -45,6 +45,7 @@ from scaler.reports.i18n import (
     translate_source,
 )
 from scaler.reports.mig_review import add_mig
+from scaler.reports.rightsizing import rightsizing_rows, rightsizing_section
 from scaler.reports.summary import capacity_recommendations, plan_figures, summary_section
 from scaler.reports.tokens import token_costs, token_section
 
@@ -168,6 +169,9 @@ def build_capacity_report(
     tokens = token_section(token_costs(config, plan, forecasts), config.finance.currency, lang)
     if tokens is not None:
         sections.append(tokens)
+    sizing = rightsizing_section(rightsizing_rows(config, history), lang)
+    if sizing is not None:
+        sections.append(sizing)
     sections.append(_utilization_section(utilization, frame.q, lang))
     bar.update(label="commitment advice")
 
