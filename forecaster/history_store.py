@@ -119,8 +119,11 @@ class HistoryStore:
 
     # ------------------------------------------------------------------ reading
 
-    def read(self, name: str, since: pd.Timestamp | None = None) -> pd.Series:
-        """What the store holds for ``name`` (from ``since``), on its step; empty if nothing."""
+    def read(
+        self, name: str, since: pd.Timestamp | None = None, before: pd.Timestamp | None = None
+    ) -> pd.Series:
+        """What the store holds for ``name`` (from ``since``; only the days that start before
+        ``before``), on its step; empty if nothing."""
         folder = self.root / signal_key(name)
         pieces = []
         if folder.is_dir():
@@ -128,6 +131,8 @@ class HistoryStore:
                 day = _day_of(p)
                 if day is None or (since is not None and day < _naive(since).normalize()):
                     continue
+                if before is not None and day >= _naive(before):
+                    continue  # a day the caller has from elsewhere: not read at all
                 held = self._read_partition(p)
                 if held is not None:
                     pieces.append(held)
@@ -145,16 +150,17 @@ class HistoryStore:
         out: dict[str, pd.Series] = {}
         for name, series in history.items():
             fresh = series.dropna()
+            # Only the days before Prometheus' first sample are read: the rest it answers.
+            first_seen = _naive(pd.Timestamp(fresh.index[0])) if not fresh.empty else None
             try:
-                stored = self.read(str(name))
+                stored = self.read(str(name), before=first_seen)
             except (OSError, ValueError, BadInputError) as exc:
                 log.warning("history store: could not read %r: %s", str(name), str(exc)[:200])
                 stored = pd.Series(dtype=float)
             if fresh.empty or stored.empty:
                 out[str(name)] = series if not fresh.empty else stored.rename(str(name))
                 continue
-            first = _naive(pd.Timestamp(fresh.index[0]))
-            older = stored[stored.index < first]
+            older = stored[stored.index < first_seen]
             if older.empty:
                 out[str(name)] = series
                 continue
