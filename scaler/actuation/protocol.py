@@ -58,7 +58,8 @@ class RecordingProvider:
         if action.kind != "nodes":
             call = {"verb": "relabel", "pool": action.pool, "body": dict(action.details)}
             self.calls.append(call)
-            return ActionResult(action, "recorded", "MIG change recorded", [call])
+            what = {"mig-layout": "MIG layout"}.get(action.kind, action.kind.replace("-", " "))
+            return ActionResult(action, "recorded", f"{what} change recorded", [call])
         if self._inventory.get(action.pool) == action.target_nodes:
             return ActionResult(action, "recorded", "already at target; no call")
         call = {

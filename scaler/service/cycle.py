@@ -41,6 +41,12 @@ from scaler.config import Config
 from scaler.planning.billing import starts_from_past
 from scaler.planning.mig.plan import mig_pools, plan_mig
 from scaler.planning.power import PowerReading
+from scaler.planning.sharing_actions import (
+    SharedNodeState,
+    configured_shared_nodes,
+    has_shared_workloads,
+    plan_sharing_actions,
+)
 from scaler.planning.starvation import Starvation
 from scaler.planning.tiers import learn_margins, plan_capacity
 from scaler.plans import Action, CapacityPlan, PastCycle, iso, past_cycle
@@ -198,6 +204,40 @@ def node_starts(
     return starts_from_past(billed, cycles, inventory, now)
 
 
+def shared_node_inventory(
+    provider: CapacityProvider, config: Config, inventory: dict[str, int]
+) -> tuple[dict[str, list[SharedNodeState]] | None, str, str | None]:
+    """The nodes the sharing plan chooses from, per pool without ``mig_layouts``; where they
+    come from (``cluster`` or ``config``); and why no node's sharing can change, or None.
+
+    A provider that reads a cluster (the Kubernetes provider, alone or inside the service's
+    guard) gives the nodes as they are, read now; a pool it does not act on, and every pool
+    of a provider that reads none (``tiercast plan``), has the nodes its configured count
+    describes, unlabelled (:func:`configured_shared_nodes`). A cluster that cannot be read
+    gives None, and one whose GPU Operator names no device plugin config ConfigMap (no
+    ClusterPolicy, no ``devicePlugin.config.name``) the reason: the plan then changes no
+    node's sharing and says why, rather than failing an action every cycle.
+    """
+    configured = {
+        p.name: configured_shared_nodes(p, int(inventory.get(p.name, p.min_nodes)))
+        for p in config.pools
+        if p.mig_layouts is None
+    }
+    reader = getattr(provider, "sharing_inventory", None)
+    if not callable(reader):
+        return configured, "config", None
+    try:
+        read, unavailable = reader()
+    except TiercastError as exc:
+        log.warning("nodes unreadable for the sharing plan (%s): no node's sharing changes", exc)
+        return None, "cluster", None
+    if read is None and unavailable is None:  # a guard around a provider that reads none
+        return configured, "config", None
+    if read is None:
+        return None, "cluster", unavailable
+    return {k: read.get(k, v) for k, v in configured.items()}, "cluster", None
+
+
 def run_cycle(
     config: Config,
     history: History,
@@ -285,6 +325,28 @@ def run_cycle(
             known_configs=known,
         )
         plan = dataclasses.replace(plan, actions=plan.actions + mig.actions, mig=mig.section)
+    if has_shared_workloads(config):
+        # Time-slicing and MPS: the nodes whose nvidia.com/device-plugin.config must change.
+        targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
+        shared_nodes, source, unavailable = shared_node_inventory(provider, config, inventory)
+        sharing = plan_sharing_actions(
+            config,
+            forecasts,
+            inventory,
+            now,
+            shared_nodes,
+            targets,
+            stale=stale | set(screened.held),
+            history=history,
+            source=source,
+            unavailable=unavailable,
+        )
+        plan = dataclasses.replace(
+            plan,
+            actions=plan.actions + sharing.actions,
+            sharing={**plan.sharing, **sharing.section},
+            notes=plan.notes + sharing.notes,
+        )
     results: list[ActionResult] = []
     for action in plan.changes():
         fresh = provider.inventory()

@@ -71,6 +71,17 @@ class GuardedProvider:
         self.stage = stage
         return out
 
+    def sharing_inventory(self) -> tuple[Any, str | None]:
+        """The wrapped provider's nodes for the sharing plan, when it can read them
+        (``(None, None)``: it reads none; the plan then takes the configured nodes)."""
+        reader = getattr(self.provider, "sharing_inventory", None)
+        if not callable(reader):
+            return None, None
+        stage, self.stage = self.stage, "inventory"
+        out = reader()
+        self.stage = stage
+        return out
+
     def kueue_action(self, section: dict[str, Any], at: str) -> Action | None:
         """The wrapped provider's Kueue quota action, when it can read the ClusterQueue."""
         reader = getattr(self.provider, "kueue_action", None)

@@ -55,16 +55,20 @@ from scaler.actuation.kube.writes import still_conflicting
 from scaler.config import Config
 from scaler.planning.mig.state import Relayout, utc_text
 from scaler.planning.sharing import MPS_MAX_CLIENTS, SharingMode, device_plugin_config
+from scaler.planning.sharing_actions import (
+    ACTION_KIND,
+    CONFIG_LABEL,
+    REPLICAS_LABEL,
+    SHARING_STRATEGY_LABEL,
+)
 from scaler.plans import Action
 
 log = logging.getLogger(__name__)
 
-DEVICE_PLUGIN_CONFIG = "device-plugin-config"
-"""The action kind this module applies."""
-CONFIG_LABEL = "nvidia.com/device-plugin.config"
-"""The node label the device plugin's config manager reads (``cmd/config-manager``)."""
-SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
-REPLICAS = "nvidia.com/gpu.replicas"
+DEVICE_PLUGIN_CONFIG = ACTION_KIND
+"""The action kind this module applies (the sharing plan emits it)."""
+SHARING_STRATEGY = SHARING_STRATEGY_LABEL
+REPLICAS = REPLICAS_LABEL
 GPU_RESOURCE = "nvidia.com/gpu"
 SEEDED_DEVICE_PLUGIN_CONFIG = "tiercast-device-plugin-config"
 """The device plugin's ConfigMap ``deploy/`` grants tiercast (docs/kubernetes.md)."""
@@ -125,6 +129,16 @@ class DevicePluginConfigMap:
                     "installed?)"
                 ) from exc
             raise
+
+    def check_mode(self, policy: dict[str, Any], mode: str) -> None:
+        """:class:`DevicePluginRefused` where the device plugin cannot run ``mode`` under
+        ``policy``: MPS beside the ``mixed`` MIG strategy."""
+        strategy = ((policy.get("spec") or {}).get("mig") or {}).get("strategy")
+        if mode == "mps" and strategy == "mixed":
+            raise DevicePluginRefused(
+                "the ClusterPolicy's mig.strategy is mixed, which the device plugin does "
+                "not run with MPS"
+            )
 
     def path(self, policy: dict[str, Any]) -> str:
         """The ConfigMap ``spec.devicePlugin.config.name`` names."""
@@ -220,12 +234,7 @@ class SharingRelabel:
             return True, f"node {name} already shares its GPUs {replicas} ways by {mode}"
         try:
             policy = self.config_map.policy()
-            strategy = ((policy.get("spec") or {}).get("mig") or {}).get("strategy")
-            if mode == "mps" and strategy == "mixed":
-                raise DevicePluginRefused(
-                    "the ClusterPolicy's mig.strategy is mixed, which the device plugin does "
-                    "not run with MPS"
-                )
+            self.config_map.check_mode(policy, str(mode))
             cm_path = self.config_map.path(policy)
             added = self.config_map.ensure(cm_path, key, entry)
         except DevicePluginRefused as exc:

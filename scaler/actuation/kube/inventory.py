@@ -36,6 +36,13 @@ With no custom mig-parted ConfigMap, the MIG manager of GPU Operator v26.3 and l
 the ConfigMap ``<node>-mig-config`` in its namespace (mig-parted
 ``cmd/nvidia-mig-manager/main.go``, ``createNodeConfigMap``): that is the config the
 node's label is resolved through where it exists (:func:`node_mig_configs`).
+
+:func:`shared_node_states` turns the nodes of the other pools (no ``mig_layouts``) into
+what the sharing plan needs (:mod:`scaler.planning.sharing_actions`): the physical GPUs
+(read as above), the device plugin's ``nvidia.com/device-plugin.config`` label, GPU
+feature discovery's ``nvidia.com/gpu.sharing-strategy`` and ``nvidia.com/gpu.replicas``
+(``internal/lm/resource.go``), the running GPU pods, and why a node must be left alone
+(cordoned, not Ready, MIG devices on it, another GPU model, labels that do not read).
 """
 
 from __future__ import annotations
@@ -66,7 +73,13 @@ from scaler.config import (
     PlaceholderProviderConfig,
     PoolConfig,
 )
-from scaler.planning.mig.state import MigNodeState, with_relayout
+from scaler.planning.mig.state import RELAYOUT_ANNOTATION, MigNodeState, with_relayout
+from scaler.planning.sharing_actions import (
+    CONFIG_LABEL,
+    REPLICAS_LABEL,
+    SHARING_STRATEGY_LABEL,
+    SharedNodeState,
+)
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 CAPI_DEPLOYMENT = "cluster.x-k8s.io/deployment-name"
@@ -77,8 +90,8 @@ MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STATE = "nvidia.com/mig.config.state"
 MIG_STRATEGY = "nvidia.com/mig.strategy"
 GPU_COUNT = "nvidia.com/gpu.count"
-GPU_REPLICAS = "nvidia.com/gpu.replicas"
-GPU_SHARING = "nvidia.com/gpu.sharing-strategy"
+GPU_REPLICAS = REPLICAS_LABEL
+GPU_SHARING = SHARING_STRATEGY_LABEL
 NODES_PATH = "/api/v1/nodes"
 NODE_MIG_CONFIG = "{node}-mig-config"
 """The ConfigMap the MIG manager (mig-parted v0.14+) publishes its generated config in."""
@@ -622,3 +635,91 @@ def node_views(
             )
         )
     return out
+
+
+def gpu_pods_per_node(session: Session) -> dict[str, int] | None:
+    """Running (not ``Succeeded`` or ``Failed``) pods requesting ``nvidia.com/gpu``, per node
+    name; None where pods cannot be listed (the sharing plan then does not know which nodes
+    are busy)."""
+    try:
+        pods = session.get(
+            "/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
+        )
+    except KubeApiError as exc:
+        if exc.not_found or exc.status == 403:
+            return None
+        raise
+    out: dict[str, int] = {}
+    for pod in pods.get("items", []):
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            continue
+        for c in (pod.get("spec") or {}).get("containers", []):
+            res = c.get("resources") or {}
+            if any(GPU_RESOURCE in (res.get(k) or {}) for k in ("limits", "requests")):
+                out[node] = out.get(node, 0) + 1
+                break
+    return out
+
+
+def shared_node_state(
+    node: NodeInfo, pool: PoolConfig, gpu_pods: Mapping[str, int] | None = None
+) -> SharedNodeState:
+    """What the sharing plan needs of one node of a pool without ``mig_layouts``."""
+    gpus, unknown = physical_gpus(node, pool, node.mig_strategy, None)
+    labels = node.labels
+    strategy = labels.get(GPU_SHARING)
+    raw = labels.get(GPU_REPLICAS)
+    replicas: int | None = None
+    held: str | None = None
+    if raw is not None:
+        try:
+            replicas = int(raw)
+        except ValueError:
+            held = f"{GPU_REPLICAS}={raw!r} is not a whole number"
+    mismatch = product_mismatch(node, pool)
+    if node.unschedulable:
+        held = "cordoned"
+    elif not node.ready:
+        held = "not Ready"
+    elif mismatch is not None:
+        held = mismatch
+    elif node.mig or single_strategy_profile(node) is not None:
+        held = "MIG devices on the node: its GPUs are not whole"
+    elif RELAYOUT_ANNOTATION in node.annotations:
+        held = "a MIG relayout tiercast started is in progress"
+    elif unknown is not None:
+        held = unknown
+    elif strategy not in (None, "", "none", "time-slicing", "mps"):
+        held = f"{GPU_SHARING}={strategy!r} is no sharing strategy the device plugin has"
+    return SharedNodeState(
+        name=node.name,
+        gpus=gpus,
+        config=labels.get(CONFIG_LABEL),
+        strategy=strategy,
+        replicas=replicas,
+        held=held,
+        gpu_pods=None if gpu_pods is None else int(gpu_pods.get(node.name, 0)),
+    )
+
+
+def shared_node_states(
+    nodes: list[NodeInfo], config: Config, gpu_pods: Mapping[str, int] | None = None
+) -> dict[str, list[SharedNodeState]]:
+    """The nodes of every pool without ``mig_layouts``, in name order (``gpu_pods``: running
+    GPU pods per node, :func:`gpu_pods_per_node`; None where not known)."""
+    out: dict[str, list[SharedNodeState]] = {}
+    for pool in config.pools:
+        if pool.mig_layouts is not None:
+            continue
+        out[pool.name] = [
+            shared_node_state(n, pool, gpu_pods)
+            for n in sorted(nodes, key=lambda n: n.name)
+            if n.pool == pool.name
+        ]
+    return out
+
+
+def shared_inventory(session: Session, config: Config) -> dict[str, list[SharedNodeState]]:
+    """:func:`shared_node_states` of the cluster's nodes, read now with their GPU pods."""
+    return shared_node_states(read_nodes(session, config), config, gpu_pods_per_node(session))

@@ -70,7 +70,12 @@ from forecaster.errors import BadInputError
 from scaler.actuation.kube import seeding
 from scaler.actuation.kube.capacity_buffers import CapacityBufferPool
 from scaler.actuation.kube.cluster_api import ClusterApiPool
-from scaler.actuation.kube.device_plugin import DEVICE_PLUGIN_CONFIG, SharingRelabel
+from scaler.actuation.kube.device_plugin import (
+    DEVICE_PLUGIN_CONFIG,
+    DevicePluginConfigMap,
+    DevicePluginRefused,
+    SharingRelabel,
+)
 from scaler.actuation.kube.events import change_events, notice_event
 from scaler.actuation.kube.inventory import (
     NodeInfo,
@@ -78,6 +83,7 @@ from scaler.actuation.kube.inventory import (
     node_mig_configs,
     nodes_per_pool,
     read_nodes,
+    shared_inventory,
 )
 from scaler.actuation.kube.karpenter import KarpenterPool
 from scaler.actuation.kube.kueue import KIND as KUEUE_QUOTA
@@ -107,6 +113,8 @@ from scaler.config import (
     PoolConfig,
 )
 from scaler.planning.mig.state import MigNodeState
+from scaler.planning.sharing import resolved_mode
+from scaler.planning.sharing_actions import SharedNodeState
 from scaler.plans import Action
 from scaler.records import LeadTimeObservation
 
@@ -310,6 +318,31 @@ class KubeProvider:
         states = mig_node_states(nodes, self.config, configs, strategy, own)
         # Pools this provider does not act on (``recording``) keep their configured layouts.
         return {k: v for k, v in states.items() if k in self.pools}, configs
+
+    # ---- what the sharing plan reads -----------------------------------------------
+
+    def sharing_inventory(
+        self,
+    ) -> tuple[dict[str, list[SharedNodeState]] | None, str | None]:
+        """The nodes of the pools this provider acts on that have no ``mig_layouts``, as
+        the sharing plan reads them (:func:`scaler.actuation.kube.inventory.shared_inventory`),
+        and why no node's sharing can change (None when it can).
+
+        ``(None, reason)`` where the GPU Operator names no device plugin config ConfigMap
+        (no ClusterPolicy, no ``devicePlugin.config.name``) or cannot run a mode the
+        workloads are planned in (MPS beside the ``mixed`` MIG strategy): every action
+        would be refused.
+        """
+        config_map = DevicePluginConfigMap(self.session, self.config)
+        try:
+            policy = config_map.policy()
+            config_map.path(policy)
+            for mode in sorted({resolved_mode(w) for w in self.config.workloads}):
+                config_map.check_mode(policy, mode)
+        except DevicePluginRefused as exc:
+            return None, f"the cluster cannot take device plugin configs ({exc})"
+        read = shared_inventory(self.session, self.config)
+        return {k: v for k, v in read.items() if k in self.pools}, None
 
     # ---- the Kueue quota ------------------------------------------------------------
 

@@ -4,7 +4,8 @@ Follows what a cluster shows the providers: core ``v1`` Nodes with the pool, tie
 GPU feature discovery labels, each pool mechanism's own objects
 (:meth:`scaler.actuation.kube.pool.PoolProvider.seed`), and for MIG-managed pools the
 GPU Operator's ``nvidia.com/v1`` ClusterPolicy and a mig-parted ConfigMap holding the
-nodes' current layouts.
+nodes' current layouts; for time-sliced or MPS workloads the device plugin's config
+ConfigMap that ClusterPolicy names.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from scaler.actuation.kube.device_plugin import SEEDED_DEVICE_PLUGIN_CONFIG
 from scaler.actuation.kube.inventory import (
     GPU_COUNT,
     GPU_PRODUCT,
@@ -30,6 +32,7 @@ from scaler.catalog.gpus import gpu_model
 from scaler.catalog.mig import Layout, mig_parted_entry, mig_resource
 from scaler.config import Config, KubernetesConfig, PoolConfig
 from scaler.planning.mig.state import configured_nodes, resolve_config_name
+from scaler.planning.sharing_actions import has_shared_workloads
 
 
 def seed(store: MemoryTransport, config: Config, pools: dict[str, PoolProvider]) -> None:
@@ -50,8 +53,10 @@ def seed(store: MemoryTransport, config: Config, pools: dict[str, PoolProvider])
         count = pool.current_nodes if pool.current_nodes is not None else pool.min_nodes
         _seed_nodes(store, pool, count, kube, configs)
         handler.seed(store, count)
-    if any(p.mig_layouts is not None for p in config.pools):
-        _seed_gpu_operator(store, kube, configs)
+    mig = any(p.mig_layouts is not None for p in config.pools)
+    shared = has_shared_workloads(config)
+    if mig or shared:
+        _seed_gpu_operator(store, kube, configs if mig else None, shared)
 
 
 def _seed_nodes(
@@ -121,23 +126,39 @@ def _mig_node(
 
 
 def _seed_gpu_operator(
-    store: MemoryTransport, kube: KubernetesConfig, configs: dict[str, Any]
+    store: MemoryTransport,
+    kube: KubernetesConfig,
+    configs: dict[str, Any] | None,
+    shared: bool,
 ) -> None:
-    # A GPU Operator as the deploy/ README sets it up: mixed strategy, and a
-    # mig-parted ConfigMap tiercast may edit holding the nodes' current layouts.
+    """A GPU Operator as the deploy/ README sets it up.
+
+    With MIG pools (``configs``: the nodes' current layouts): the mixed strategy and a
+    mig-parted ConfigMap tiercast may edit; without, the operator's default strategy
+    (``single``). With time-sliced or MPS workloads (``shared``): a device plugin config
+    ConfigMap the ClusterPolicy's ``devicePlugin.config.name`` names, empty at first (the
+    nodes run the default config), so that the dry-run shows the config and labels the
+    sharing plan would write.
+    """
+    spec: dict[str, Any] = {"mig": {"strategy": "mixed" if configs is not None else "single"}}
+    if configs is not None:
+        spec["migManager"] = {"enabled": True, "config": {"name": SEEDED_CONFIG}}
+    if shared:
+        spec["devicePlugin"] = {"config": {"name": SEEDED_DEVICE_PLUGIN_CONFIG}}
     store.add(
         f"{CLUSTER_POLICIES}/{kube.cluster_policy}",
-        {
-            "apiVersion": "nvidia.com/v1",
-            "kind": "ClusterPolicy",
-            "spec": {
-                "mig": {"strategy": "mixed"},
-                "migManager": {"enabled": True, "config": {"name": SEEDED_CONFIG}},
-            },
-        },
+        {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "spec": spec},
     )
+    namespace = f"/api/v1/namespaces/{kube.gpu_operator_namespace}/configmaps"
+    if shared:
+        store.add(
+            f"{namespace}/{SEEDED_DEVICE_PLUGIN_CONFIG}",
+            {"apiVersion": "v1", "kind": "ConfigMap", "data": {}},
+        )
+    if configs is None:
+        return
     store.add(
-        f"/api/v1/namespaces/{kube.gpu_operator_namespace}/configmaps/{SEEDED_CONFIG}",
+        f"{namespace}/{SEEDED_CONFIG}",
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
