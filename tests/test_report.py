@@ -370,7 +370,7 @@ def test_summary_ranks_and_links_what_matters() -> None:
 # Words a Russian report may keep in Latin letters: units, metrics and product names. Names
 # from the config and the plan (pools, signals, models, estimators, layouts), config keys
 # (with ``_`` or ``.``) and anything with a digit (q0.9, 1g.10gb, H100-80GB) are names too.
-RUSSIAN_ALLOWED = {"GPU", "MIG", "MASE", "Pinball", "pinball", "UTC", "USD", "x", "tiercast"}
+RUSSIAN_ALLOWED = {"GPU", "MIG", "MPS", "MASE", "Pinball", "pinball", "UTC", "USD", "x", "tiercast"}
 RUSSIAN_ALLOWED |= {"requests/s"}
 
 

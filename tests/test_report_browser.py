@@ -280,3 +280,22 @@ def test_russian_finance_report_renders_in_chromium(
     summary = exported["sections"][0]
     assert summary["key"] == "summary"
     assert {i["link"] for i in summary["items"]} >= {"commitments", "scenarios"}
+
+
+@pytest.mark.slow
+def test_ninety_day_finance_report_clips_no_table_at_1280_px(
+    browser: str, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The 90-day finance run of docs/reports-and-finance.md: the widest monthly tables
+    # (three or four calendar months in every band) and the idle GPU-hours per workload.
+    code = main(
+        ["plan", "--dry-run", "--horizon", "90d", "--out-dir", "fin", "--format", "html,json"]
+    )
+    capsys.readouterr()
+    assert code == 0
+    exported = _check_page(browser, workdir / "fin", "finance", "finance-90d-screenshot.png")
+    sections = {s["key"]: s for s in exported["sections"]}
+    (table,) = sections["workload_costs"]["tables"]
+    assert {r["workload"] for r in table["rows"]} >= {"chat", "embed"}
+    tables = {tb["key"]: tb for tb in sections["projection"]["tables"]}
+    assert len({r["period"] for r in tables["monthly_by_tier"]["rows"]}) >= 3

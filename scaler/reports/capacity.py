@@ -48,6 +48,7 @@ from scaler.reports.mig_review import add_mig
 from scaler.reports.rightsizing import rightsizing_rows, rightsizing_section
 from scaler.reports.summary import capacity_recommendations, plan_figures, summary_section
 from scaler.reports.tokens import token_costs, token_section
+from scaler.reports.workload_costs import workload_cost_section
 
 if TYPE_CHECKING:
     from forecaster.backtesting import Backtest
@@ -172,6 +173,9 @@ def build_capacity_report(
     sizing = rightsizing_section(rightsizing_rows(config, history), lang)
     if sizing is not None:
         sections.append(sizing)
+    idle = workload_cost_section(config, plan, forecasts, lang, history)
+    if idle is not None:
+        sections.append(idle)
     sections.append(_utilization_section(utilization, frame.q, lang))
     bar.update(label="commitment advice")
 

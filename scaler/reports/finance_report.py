@@ -3,7 +3,8 @@
 :func:`build_finance_report` shows the projection section by section: the summary,
 the baseline by month and tier, pool and GPU model in the three bands (with the
 demand left idle or short), the scenarios side by side with their differences to
-the baseline, the commitment advice, and the projection's notes.
+the baseline, with the cycle's plan the cost per 1M tokens and the idle GPU-hours per
+workload, the commitment advice, and the projection's notes.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from scaler.reports.summary import (
     summary_section,
 )
 from scaler.reports.tokens import token_costs, token_section
+from scaler.reports.workload_costs import workload_cost_section
 
 
 def build_finance_report(
@@ -54,7 +56,8 @@ def build_finance_report(
     ``plan``: the cycle's plan the projection comes with; demand it leaves short and a greedy
     fallback for the optimizer head the summary and join the key figures (the planner's notes
     themselves are printed with the plan). With ``forecasts`` too, the cost per 1M tokens of
-    workloads with a token signal (:mod:`scaler.reports.tokens`)."""
+    workloads with a token signal (:mod:`scaler.reports.tokens`) and the idle GPU-hours and
+    their cost per workload (:mod:`scaler.reports.workload_costs`)."""
     currency = config.finance.currency
     plan_items = (
         plan_recommendations(config, plan, lang, "projection", "projection")
@@ -74,6 +77,9 @@ def build_finance_report(
         tokens = token_section(token_costs(config, plan, forecasts), currency, lang)
         if tokens is not None:
             sections.insert(3, tokens)
+        idle = workload_cost_section(config, plan, forecasts, lang)
+        if idle is not None:
+            sections.insert(4 if tokens is not None else 3, idle)
     figures = _key_figures(projection, currency, lang)
     if plan is not None:
         figures += plan_figures(config, plan, lang)

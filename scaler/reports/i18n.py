@@ -518,6 +518,41 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "Cost per 1M tokens by workload",
         "ru": "Стоимость 1 млн токенов по нагрузкам",
     },
+    # Idle GPU-hours by workload (scaler.reports.workload_costs).
+    "col_idle_share": {"en": "Idle share", "ru": "Доля простоя"},
+    "col_replicas_per_gpu": {"en": "Replicas per GPU", "ru": "Экземпляров на GPU"},
+    "col_sharing_mode": {"en": "GPU sharing", "ru": "Режим GPU"},
+    "col_workload_planned_cost": {"en": "Planned cost", "ru": "Плановая стоимость"},
+    "col_workload_planned_gpu_h": {"en": "Planned GPU-h at {q}", "ru": "Плановые GPU-ч на {q}"},
+    "col_workload_used_gpu_h": {"en": "Used GPU-h at the median", "ru": "Занято GPU-ч по медиане"},
+    "sec_workload_costs": {"en": "Idle GPU-hours by workload", "ru": "Простой GPU по нагрузкам"},
+    "sec_workload_costs_intro": {
+        "en": "Per workload over the horizon: the GPU-hours the plan gives it (its replicas' GPUs at {q}; on shared GPUs, its share of the physical GPUs of its pooling group), the GPU-hours its replicas at the median forecast use, the idle GPU-hours between the two (step by step, never below zero) and what they cost at the plan's price per GPU-hour of the GPU model (the mix of tiers the plan buys, as for the cost per 1M tokens). Time-sliced and MPS GPUs are priced once per physical GPU: the rows of a pooling group split its GPU-hours by their replicas. Capacity the plan buys beyond its workloads' demand (whole nodes, spot spares, near-term margins) is counted per GPU model, not here.",
+        "ru": "По каждой нагрузке за горизонт: GPU-часы, которые ей даёт план (GPU её экземпляров на {q}; на общих GPU — её доля физических GPU её группы совместного размещения), GPU-часы, которые занимают её экземпляры по медианному прогнозу, простой между ними (по шагам, не ниже нуля) и его стоимость по плановой цене GPU-часа модели GPU (при плановом сочетании типов, как в стоимости 1 млн токенов). GPU с разделением по времени и MPS оплачиваются один раз за физический GPU: строки группы делят её GPU-часы по числу экземпляров. Мощность, которую план покупает сверх спроса нагрузок (целые узлы, запасные спот-узлы, запас на ближайшее время), учтена по моделям GPU, а не здесь.",
+    },
+    "sharing_mode_mig": {"en": "MIG", "ru": "MIG"},
+    "sharing_mode_mps": {"en": "MPS", "ru": "MPS"},
+    "sharing_mode_time-slicing": {"en": "time-slicing", "ru": "разделение по времени"},
+    "sharing_mode_whole": {"en": "whole GPUs", "ru": "целые GPU"},
+    "tbl_workload_costs": {
+        "en": "Planned, used and idle GPU-hours by workload",
+        "ru": "Плановые, занятые и простаивающие GPU-часы по нагрузкам",
+    },
+    "workload_costs_group": {
+        "en": "Pooling group {group} ({workloads}, {replicas} replicas per GPU): {hours} GPU-h of physical GPUs, the sum of its rows.",
+        "ru": "Группа совместного размещения {group} ({workloads}, экземпляров на GPU: {replicas}): {hours} GPU-ч физических GPU — сумма её строк.",
+    },
+    "workload_costs_no_data": {
+        "en": "No data, so no idle is claimed: {workloads}.",
+        "ru": "Нет данных, поэтому простой не указан: {workloads}.",
+    },
+    "workload_missing_no_forecast": {"en": "no forecast", "ru": "нет прогноза"},
+    "workload_missing_no_median": {
+        "en": "no median over the plan",
+        "ru": "нет медианы на горизонте плана",
+    },
+    "workload_missing_stale": {"en": "stale signal", "ru": "сигнал устарел"},
+    "workload_no_data": {"en": "no data", "ru": "нет данных"},
     "charts_daily": {
         "en": "The plan spans more than {days} days, so its charts show daily means.",
         "ru": "План длиннее {days} дней, поэтому графики показывают средние за сутки.",
