@@ -173,9 +173,9 @@ def build_capacity_report(
     sizing = rightsizing_section(rightsizing_rows(config, history), lang)
     if sizing is not None:
         sections.append(sizing)
-    idle = workload_cost_section(config, plan, forecasts, lang, history)
-    if idle is not None:
-        sections.append(idle)
+    by_workload = workload_cost_section(config, plan, forecasts, lang, history)
+    if by_workload is not None:
+        sections.append(by_workload)
     sections.append(_utilization_section(utilization, frame.q, lang))
     bar.update(label="commitment advice")
 
