@@ -205,10 +205,14 @@ class WorkloadConfig(_Model):
     The planner packs fewer where memory or compute do not fit (docs/mig.md#sharing-modes)."""
     memory_signal: str | None = None
     """A declared signal of the GPU memory one replica uses, GB (e.g. the mean over its pods
-    of ``DCGM_FI_DEV_FB_USED / 1024``), for the review's right-sizing table; optional."""
+    of ``DCGM_FI_DEV_FB_USED / 1024``), for the review's right-sizing table and, where
+    ``memory_gb`` is not declared, the footprint time-slicing and MPS pack by
+    (``scaler.planning.footprints``); optional."""
     utilization_signal: str | None = None
     """A declared signal of how busy one replica keeps its GPU, percent (e.g. the mean over
-    its pods of ``DCGM_FI_DEV_GPU_UTIL``), for the right-sizing table; optional."""
+    its pods of ``DCGM_FI_DEV_GPU_UTIL``), for the right-sizing table and, where no
+    ``compute_share`` or ``replicas_per_gpu`` is declared, the compute share time-slicing
+    and MPS pack by (``scaler.planning.footprints``); optional."""
     model_params_b: float | None = Field(default=None, gt=0, le=100_000)
     """Parameters of the model the workload serves, billions: the right-sizing table then
     also says what fits its weights at FP8 and INT4; optional."""

@@ -39,6 +39,7 @@ from forecaster.suspect import screen_history
 from scaler.actuation.protocol import ActionResult, CapacityProvider
 from scaler.config import Config
 from scaler.planning.billing import starts_from_past
+from scaler.planning.footprints import observed_footprints
 from scaler.planning.mig.plan import mig_pools, plan_mig
 from scaler.planning.power import PowerReading
 from scaler.planning.sharing_actions import (
@@ -266,6 +267,8 @@ def run_cycle(
     history = screened.history
     for name, why in sorted(screened.held.items()):
         log.warning("signal %s: %s; its pools hold", name, why)
+    # Footprints the config leaves out, read off the replicas' memory and utilization.
+    config, footprint_notes = observed_footprints(config, history)
     forecasts = forecast_for_plan(config, history, now)
     stale = stale_signals(config, forecasts, now)
     inventory = provider.inventory()
@@ -304,8 +307,8 @@ def run_cycle(
             notes=plan.notes + starvation.notes(),
             risk={**plan.risk, "starvation": starvation.to_dict()},
         )
-    if screened.notes:
-        plan = dataclasses.replace(plan, notes=plan.notes + screened.notes)
+    if screened.notes or footprint_notes:
+        plan = dataclasses.replace(plan, notes=plan.notes + screened.notes + footprint_notes)
     plan = with_lead_times(plan, lead_times)
     if mig_pools(config):
         # MIG layouts are planned on the node counts the tier planner targets now.
