@@ -37,6 +37,7 @@ from tests.conftest import REPO
 from tests.fake_device_plugin import DevicePlugin, shared_labels
 from tests.fake_kube import Clock, FakeKube, connect_to, pod, start_fake
 from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS, operator_node, seed_operator_cluster
+from tests.hand_made import flat_forecast
 
 NOW = pd.Timestamp("2026-11-30T12:00:00")
 STEP = pd.Timedelta(minutes=5)
@@ -101,20 +102,7 @@ def config(
 
 
 def forecast(name: str, level: float, n: int = 12) -> SeriesForecast:
-    idx = pd.date_range(NOW, periods=n, freq=STEP, name="timestamp")
-    base = np.full(n, level)
-    frame = pd.DataFrame({"q0.1": base, "q0.5": base, "q0.9": base}, index=idx)
-    return SeriesForecast(
-        name=name,
-        frame=frame,
-        estimator="fake",
-        reason="hand-made",
-        step=STEP,
-        last_timestamp=NOW - STEP,
-        last_value=level,
-        recent_max=level,
-        n_observed=1000,
-    )
+    return flat_forecast(name, level, NOW, STEP, n)
 
 
 def forecasts(level: float = 16.0) -> dict[str, SeriesForecast]:

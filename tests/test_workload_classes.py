@@ -20,6 +20,7 @@ from scaler.config import ConfigError, parse_config
 from scaler.planning.tiers import plan_capacity
 from scaler.plans import CapacityPlan
 from tests.conftest import REPO
+from tests.hand_made import flat_forecast
 
 SCHEMA = json.loads((REPO / "scaler" / "plan.schema.json").read_text())
 NOW = pd.Timestamp("2026-12-02T00:00:00")
@@ -29,21 +30,7 @@ STEPS = 12 * 12  # a 12-hour horizon
 
 def forecast(name: str, level: np.ndarray | float, last: float | None = None) -> SeriesForecast:
     """A flat-spread forecast of ``level`` (a constant or one value per 5 minutes)."""
-    values = np.broadcast_to(np.asarray(level, dtype=float), (STEPS,)).copy()
-    idx = pd.date_range(NOW, periods=STEPS, freq=STEP, name="timestamp")
-    frame = pd.DataFrame({"q0.1": values, "q0.5": values, "q0.9": values}, index=idx)
-    newest = float(values[0]) if last is None else last
-    return SeriesForecast(
-        name=name,
-        frame=frame,
-        estimator="fake",
-        reason="hand-made",
-        step=STEP,
-        last_timestamp=NOW - STEP,
-        last_value=newest,
-        recent_max=newest,
-        n_observed=1000,
-    )
+    return flat_forecast(name, level, NOW, STEP, STEPS, last=last)
 
 
 def config(*extra: dict[str, Any], kueue: dict[str, Any] | None = None, **deferred: Any) -> Any:

@@ -26,6 +26,7 @@ from scaler.reports.workload_costs import (
     workload_cost_section,
     workload_costs,
 )
+from tests.hand_made import flat_forecast
 from tests.test_report import english_words
 
 NOW = pd.Timestamp("2026-03-02T00:00:00")
@@ -34,22 +35,7 @@ STEPS = 24  # two hours of five-minute steps
 
 
 def _forecast(name: str, level: float, spread: float) -> SeriesForecast:
-    idx = pd.date_range(NOW, periods=STEPS, freq=STEP, name="timestamp")
-    base = np.full(STEPS, level)
-    frame = pd.DataFrame(
-        {"q0.1": base * (1 - spread), "q0.5": base, "q0.9": base * (1 + spread)}, index=idx
-    )
-    return SeriesForecast(
-        name=name,
-        frame=frame,
-        estimator="fake",
-        reason="hand-made",
-        step=STEP,
-        last_timestamp=NOW - STEP,
-        last_value=level,
-        recent_max=level,
-        n_observed=1000,
-    )
+    return flat_forecast(name, level, NOW, STEP, STEPS, spread)
 
 
 def _config(workloads: list[dict[str, Any]], pools: list[dict[str, Any]]) -> Config:
