@@ -479,3 +479,24 @@ def _applied(layouts: dict[int, Layout], gpus: int, strategy: str) -> Any:
         labels["nvidia.com/mig.config.state"] = "success"
 
     return change
+
+
+def seed_device_plugin_config(fake: FakeKube, name: str, strategy: str) -> None:
+    """:func:`seed_operator_cluster` with ``strategy``, its ClusterPolicy naming ``name`` in
+    ``devicePlugin.config.name``, and that ConfigMap holding only a ``default`` config."""
+    from scaler.actuation.kube.device_plugin import render
+
+    seed_operator_cluster(fake, strategy=strategy)
+    fake.mutate(
+        CLUSTER_POLICY,
+        lambda o: o["spec"].update({"devicePlugin": {"config": {"name": name}}}),
+    )
+    fake.create(
+        f"/api/v1/namespaces/{OPERATOR_NS}/configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name},
+            "data": {"default": render({"version": "v1"})},
+        },
+    )

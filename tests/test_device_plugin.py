@@ -24,7 +24,12 @@ from scaler.actuation.kube.transport import Session
 from scaler.plans import Action
 from tests.fake_device_plugin import DevicePlugin, DevicePluginConfigError, validate
 from tests.fake_kube import Clock, FakeKube, pod, start_fake
-from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS, gfd_view, seed_operator_cluster
+from tests.gpu_operator import (
+    OPERATOR_NS,
+    gfd_view,
+    seed_device_plugin_config,
+    seed_operator_cluster,
+)
 from tests.test_kube_mig import kube_provider
 from tests.test_kube_providers import action, make_config, seed
 
@@ -34,20 +39,7 @@ DP_PATH = f"/api/v1/namespaces/{OPERATOR_NS}/configmaps/{DP_CONFIG}"
 
 
 def _with_device_plugin(fake: FakeKube, strategy: str = "mixed") -> DevicePlugin:
-    seed_operator_cluster(fake, strategy=strategy)
-    fake.mutate(
-        CLUSTER_POLICY,
-        lambda o: o["spec"].update({"devicePlugin": {"config": {"name": DP_CONFIG}}}),
-    )
-    fake.create(
-        f"/api/v1/namespaces/{OPERATOR_NS}/configmaps",
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": DP_CONFIG},
-            "data": {"default": render({"version": "v1"})},
-        },
-    )
+    seed_device_plugin_config(fake, DP_CONFIG, strategy)
     labels, alloc = gfd_view("NVIDIA-H100-80GB-HBM3", 8, "none")
 
     def gfd(o: dict[str, Any]) -> None:

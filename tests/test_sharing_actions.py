@@ -36,7 +36,12 @@ from scaler.service.cycle import run_cycle, shared_node_inventory
 from tests.conftest import REPO
 from tests.fake_device_plugin import DevicePlugin, shared_labels
 from tests.fake_kube import Clock, FakeKube, connect_to, pod, start_fake
-from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS, operator_node, seed_operator_cluster
+from tests.gpu_operator import (
+    OPERATOR_NS,
+    operator_node,
+    seed_device_plugin_config,
+    seed_operator_cluster,
+)
 from tests.hand_made import flat_forecast
 
 NOW = pd.Timestamp("2026-11-30T12:00:00")
@@ -114,20 +119,7 @@ def with_gpu_operator(fake: FakeKube) -> DevicePlugin:
     """The ClusterPolicy (``mig.strategy: single``, which MPS runs under) naming the device
     plugin's config ConfigMap, GPU nodes as GPU feature discovery labels them, and the fake
     device plugin."""
-    seed_operator_cluster(fake, strategy="single")
-    fake.mutate(
-        CLUSTER_POLICY,
-        lambda o: o["spec"].update({"devicePlugin": {"config": {"name": DP_CONFIG}}}),
-    )
-    fake.create(
-        f"/api/v1/namespaces/{OPERATOR_NS}/configmaps",
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": DP_CONFIG},
-            "data": {"default": render({"version": "v1"})},
-        },
-    )
+    seed_device_plugin_config(fake, DP_CONFIG, "single")
     for name in SHARED:
         fake.create(
             "/api/v1/nodes", operator_node(name, {"tiercast.io/pool": "h100"}, strategy="none")

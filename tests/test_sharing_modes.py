@@ -26,6 +26,7 @@ from scaler.planning.sharing import (
 )
 from scaler.planning.tiers import plan_capacity
 from tests.conftest import REPO
+from tests.hand_made import flat_forecast
 
 NOW = pd.Timestamp("2026-03-02T00:00:00")
 STEP = pd.Timedelta(minutes=5)
@@ -58,22 +59,7 @@ def _config(*workloads: dict[str, Any]) -> Config:
 
 
 def _forecast(name: str, level: float, spread: float = 0.2, n: int = 288) -> SeriesForecast:
-    idx = pd.date_range(NOW, periods=n, freq=STEP, name="timestamp")
-    base = np.full(n, level)
-    frame = pd.DataFrame(
-        {"q0.1": base * (1 - spread), "q0.5": base, "q0.9": base * (1 + spread)}, index=idx
-    )
-    return SeriesForecast(
-        name=name,
-        frame=frame,
-        estimator="fake",
-        reason="hand-made",
-        step=STEP,
-        last_timestamp=NOW - STEP,
-        last_value=level,
-        recent_max=level,
-        n_observed=1000,
-    )
+    return flat_forecast(name, level, NOW, STEP, n, spread)
 
 
 def _grid(n: int = 288) -> pd.DatetimeIndex:
