@@ -18,9 +18,12 @@ last 4 for series of 14 days or less).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -130,13 +133,16 @@ def backtest(
     label: str | None = None,
     tick: Callable[[], None] | None = None,
     max_history: pd.Timedelta | None = None,
+    context: Callable[[pd.Timestamp], AbstractContextManager[Any]] | None = None,
 ) -> Backtest:
     """Refit ``factory()`` at each origin on the data before it; forecast ``horizon`` steps.
 
     ``max_history``, when given, cuts each origin's training data to that span before
     the origin (timestamps at or after ``origin - max_history``), the way a metrics
     store with that retention would hold it; the MASE scale of the origin is taken on
-    the same cut. ``tick``, when given, is called after each origin (a progress hook)."""
+    the same cut. ``tick``, when given, is called after each origin (a progress hook).
+    ``context(origin)``, when given, is entered around each origin's fit and forecast
+    (the benchmark sets the fleet of sibling series as they stood at the origin)."""
     qs = check_quantiles(quantiles, "backtest")
     if not origins:
         raise DataError(f"series {y.name!r}: no backtest origin inside the history")
@@ -157,8 +163,9 @@ def backtest(
             raise DataError(f"series {y.name!r}: under 2 observations before origin {origin}")
         scales[i] = naive_scale(values[first:cut], m_day)
         start = time.perf_counter()
-        est = factory()
-        frame = est.fit(train).predict(horizon, qs)
+        with context(origin) if context is not None else contextlib.nullcontext():
+            est = factory()
+            frame = est.fit(train).predict(horizon, qs)
         seconds += time.perf_counter() - start
         name = name or est.label()
         if getattr(est, "fallback_", None):

@@ -856,6 +856,7 @@ _REGISTRY: dict[str, Callable[[], BaseEstimator]] = {}
 _PLUGINS = (
     "forecaster.prophet_model",
     "forecaster.boosting",
+    "forecaster.global_model",
     "forecaster.ensemble",
     "forecaster.selection",
     "forecaster.profile_mix",

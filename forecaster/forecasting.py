@@ -25,6 +25,7 @@ import pandas as pd
 
 from forecaster.errors import DataError, TiercastError
 from forecaster.estimators import BaseEstimator, SeasonalNaive, check_quantiles, make
+from forecaster.global_model import fleet_context, fleet_of_history
 from forecaster.long_horizon import LONG_HORIZON, long_horizon_frame
 from forecaster.progress import active
 from forecaster.series import History, check_forecast_size, infer_step, regularize
@@ -149,15 +150,21 @@ def forecast_history(
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     method: str = "auto",
     store: ModelStore | None = None,
+    fleet: bool = True,
 ) -> dict[str, SeriesForecast]:
     """Forecast every series in ``history`` (sharing ``store``); each moves the command's
-    progress bar by one (:func:`forecaster.progress.active`), where one is counting."""
+    progress bar by one (:func:`forecaster.progress.active`), where one is counting.
+
+    With ``fleet`` (the default) the series of the history are each other's fleet: the
+    global model (:mod:`forecaster.global_model`) trains on all of them and is a
+    candidate of ``auto`` for each (one series alone has no fleet)."""
     out = {}
     bar = active()
-    for name, y in history.items():
-        if bar is not None:
-            bar.describe(f"forecast {name}")
-        out[name] = forecast_series(y.rename(name), horizon, quantiles, method, store)
-        if bar is not None:
-            bar.update(1)
+    with fleet_context(fleet_of_history(history) if fleet else None):
+        for name, y in history.items():
+            if bar is not None:
+                bar.describe(f"forecast {name}")
+            out[name] = forecast_series(y.rename(name), horizon, quantiles, method, store)
+            if bar is not None:
+                bar.update(1)
     return out

@@ -6,7 +6,9 @@
    weekly profiles, the profile regressions, a recent level and the last value for
    series without a cycle) at up to ``max_origins`` origins one day apart, aligned
    with the end of the history so every backtest forecast starts at the same time
-   of day as the real one;
+   of day as the real one; where a fleet of sibling series is in context, the fleet
+   candidates too (the global model of :mod:`forecaster.global_model`, fitted once
+   per cutoff over every series of the fleet);
 2. backtests the slow candidates (statsmodels AutoETS and Theta, gradient boosting,
    Prophet, MSTL) at up to ``slow_origins`` origins on every series, while their
    projected cost fits the per-series ``budget_s``; what was skipped, and why, is
@@ -75,6 +77,10 @@ CHEAP_CANDIDATES: tuple[str, ...] = (
 )
 SLOW_CANDIDATES: tuple[str, ...] = ("ets_auto", "theta", "gbm", "prophet", "mstl")
 """Tried after the cheap ones, in about this order of cost, while the fit budget lasts."""
+FLEET_CANDIDATES: tuple[str, ...] = ("global_gbm_median",)
+"""Candidates fitted once over a whole fleet (:mod:`forecaster.global_model`): backtested
+with the cheap ones, at the same origins, where a fleet of siblings is in context; their
+fits are shared by every series of the fleet, so they are outside the per-series budget."""
 
 MIN_HISTORY_DAYS: dict[str, float] = {
     "seasonal_naive_1d": 1.0,
@@ -89,6 +95,8 @@ MIN_HISTORY_DAYS: dict[str, float] = {
     "recent_level": 0.5,
     "last_value": 0.5,
     "gbm": 3.0,
+    "global_gbm": 2.0,
+    "global_gbm_median": 2.0,
     "prophet": 2.0,
     "ets_auto": 2.0,
     "mstl": 2.0,
@@ -385,8 +393,10 @@ class AutoSelector(BaseEstimator):
         level_shifts: bool = True,
         combine: str = "median",
         recency_halflife_days: float = 0.0,
+        fleet_candidates: tuple[str, ...] = FLEET_CANDIDATES,
     ) -> None:
         self.candidates = candidates
+        self.fleet_candidates = fleet_candidates
         self.slow_candidates = slow_candidates
         self.slow_above_mase = slow_above_mase
         self.max_origins = max_origins
@@ -472,6 +482,7 @@ class AutoSelector(BaseEstimator):
             if not self.weekly_["found"]:
                 kept = tuple(c for c in candidates if c not in WEEKLY_CANDIDATES)
                 candidates = kept or candidates
+        candidates = candidates + self._fleet_candidates(y)
         points: dict[str, np.ndarray] = {}
         skipped: list[str] = []
         for name in candidates:
@@ -562,6 +573,22 @@ class AutoSelector(BaseEstimator):
         self.fit_seconds_ = time.perf_counter() - started
         self.reason_ = self._explain(ranking, skipped, tried_slow, common)
         return self
+
+    def _fleet_candidates(self, y: pd.Series) -> tuple[str, ...]:
+        """The fleet candidates the fleet in context can train for ``y``; why the others not
+        goes to ``fleet_note_`` (and the reason)."""
+        usable: list[str] = []
+        notes: list[str] = []
+        for name in self.fleet_candidates:
+            est = make(name)
+            check = getattr(est, "fleet_problem", None)
+            problem = check(y) if callable(check) else None
+            if problem is None:
+                usable.append(name)
+            else:
+                notes.append(f"{name} not a candidate: {problem}")
+        self.fleet_note_ = "; ".join(notes)
+        return tuple(usable)
 
     def _slow(
         self,
@@ -864,6 +891,8 @@ class AutoSelector(BaseEstimator):
             )
         if slow:
             parts.append("also tried " + ", ".join(slow))
+        if getattr(self, "fleet_note_", ""):
+            parts.append(self.fleet_note_)
         if skipped:
             parts.append("too little history for " + ", ".join(skipped))
         if self.guard_:
@@ -936,6 +965,7 @@ class AutoSelector(BaseEstimator):
             "calibrated_lead_days": getattr(self, "calibrated_days_", 0),
             "level_shift": list(shift) if (shift := getattr(self, "shift_", None)) else None,
             "weekly_pattern": getattr(self, "weekly_", None),
+            "fleet": getattr(self, "fleet_note_", "") or None,
             "reason": self.reason_,
             "fallback": self.fallback_,
         }

@@ -33,6 +33,13 @@ them on disk, keyed by series values, method, origins, :data:`RIVALS_VERSION`
 and the libraries' versions, so re-running the benchmark only recomputes the
 method under test.
 
+Fleets: the method under test can be given the series of its group as its fleet
+(``fleet`` of :func:`accuracy_rows`; ``tiercast bench-forecast`` does so unless
+``--no-fleet``): at every origin, every series of the group cut at that origin (and to
+``max_history`` before it) is the fleet the global model trains on
+(:func:`fleet_at_origin`), as the metrics store of one cluster would hold them then. The
+rivals see only their own series.
+
 Horizon coverage (:func:`horizon_coverage`): the method under test backtested at
 a 7-day horizon from 7 daily origins ending a week before the end of each
 series; the share of actuals at or below q0.9 per horizon day, by group.
@@ -44,12 +51,14 @@ same loop with the one-day seasonal naive model measured in the same run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -60,6 +69,7 @@ import pandas as pd
 from forecaster.backtesting import Backtest, backtest, protocol_origins
 from forecaster.errors import DataError
 from forecaster.estimators import BaseEstimator, make
+from forecaster.global_model import Fleet, fleet_context
 from forecaster.series import parse_duration, read_history_csv, regularize
 from forecaster.synthetic import seasonal_series
 
@@ -324,12 +334,37 @@ class ForecastCache:
         tmp.replace(path)
 
 
+def fleet_at_origin(
+    series: Sequence[pd.Series], origin: pd.Timestamp, max_history: pd.Timedelta | None = None
+) -> Fleet:
+    """The fleet of ``series`` as it stood at ``origin``: each cut before the origin, and to
+    ``max_history`` before it when set (what the tiercast run at that origin is trained on)."""
+    cut = []
+    for s in series:
+        keep = s.index < origin
+        if max_history is not None:
+            keep &= s.index >= origin - max_history
+        if keep.any():
+            cut.append(s[keep])
+    return Fleet.of(cut)
+
+
+@contextmanager
+def _fleet_at(
+    series: Sequence[pd.Series], max_history: pd.Timedelta | None, origin: pd.Timestamp
+) -> Iterator[Fleet]:
+    with fleet_context(fleet_at_origin(series, origin, max_history)) as fleet:
+        assert fleet is not None
+        yield fleet
+
+
 def accuracy_rows(
     y: pd.Series,
     methods: Sequence[str] = ("auto", *BASELINES),
     group: str = "",
     cache: ForecastCache | None = None,
     max_history: pd.Timedelta | None = None,
+    fleet: Sequence[pd.Series] | None = None,
 ) -> list[BenchRow]:
     """Run the protocol on one series for each method that applies to it.
 
@@ -337,7 +372,9 @@ def accuracy_rows(
     them); any other method is the one under test, labelled ``tiercast <name>``.
     ``max_history`` cuts every method's training at every origin to that span
     (None: all the history before the origin); the rivals see exactly what the
-    method under test sees (:func:`rival_window`).
+    method under test sees (:func:`rival_window`). ``fleet`` (the series of the group,
+    this one included), when given, is the method under test's fleet at every origin,
+    cut there (:func:`fleet_at_origin`).
     """
     origins = protocol_origins(y)
     window = rival_window(y, max_history)
@@ -349,8 +386,18 @@ def accuracy_rows(
         bt = cache.get(y, method, origins, HORIZON_STEPS, max_history) if cache and rival else None
         if bt is None:
             factory = _factory(method, window if rival else None)
+            context = None
+            if fleet is not None and not rival:
+                context = functools.partial(_fleet_at, list(fleet), max_history)
             bt = backtest(
-                factory, y, origins, HORIZON_STEPS, QUANTILES, label=method, max_history=max_history
+                factory,
+                y,
+                origins,
+                HORIZON_STEPS,
+                QUANTILES,
+                label=method,
+                max_history=max_history,
+                context=context,
             )
             if cache and rival:
                 cache.put(y, bt, method, HORIZON_STEPS, max_history)

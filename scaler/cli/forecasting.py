@@ -193,7 +193,9 @@ def _bench(
         rows = []
         for item in series:
             bar.describe(f"accuracy {item.relative}")
-            rows.extend(accuracy_rows(item.y, methods, item.group, cache, args.max_history))
+            # The group's series, as the method's fleet (cut at each origin), unless --no-fleet.
+            fleet = [s.y for s in series if s.group == item.group] if args.fleet else None
+            rows.extend(accuracy_rows(item.y, methods, item.group, cache, args.max_history, fleet))
             bar.update()
             bar.write(f"  {item.relative}: done")
         summary = summarize(rows)
@@ -359,6 +361,13 @@ def _add_bench_forecast(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=100,
         help="series in the speed check; 0 skips it (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-fleet",
+        dest="fleet",
+        action="store_false",
+        help="do not give the method its group's series as its fleet (the global model's "
+        "siblings, cut at each origin); the rivals never have one",
     )
     p.add_argument("--json", help="also write the results as JSON here")
     add_progress_flag(p)

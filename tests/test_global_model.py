@@ -1,0 +1,350 @@
+"""The global model: one quantile GBM over a fleet's series, shared by all of them."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.backtesting import backtest
+from forecaster.benchmarks.accuracy import _fleet_at, fleet_at_origin
+from forecaster.errors import BadInputError
+from forecaster.estimators import SeasonalNaive, make
+from forecaster.forecasting import forecast_history
+from forecaster.global_model import (
+    Fleet,
+    GlobalBoosting,
+    cache_stats,
+    clear_cache,
+    compact_trees,
+    current_fleet,
+    fleet_context,
+    predict_trees,
+    training_rows,
+    walk_trees,
+)
+from forecaster.parallel import ForecastSpec, JoblibBackend, forecast_all, forecast_many
+from forecaster.selection import AutoSelector
+from forecaster.store import ModelStore
+from forecaster.synthetic import seasonal_series
+
+END = pd.Timestamp("2026-11-05")  # a Thursday, 00:00
+HOUR = pd.Timedelta(hours=1)
+
+
+def hourly_fleet(count: int = 4, days: int = 28, weekend: float = 0.4) -> list[pd.Series]:
+    """Siblings on one calendar: different levels and peak hours, the same weekends."""
+    return [
+        seasonal_series(
+            f"sib{i}",
+            end=END,
+            days=days,
+            step="1h",
+            base=40.0 * (i + 1),
+            weekend_factor=weekend,
+            noise=0.08,
+            peak_hour=9.0 + 2 * i,
+            seed=i,
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Each test counts and fits from an empty cache."""
+    clear_cache()
+
+
+def test_a_sibling_changed_after_the_cutoff_does_not_change_the_forecast() -> None:
+    siblings = hourly_fleet()
+    last = END - pd.Timedelta(days=5) - HOUR
+    target = siblings[0][siblings[0].index <= last]
+    changed = [s.copy() for s in siblings]
+    changed[1][changed[1].index > last] *= 10.0  # the future of one sibling, rewritten
+    changed[2][changed[2].index > last] = np.nan  # and another's, lost
+
+    def forecast(fleet: list[pd.Series]) -> tuple[pd.DataFrame, GlobalBoosting]:
+        with fleet_context(Fleet.of(fleet)):
+            est = GlobalBoosting().fit(target)
+        return est.predict(48, [0.1, 0.5, 0.9]), est
+
+    want, est = forecast(siblings)
+    got, again = forecast(changed)
+    assert est.fallback_ is None and est.cutoff_ is not None and est.cutoff_ <= last
+    assert again.cutoff_ == est.cutoff_
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    for a, b in zip(
+        training_rows(Fleet.of(siblings), HOUR, est.cutoff_, 200_000, 0),
+        training_rows(Fleet.of(changed), HOUR, est.cutoff_, 200_000, 0),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+    # The control: the same change before the cutoff does move the forecast.
+    earlier = [s.copy() for s in siblings]
+    earlier[1][earlier[1].index <= last] *= 10.0
+    moved, _ = forecast(earlier)
+    assert not np.allclose(moved.to_numpy(), want.to_numpy())
+
+
+def _young_and_siblings(
+    seed: int, hide_weekend: bool
+) -> tuple[pd.Series, pd.Series, list[pd.Series]]:
+    """Four 28-day siblings with weekends at 40% of weekdays, and a 10-day-old series of
+    the same kind (history and the week that follows), at 15 minutes."""
+    siblings = [
+        seasonal_series(
+            f"sib{i}",
+            end=END,
+            days=28,
+            step="15min",
+            base=50.0 * (i + 1),
+            weekend_factor=0.4,
+            noise=0.1 if hide_weekend else 0.2,
+            peak_hour=10.0 + i,
+            seed=100 * seed + i,
+        )
+        for i in range(4)
+    ]
+    whole = seasonal_series(
+        "young",
+        end=END + pd.Timedelta(days=7),
+        days=17,
+        step="15min",
+        base=300.0,
+        weekend_factor=0.4,
+        noise=0.1 if hide_weekend else 0.2,
+        peak_hour=12.0,
+        seed=100 * seed + 11,
+    )
+    young = whole[whole.index < END].copy()
+    if hide_weekend:
+        young[young.index.day_of_week >= 5] = np.nan  # its exporter was down that weekend
+    return young, whole[whole.index >= END], siblings
+
+
+def test_a_ten_day_old_series_borrows_the_weekend_its_own_history_cannot_show() -> None:
+    young, future, siblings = _young_and_siblings(seed=0, hide_weekend=True)
+    assert (young.index[-1] - young.index[0]) < pd.Timedelta(days=10)
+    assert young[young.index.day_of_week >= 5].isna().all()
+    with fleet_context(Fleet.of([*siblings, young])):
+        shared = make("global_gbm").fit(young).predict(7 * 96, [0.5])["q0.5"]
+    alone = make("gbm").fit(young).predict(7 * 96, [0.5])["q0.5"]
+    weekend = shared.index.day_of_week >= 5
+    actual = future.reindex(shared.index)
+    truth = actual[weekend].mean() / actual[~weekend].mean()
+
+    def ratio(f: pd.Series) -> float:
+        return float(f[weekend].mean() / f[~weekend].mean())
+
+    assert abs(ratio(shared) - truth) < 0.1, (ratio(shared), truth)
+    assert ratio(alone) > 0.8  # the per-series model repeats weekdays through the weekend
+    shared_error = float((shared - actual).abs()[weekend].mean())
+    alone_error = float((alone - actual).abs()[weekend].mean())
+    assert shared_error < 0.25 * alone_error
+
+
+def test_with_one_noisy_weekend_of_its_own_the_fleet_still_forecasts_it_better() -> None:
+    young, future, siblings = _young_and_siblings(seed=0, hide_weekend=False)
+    with fleet_context(Fleet.of([*siblings, young])):
+        shared = make("global_gbm").fit(young).predict(7 * 96, [0.5])["q0.5"]
+    alone = make("gbm").fit(young).predict(7 * 96, [0.5])["q0.5"]
+    weekend = shared.index.day_of_week >= 5
+    actual = future.reindex(shared.index)
+    assert (shared - actual).abs()[weekend].mean() < (alone - actual).abs()[weekend].mean()
+    assert (shared - actual).abs().mean() < (alone - actual).abs().mean()
+
+
+def test_the_global_model_is_deterministic_and_its_trees_predict_as_scikit_learn() -> None:
+    siblings = hourly_fleet()
+    y = siblings[0]
+    with fleet_context(Fleet.of(siblings)):
+        first = GlobalBoosting().fit(y).predict(36, [0.1, 0.5, 0.9])
+    clear_cache()
+    with fleet_context(Fleet.of(list(reversed(siblings)))):  # order does not matter
+        second = GlobalBoosting().fit(y).predict(36, [0.1, 0.5, 0.9])
+    pd.testing.assert_frame_equal(first, second, check_exact=True)
+
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 5))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    target = np.nan_to_num(X[:, 0]) + np.sin(np.nan_to_num(X[:, 1]))
+    model = HistGradientBoostingRegressor(
+        loss="quantile", quantile=0.9, max_iter=40, random_state=0
+    ).fit(X, target)
+    trees = compact_trees(model)
+    np.testing.assert_array_equal(predict_trees(trees, X[:500]), model.predict(X[:500]))
+    np.testing.assert_array_equal(walk_trees(trees, X[:500]), model.predict(X[:500]))
+
+
+def test_without_a_fleet_the_candidate_is_skipped_and_the_reason_says_why() -> None:
+    siblings = hourly_fleet(count=3, days=14)
+    y = siblings[0]
+    alone = make("global_gbm").fit(y)
+    assert alone.fallback_ is not None and "no fleet context (a lone series)" in alone.fallback_
+    pd.testing.assert_frame_equal(
+        alone.predict(24, [0.1, 0.5, 0.9]),
+        SeasonalNaive(season="1d").fit(y).predict(24, [0.1, 0.5, 0.9]),
+    )
+    est = AutoSelector(slow_candidates=()).fit(y)
+    assert "global_gbm_median not a candidate: no fleet context (a lone series)" in est.reason_
+    assert "global_gbm_median" not in est.scores_
+    with fleet_context(Fleet.of(siblings[:2])):
+        few = AutoSelector(slow_candidates=()).fit(y)
+    assert "the fleet has 1 other series with a day of history by the cutoff (needs 2)" in (
+        few.reason_
+    )
+    assert "global_gbm_median" not in few.scores_
+    with fleet_context(Fleet.of(siblings)):
+        enough = AutoSelector(slow_candidates=()).fit(y)
+    assert "global_gbm_median" in enough.scores_
+    assert "not a candidate" not in enough.reason_
+    assert enough.describe()["fleet"] is None and est.describe()["fleet"]
+
+
+def test_bad_input_gets_one_clear_line() -> None:
+    y = hourly_fleet(count=1, days=10)[0]
+    cases = [
+        (lambda: Fleet.of([pd.Series([1.0, 2.0])]), "fleet: every series needs a name"),
+        (
+            lambda: Fleet.of({"a": [1.0, 2.0]}),  # type: ignore[dict-item]
+            "fleet: series 'a' must be a pandas Series on a DatetimeIndex; got list",
+        ),
+        (lambda: Fleet.of([y, y]), "fleet: series name 'sib0' appears twice"),
+        (
+            lambda: GlobalBoosting(max_rows=10).fit(y),
+            "The 'max_rows' parameter of GlobalBoosting must be an int >= 1000. Got 10 instead.",
+        ),
+        (
+            lambda: make("global_gbm(learning_rate=0)"),
+            "The 'learning_rate' parameter of GlobalBoosting must be a number > 0. Got 0.0",
+        ),
+        (
+            lambda: fleet_context("sib0").__enter__(),  # type: ignore[arg-type]
+            "fleet_context expects a Fleet (Fleet.of(series)) or None; got str",
+        ),
+        (
+            lambda: next(forecast_many([y], ForecastSpec(HOUR), fleet=[y])),  # type: ignore[arg-type]
+            "The 'fleet' parameter must be a Fleet (Fleet.of(series)). Got list instead.",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(BadInputError) as info:
+            call()
+        assert message in str(info.value)
+        assert "\n" not in str(info.value)
+    assert current_fleet() is None
+
+
+def test_one_fit_per_cutoff_is_shared_by_every_series_of_the_fleet() -> None:
+    history = {s.name: s for s in hourly_fleet(count=4, days=14)}
+    # (No slow candidates: their budget is per series and beside the point here.)
+    forecasts = forecast_history(
+        history, 24 * HOUR, method="auto(budget_s=0.0)", store=ModelStore(path=None)
+    )
+    stats = cache_stats()
+    origins = AutoSelector().max_origins
+    # The backtest cutoffs (one a day) and the full history's, each fitted once for all
+    # four series: not four times as many.
+    assert 0 < stats["fits"] <= origins + 1
+    assert stats["hits"] >= 3 * (stats["fits"] - 1)
+    assert len(forecasts) == 4
+    assert all("not a candidate" not in fc.reason for fc in forecasts.values())
+    # Forecast one at a time (the cycle's path), the series have no fleet.
+    one = forecast_history({"sib0": history["sib0"]}, 24 * HOUR, store=ModelStore(path=None))
+    assert "global_gbm_median not a candidate: no fleet context" in one["sib0"].reason
+
+
+def test_a_fitted_global_model_is_stored_without_pickle_and_moves_onto_new_data(
+    tmp_path: Path,
+) -> None:
+    from forecaster.artifacts import dumps, loads
+
+    siblings = hourly_fleet()
+    y = siblings[0][siblings[0].index < END - pd.Timedelta(days=1)]
+    with fleet_context(Fleet.of(siblings)):
+        est = GlobalBoosting().fit(y)
+    want = est.predict(30, [0.1, 0.5, 0.9])
+    blob = tmp_path / "global.npz"
+    blob.write_bytes(dumps({"model": est}, "global", None))  # no signing key needed
+    again = loads(blob, "global", None)["model"]
+    got = again.predict(30, [0.1, 0.5, 0.9])
+    np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
+    assert (got.index == want.index).all()
+    twin = copy.deepcopy(est)
+    assert twin.trees_ is est.trees_  # one fleet's trees, not a copy per series
+    moved = twin.update(siblings[0])  # a day newer, outside any fleet context
+    assert moved.trees_ is est.trees_ and moved.last_timestamp_ == siblings[0].index[-1]
+    assert moved.predict(24, [0.5]).index[0] == END
+
+
+def test_the_parallel_path_ships_the_fleet_to_its_workers() -> None:
+    series = hourly_fleet(count=3, days=14)
+    spec = ForecastSpec(12 * HOUR, (0.1, 0.5, 0.9), "global_gbm")
+    report = forecast_all(series, spec, JoblibBackend(1), batch_size=2, fleet=Fleet.of(series))
+    serial = forecast_history(
+        {s.name: s for s in series}, 12 * HOUR, (0.1, 0.5, 0.9), "global_gbm", ModelStore(None)
+    )
+    for name, fc in serial.items():
+        assert not fc.notes, fc.notes  # fitted, not the naive fallback
+        pd.testing.assert_frame_equal(report.forecasts[name].frame, fc.frame, check_exact=True)
+    without = forecast_all(series, spec, JoblibBackend(1), batch_size=2)
+    assert any("no fleet context" in n for n in without.forecasts["sib0"].notes)
+
+
+@pytest.mark.slow
+def test_two_worker_processes_fit_the_same_global_model() -> None:
+    series = hourly_fleet(count=3, days=14)
+    spec = ForecastSpec(12 * HOUR, (0.1, 0.5, 0.9), "global_gbm")
+    fleet = Fleet.of(series)
+    one = forecast_all(series, spec, JoblibBackend(1), batch_size=1, fleet=fleet)
+    two = forecast_all(series, spec, JoblibBackend(2), batch_size=1, fleet=fleet)
+    for name, outcome in one.outcomes.items():
+        assert outcome.status == "ok"
+        pd.testing.assert_frame_equal(
+            two.outcomes[name].forecast.frame,  # type: ignore[union-attr]
+            outcome.forecast.frame,  # type: ignore[union-attr]
+            check_exact=True,
+        )
+
+
+class _Recording(SeasonalNaive):
+    """The daily naive model, noting the fleet in context at each fit."""
+
+    seen: ClassVar[list[Fleet | None]] = []
+
+    def fit(self, history: pd.Series) -> _Recording:
+        _Recording.seen.append(current_fleet())
+        super().fit(history)
+        return self
+
+
+def test_the_benchmark_gives_the_fleet_as_it_stood_at_each_origin() -> None:
+    series = [s.resample("15min").ffill() for s in hourly_fleet(count=3, days=28)]
+    y = series[0]
+    origins = [END - pd.Timedelta(days=k) for k in (3, 2, 1)]
+    retention = pd.Timedelta(days=15)
+    _Recording.seen = []
+    backtest(
+        _Recording,
+        y,
+        origins,
+        96,
+        (0.5,),
+        max_history=retention,
+        context=functools.partial(_fleet_at, series, retention),
+    )
+    assert len(_Recording.seen) == 3
+    for origin, fleet in zip(origins, _Recording.seen, strict=True):
+        assert fleet is not None and len(fleet) == 3
+        assert fleet is fleet_at_origin(series, origin, retention)
+        for s in fleet.series.values():
+            assert s.index[-1] < origin and s.index[0] >= origin - retention
+    assert current_fleet() is None
