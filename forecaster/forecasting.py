@@ -25,7 +25,7 @@ import pandas as pd
 
 from forecaster.errors import DataError, TiercastError
 from forecaster.estimators import BaseEstimator, SeasonalNaive, check_quantiles, make
-from forecaster.global_model import fleet_context, fleet_of_history
+from forecaster.global_model import Fleet, fleet_context, fleet_of_history
 from forecaster.long_horizon import LONG_HORIZON, long_horizon_frame
 from forecaster.progress import active
 from forecaster.series import History, check_forecast_size, infer_step, regularize
@@ -150,17 +150,23 @@ def forecast_history(
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     method: str = "auto",
     store: ModelStore | None = None,
-    fleet: bool = True,
+    fleet: bool | Fleet = True,
 ) -> dict[str, SeriesForecast]:
     """Forecast every series in ``history`` (sharing ``store``); each moves the command's
     progress bar by one (:func:`forecaster.progress.active`), where one is counting.
 
     With ``fleet`` (the default) the series of the history are each other's fleet: the
     global model (:mod:`forecaster.global_model`) trains on all of them and is a
-    candidate of ``auto`` for each (one series alone has no fleet)."""
+    candidate of ``auto`` for each (one series alone has no fleet). A :class:`Fleet` given
+    instead is the fleet (a cycle that forecasts its signals one at a time passes the
+    fleet of all of them); False: no fleet."""
     out = {}
     bar = active()
-    with fleet_context(fleet_of_history(history) if fleet else None):
+    if isinstance(fleet, Fleet):
+        siblings: Fleet | None = fleet
+    else:
+        siblings = fleet_of_history(history) if fleet else None
+    with fleet_context(siblings):
         for name, y in history.items():
             if bar is not None:
                 bar.describe(f"forecast {name}")

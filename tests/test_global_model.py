@@ -348,3 +348,43 @@ def test_the_benchmark_gives_the_fleet_as_it_stood_at_each_origin() -> None:
         for s in fleet.series.values():
             assert s.index[-1] < origin and s.index[0] >= origin - retention
     assert current_fleet() is None
+
+
+def test_tiercast_forecast_gives_the_series_of_its_file_to_each_other_as_the_fleet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from scaler.cli import main
+
+    siblings = hourly_fleet(count=3, days=14)
+    rows = [
+        pd.DataFrame(
+            {
+                "timestamp": y.index.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "series": y.name,
+                "value": y.values,
+            }
+        )
+        for y in siblings
+    ]
+    fleet_file = tmp_path / "fleet.csv"
+    pd.concat(rows).to_csv(fleet_file, index=False)
+    lone_file = tmp_path / "lone.csv"
+    rows[0].drop(columns="series").to_csv(lone_file, index=False)
+
+    def reasons(*args: str) -> dict[str, str]:
+        assert main(["forecast", "--horizon", "6h", "-o", "json", "--no-progress", *args]) == 0
+        document = json.loads(capsys.readouterr().out)
+        return {f["series"]: f["reason"] for f in document["forecasts"]}
+
+    together = reasons("--history", str(fleet_file))
+    assert set(together) == {"sib0", "sib1", "sib2"}
+    for reason in together.values():
+        assert "global_gbm_median not a candidate" not in reason
+    one = reasons("--history", str(fleet_file), "--series", "sib1")
+    assert "global_gbm_median not a candidate" not in one["sib1"]
+    lone = reasons("--history", str(lone_file))
+    assert "global_gbm_median not a candidate: no fleet context (a lone series)" in next(
+        iter(lone.values())
+    )

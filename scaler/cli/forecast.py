@@ -33,6 +33,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     from forecaster.artifacts import load_signing_key
     from forecaster.estimators import quantile_column
     from forecaster.forecasting import forecast_series
+    from forecaster.global_model import fleet_context, fleet_of_history
     from forecaster.progress import Progress
     from forecaster.series import parse_duration, read_history_csv
     from forecaster.store import ModelStore
@@ -42,6 +43,9 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         _, history, _ = demo_inputs()
     else:
         history = read_history_csv(args.history)
+    # The series of the file are each other's fleet for the global model (as in a
+    # cycle), also when --series forecasts one of them.
+    fleet = fleet_of_history(history)
     if args.series:
         history = {args.series: select_series(history, args.series)}
     quantiles = parse_quantiles(args.quantiles)
@@ -53,7 +57,10 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         else None
     )
     forecasts = []
-    with Progress.for_args(args, "forecast", len(history), "series") as bar:
+    with (
+        Progress.for_args(args, "forecast", len(history), "series") as bar,
+        fleet_context(fleet),
+    ):
         for name, y in history.items():
             bar.describe(name)
             fc = forecast_series(
