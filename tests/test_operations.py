@@ -752,7 +752,7 @@ def test_bench_scale_bar_total_is_the_rows_it_measures(monkeypatch: pytest.Monke
         return bench.Row("m", "c", "b", 1, 1, 1.0, 0.0, 0, 0, 0.0)
 
     monkeypatch.setattr(bench, "calibrate", lambda workers: [row(), row()])
-    monkeypatch.setattr(bench, "measure", lambda *a, **k: (row(), None))
+    monkeypatch.setattr(bench, "measure", lambda *a, **k: (row(), SimpleNamespace(outcomes={})))
     monkeypatch.setattr(bench, "load_shapes", lambda traces: [])
     empty = SimpleNamespace(names=[], cold=lambda n=None: iter(()), warm=lambda n=None: iter(()))
     monkeypatch.setattr(bench.SeriesBank, "build", classmethod(lambda cls, *a, **k: empty))
