@@ -435,6 +435,23 @@ def run(
             row.speedup = first.seconds / row.seconds
             add(row)
 
+    def writes_store(
+        model: str, spec: ForecastSpec, fleet: Callable[[], Fleet] | None = None
+    ) -> tuple[Row, BatchReport]:
+        """The cold cycle of ``count`` series that writes the store of ``spec``."""
+        return measure(
+            model,
+            "cold, writes the store",
+            "joblib",
+            workers,
+            lambda: bank.cold(count),
+            count,
+            spec,
+            batch_size,
+            spare.cold,
+            fleet=fleet,
+        )
+
     for row in calibrate(workers):
         add(row)
     if fit_count > 0:
@@ -472,17 +489,7 @@ def run(
     if count > 0:
         with tempfile.TemporaryDirectory(dir=store_dir) as store:
             spec = ForecastSpec(HORIZON, QUANTILES, "auto", store_path=store)
-            row, _ = measure(
-                "auto (default)",
-                "cold, writes the store",
-                "joblib",
-                workers,
-                lambda: bank.cold(count),
-                count,
-                spec,
-                batch_size,
-                spare.cold,
-            )
+            row, _ = writes_store("auto (default)", spec)
             add(row)
             # Warm series cost milliseconds each: bigger batches amortise the transfers.
             compare(
@@ -497,16 +504,9 @@ def run(
         if fleet:
             with tempfile.TemporaryDirectory(dir=store_dir) as store:
                 spec = ForecastSpec(HORIZON, QUANTILES, "auto", store_path=store)
-                row, report = measure(
+                row, report = writes_store(
                     f"auto with the global model (fleet of {count})",
-                    "cold, writes the store",
-                    "joblib",
-                    workers,
-                    lambda: bank.cold(count),
-                    count,
                     spec,
-                    batch_size,
-                    spare.cold,
                     fleet=lambda: Fleet.of(bank.cold(count)),
                 )
                 row.global_chosen = sum(
