@@ -388,3 +388,29 @@ def test_tiercast_forecast_gives_the_series_of_its_file_to_each_other_as_the_fle
     assert "global_gbm_median not a candidate: no fleet context (a lone series)" in next(
         iter(lone.values())
     )
+
+
+@pytest.mark.slow
+def test_the_nightly_refit_fits_the_global_model_and_a_cycle_reuses_it(tmp_path: Path) -> None:
+    """The refit forecasts every signal with the others as its fleet and stores the models;
+    a cycle, which forecasts one signal at a time, moves those models onto its data."""
+    from scaler.inputs.demo import demo_inputs
+    from scaler.service.cycle import forecast_for_plan
+    from scaler.service.runs import Inputs
+    from scaler.service.scheduled import refit_models
+
+    config, history, now = demo_inputs()
+    store = config.model_store.model_copy(update={"path": str(tmp_path / "models")})
+    config = config.model_copy(update={"model_store": store})
+    notes = refit_models(Inputs(config, history, now, "demo"))
+    # "<signal>: <estimator> (<reason>)"
+    chosen = {n.split(": ", 1)[0]: n.split(": ", 1)[1].split(" (", 1)[0] for n in notes}
+    chose_global = [name for name, estimator in chosen.items() if "global_gbm" in estimator]
+    assert chose_global, notes  # the demo's signals share a calendar: some choose it
+    fits = cache_stats()["fits"]
+    clear_cache()
+    forecasts = forecast_for_plan(config, history, now)
+    assert cache_stats()["fits"] == 0  # nothing refitted: the stored trees predict
+    for name in chose_global:
+        assert forecasts[name].estimator == chosen[name]
+    assert fits > 0
