@@ -268,6 +268,33 @@ def fleet_context(fleet: Fleet | None) -> Iterator[Fleet | None]:
         _FLEET.reset(token)
 
 
+def fleet_at_origin(
+    series: Sequence[pd.Series], origin: pd.Timestamp, max_history: pd.Timedelta | None = None
+) -> Fleet:
+    """The fleet of ``series`` as it stood at ``origin``: each cut before the origin, and to
+    ``max_history`` before it when set (what a backtest at that origin may train on)."""
+    cut = []
+    for s in series:
+        keep = s.index < origin
+        if max_history is not None:
+            keep &= s.index >= origin - max_history
+        if keep.any():
+            cut.append(s[keep])
+    return Fleet.of(cut)
+
+
+@contextlib.contextmanager
+def fleet_context_at(
+    series: Sequence[pd.Series], max_history: pd.Timedelta | None, origin: pd.Timestamp
+) -> Iterator[Fleet]:
+    """:func:`fleet_context` with the fleet of :func:`fleet_at_origin`: a backtest's
+    ``context`` (``functools.partial(fleet_context_at, series, max_history)``), so that no
+    origin's fit sees a sibling's values from after it."""
+    with fleet_context(fleet_at_origin(series, origin, max_history)) as fleet:
+        assert fleet is not None
+        yield fleet
+
+
 def current_fleet() -> Fleet | None:
     """The fleet set by the innermost :func:`fleet_context`, or None."""
     return _FLEET.get()

@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 
 from forecaster.backtesting import backtest
-from forecaster.benchmarks.accuracy import _fleet_at, fleet_at_origin
 from forecaster.errors import BadInputError
 from forecaster.estimators import SeasonalNaive, make
 from forecaster.forecasting import forecast_history
@@ -23,7 +22,9 @@ from forecaster.global_model import (
     clear_cache,
     compact_trees,
     current_fleet,
+    fleet_at_origin,
     fleet_context,
+    fleet_context_at,
     predict_trees,
     training_rows,
     walk_trees,
@@ -339,7 +340,7 @@ def test_the_benchmark_gives_the_fleet_as_it_stood_at_each_origin() -> None:
         96,
         (0.5,),
         max_history=retention,
-        context=functools.partial(_fleet_at, series, retention),
+        context=functools.partial(fleet_context_at, series, retention),
     )
     assert len(_Recording.seen) == 3
     for origin, fleet in zip(origins, _Recording.seen, strict=True):
@@ -414,3 +415,57 @@ def test_the_nightly_refit_fits_the_global_model_and_a_cycle_reuses_it(tmp_path:
     for name in chose_global:
         assert forecasts[name].estimator == chosen[name]
     assert fits > 0
+
+
+def test_tiercast_backtest_gives_the_fleet_as_it_stood_at_each_origin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from scaler.cli import main
+
+    siblings = hourly_fleet(count=3, days=14)
+    fleet_file = tmp_path / "fleet.csv"
+    pd.concat(
+        pd.DataFrame(
+            {
+                "timestamp": y.index.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "series": y.name,
+                "value": y.values,
+            }
+        )
+        for y in siblings
+    ).to_csv(fleet_file, index=False)
+    seen: list[tuple[pd.Timestamp, pd.Timestamp | None]] = []
+
+    class Recording(SeasonalNaive):
+        """Records, at each fit, the end of its history and the newest sibling value it sees."""
+
+        def fit(self, history: pd.Series) -> Recording:
+            fleet = current_fleet()
+            newest = max(s.index[-1] for s in fleet.series.values()) if fleet else None
+            seen.append((history.index[-1], newest))
+            return super().fit(history)
+
+    from forecaster import estimators
+
+    estimators.register("recording_fleet", Recording)
+    try:
+
+        def run(*extra: str) -> list[dict[str, object]]:
+            out = tmp_path / "bt.json"
+            args = ["backtest", "--history", str(fleet_file), "--methods", "recording_fleet"]
+            assert main([*args, "--origins", "3", "--json", str(out), "--no-progress", *extra]) == 0
+            capsys.readouterr()
+            return list(json.loads(out.read_text()))
+
+        rows = run("--series", "sib1")
+        assert [r["series"] for r in rows] == ["sib1"]
+        assert len(seen) == 3
+        for end, newest in seen:  # every sibling cut before the origin, as a cluster held it
+            assert newest is not None and newest == end
+        seen.clear()
+        run("--no-fleet")
+        assert len(seen) == 9 and all(newest is None for _, newest in seen)
+    finally:
+        estimators._REGISTRY.pop("recording_fleet", None)

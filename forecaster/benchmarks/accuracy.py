@@ -37,7 +37,7 @@ Fleets: the method under test can be given the series of its group as its fleet
 (``fleet`` of :func:`accuracy_rows`; ``tiercast bench-forecast`` does so unless
 ``--no-fleet``): at every origin, every series of the group cut at that origin (and to
 ``max_history`` before it) is the fleet the global model trains on
-(:func:`fleet_at_origin`), as the metrics store of one cluster would hold them then. The
+(:func:`forecaster.global_model.fleet_at_origin`), as the metrics store of one cluster would hold them then. The
 rivals see only their own series.
 
 Horizon coverage (:func:`horizon_coverage`): the method under test backtested at
@@ -57,8 +57,7 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -69,7 +68,7 @@ import pandas as pd
 from forecaster.backtesting import Backtest, backtest, protocol_origins
 from forecaster.errors import DataError
 from forecaster.estimators import BaseEstimator, make
-from forecaster.global_model import Fleet, fleet_context
+from forecaster.global_model import fleet_context_at
 from forecaster.series import parse_duration, read_history_csv, regularize
 from forecaster.synthetic import seasonal_series
 
@@ -334,30 +333,6 @@ class ForecastCache:
         tmp.replace(path)
 
 
-def fleet_at_origin(
-    series: Sequence[pd.Series], origin: pd.Timestamp, max_history: pd.Timedelta | None = None
-) -> Fleet:
-    """The fleet of ``series`` as it stood at ``origin``: each cut before the origin, and to
-    ``max_history`` before it when set (what the tiercast run at that origin is trained on)."""
-    cut = []
-    for s in series:
-        keep = s.index < origin
-        if max_history is not None:
-            keep &= s.index >= origin - max_history
-        if keep.any():
-            cut.append(s[keep])
-    return Fleet.of(cut)
-
-
-@contextmanager
-def _fleet_at(
-    series: Sequence[pd.Series], max_history: pd.Timedelta | None, origin: pd.Timestamp
-) -> Iterator[Fleet]:
-    with fleet_context(fleet_at_origin(series, origin, max_history)) as fleet:
-        assert fleet is not None
-        yield fleet
-
-
 def accuracy_rows(
     y: pd.Series,
     methods: Sequence[str] = ("auto", *BASELINES),
@@ -374,7 +349,7 @@ def accuracy_rows(
     (None: all the history before the origin); the rivals see exactly what the
     method under test sees (:func:`rival_window`). ``fleet`` (the series of the group,
     this one included), when given, is the method under test's fleet at every origin,
-    cut there (:func:`fleet_at_origin`).
+    cut there (:func:`forecaster.global_model.fleet_at_origin`).
     """
     origins = protocol_origins(y)
     window = rival_window(y, max_history)
@@ -388,7 +363,7 @@ def accuracy_rows(
             factory = _factory(method, window if rival else None)
             context = None
             if fleet is not None and not rival:
-                context = functools.partial(_fleet_at, list(fleet), max_history)
+                context = functools.partial(fleet_context_at, list(fleet), max_history)
             bt = backtest(
                 factory,
                 y,

@@ -43,6 +43,7 @@ from forecaster.benchmarks.accuracy import (
 )
 from forecaster.errors import BadInputError
 from forecaster.estimators import make, quantile_column
+from forecaster.global_model import fleet_context_at
 from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import History, infer_step, parse_duration, read_history_csv, regularize
 from scaler.cli.common import parse_quantiles, select_series
@@ -59,6 +60,9 @@ def _clean(value: Any) -> Any:
 
 def cmd_backtest(args: argparse.Namespace) -> int:
     history = read_history_csv(args.history)
+    # The file's series are each other's fleet (as `tiercast forecast` gives them), also
+    # when --series backtests one of them.
+    fleet = list(history.items()) if not args.no_fleet and len(history) > 1 else []
     if args.series:
         history = {args.series: select_series(history, args.series)}
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -73,7 +77,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     header += f" {'interval':>9} {'origins':>7} {'fit s':>7}"
     print(header)
     with Progress.for_args(args, "backtest", unit="fit") as bar:
-        _backtest_rows(args, history, methods, quantiles, horizon, bar, results)
+        _backtest_rows(args, history, methods, quantiles, horizon, bar, results, fleet)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
         print(f"backtest written to {args.json}", file=sys.stderr)
@@ -88,10 +92,17 @@ def _backtest_rows(
     horizon: pd.Timedelta,
     bar: Progress,
     results: list[dict[str, Any]],
+    fleet: list[tuple[str, pd.Series]],
 ) -> None:
-    """Backtest every method on every series; print a line each, append its result."""
+    """Backtest every method on every series; print a line each, append its result.
+
+    ``fleet`` (name, series) is the global model's fleet, cut at every origin (so that no
+    fit sees a sibling's values from after it); empty: none."""
+    step_of = parse_duration(args.resample) if args.resample else None
+    siblings = [regularize(raw, step_of).rename(name) for name, raw in fleet]
+    context = partial(fleet_context_at, siblings, None) if siblings else None
     for name, raw in history.items():
-        y = regularize(raw, parse_duration(args.resample) if args.resample else None).rename(name)
+        y = regularize(raw, step_of).rename(name)
         step = infer_step(y)
         steps = max(1, math.ceil(horizon / step))
         if args.origins:
@@ -105,7 +116,14 @@ def _backtest_rows(
         for method in methods:
             bar.describe(f"{name} {method}")
             bt = backtest(
-                partial(make, method), y, origins, steps, quantiles, label=method, tick=bar.tick
+                partial(make, method),
+                y,
+                origins,
+                steps,
+                quantiles,
+                label=method,
+                tick=bar.tick,
+                context=context,
             )
             scores = bt.scores()
             line = f"{name[:28]:<28} {method[:22]:<22} {scores['mase']:>7.3f}"
@@ -291,6 +309,12 @@ def _add_backtest(sub: argparse._SubParsersAction) -> None:
         help="instead of the protocol's origins: this many origins one day apart, ending a horizon before the end",
     )
     p.add_argument("--resample", help="resample to this step first (mean), e.g. 15m")
+    p.add_argument(
+        "--no-fleet",
+        action="store_true",
+        help="do not give the file's series to each other as the global model's fleet "
+        "(by default they are, cut at every origin, as tiercast forecast gives them)",
+    )
     p.add_argument("--json", help="also write the results as JSON here")
     add_progress_flag(p)
     p.set_defaults(func=cmd_backtest)
