@@ -3,7 +3,8 @@
 Checks what a reader would notice: the page loads without console errors (a
 Content Security Policy violation would be one), every chart is a decoded image
 of the size the JSON export records, and the key figures on the page say the same
-as the JSON. A full-page screenshot is kept under ``test-artifacts/``.
+as the JSON. A full-page screenshot is kept in the test's temporary folder, or in the
+folder ``$TIERCAST_TEST_ARTIFACTS`` names (one the caller made: never the checkout).
 Skipped, with the reason, only when no chromium binary can be found.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -24,11 +26,9 @@ import pytest
 
 from scaler.cli import main
 from scaler.reports.i18n import fmt_number
-from tests.conftest import REPO
 
 websocket = pytest.importorskip("websocket", reason="websocket-client is not installed")
 
-ARTIFACTS = REPO / "test-artifacts"
 PAGE_WIDTH_PX = 1280
 FLAGS = (
     "--headless",
@@ -221,8 +221,8 @@ def _check_page(base: str, folder: Path, kind: str, screenshot: str) -> dict[str
         )
         assert clicked["result"]["value"] == first
         shot = tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / screenshot).write_bytes(base64.b64decode(shot["data"]))
+        keep = Path(os.environ.get("TIERCAST_TEST_ARTIFACTS") or folder)
+        (keep / screenshot).write_bytes(base64.b64decode(shot["data"]))
     finally:
         tools.close()
     return exported
