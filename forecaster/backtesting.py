@@ -19,6 +19,7 @@ last 4 for series of 14 days or less).
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -110,6 +111,31 @@ class Backtest:
             return float("nan")
         inside = (self.actuals[mask] >= lo[mask]) & (self.actuals[mask] <= hi[mask])
         return float(inside.mean())
+
+    def per_origin(self) -> list[dict[str, Any]]:
+        """Scores of each origin alone: its MASE, its coverage per quantile, and its bias
+        (mean actual minus median, over the mean absolute actual): the days that made a
+        series' totals. NaN where an origin saw no actual."""
+        point = self.point()
+        out = []
+        for i, origin in enumerate(self.origins):
+            actual = self.actuals[i]
+            seen = ~np.isnan(actual)
+            row: dict[str, Any] = {"origin": origin.isoformat(), "observed": int(seen.sum())}
+            if seen.any():
+                error = actual[seen] - point[i][seen]
+                level = float(np.mean(np.abs(actual[seen])))
+                row["mase"] = float(np.mean(np.abs(error)) / self.scales[i])
+                row["bias"] = float(np.mean(error) / level) if level > 0 else math.nan
+                for q in self.quantiles:
+                    below = actual[seen] <= self.column(q)[i][seen]
+                    row[f"coverage_{quantile_column(q)}"] = float(below.mean())
+            else:
+                row["mase"] = row["bias"] = math.nan
+                for q in self.quantiles:
+                    row[f"coverage_{quantile_column(q)}"] = math.nan
+            out.append(row)
+        return out
 
     def scores(self) -> dict[str, float]:
         """The summary written to tables, JSON and the model store."""

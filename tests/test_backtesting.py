@@ -129,6 +129,40 @@ def test_backtest_cli_prints_a_table_and_writes_json(
     assert data[1]["scores"]["mase"] < data[0]["scores"]["mase"]  # the median beats one noisy day
 
 
+def test_per_origin_scores_add_up_to_the_totals_and_name_the_bad_day() -> None:
+    y = daily_cycle(10, noise=2.0)
+    origins = protocol_origins(y)
+    bad = origins[2]
+    y[(y.index >= bad) & (y.index < bad + pd.Timedelta(days=1))] *= 1.5  # one day 50% up
+    bt = backtest(lambda: SeasonalNaive("1d"), y, origins, 96, [0.1, 0.5, 0.9])
+    days = bt.per_origin()
+    assert [d["origin"] for d in days] == [o.isoformat() for o in origins]
+    assert np.isclose(np.mean([d["mase"] for d in days]), bt.mase())
+    assert np.isclose(np.mean([d["coverage_q0.9"] for d in days]), bt.coverage(0.9))
+    worst = max(days, key=lambda d: d["mase"])
+    assert worst["origin"] == bad.isoformat()
+    assert worst["bias"] > 0.25 and worst["coverage_q0.9"] < 0.5
+
+
+def test_backtest_cli_per_origin_and_max_history(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    y = daily_cycle(20, step="1h", noise=3.0)
+    frame = pd.DataFrame({"timestamp": y.index.strftime("%Y-%m-%dT%H:%M:%S"), "value": y.values})
+    frame.to_csv(workdir / "h.csv", index=False)
+    args = ["backtest", "--history", "h.csv", "--methods", "seasonal_naive_1d", "--no-progress"]
+    code = main([*args, "--per-origin", "--max-history", "5d", "--json", "bt.json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    data = json.loads((workdir / "bt.json").read_text())
+    assert len(data[0]["per_origin"]) == len(data[0]["origins"]) == 7
+    assert out.count(" origin ") == 7 and "bias" in out
+    with pytest.raises(SystemExit) as stop:  # refused as bench-forecast refuses it
+        main([*args, "--max-history", "12h"])
+    _, err = capsys.readouterr()
+    assert stop.value.code == 2 and "--max-history" in err.strip().splitlines()[-1]
+
+
 def test_backtest_cli_rejects_an_unknown_method(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -100,7 +100,7 @@ def _backtest_rows(
     fit sees a sibling's values from after it); empty: none."""
     step_of = parse_duration(args.resample) if args.resample else None
     siblings = [regularize(raw, step_of).rename(name) for name, raw in fleet]
-    context = partial(fleet_context_at, siblings, None) if siblings else None
+    context = partial(fleet_context_at, siblings, args.max_history) if siblings else None
     for name, raw in history.items():
         y = regularize(raw, step_of).rename(name)
         step = infer_step(y)
@@ -123,6 +123,7 @@ def _backtest_rows(
                 quantiles,
                 label=method,
                 tick=bar.tick,
+                max_history=args.max_history,
                 context=context,
             )
             scores = bt.scores()
@@ -133,6 +134,12 @@ def _backtest_rows(
             line += f" {scores.get('interval_coverage', float('nan')):>9.3f}"
             line += f" {len(origins):>7d} {bt.fit_seconds:>7.2f}"
             bar.write(line, sys.stdout)
+            days = bt.per_origin()
+            for day in days if args.per_origin else ():
+                text = f"  {day['origin'][:16]:<26} {'origin':<22} {day['mase']:>7.3f}"
+                for q in quantiles:
+                    text += f" {'':>10} {day['coverage_' + quantile_column(q)]:>10.3f}"
+                bar.write(text + f"  bias {day['bias']:+.3f}", sys.stdout)
             results.append(
                 {
                     "series": name,
@@ -141,6 +148,7 @@ def _backtest_rows(
                     "horizon_steps": steps,
                     "origins": [o.isoformat() for o in origins],
                     "scores": {k: _clean(v) for k, v in scores.items()},
+                    "per_origin": [{k: _clean(v) for k, v in d.items()} for d in days],
                     "notes": bt.notes[:20],
                 }
             )
@@ -309,6 +317,18 @@ def _add_backtest(sub: argparse._SubParsersAction) -> None:
         help="instead of the protocol's origins: this many origins one day apart, ending a horizon before the end",
     )
     p.add_argument("--resample", help="resample to this step first (mean), e.g. 15m")
+    p.add_argument(
+        "--max-history",
+        type=parse_max_history,
+        help="train at every origin on only this much history before it, e.g. 15d "
+        "(a metrics store's retention; default: all of it)",
+    )
+    p.add_argument(
+        "--per-origin",
+        action="store_true",
+        help="also print each origin's MASE, coverage per quantile and bias (mean actual "
+        "minus median over the mean actual); the JSON always has them",
+    )
     p.add_argument(
         "--no-fleet",
         action="store_true",
