@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests.fake_kube import Clock
+
+# No example database, and hypothesis' own cache in a temporary folder removed at the end:
+# both would otherwise go to ``.hypothesis/`` of the working folder, the checkout, and the
+# tests write only under their temporary folders.
+settings.register_profile("tiercast", database=None)
+settings.load_profile("tiercast")
+_HYPOTHESIS_HOME = Path(tempfile.mkdtemp(prefix="tiercast-hypothesis-"))
+set_hypothesis_home_dir(str(_HYPOTHESIS_HOME))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_HYPOTHESIS_HOME, ignore_errors=True)
+
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "data" / "traces"

@@ -27,6 +27,14 @@ from scaler.service.runs import Inputs, JobOutcome, Stop
 from scaler.service.telemetry import Telemetry
 from tests.prometheus_server import StubReply, StubServer, matrix_body
 
+
+@pytest.fixture(autouse=True)
+def _cwd_in_tmp(workdir: Path) -> Path:
+    """The demo config's model store is the relative path ``models``: each test runs in a
+    temporary folder of its own, so its fits land there and never in the checkout."""
+    return workdir
+
+
 NOW = pd.Timestamp("2026-11-30T12:00:00")
 STEP = 60
 

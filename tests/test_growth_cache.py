@@ -25,6 +25,13 @@ KEEP = pd.Timedelta(days=4)
 NO_SHIFT = pd.Timedelta(0)
 
 
+@pytest.fixture(autouse=True)
+def _cwd_in_tmp(workdir: Path) -> Path:
+    """The demo config's model store is the relative path ``models``: each test runs in a
+    temporary folder of its own, so its fits land there and never in the checkout."""
+    return workdir
+
+
 def _inputs(now_shift: pd.Timedelta = NO_SHIFT) -> tuple[Config, dict, dict, pd.Timestamp]:
     config, history, now = demo_inputs()
     # A cheap forecaster keeps the test fast; the cache is the same for `auto`.

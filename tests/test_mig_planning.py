@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -201,7 +202,8 @@ def test_config_rejects_bad_mig_fields_in_one_line() -> None:
         parse_config(base)
 
 
-def test_demo_cycle_shows_mig_layout_actions() -> None:
+def test_demo_cycle_shows_mig_layout_actions(workdir: Path) -> None:
+    """(In a temporary folder: the demo config's model store is the relative ``models``.)"""
     import jsonschema
 
     cfg, history, now = demo_inputs()
