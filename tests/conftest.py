@@ -15,14 +15,21 @@ from tests.fake_kube import Clock
 # No example database, and hypothesis' own cache in a temporary folder removed at the end:
 # both would otherwise go to ``.hypothesis/`` of the working folder, the checkout, and the
 # tests write only under their temporary folders.
+# Made in pytest_configure, not at import: a helper process that imports this module
+# outside pytest would never remove it.
 settings.register_profile("tiercast", database=None)
 settings.load_profile("tiercast")
-_HYPOTHESIS_HOME = Path(tempfile.mkdtemp(prefix="tiercast-hypothesis-"))
-set_hypothesis_home_dir(str(_HYPOTHESIS_HOME))
+_HYPOTHESIS_HOME: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _HYPOTHESIS_HOME.append(Path(tempfile.mkdtemp(prefix="tiercast-hypothesis-")))
+    set_hypothesis_home_dir(str(_HYPOTHESIS_HOME[-1]))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    shutil.rmtree(_HYPOTHESIS_HOME, ignore_errors=True)
+    for folder in _HYPOTHESIS_HOME:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 REPO = Path(__file__).resolve().parents[1]

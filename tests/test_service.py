@@ -91,8 +91,9 @@ def quiet_service() -> Iterator[list[Service]]:
 
 @pytest.mark.slow
 def test_scheduler_runs_jobs_without_overlap_and_counts_skips(
-    quiet_service: list[Service],
+    quiet_service: list[Service], workdir: Path
 ) -> None:
+    # In a temporary folder: the demo config's model store is the relative ``models``.
     config, _, _ = demo_inputs()
     config = config.model_copy(update={"service": ServiceConfig(metrics_port=0, misfire_grace_s=5)})
     fast_runs: list[float] = []
@@ -247,7 +248,10 @@ class CountingProvider:
 
 
 @pytest.mark.slow
-def test_two_replicas_one_acts_and_leader_loss_hands_over(fake_kube: FakeKube) -> None:
+def test_two_replicas_one_acts_and_leader_loss_hands_over(
+    fake_kube: FakeKube, workdir: Path
+) -> None:
+    # In a temporary folder: the demo config's model store is the relative ``models``.
     api = lease_api(fake_kube)
     clock_a, clock_b = Clock(), Clock()
     wall_b = [dt.datetime(2026, 11, 30, tzinfo=dt.UTC)]
