@@ -103,12 +103,17 @@ def test_backtest_measures_a_known_error() -> None:
     assert scale > 0
 
 
+def _hourly_csv(path: Path, days: int) -> None:
+    """A noisy hourly daily cycle of ``days`` days as a timestamp,value CSV."""
+    y = daily_cycle(days, step="1h", noise=3.0)
+    frame = pd.DataFrame({"timestamp": y.index.strftime("%Y-%m-%dT%H:%M:%S"), "value": y.values})
+    frame.to_csv(path, index=False)
+
+
 def test_backtest_cli_prints_a_table_and_writes_json(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    y = daily_cycle(9, step="1h", noise=3.0)
-    frame = pd.DataFrame({"timestamp": y.index.strftime("%Y-%m-%dT%H:%M:%S"), "value": y.values})
-    frame.to_csv(workdir / "h.csv", index=False)
+    _hourly_csv(workdir / "h.csv", days=9)
     code = main(
         [
             "backtest",
@@ -147,9 +152,7 @@ def test_per_origin_scores_add_up_to_the_totals_and_name_the_bad_day() -> None:
 def test_backtest_cli_per_origin_and_max_history(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    y = daily_cycle(20, step="1h", noise=3.0)
-    frame = pd.DataFrame({"timestamp": y.index.strftime("%Y-%m-%dT%H:%M:%S"), "value": y.values})
-    frame.to_csv(workdir / "h.csv", index=False)
+    _hourly_csv(workdir / "h.csv", days=20)
     args = ["backtest", "--history", "h.csv", "--methods", "seasonal_naive_1d", "--no-progress"]
     code = main([*args, "--per-origin", "--max-history", "5d", "--json", "bt.json"])
     out, _ = capsys.readouterr()
