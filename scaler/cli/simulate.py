@@ -20,6 +20,7 @@ from forecaster.series import parse_duration, read_history_csv
 from scaler.cli.common import select_series
 from scaler.config import Config
 from scaler.replay.deferrable import deferrable_replay, format_deferrable
+from scaler.replay.forecast_store import load_forecasts, save_forecasts, store_path
 from scaler.replay.protocol import ReplaySetup, Trace, prepare_trace
 from scaler.replay.simulating import POLICIES, Replay, ablation, planner_days, run_replay
 from scaler.replay.suite import SuiteResult, load_suite
@@ -138,6 +139,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
             args.tiers,
             jobs=args.jobs,
             started=lambda e: bar.describe(e.path),
+            forecast_cache=args.forecast_cache,
         )
         for per_lead in replays:
             for block, result in per_lead:
@@ -177,12 +179,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     policies = _policies(args)
     name = Path(args.history).stem if args.series is None else args.series
-    cache: ForecastCache = {}
     setups = _setups(args) if fleet is None else [_fleet_setup(args, fleet)]
     units = args.units_per_gpu if fleet is None else fleet.units_per_gpu
     tiers = args.tiers or (fleet is not None and fleet.tiers)
-    for k, setup in enumerate(setups):
-        trace = prepare_trace(series.rename(name), units, setup)
+    traces = [prepare_trace(series.rename(name), units, s) for s in setups]
+    stored = (
+        store_path(Path(args.forecast_cache), traces[0], setups) if args.forecast_cache else None
+    )
+    cache: ForecastCache = load_forecasts(stored) if stored is not None else {}
+    known = len(cache)
+    for k, (setup, trace) in enumerate(zip(setups, traces, strict=True)):
         test = trace.test_index
         shape = (
             f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, "
@@ -213,6 +219,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         # Several lead times: the files are those of the first.
         if k == 0:
             _write_files(replay, args.timeline_out, args.chart_out)
+    if stored is not None and len(cache) > known:
+        save_forecasts(cache, stored)
     return 0
 
 
@@ -510,4 +518,11 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
         "--progress",
         action="store_true",
         help="a line per simulated day on stderr where no progress bar is shown",
+    )
+    p.add_argument(
+        "--forecast-cache",
+        metavar="DIR",
+        help="keep each trace's forecasts in DIR and reuse them in later runs with the same "
+        "trace, forecasting settings and forecaster code (a planner change then replays "
+        "without refitting); default: none",
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from forecaster.errors import BadInputError, DataError
 from forecaster.series import read_history_csv
+from scaler.replay.forecast_store import load_forecasts, save_forecasts, store_path
 from scaler.replay.protocol import ReplaySetup, prepare_trace
 from scaler.replay.simulating import Replay, run_replay
 from scaler.replay.suite import Suite, SuiteResult, SuiteSeries, suite_result
@@ -36,17 +37,27 @@ def replay_suite(
     tiers: bool,
     jobs: int = 1,
     started: Callable[[SuiteSeries], None] | None = None,
+    forecast_cache: str | None = None,
 ) -> Iterator[list[tuple[str, SuiteResult]]]:
     """Each series' printed blocks and summary figures, one per setup (lead time), in the
     suite's order.
 
     With ``jobs`` > 1 the series are all handed at once to that many worker processes.
-    ``started`` is told of each series as its result is awaited.
+    ``started`` is told of each series as its result is awaited. ``forecast_cache``: a
+    folder keeping each series' forecasts between runs (:mod:`scaler.replay.forecast_store`).
     """
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             futures = [
-                pool.submit(replay_suite_series, str(folder), e, list(setups), policies, tiers)
+                pool.submit(
+                    replay_suite_series,
+                    str(folder),
+                    e,
+                    list(setups),
+                    policies,
+                    tiers,
+                    forecast_cache,
+                )
                 for e in suite.series
             ]
             for e, f in zip(suite.series, futures, strict=True):
@@ -57,7 +68,7 @@ def replay_suite(
         for e in suite.series:
             if started is not None:
                 started(e)
-            yield replay_suite_series(str(folder), e, list(setups), policies, tiers)
+            yield replay_suite_series(str(folder), e, list(setups), policies, tiers, forecast_cache)
 
 
 def replay_suite_series(
@@ -66,22 +77,29 @@ def replay_suite_series(
     setups: Sequence[ReplaySetup],
     policies: Sequence[str],
     tiers: bool,
+    forecast_cache: str | None = None,
 ) -> list[tuple[str, SuiteResult]]:
     """Replay one suite series at each setup; the printed block and the figures for the
-    summary of each."""
+    summary of each (its forecasts kept under ``forecast_cache`` where given)."""
     path = Path(folder) / entry.path
     try:
         history = read_history_csv(path)
     except DataError as exc:
         raise BadInputError(f"--suite: {entry.path}: {exc}") from exc
     series = next(iter(history.values()))
-    cache: ForecastCache = {}
+    traces = [prepare_trace(series.rename(path.stem), entry.units_per_gpu, s) for s in setups]
+    stored = (
+        store_path(Path(forecast_cache), traces[0], setups) if forecast_cache and traces else None
+    )
+    cache: ForecastCache = load_forecasts(stored) if stored is not None else {}
+    known = len(cache)
     out = []
-    for setup in setups:
-        trace = prepare_trace(series.rename(path.stem), entry.units_per_gpu, setup)
+    for setup, trace in zip(setups, traces, strict=True):
         replay = run_replay(trace, setup, policies, tiers=tiers, cache=cache)
         result = suite_result(entry, replay)
         out.append((_series_block(entry, replay, result, tiers), result))
+    if stored is not None and len(cache) > known:
+        save_forecasts(cache, stored)
     return out
 
 
