@@ -14,7 +14,6 @@ from scaler.planning.growth import (
     GrowthBacktest,
     actual_growth,
     backtest_growth,
-    growth_factors,
     predicted_growth,
     walk_forward,
 )
@@ -88,8 +87,7 @@ def test_the_growth_quantile_is_calibrated_out_of_sample() -> None:
         growth = first.calibrate(level)
         corr = np.array([growth.correction(t) for t in second.origins])
         ok = np.isfinite(second.actual)
-        believed = second.believed(growth.exponent)
-        covered = float(np.mean(second.actual[ok] <= believed[ok] * corr[ok]))
+        covered = float(np.mean(second.actual[ok] <= second.predicted[ok] * corr[ok]))
         assert abs(covered - level) <= 0.05, (level, covered)
 
 
@@ -108,84 +106,10 @@ def test_a_morning_ramp_gets_more_room_than_an_evening_decline() -> None:
     assert bt is not None
     growth = bt.calibrate(0.9)
     hours = np.asarray(bt.origins.hour)
-    factor = growth_factors(bt, growth)
+    factor = bt.predicted * np.array([growth.correction(t) for t in bt.origins])
     morning = factor[(hours >= 6) & (hours < 8)].mean()
     evening = factor[(hours >= 17) & (hours < 20)].mean()
     assert morning > 1.2 and morning > evening + 0.2
-
-
-def _moving_ramps(days: int, seed: int) -> pd.Series:
-    """Demand whose morning ramp (20 to 60 in an hour) starts at another hour each day."""
-    idx = pd.date_range("2026-01-05", periods=days * 288, freq=STEP, name="timestamp")
-    rng = np.random.default_rng(seed)
-    starts = rng.uniform(3, 11, days)
-    hour = np.asarray(idx.hour + idx.minute / 60)
-    day = np.asarray((idx - idx[0]).days)
-    up = np.clip(hour - starts[day], 0, 1)
-    level = 20 + 40 * up - 40 * np.clip(hour - 20, 0, 1)
-    return pd.Series(level, index=idx, name="rps")
-
-
-def _knowing(truth: pd.Series, noise: float, seed: int):
-    """A forecaster whose median is the truth ahead, times noise of its own (0: exact)."""
-    rng = np.random.default_rng(seed)
-
-    def forecast(window: pd.Series, horizon: pd.Timedelta) -> SeriesForecast:
-        start = window.index[-1] + STEP
-        ahead = truth[(truth.index >= start) & (truth.index < start + horizon)].to_numpy()
-        wobble = np.exp(noise * rng.standard_normal(len(ahead)))
-        return _forecast(ahead * wobble, start)
-
-    return forecast
-
-
-def test_a_forecast_that_knows_each_days_ramp_is_used_over_the_hours_own_growth() -> None:
-    # The ramp comes at another hour every day: the hour of the day does not say when,
-    # a forecast that knows it does, and its growth serves as well for less.
-    y = _moving_ramps(10, seed=4)
-    backtest = walk_forward(
-        "knowing",
-        pd.Timedelta(days=7),
-        pd.Timedelta(hours=1),
-        pd.Timedelta(days=28),
-        forecast=_knowing(y, 0.0, 0),
-    )
-    m = learn_margin(
-        y, 1800, 0.005, signal="rps", floor_window=pd.Timedelta(hours=1), backtest=backtest
-    )
-    assert m is not None and m.growth is not None and m.growth.uses_forecast
-    assert m.growth_cost_ratio is not None and m.profile_cost_ratio is not None
-    assert m.growth_cost_ratio < m.profile_cost_ratio
-    assert m.source == f"forecast growth q{m.growth.level:g} (knowing)"
-
-
-def test_a_forecast_whose_growth_is_noise_gives_way_to_the_hours_own_growth() -> None:
-    # The same ramps at the same hour every day, and a forecast whose predicted growth is
-    # noise: the series' own growth by hour of day holds less for the same service, the
-    # planner uses it, and the reason says the forecast's growth was not.
-    y = diurnal(10, seed=5, noise=0.0)
-    backtest = walk_forward(
-        "noisy",
-        pd.Timedelta(days=7),
-        pd.Timedelta(hours=1),
-        pd.Timedelta(days=28),
-        forecast=_knowing(y, 0.15, 1),
-    )
-    m = learn_margin(
-        y, 1800, 0.005, signal="rps", floor_window=pd.Timedelta(hours=1), backtest=backtest
-    )
-    assert m is not None and m.growth is not None and not m.growth.uses_forecast
-    assert m.forecast_shape  # the growth is applied, by hour of day
-    assert m.profile_cost_ratio is not None and m.growth_cost_ratio is not None
-    assert m.profile_cost_ratio < m.growth_cost_ratio
-    assert m.source == f"newest observation x its growth by hour of day q{m.growth.level:g}"
-    assert "forecast's own growth not used near term" in m.describe()
-    assert m.to_dict()["growth"]["uses_forecast"] is False  # type: ignore[index]
-    # The factor it applies is the hour's correction alone, whatever the forecast says.
-    at = pd.Timestamp("2026-01-16 07:00")
-    flat, rising = _forecast(np.full(8, 20.0), at), _forecast(np.linspace(20, 60, 8), at)
-    assert m.growth.factor(flat, at) == m.growth.factor(rising, at) == m.growth.correction(at)
-    assert m.growth.correction(at) > m.growth.correction(pd.Timestamp("2026-01-16 19:00"))
 
 
 def _seasonal(window: pd.Series, horizon: pd.Timedelta) -> SeriesForecast:

@@ -19,15 +19,6 @@ same history and compare it with the rule that ignores the forecast (reacting
 with a margin). :class:`Growth` is the calibrated result the planner applies at
 the newest observation (:func:`predicted_growth` of the live forecast times the
 correction of its hour).
-
-The growth quantile has a second form that leaves the forecast's prediction out:
-``c_τ`` of ``g`` itself, by time of day (``Growth.exponent`` 0: the series' own growth at
-that hour on this history, the room a morning ramp has needed before). The margin
-learner weighs both forms on the same backtest, and the forecast's form is used only
-where it held less for the same service: a forecast whose predicted growth over the lead
-time is noise widens its errors ``g / ĝ``, and so its quantile, beyond the hour's own
-spread (at a 40-minute lead, the planner with ``auto`` cost more than with a flat
-forecast on most dev groups before the second form was there).
 """
 
 from __future__ import annotations
@@ -50,9 +41,6 @@ MIN_TRAINING = pd.Timedelta(days=2)
 """History a backtest's first forecast is made from, at least."""
 WEEKLY_SPAN = pd.Timedelta(days=14)
 """A backtest of at least this span calibrates weekdays and weekends apart."""
-BELIEFS: tuple[float, ...] = (1.0, 0.0)
-"""The forms of the growth quantile the margin learner weighs: the forecast's predicted
-growth times its corrections (1), and the series' own growth by hour of day (0)."""
 
 Forecaster = Callable[[pd.Series, pd.Timedelta], SeriesForecast]
 """``(history, horizon) -> forecast``: the forecaster the planner uses, as the backtest calls it."""
@@ -132,23 +120,13 @@ class GrowthBacktest:
         g, p = self.actual[ok], self.predicted[ok]
         return float(np.mean(np.abs(np.log(g / p)))), float(np.mean(np.abs(np.log(g))))
 
-    def _cells(self) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Hour of day and weekend of each origin, and whether they are calibrated apart."""
+    def calibrate(self, level: float) -> Growth:
+        """The growth quantile at ``level``: the corrections of :class:`Growth`."""
+        err = self.actual / self.predicted
+        ok = np.isfinite(err)
         weekly = self.span >= WEEKLY_SPAN
         hours = np.asarray(self.origins.hour)
         weekend = np.asarray(self.origins.day_of_week) >= 5
-        return hours, weekend & weekly, weekly
-
-    def believed(self, beta: float) -> np.ndarray:
-        """``ĝ^β`` at each origin: the predicted growth (1), or none (0)."""
-        return np.asarray(self.predicted, dtype=float) ** beta
-
-    def calibrate(self, level: float, beta: float = 1.0) -> Growth:
-        """The growth quantile at ``level``: the corrections of :class:`Growth` to the
-        predicted growth (``beta`` 1), or the series' own growth by hour (``beta`` 0)."""
-        err = self.actual / self.believed(beta)
-        ok = np.isfinite(err)
-        hours, weekend, weekly = self._cells()
         overall = _quantile(err[ok], level)
         table: dict[tuple[int, bool], float] = {}
         pooled = 0
@@ -171,7 +149,6 @@ class GrowthBacktest:
             method=self.method,
             lead_steps=self.lead_steps,
             step=self.step,
-            exponent=beta,
         )
 
 
@@ -199,14 +176,6 @@ class Growth:
     method: str
     lead_steps: int
     step: pd.Timedelta
-    exponent: float = 1.0
-    """``β`` of ``ĝ^β x c``: 1, the forecast's predicted growth with its corrections; 0, the
-    series' own growth by hour of day (the forecast's prediction not used)."""
-
-    @property
-    def uses_forecast(self) -> bool:
-        """Whether the forecast's predicted growth enters the factor."""
-        return self.exponent > 0
 
     def correction(self, at: pd.Timestamp) -> float:
         at = pd.Timestamp(at)
@@ -215,16 +184,10 @@ class Growth:
 
     def factor(self, fc: SeriesForecast, at: pd.Timestamp) -> float:
         """The growth quantile at the newest observation ``at`` of the live forecast ``fc``."""
-        g = predicted_growth(fc, at, self.step, self.lead_steps)
-        return g**self.exponent * self.correction(at)
+        return predicted_growth(fc, at, self.step, self.lead_steps) * self.correction(at)
 
     def describe(self) -> str:
         buckets = "by hour of day" + (" and weekday/weekend" if self.weekly else "")
-        if not self.uses_forecast:
-            return (
-                f"q{self.level:g} of the series' own growth over the lead time {buckets}, "
-                f"on {self.samples} backtest origins"
-            )
         return (
             f"q{self.level:g} of the growth over the lead time from {self.method!r} forecasts, "
             f"calibrated on {self.samples} backtest origins {buckets}"
@@ -234,7 +197,7 @@ class Growth:
 def growth_factors(backtest: GrowthBacktest, growth: Growth) -> np.ndarray:
     """The growth quantile ``ĝ x c`` at each origin of ``backtest``."""
     corr = np.array([growth.correction(t) for t in backtest.origins])
-    return backtest.believed(growth.exponent) * corr
+    return backtest.predicted * corr
 
 
 def actual_growth(known: np.ndarray, lead: int) -> np.ndarray:

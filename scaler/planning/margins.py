@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from scaler.planning.growth import BELIEFS, LEVELS, Growth, GrowthBacktest, growth_factors
+from scaler.planning.growth import LEVELS, Growth, GrowthBacktest, growth_factors
 
 MARGIN_GRID: np.ndarray = np.round(np.arange(0.0, 2.0 + 1e-9, 0.025), 3)
 """Candidate margins: 0% to 200% of the newest observation, in steps of 2.5%."""
@@ -107,11 +107,8 @@ class Margin:
     growth: Growth | None = None
     """The calibrated growth quantile the planner applies (None: not the growth rule)."""
     growth_cost_ratio: float | None = None
-    """The cheapest candidate of the forecast's growth meeting the target: capacity over
-    demand (None: none met it, or no backtest)."""
-    profile_cost_ratio: float | None = None
-    """The same for the series' own growth by hour of day (the forecast's prediction not
-    used: :data:`scaler.planning.growth.BELIEFS`)."""
+    """The cheapest growth-rule candidate meeting the target: capacity over demand (None:
+    none met it, or no backtest)."""
     flat_cost_ratio: float | None = None
     """The same for the newest observation x margin (the reactive rule's family)."""
     backtest_note: str = ""
@@ -123,8 +120,6 @@ class Margin:
     @property
     def source(self) -> str:
         """Where the near-term number comes from, in a reason's words."""
-        if self.growth is not None and not self.growth.uses_forecast:
-            return f"newest observation x its growth by hour of day q{self.growth.level:g}"
         if self.growth is not None:
             return f"forecast growth q{self.growth.level:g} ({self.growth.method})"
         if self.forecast_shape:
@@ -188,10 +183,8 @@ class Margin:
         g, f = self.growth_cost_ratio, self.flat_cost_ratio
         if self.backtest_note:
             return f"; forecast not used near term ({self.backtest_note})"
-        if g is None and f is None and self.profile_cost_ratio is None:
+        if g is None and f is None:
             return ""
-        if self.growth is not None and not self.growth.uses_forecast:
-            return self._profile_comparison()
         if self.growth is not None:
             if f is None:
                 return "; no newest observation x margin served as well on this history"
@@ -217,22 +210,6 @@ class Margin:
             "service on this history"
         )
 
-    def _profile_comparison(self) -> str:
-        """Why the series' own growth by hour was used rather than the forecast's."""
-        g, p, f = self.growth_cost_ratio, self.profile_cost_ratio, self.flat_cost_ratio
-        if p is None or p <= 0:
-            return "; forecast's own growth not used near term (it held no less here)"
-        forecast = (
-            f"the forecast's growth {g:.2f}x ({100 * (g / p - 1):.1f}% more)"
-            if g is not None
-            else "the forecast's growth did not serve as well"
-        )
-        flat = f", newest observation x margin {f:.2f}x" if f is not None else ""
-        return (
-            f"; forecast's own growth not used near term: the series' growth by hour of day "
-            f"held {p:.2f}x demand, {forecast}{flat}, at the same service on this history"
-        )
-
     def to_dict(self) -> dict[str, object]:
         def r6(x: float | None) -> float | None:
             return None if x is None or not math.isfinite(x) else round(x, 6)
@@ -252,7 +229,6 @@ class Margin:
             "target": r6(self.target),
             "near_term": self.source,
             "growth_cost_ratio": r6(self.growth_cost_ratio),
-            "profile_cost_ratio": r6(self.profile_cost_ratio),
             "flat_cost_ratio": r6(self.flat_cost_ratio),
         }
         if self.growth_error is not None:
@@ -266,7 +242,6 @@ class Margin:
                 "method": self.growth.method,
                 "samples": self.growth.samples,
                 "overall_correction": round(self.growth.overall, 6),
-                "uses_forecast": self.growth.uses_forecast,
             }
         return out
 
@@ -432,9 +407,8 @@ def learn_margin(
         capped=capped,
         target=target,
         growth=growths.get(rule),
-        growth_cost_ratio=_best_cost(cands, unserved, cost, target, _FORECAST),
-        profile_cost_ratio=_best_cost(cands, unserved, cost, target, _PROFILE),
-        flat_cost_ratio=_best_cost(cands, unserved, cost, target, _FLAT),
+        growth_cost_ratio=_best_cost(cands, unserved, cost, target, shaped=True),
+        flat_cost_ratio=_best_cost(cands, unserved, cost, target, shaped=False),
         backtest_note=""
         if bt is not None or backtest is None
         else "too little history to backtest the forecaster",
@@ -482,15 +456,11 @@ def _candidates(
     table = {-1: replay.rule(MARGIN_GRID)}
     growths: dict[int, Growth] = {}
     if bt is not None:
-        # Rule r is level r % len(LEVELS) of form r // len(LEVELS) (BELIEFS: the forecast's
-        # growth first, so that it wins ties, then the series' own growth by hour).
-        for b, beta in enumerate(BELIEFS):
-            for i, level in enumerate(LEVELS):
-                r = b * len(LEVELS) + i
-                growths[r] = bt.calibrate(level, beta)
-                factor = np.ones(len(replay.values))
-                factor[bt.positions] = growth_factors(bt, growths[r])
-                table[r] = replay.rule(MARGIN_GRID, factor)
+        for r, level in enumerate(LEVELS):
+            growths[r] = bt.calibrate(level)
+            factor = np.ones(len(replay.values))
+            factor[bt.positions] = growth_factors(bt, growths[r])
+            table[r] = replay.rule(MARGIN_GRID, factor)
     # The growth rules first so that they win ties.
     rules = [*sorted(growths), -1]
     cands = [(r, k) for r in rules for k in range(len(MARGIN_GRID))]
@@ -499,25 +469,15 @@ def _candidates(
     return cands, unserved, cost, growths
 
 
-_FORECAST, _PROFILE, _FLAT = "forecast", "profile", "flat"
-
-
-def _family(rule: int) -> str:
-    """The family of a rule index of :func:`_candidates`."""
-    if rule < 0:
-        return _FLAT
-    return _FORECAST if BELIEFS[rule // len(LEVELS)] > 0 else _PROFILE
-
-
 def _best_cost(
     cands: list[_Candidate],
     unserved: dict[_Candidate, float],
     cost: dict[_Candidate, float],
     target: float,
-    family: str,
+    shaped: bool,
 ) -> float | None:
     """The least cost of a candidate of one rule family meeting ``target`` (None: none)."""
-    costs = [cost[c] for c in cands if _family(c[0]) == family and unserved[c] <= target + 1e-12]
+    costs = [cost[c] for c in cands if (c[0] >= 0) == shaped and unserved[c] <= target + 1e-12]
     return min(costs) if costs else None
 
 
