@@ -4,6 +4,7 @@ from the pools, the signal chosen, the fleets refused, and a short replay on the
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +22,7 @@ from scaler.replay.baselines import reactive_requests
 from scaler.replay.fleets import single_pool_run, usable_nodes
 from scaler.replay.protocol import STEP_H, ReplaySetup, prepare_trace
 from scaler.replay.user_fleet import UserFleet, lead_time_of, load_user_fleet
-from scaler.replay.walkforward import tiercast_run
+from scaler.replay.walkforward import ForecastCache, tiercast_run
 
 TIERED: dict[str, Any] = {
     "signals": [
@@ -125,6 +126,29 @@ def test_a_tiered_config_gives_the_setup_of_its_pools(tmp_path: Path) -> None:
     # 10 units per GPU and 40 per 2 GPUs: 0.1 + 0.05 GPUs per unit.
     assert fleet.units_per_gpu == pytest.approx(1 / 0.15)
     assert fleet.tiers and fleet.signal == "rps"
+
+
+def test_the_near_term_rule_is_calibrated_as_the_file_sets_it(tmp_path: Path) -> None:
+    # The product walks its forecaster over policy.growth_backtest_s, refreshed every
+    # policy.growth_refresh_s; the replay of the file's pools does the same (the published
+    # suites keep their own: 7 days, hourly).
+    data = tiered()
+    data["policy"].update(growth_backtest_s=2 * 86400, growth_refresh_s=12 * 3600)
+    fleet = load_user_fleet(write(tmp_path, data), "rps")
+    assert (fleet.setup.growth_backtest_s, fleet.setup.growth_refresh_s) == (172800, 43200)
+    defaults = load_user_fleet(write(tmp_path, tiered(), "plain.yaml"), "rps").setup
+    assert (defaults.growth_backtest_s, defaults.growth_refresh_s) == (3 * 86400, 86400)
+    assert ReplaySetup().growth_refresh_s is None  # the suites: every reforecast_s
+
+    history = diurnal(6, 200 * fleet.units_per_gpu)
+    full = prepare_trace(history, fleet.units_per_gpu, fleet.setup)
+    trace = replace(full, test_start=len(full.index) - 2)
+    cache: ForecastCache = {}
+    tiercast_run(trace, fleet.setup, fleet.config, "predictive", forecast_cache=cache)
+    made = sorted(at for (_, kind, at) in cache if kind == "backtest")
+    # Two days of origins, one forecast every 12 hours.
+    assert len(made) == 4
+    assert {b - a for a, b in itertools.pairwise(made)} == {pd.Timedelta(hours=12)}
 
 
 def test_the_replay_config_keeps_the_pools_and_policy_of_the_file(tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ def store_path(folder: Path, trace: Trace, setups: Iterable[ReplaySetup]) -> Pat
                 s.horizon_s,
                 s.quantile,
                 s.growth_backtest_s,
+                s.growth_refresh_s,
                 max(s.lead_time_s, int(TEST_REACH.total_seconds())),
                 trace.test_start,
                 trace.hold,

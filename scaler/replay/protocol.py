@@ -51,6 +51,10 @@ class ReplaySetup:
     """Predictive: span of the training period's end over which the forecaster is walked
     forward (refreshed every ``reforecast_s``) to calibrate its growth quantile
     (scaler.planning.growth); 0: the near-term rule never uses the forecast."""
+    growth_refresh_s: int | None = None
+    """Predictive: how often that backtest refreshes its forecast (None: every
+    ``reforecast_s``, the published protocol). ``simulate --config`` takes the file's
+    ``policy.growth_refresh_s`` and ``policy.growth_backtest_s``, as the product runs them."""
     headroom_fraction: float = 0.1
     """Predictive: policy.headroom_fraction, the margin only where a signal has too little
     history to learn its own (scaler.planning.margins); the replay's training period always has."""

@@ -265,6 +265,8 @@ def _setup(config: Config) -> ReplaySetup:
         stabilization_s=policy.scale_down_stabilization_s,
         unserved_budget=policy.unserved_budget,
         horizon_s=policy.horizon_s,
+        growth_backtest_s=policy.growth_backtest_s,
+        growth_refresh_s=policy.growth_refresh_s,
         reserved_price_per_gpu_hour=(
             _price(reserved) if reserved is not None else default.reserved_price_per_gpu_hour
         ),

@@ -195,7 +195,7 @@ def _training_margin(
     backtest = walk_forward(
         setup.forecast_method,
         pd.Timedelta(seconds=setup.growth_backtest_s),
-        pd.Timedelta(seconds=setup.reforecast_s),
+        pd.Timedelta(seconds=setup.growth_refresh_s or setup.reforecast_s),
         pd.Timedelta(seconds=setup.lookback_s),
         forecast=forecast,
     )
