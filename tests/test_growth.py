@@ -248,6 +248,32 @@ def test_a_bad_lead_time_is_one_line_naming_the_flag(workdir, capsys, value, wor
     assert code == 2 and words in err and "--lead-time" in err and "\n" not in err
 
 
+@pytest.mark.parametrize("value", ["12h", "91d", "soon", "=1d"])
+def test_a_bad_growth_backtest_is_one_line_naming_the_flag(workdir, capsys, value) -> None:
+    from scaler.cli import main
+
+    diurnal(6).to_frame("value").to_csv(workdir / "d.csv")
+    code = main(["simulate", "--history", "d.csv", "--growth-backtest", value])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--growth-backtest" in err and "\n" not in err
+
+
+def test_growth_backtest_0_replays_the_rule_without_the_forecasts_growth(workdir, capsys) -> None:
+    # The ablation of the forecast's growth itself: the same planner, newest observation x
+    # a learnt margin, and the reason says so.
+    from scaler.cli import main
+
+    diurnal(9).to_frame("value").to_csv(workdir / "d.csv")
+    args = ["simulate", "--history", "d.csv", "--policies", "reactive,predictive"]
+    args += ["--method", "seasonal_naive_1d", "--timeline-out", "", "--chart-out", ""]
+    assert main([*args, "--growth-backtest", "0"]) == 0
+    flat = capsys.readouterr().out
+    assert "predictive: near term newest observation x margin" in flat
+    assert main([*args, "--growth-backtest", "2d"]) == 0
+    grown = capsys.readouterr().out
+    assert "of the growth over the lead time from 'seasonal_naive_1d' forecasts" in grown
+
+
 def test_an_unknown_ablation_policy_is_refused() -> None:
     from forecaster.errors import BadInputError
 

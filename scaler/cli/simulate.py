@@ -54,7 +54,24 @@ def _setup(args: argparse.Namespace) -> ReplaySetup:
         spot_max_share=args.spot_max_share,
         stabilization_s=stabilization_s,
         unserved_budget=args.unserved_budget,
+        growth_backtest_s=_growth_backtest_s(args.growth_backtest),
     )
+
+
+def _growth_backtest_s(value: str | None) -> int:
+    """``--growth-backtest`` in seconds: 0, or a duration from 1 day to 90 days."""
+    if value is None:
+        return ReplaySetup().growth_backtest_s
+    text = str(value).strip()
+    if text == "0":
+        return 0
+    try:
+        seconds = int(parse_duration(text).total_seconds())
+    except DataError as exc:
+        raise BadInputError(f"--growth-backtest: {exc}") from exc
+    if seconds != 0 and not 86400 <= seconds <= 90 * 86400:
+        raise BadInputError(f"--growth-backtest: {text!r} must be 0 or a duration from 1d to 90d")
+    return seconds
 
 
 def _stabilization_s(value: str | None) -> int:
@@ -300,6 +317,9 @@ def _fleet_setup(args: argparse.Namespace, fleet: UserFleet) -> ReplaySetup:
         seed=base.seed,
         forecast_method=args.method if args.method_given else s.forecast_method,
         horizon_s=horizon,
+        growth_backtest_s=s.growth_backtest_s
+        if args.growth_backtest is None
+        else base.growth_backtest_s,
     )
 
 
@@ -492,6 +512,14 @@ def _add_policy_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stabilization",
         help="predictive: policy.scale_down_stabilization_s, seconds or a duration (default: 20m)",
+    )
+    p.add_argument(
+        "--growth-backtest",
+        metavar="DURATION",
+        help="predictive: how much of the training period's end the forecaster is walked "
+        "forward over to calibrate its growth quantile, 1d to 90d, or 0 for a near-term rule "
+        "that never uses the forecast's growth (newest observation x margin); default: 7d, "
+        "or the file's policy.growth_backtest_s with --config",
     )
     p.add_argument(
         "--unserved-budget",
