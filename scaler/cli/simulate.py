@@ -20,7 +20,7 @@ from forecaster.series import parse_duration, read_history_csv
 from scaler.cli.common import select_series
 from scaler.config import Config
 from scaler.replay.deferrable import deferrable_replay, format_deferrable
-from scaler.replay.forecast_store import load_forecasts, save_forecasts, store_path
+from scaler.replay.forecast_store import kept_forecasts
 from scaler.replay.protocol import ReplaySetup, Trace, prepare_trace
 from scaler.replay.simulating import POLICIES, Replay, ablation, planner_days, run_replay
 from scaler.replay.suite import SuiteResult, load_suite
@@ -200,44 +200,38 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     units = args.units_per_gpu if fleet is None else fleet.units_per_gpu
     tiers = args.tiers or (fleet is not None and fleet.tiers)
     traces = [prepare_trace(series.rename(name), units, s) for s in setups]
-    stored = (
-        store_path(Path(args.forecast_cache), traces[0], setups) if args.forecast_cache else None
-    )
-    cache: ForecastCache = load_forecasts(stored) if stored is not None else {}
-    known = len(cache)
-    for k, (setup, trace) in enumerate(zip(setups, traces, strict=True)):
-        test = trace.test_index
-        shape = (
-            f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, "
-            f"lead {setup.lead_time_s // 60} min"
-            if fleet is None
-            else f"config {args.config}: {fleet.describe()}"
-        )
-        print(
-            f"tiercast simulate | {args.history} | demand = ceil(value / {units:g}) GPUs | "
-            f"test {test[0]:%Y-%m-%d %H:%M} to {test[-1]:%Y-%m-%d %H:%M} ({len(test)} steps of 5 min) | "
-            f"{shape} | reforecast every {args.reforecast}"
-        )
-        replay = _replay_showing_progress(
-            args, trace, setup, policies, cache, tiers, None if fleet is None else fleet.config
-        )
-        print(format_table(replay))
-        if tiers:
-            print(format_tiers(replay))
-        if args.deferrable_gpu_hours_per_day:
-            load = deferrable_replay(replay, args.deferrable_gpu_hours_per_day)
-            print(format_deferrable(load))
-        margin = replay.runs["predictive"].margin if "predictive" in replay.runs else None
-        if margin is not None:
-            print(f"predictive: {margin.describe()}")
-        for policy, run in replay.runs.items():
-            if run.plans:
-                print(f"{policy}: {run.plans} plans in {run.seconds:.1f} s", file=sys.stderr)
-        # Several lead times: the files are those of the first.
-        if k == 0:
-            _write_files(replay, args.timeline_out, args.chart_out)
-    if stored is not None and len(cache) > known:
-        save_forecasts(cache, stored)
+    with kept_forecasts(args.forecast_cache, traces[0], setups) as cache:
+        for k, (setup, trace) in enumerate(zip(setups, traces, strict=True)):
+            test = trace.test_index
+            shape = (
+                f"{setup.gpus_per_node}-GPU nodes, ${setup.price_per_gpu_hour:g}/GPU-h, "
+                f"lead {setup.lead_time_s // 60} min"
+                if fleet is None
+                else f"config {args.config}: {fleet.describe()}"
+            )
+            print(
+                f"tiercast simulate | {args.history} | demand = ceil(value / {units:g}) GPUs | "
+                f"test {test[0]:%Y-%m-%d %H:%M} to {test[-1]:%Y-%m-%d %H:%M} ({len(test)} steps of 5 min) | "
+                f"{shape} | reforecast every {args.reforecast}"
+            )
+            replay = _replay_showing_progress(
+                args, trace, setup, policies, cache, tiers, None if fleet is None else fleet.config
+            )
+            print(format_table(replay))
+            if tiers:
+                print(format_tiers(replay))
+            if args.deferrable_gpu_hours_per_day:
+                load = deferrable_replay(replay, args.deferrable_gpu_hours_per_day)
+                print(format_deferrable(load))
+            margin = replay.runs["predictive"].margin if "predictive" in replay.runs else None
+            if margin is not None:
+                print(f"predictive: {margin.describe()}")
+            for policy, run in replay.runs.items():
+                if run.plans:
+                    print(f"{policy}: {run.plans} plans in {run.seconds:.1f} s", file=sys.stderr)
+            # Several lead times: the files are those of the first.
+            if k == 0:
+                _write_files(replay, args.timeline_out, args.chart_out)
     return 0
 
 

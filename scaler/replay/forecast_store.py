@@ -18,7 +18,8 @@ import hashlib
 import json
 import math
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -81,6 +82,24 @@ def store_path(folder: Path, trace: Trace, setups: Iterable[ReplaySetup]) -> Pat
     return folder / f"{stem or 'trace'}-{digest.hexdigest()[:20]}.json"
 
 
+@contextmanager
+def kept_forecasts(
+    folder: str | None, trace: Trace, setups: Iterable[ReplaySetup]
+) -> Iterator[ForecastCache]:
+    """The forecast cache of replays of ``trace`` at ``setups``: read from ``folder`` and
+    written back once the block has added to it (a plain empty cache where ``folder`` is
+    None)."""
+    if not folder:
+        yield {}
+        return
+    path = store_path(Path(folder), trace, setups)
+    forecasts = load_forecasts(path)
+    known = len(forecasts)
+    yield forecasts
+    if len(forecasts) > known:
+        save_forecasts(forecasts, path)
+
+
 def load_forecasts(path: Path) -> ForecastCache:
     """The forecasts stored at ``path`` (empty where there is no file or it is unreadable)."""
     if not path.is_file():
@@ -104,7 +123,7 @@ def save_forecasts(cache: ForecastCache, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = [
         {"method": m, "kind": k, "at": at.isoformat(), "forecast": _record(fc)}
-        for (m, k, at), fc in sorted(cache.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2]))
+        for (m, k, at), fc in sorted(cache.items(), key=lambda kv: kv[0])
     ]
     with path.open("w") as fh:
         json.dump({"format": FORMAT, "forecasts": entries}, fh, separators=(",", ":"))

@@ -11,12 +11,11 @@ from pathlib import Path
 
 from forecaster.errors import BadInputError, DataError
 from forecaster.series import read_history_csv
-from scaler.replay.forecast_store import load_forecasts, save_forecasts, store_path
+from scaler.replay.forecast_store import kept_forecasts
 from scaler.replay.protocol import ReplaySetup, prepare_trace
 from scaler.replay.simulating import Replay, run_replay
 from scaler.replay.suite import Suite, SuiteResult, SuiteSeries, suite_result
 from scaler.replay.tables import format_table, format_tiers
-from scaler.replay.walkforward import ForecastCache
 
 
 def check_suite_files(folder: Path, suite: Suite) -> None:
@@ -88,18 +87,12 @@ def replay_suite_series(
         raise BadInputError(f"--suite: {entry.path}: {exc}") from exc
     series = next(iter(history.values()))
     traces = [prepare_trace(series.rename(path.stem), entry.units_per_gpu, s) for s in setups]
-    stored = (
-        store_path(Path(forecast_cache), traces[0], setups) if forecast_cache and traces else None
-    )
-    cache: ForecastCache = load_forecasts(stored) if stored is not None else {}
-    known = len(cache)
     out = []
-    for setup, trace in zip(setups, traces, strict=True):
-        replay = run_replay(trace, setup, policies, tiers=tiers, cache=cache)
-        result = suite_result(entry, replay)
-        out.append((_series_block(entry, replay, result, tiers), result))
-    if stored is not None and len(cache) > known:
-        save_forecasts(cache, stored)
+    with kept_forecasts(forecast_cache, traces[0], setups) as cache:
+        for setup, trace in zip(setups, traces, strict=True):
+            replay = run_replay(trace, setup, policies, tiers=tiers, cache=cache)
+            result = suite_result(entry, replay)
+            out.append((_series_block(entry, replay, result, tiers), result))
     return out
 
 
