@@ -290,7 +290,13 @@ def projected_backtest_seconds(name: str, origins: Sequence[int], step: pd.Timed
 
 
 SHIFT_MIN_HOURS = 6
-"""A level shift counts once it has lasted this long (shorter runs are bursts)."""
+"""A level shift counts once it has lasted this long (shorter runs are bursts)..."""
+SHIFT_MIN_HOURS_NEW_RANGE = 3
+"""...or this long for a fall whose every hour lies below the lowest value of all the
+history before it: a floor never seen before is load that left (a job ended, traffic
+moved, a group scaled in), while a rise of a few hours above every past value is as
+likely a burst that passes (the hours of any upward run still have to reach
+:data:`SHIFT_MIN_HOURS`)."""
 SHIFT_MAX_DAYS = 3
 """Beyond this the seasonal medians have mostly moved onto the new level themselves."""
 SHIFT_RELATIVE = 0.2
@@ -306,7 +312,8 @@ def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, floa
     same phase over the 7 days before) is compared with the series' usual hourly
     deviation over the two weeks before the last two days. A shift is a run of
     hours, ending now and lasting at least :data:`SHIFT_MIN_HOURS` (at most
-    :data:`SHIFT_MAX_DAYS`), all off in the same direction by more than
+    :data:`SHIFT_MAX_DAYS`; :data:`SHIFT_MIN_HOURS_NEW_RANGE` for a fall below every
+    earlier value), all off in the same direction by more than
     :data:`SHIFT_TYPICAL` times the usual deviation and more than
     :data:`SHIFT_RELATIVE` of the usual level. The new level is a factor on the
     old for a non-negative series (offset 0), otherwise an offset (factor 1).
@@ -341,9 +348,13 @@ def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, floa
         if not np.isfinite(h) or np.sign(h) != sign or abs(h) <= threshold:
             break
         run += 1
-    if sign == 0 or run < SHIFT_MIN_HOURS or run > SHIFT_MAX_DAYS * per_day:
+    if sign == 0 or run > SHIFT_MAX_DAYS * per_day:
         return None
     start = n - run * hour
+    if run < SHIFT_MIN_HOURS and not (
+        sign < 0 and run >= SHIFT_MIN_HOURS_NEW_RANGE and _below_floor(values, start, hour)
+    ):
+        return None
     recent, base = values[start:], profile[start:]
     ok = np.isfinite(recent) & np.isfinite(base)
     if ok.sum() < hour:
@@ -360,6 +371,19 @@ def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, floa
         if scaled <= shifted:
             return start, factor, 0.0
     return start, 1.0, offset
+
+
+def _below_floor(values: np.ndarray, start: int, hour: int) -> bool:
+    """Whether every hour from ``start`` on (its median) lies below the lowest value of
+    the history before ``start``."""
+    before = values[:start]
+    before = before[np.isfinite(before)]
+    recent = values[start : start + (len(values) - start) // hour * hour].reshape(-1, hour)
+    if before.size == 0 or recent.size == 0:
+        return False
+    with np.errstate(all="ignore"):
+        medians = np.nanmedian(recent, axis=1)
+    return bool(np.isfinite(medians).all() and (medians < before.min()).all())
 
 
 class AutoSelector(BaseEstimator):

@@ -117,6 +117,28 @@ def test_a_burst_or_a_normal_day_is_not_a_level_shift() -> None:
     assert start == len(values) - 10 and factor == pytest.approx(0.5, abs=0.05) and offset == 0
 
 
+def test_a_fall_below_every_earlier_value_is_a_shift_after_three_hours() -> None:
+    """Load that leaves (a job ends, traffic moves) takes the series under its floor: three
+    hours there are a shift; three hours as low as a usual trough, or a fall to the floor's
+    level that has lasted two hours, are not."""
+    rng = np.random.default_rng(6)
+    values = (cycle(28) + rng.normal(0, 3, 28 * 24))[:-18]  # ends at the daily peak
+    floor = values.min()
+    gone = values.copy()
+    gone[-3:] = 0.4 * floor + rng.normal(0, 0.5, 3)
+    start, factor, offset = detect_level_shift(gone, 24)  # type: ignore[misc]
+    assert start == len(values) - 3 and factor < 0.5 and offset == 0
+    brief = values.copy()
+    brief[-2:] = 0.4 * floor
+    assert detect_level_shift(brief, 24) is None
+    trough = values.copy()
+    trough[-3:] = floor + 1.0  # as low as the lowest hour before, not under it
+    assert detect_level_shift(trough, 24) is None
+    six_hours = values.copy()
+    six_hours[-6:] = floor + 1.0  # a fall that lasts is a shift wherever it lands
+    assert detect_level_shift(six_hours, 24) is not None
+
+
 def test_a_step_that_fills_the_troughs_is_an_offset_not_a_factor() -> None:
     """Peaks of 70 and troughs of 30 become a flat-ish 55 with peaks of 80: moved by an
     offset, the old shape fits the new hours; scaled by the troughs' ratio, the peaks
