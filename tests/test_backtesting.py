@@ -246,6 +246,35 @@ def test_a_group_above_target_says_whether_its_test_days_could_explain_it() -> N
     assert line.endswith("1 of 2 with the whole 90% interval above 1.0")
 
 
+def test_coverage_outside_its_range_says_whether_its_test_days_could_explain_it() -> None:
+    from forecaster.benchmarks.accuracy import COVERAGE_RANGE, bootstrap_mean_ratio, summarize
+
+    # g1: six days at 0.94 and one event day at 0.2 (coverage 0.834, outside, but a draw
+    # without the event day is inside); g2: every day at 0.5 (outside in every draw); g3:
+    # inside.
+    per_day = {"g1": [90] * 6 + [19], "g2": [48] * 7, "g3": [86] * 7}
+    rows = []
+    for group, below in per_day.items():
+        group_rows = _rows(group, [8.0] * 7, [10.0] * 7, [30.0] * 7, group=group)
+        group_rows[0].coverage_q09 = sum(below) / (96 * 7)
+        group_rows[0].day_below = below
+        group_rows[0].day_observed = [96] * 7
+        rows += group_rows
+    summary = summarize(rows)
+    spread = bootstrap_mean_ratio(rows, draws=1000)
+    assert spread is not None
+    lo, hi = spread.coverage["g1"]
+    assert lo < COVERAGE_RANGE[0] < hi
+    assert spread.coverage["g2"] == pytest.approx((0.5, 0.5))
+    line = spread.coverage_line(summary)
+    assert line.startswith("q0.9 coverage outside [0.85, 0.95]: g2 0.500 (90% 0.500 to 0.500), g1")
+    assert "g3" not in line and line.endswith("1 of 2 with the whole 90% interval outside")
+    inside = [r for r in rows if r.group == "g3"]
+    assert bootstrap_mean_ratio(inside, draws=100).coverage_line(summarize(inside)) == (  # type: ignore[union-attr]
+        "q0.9 coverage in [0.85, 0.95] in every group"
+    )
+
+
 def _rows(
     series: str, mine: list[float], naive: list[float], other: list[float], group: str = ""
 ) -> list:

@@ -181,11 +181,18 @@ class BenchRow:
     day_dates: list[str] = field(default_factory=list)
     """Per origin: its calendar date (``2000-01-24``), so that series of a group that share
     test days are resampled together (:func:`bootstrap_mean_ratio`)."""
+    day_below: list[int] = field(default_factory=list)
+    """Per origin: how many observed actuals were at or below the q0.9 forecast..."""
+    day_observed: list[int] = field(default_factory=list)
+    """...out of this many (q0.9 coverage is sum(day_below) / sum(day_observed)), so that
+    the bootstrap gives coverage an interval over the same draws of days."""
 
     @classmethod
     def of(cls, series: str, method: str, bt: Backtest, group: str = "") -> BenchRow:
         scaled = np.abs(bt.actuals - bt.point()) / bt.scales[:, None]
         finite = np.isfinite(scaled)
+        observed = ~np.isnan(bt.actuals)
+        below = observed & (bt.actuals <= bt.column(0.9)) if 0.9 in bt.quantiles else None
         return cls(
             series,
             method,
@@ -197,6 +204,8 @@ class BenchRow:
             day_counts=finite.sum(axis=1).tolist(),
             group=group,
             day_dates=[f"{pd.Timestamp(o):%Y-%m-%d}" for o in bt.origins],
+            day_below=below.sum(axis=1).tolist() if below is not None else [],
+            day_observed=observed.sum(axis=1).tolist() if below is not None else [],
         )
 
 
@@ -497,6 +506,9 @@ class Uncertainty:
     draws: int
     groups: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Per group, the 5th and 95th percentiles of its ratio over the same draws."""
+    coverage: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per group, the 5th and 95th percentiles of tiercast's q0.9 coverage over the same
+    draws (the mean over the group's series, as :func:`summarize` takes it)."""
 
     def line(self) -> str:
         return (
@@ -504,6 +516,25 @@ class Uncertainty:
             f"{self.draws} draws): standard error {self.standard_error:.3f}, "
             f"90% interval {self.low:.3f} to {self.high:.3f}; "
             f"{self.share_within_target:.0%} of the draws at or below {TARGET_MEAN_RATIO}"
+        )
+
+    def coverage_line(self, summary: Summary) -> str:
+        """The groups whose q0.9 coverage is outside :data:`COVERAGE_RANGE`, each with its 90%
+        interval, and how many of them are outside with the whole interval: with one series
+        and seven test days, one day of an event moves a group's coverage by a seventh."""
+        lo_ok, hi_ok = COVERAGE_RANGE
+        outside = [g for g in summary.groups.values() if not lo_ok <= g.coverage <= hi_ok]
+        if not outside:
+            return f"q0.9 coverage in [{lo_ok}, {hi_ok}] in every group"
+        parts = []
+        clear = 0
+        for g in sorted(outside, key=lambda g: g.coverage):
+            lo, hi = self.coverage.get(g.group, (math.nan, math.nan))
+            clear += hi < lo_ok or lo > hi_ok
+            parts.append(f"{g.group} {g.coverage:.3f} (90% {lo:.3f} to {hi:.3f})")
+        return (
+            f"q0.9 coverage outside [{lo_ok}, {hi_ok}]: " + ", ".join(parts) + f"; {clear} of "
+            f"{len(outside)} with the whole 90% interval outside"
         )
 
     def groups_line(self, summary: Summary) -> str:
@@ -538,12 +569,14 @@ def bootstrap_mean_ratio(
     group's ratio as :func:`summarize` does (tiercast's mean MASE over the group's best
     rival's in that draw) and their mean over groups. Rows without dates are drawn day by
     day on their own. The spread of the draws is what other weeks of the same series could
-    have given: a change smaller than the standard error is not measurable here. None
-    when the rows carry no per-day errors.
+    have given: a change smaller than the standard error is not measurable here. The same
+    draws give each group's q0.9 coverage an interval (rows that carry per-day counts of
+    actuals at or below q0.9). None when the rows carry no per-day errors.
     """
     rng = np.random.default_rng(seed)
     # group -> method -> per-series arrays of the draws' MASE
     per_group: dict[str, dict[str, list[np.ndarray]]] = {}
+    covered: dict[str, list[np.ndarray]] = {}
     sizes: dict[str, int] = {}
     members_by_group: dict[str, list[list[BenchRow]]] = {}
     for _, group, mine, base in _by_series(rows):
@@ -565,6 +598,12 @@ def bootstrap_mean_ratio(
             methods = per_group.setdefault(group, {})
             for r, values in zip(members, mase, strict=True):
                 methods.setdefault(r.method, []).append(values)
+            tested = members[0]
+            if len(tested.day_below) == len(tested.day_observed) == len(tested.day_errors):
+                seen = np.asarray(tested.day_observed, dtype=float) @ weights.T
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    share = np.asarray(tested.day_below, dtype=float) @ weights.T / seen
+                covered.setdefault(group, []).append(np.where(seen > 0, share, np.nan))
     if not per_group:
         return None
     ratios = []
@@ -584,6 +623,16 @@ def bootstrap_mean_ratio(
                 float(np.percentile(finite, 5)),
                 float(np.percentile(finite, 95)),
             )
+    coverage: dict[str, tuple[float, float]] = {}
+    for group, shares in covered.items():
+        if len(shares) != sizes[group]:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(shares, axis=0)
+        mean = mean[np.isfinite(mean)]
+        if mean.size:
+            coverage[group] = (float(np.percentile(mean, 5)), float(np.percentile(mean, 95)))
     means = np.mean(ratios, axis=0)
     means = means[np.isfinite(means)]
     # Half the central 68% range: the standard error of a normal spread, but not blown up
@@ -596,6 +645,7 @@ def bootstrap_mean_ratio(
         share_within_target=float(np.mean(means <= TARGET_MEAN_RATIO)),
         draws=len(means),
         groups=intervals,
+        coverage=coverage,
     )
 
 

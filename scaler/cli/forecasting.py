@@ -242,6 +242,7 @@ def _bench(
             if spread is not None:
                 print(f"- {spread.line()}")
                 print(f"- {spread.groups_line(summary)}")
+                print(f"- {spread.coverage_line(summary)}")
             print()
             print("Fit and forecast time per method (cached rivals keep the time of their run):")
             print()
