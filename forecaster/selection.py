@@ -315,8 +315,11 @@ def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, floa
     :data:`SHIFT_MAX_DAYS`; :data:`SHIFT_MIN_HOURS_NEW_RANGE` for a fall below every
     earlier value), all off in the same direction by more than
     :data:`SHIFT_TYPICAL` times the usual deviation and more than
-    :data:`SHIFT_RELATIVE` of the usual level. The new level is a factor on the
-    old for a non-negative series (offset 0), otherwise an offset (factor 1).
+    :data:`SHIFT_RELATIVE` of the usual level. The new level is measured against the
+    same hours of the last day before the run (:func:`_day_before`), or against the
+    profile when there is no such day or it stood within :data:`SHIFT_RELATIVE` of the
+    new level already (the step came before it). It is a factor on the old for a
+    non-negative series (offset 0), otherwise an offset (factor 1).
     """
     n = len(values)
     hour = max(1, m_day // 24)
@@ -355,10 +358,20 @@ def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, floa
         sign < 0 and run >= SHIFT_MIN_HOURS_NEW_RANGE and _below_floor(values, start, hour)
     ):
         return None
-    recent, base = values[start:], profile[start:]
-    ok = np.isfinite(recent) & np.isfinite(base)
-    if ok.sum() < hour:
-        return None
+    recent = values[start:]
+    base = _day_before(values, start, m_day)
+    ok = np.isfinite(recent) & np.isfinite(base) if base is not None else None
+    if (
+        base is None
+        or ok is None
+        or ok.sum() < hour
+        # The day before stood at the new level already: the step came before it.
+        or abs(float(np.median(recent[ok] - base[ok]))) <= SHIFT_RELATIVE * float(np.median(level))
+    ):
+        base = profile[start:]
+        ok = np.isfinite(recent) & np.isfinite(base)
+        if ok.sum() < hour:
+            return None
     recent, base = recent[ok], base[ok]
     offset = float(np.median(recent - base))
     if np.nanmin(values) >= 0 and float(np.median(base)) > 0:
@@ -371,6 +384,22 @@ def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, floa
         if scaled <= shifted:
             return start, factor, 0.0
     return start, 1.0, offset
+
+
+def _day_before(values: np.ndarray, start: int, m_day: int) -> np.ndarray | None:
+    """The step's reference: for every step from ``start`` on, the value at the same phase
+    of the last day before ``start`` (None when the history has no whole day before it).
+
+    A step is measured from where the series stood just before it, not from the median
+    of the week: when the days before the step stood above the week's median (a busy
+    spell, then the fall), a factor against the median leaves those days above the new
+    level once the history is moved onto it."""
+    if start < m_day:
+        return None
+    day = values[start - m_day : start]
+    if not np.isfinite(day).any():
+        return None
+    return day[np.arange(len(values) - start) % m_day]
 
 
 def _below_floor(values: np.ndarray, start: int, hour: int) -> bool:

@@ -139,6 +139,27 @@ def test_a_fall_below_every_earlier_value_is_a_shift_after_three_hours() -> None
     assert detect_level_shift(six_hours, 24) is not None
 
 
+def test_a_step_is_measured_from_the_day_before_it() -> None:
+    """Three busy days at 1.5 times the usual cycle, then a fall to half of it: the step is
+    a factor of 1/3 on the day before (the busy level), not the 1/2 of the week's median
+    profile, which would leave the busy days above the new level once the history is
+    moved onto it. Where the day before already stood at the new level, the profile is the
+    reference, as before."""
+    rng = np.random.default_rng(7)
+    values = cycle(28) + rng.normal(0, 1, 28 * 24)
+    busy = values.copy()
+    busy[-3 * 24 :] *= 1.5
+    busy[-10:] = values[-10:] * 0.5
+    start, factor, offset = detect_level_shift(busy, 24)  # type: ignore[misc]
+    assert start == len(values) - 10 and factor == pytest.approx(1 / 3, abs=0.03) and offset == 0
+    early = values.copy()
+    early[-34:] *= 0.5
+    early[-12] = values[-12]  # one usual hour: the run is the last 11 hours, and the
+    found = detect_level_shift(early, 24)  # day before them is at the new level already
+    assert found is not None and found[0] == len(values) - 11
+    assert found[1] == pytest.approx(0.5, abs=0.05)
+
+
 def test_a_step_that_fills_the_troughs_is_an_offset_not_a_factor() -> None:
     """Peaks of 70 and troughs of 30 become a flat-ish 55 with peaks of 80: moved by an
     offset, the old shape fits the new hours; scaled by the troughs' ratio, the peaks
