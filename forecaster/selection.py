@@ -360,18 +360,11 @@ def detect_level_shift(values: np.ndarray, m_day: int) -> tuple[int, float, floa
         return None
     recent = values[start:]
     base = _day_before(values, start, m_day)
-    ok = np.isfinite(recent) & np.isfinite(base) if base is not None else None
-    if (
-        base is None
-        or ok is None
-        or ok.sum() < hour
-        # The day before stood at the new level already: the step came before it.
-        or abs(float(np.median(recent[ok] - base[ok]))) <= SHIFT_RELATIVE * float(np.median(level))
-    ):
-        base = profile[start:]
-        ok = np.isfinite(recent) & np.isfinite(base)
-        if ok.sum() < hour:
-            return None
+    if base is None or not _steps_from(recent, base, hour, SHIFT_RELATIVE * np.median(level)):
+        base = profile[start:]  # the step came before the day before, or there is no such day
+    ok = np.isfinite(recent) & np.isfinite(base)
+    if ok.sum() < hour:
+        return None
     recent, base = recent[ok], base[ok]
     offset = float(np.median(recent - base))
     if np.nanmin(values) >= 0 and float(np.median(base)) > 0:
@@ -400,6 +393,13 @@ def _day_before(values: np.ndarray, start: int, m_day: int) -> np.ndarray | None
     if not np.isfinite(day).any():
         return None
     return day[np.arange(len(values) - start) % m_day]
+
+
+def _steps_from(recent: np.ndarray, base: np.ndarray, hour: int, least: float) -> bool:
+    """Whether ``recent`` stands more than ``least`` off ``base`` (the median difference over
+    at least an hour of steps observed in both)."""
+    ok = np.isfinite(recent) & np.isfinite(base)
+    return bool(ok.sum() >= hour and abs(float(np.median(recent[ok] - base[ok]))) > least)
 
 
 def _below_floor(values: np.ndarray, start: int, hour: int) -> bool:
