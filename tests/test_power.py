@@ -374,7 +374,7 @@ def test_throttled_gpus_are_read_from_the_dcgm_exporter(dcgm: PrometheusServer) 
 def test_an_empty_dcgm_answer_is_no_reading(dcgm: PrometheusServer) -> None:
     # An hour before the exporter's first sample: nothing answers.
     assert collect_power(_config(dcgm.url), T0 - pd.Timedelta(hours=1)) is None
-    assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" in throttle_query(_config())
+    assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" in throttle_query(_config().power)
 
 
 def test_a_refused_override_query_is_one_line_naming_the_field(dcgm: PrometheusServer) -> None:

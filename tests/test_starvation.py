@@ -234,7 +234,8 @@ def _file_config() -> dict[str, Any]:
 
 def test_file_signals_read_no_starvation_and_the_query_excludes_placeholders() -> None:
     assert collect_starvation(parse_config(_file_config()), NOW) is None
-    q = waiting_query(_config("http://127.0.0.1:9"))
+    config = _config("http://127.0.0.1:9")
+    q = waiting_query(config.starvation, config.pools)
     assert 'kube_pod_status_phase{phase="Pending"}' in q and "> 300" in q
     assert 'priority_class=~"tiercast-placeholder"' in q
 
@@ -318,10 +319,10 @@ def test_an_answer_without_the_default_querys_labels_is_left_out() -> None:
     source = StaticSource(
         {
             # A server that answers every query with the same series (a stub, a proxy).
-            waiting_query(config): one({"__name__": "demand"}, 40.0)
+            waiting_query(config.starvation, config.pools): one({"__name__": "demand"}, 40.0)
             + one({"namespace": "ml", "pod": "a"}, 2.0),
-            running_query(config): one({"__name__": "demand"}, 40.0),
-            kueue_query(config): one({"__name__": "demand"}, 40.0),
+            running_query(config.starvation, config.pools): one({"__name__": "demand"}, 40.0),
+            kueue_query(config.starvation): one({"__name__": "demand"}, 40.0),
         }
     )
     got = collect_starvation(config, NOW, source)

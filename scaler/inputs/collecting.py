@@ -86,13 +86,16 @@ def settings_from_config(prometheus: PrometheusConfig, history: bool = False) ->
     )
 
 
-def source_from_config(config: Config, history: bool = False) -> PrometheusSource:
-    """The configured Prometheus; ``history``: the one signal history is read from."""
-    if config.prometheus is None:
+def source_from_config(
+    prometheus: PrometheusConfig | None, history: bool = False
+) -> PrometheusSource:
+    """The configured Prometheus (the config's ``prometheus`` section); ``history``: the one
+    signal history is read from."""
+    if prometheus is None:
         raise BadInputError(
             "config: signals with a 'query' need a 'prometheus' section with at least 'url'"
         )
-    return PrometheusSource(settings_from_config(config.prometheus, history))
+    return PrometheusSource(settings_from_config(prometheus, history))
 
 
 def _wall_clock() -> pd.Timestamp:
@@ -118,7 +121,7 @@ def collect(
     if problem is not None:
         raise BadInputError(f"signals[{names.index(signal_name)}].query ({signal_name}): {problem}")
     if source is None:
-        source = source_from_config(config, history=True)
+        source = source_from_config(config.prometheus, history=True)
     lookback_s = config.prometheus.lookback_s if config.prometheus is not None else 14 * 86400
     fill_s = config.prometheus.max_fill_gap_s if config.prometheus is not None else 900
     end = pd.Timestamp(now) if now is not None else _wall_clock()

@@ -26,7 +26,16 @@ if TYPE_CHECKING:
 
     from forecaster.history_store import HistoryStore
     from forecaster.series import History
-    from scaler.config import Config, ServiceConfig
+    from scaler.config import (
+        Config,
+        ForecastConfig,
+        ModelStoreConfig,
+        PolicyConfig,
+        PoolConfig,
+        PrometheusConfig,
+        ServiceConfig,
+        SignalConfig,
+    )
 
 
 IN_CLUSTER_CONFIG = Path("/etc/tiercast/config.yaml")
@@ -132,7 +141,7 @@ def shown_path(path: str | Path) -> str:
     return str(p)
 
 
-def check_forecast_method(config: Config, source: str) -> None:
+def check_forecast_method(forecast: ForecastConfig, source: str) -> None:
     """Refuse an unknown ``forecast.method`` at load (one line naming the field).
 
     Caught here rather than per signal during the cycle, where an unknown estimator would
@@ -141,7 +150,7 @@ def check_forecast_method(config: Config, source: str) -> None:
     from forecaster.estimators import make
 
     try:
-        make(config.forecast.method)
+        make(forecast.method)
     except BadInputError as exc:
         raise BadInputError(f"{source}: forecast.method: {exc}") from None
 
@@ -152,7 +161,7 @@ def load_cycle_config(path: str, args: argparse.Namespace | None = None) -> Conf
     from scaler.config import load_config
 
     config = load_config(path)
-    check_forecast_method(config, str(path))
+    check_forecast_method(config.forecast, str(path))
     url = getattr(args, "prometheus_url", None)
     if url:
         config = with_prometheus_url(config, url, str(path), getattr(args, "history", None))
@@ -282,9 +291,9 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
             history = _history_from_config(
                 config, Path(config_path).parent if config_path else Path("."), collected_at
             )
-        history = bind_history(config, history, source=str(history_path or config_path))
+        history = bind_history(config.signals, history, source=str(history_path or config_path))
         if collected_at is None:
-            check_file_history(config, history)
+            check_file_history(history, config.pools, config.policy)
         now = collected_at if collected_at is not None else _default_now(history)
         label = str(history_path or config_path)
     explicit = _explicit_now(args)
@@ -293,7 +302,7 @@ def load_inputs(args: argparse.Namespace) -> tuple[Config, History, pd.Timestamp
     return with_state_paths(apply_fleet_flags(config, args), args), history, now, label
 
 
-def check_file_history(config: Config, history: History) -> None:
+def check_file_history(history: History, pools: Sequence[PoolConfig], policy: PolicyConfig) -> None:
     """Refuse, in one line, a history file too large or too fine to forecast.
 
     The cycle holds the pools of a signal it cannot forecast, which suits a Prometheus
@@ -305,8 +314,8 @@ def check_file_history(config: Config, history: History) -> None:
 
     from forecaster.series import check_forecast_size
 
-    lead = max(p.lead_time_s for p in config.pools)
-    horizon = pd.Timedelta(seconds=config.policy.horizon_s + lead + config.policy.cycle_s)
+    lead = max(p.lead_time_s for p in pools)
+    horizon = pd.Timedelta(seconds=policy.horizon_s + lead + policy.cycle_s)
     for y in history.values():
         check_forecast_size(y, horizon)
 
@@ -353,7 +362,7 @@ def _collect_prometheus(config: Config, signal: str, now: pd.Timestamp | None = 
     from scaler.inputs.collecting import collect_signal
 
     history = dict(collect_signal(config, signal, now=now))
-    store = history_store(config, signal)
+    store = history_store(config.prometheus, config.model_store, config.signal(signal))
     if store is not None and signal in history:
         fresh = history[signal]
         store.append({signal: fresh}, now=now)
@@ -361,23 +370,27 @@ def _collect_prometheus(config: Config, signal: str, now: pd.Timestamp | None = 
     return history
 
 
-def history_store(config: Config, signal: str) -> HistoryStore | None:
+def history_store(
+    prometheus: PrometheusConfig | None, store: ModelStoreConfig, signal: SignalConfig
+) -> HistoryStore | None:
     """The store of ``signal``'s history (``history/`` in the model store's folder, as the
     growth backtests are), or None when ``prometheus.keep_history_days`` is 0."""
     import pandas as pd
 
     from forecaster.history_store import HistoryStore
 
-    keep = config.prometheus.keep_history_days if config.prometheus is not None else 0
+    keep = prometheus.keep_history_days if prometheus is not None else 0
     if keep <= 0:
         return None
-    root = Path(config.model_store.path) / "history"
-    return HistoryStore(root, pd.Timedelta(seconds=config.signal(signal).step_s), keep)
+    root = Path(store.path) / "history"
+    return HistoryStore(root, pd.Timedelta(seconds=signal.step_s), keep)
 
 
-def bind_history(config: Config, history: History, source: str = "history") -> History:
+def bind_history(
+    signals: Sequence[SignalConfig], history: History, source: str = "history"
+) -> History:
     """Map history series to the config's signals by name (one series binds to one signal)."""
-    names = [s.name for s in config.signals]
+    names = [s.name for s in signals]
     if all(n in history for n in names):
         return {n: history[n] for n in names}
     if len(history) == 1 and len(names) == 1:
@@ -389,10 +402,11 @@ def bind_history(config: Config, history: History, source: str = "history") -> H
     )
 
 
-def parse_current_nodes(specs: Sequence[str], config: Config) -> dict[str, int]:
-    """``--current-nodes POOL=N`` (repeatable) -> pool -> nodes, checked against the config."""
+def parse_current_nodes(specs: Sequence[str], pools: Sequence[PoolConfig]) -> dict[str, int]:
+    """``--current-nodes POOL=N`` (repeatable) -> pool -> nodes, checked against the
+    config's ``pools``."""
     out: dict[str, int] = {}
-    names = [p.name for p in config.pools]
+    names = [p.name for p in pools]
     for spec in specs:
         pool, eq, value = str(spec).partition("=")
         pool = pool.strip()
@@ -416,7 +430,7 @@ def parse_current_nodes(specs: Sequence[str], config: Config) -> dict[str, int]:
 
 def apply_fleet_flags(config: Config, args: argparse.Namespace) -> Config:
     """Today's fleet from ``--current-nodes``: a review from a history file starts from what runs."""
-    nodes = parse_current_nodes(getattr(args, "current_nodes", None) or [], config)
+    nodes = parse_current_nodes(getattr(args, "current_nodes", None) or [], config.pools)
     if not nodes:
         return config
     pools = tuple(

@@ -29,14 +29,14 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.sources import LabelledSeries, MetricSource
 from scaler.catalog.gpus import gpu_model, product_matches
-from scaler.config import Config, StarvationConfig
+from scaler.config import Config, PoolConfig, StarvationConfig
 from scaler.inputs.instant import prometheus_source, reads_prometheus
 from scaler.planning.starvation import ModelWaiting, Starvation
 from scaler.plans import iso
@@ -53,50 +53,49 @@ _GPU_REQUESTS = (
 )
 
 
-def placeholder_classes(config: Config) -> list[str]:
-    """PriorityClasses of tiercast's own placeholder pods, sorted."""
+def placeholder_classes(pools: Sequence[PoolConfig]) -> list[str]:
+    """PriorityClasses of tiercast's own placeholder pods in ``pools``, sorted."""
     names = {PLACEHOLDER_CLASS}
-    for p in config.pools:
+    for p in pools:
         cls = getattr(p.provider, "priority_class", None)
         if isinstance(cls, str):
             names.add(cls)
     return sorted(names)
 
 
-def _unless_placeholders(config: Config) -> str:
-    pattern = "|".join(re.escape(c).replace("\\-", "-") for c in placeholder_classes(config))
+def _unless_placeholders(pools: Sequence[PoolConfig]) -> str:
+    pattern = "|".join(re.escape(c).replace("\\-", "-") for c in placeholder_classes(pools))
     return f' unless on (namespace, pod) kube_pod_info{{priority_class=~"{pattern}"}}'
 
 
-def waiting_query(config: Config) -> str:
-    """PromQL for the GPUs of pods Pending past the threshold, one series per pod."""
-    s = config.starvation
+def waiting_query(s: StarvationConfig, pools: Sequence[PoolConfig]) -> str:
+    """PromQL for the GPUs of pods Pending past the threshold, one series per pod (the
+    placeholder pods of ``pools`` left out)."""
     if s.query is not None:
         return s.query
     return (
         f"{_GPU_REQUESTS}"
         ' and on (namespace, pod) (max by (namespace, pod) (kube_pod_status_phase{phase="Pending"}) == 1)'
         " and on (namespace, pod) ((time() - max by (namespace, pod) (kube_pod_created))"
-        f" > {s.pending_threshold_s})" + _unless_placeholders(config)
+        f" > {s.pending_threshold_s})" + _unless_placeholders(pools)
     )
 
 
-def running_query(config: Config) -> str:
+def running_query(s: StarvationConfig, pools: Sequence[PoolConfig]) -> str:
     """PromQL for the GPUs of Running pods, one series per namespace (a cluster runs far
     more pods than wait, more than ``prometheus.max_series`` one series each)."""
-    if config.starvation.running_query is not None:
-        return config.starvation.running_query
+    if s.running_query is not None:
+        return s.running_query
     return (
         f"sum by (namespace) ({_GPU_REQUESTS}"
         ' and on (namespace, pod) (max by (namespace, pod) (kube_pod_status_phase{phase="Running"}) == 1)'
-        + _unless_placeholders(config)
+        + _unless_placeholders(pools)
         + ")"
     )
 
 
-def kueue_query(config: Config) -> str:
+def kueue_query(s: StarvationConfig) -> str:
     """PromQL for Kueue's workloads pending throughout the threshold, per ClusterQueue."""
-    s = config.starvation
     if s.kueue_query is not None:
         return s.kueue_query
     pending = 'kueue_pending_workloads{status="active"}'
@@ -110,7 +109,7 @@ def kueue_query(config: Config) -> str:
 
 def wanted(config: Config) -> bool:
     """Whether this config reads starvation: enabled, and signals read from Prometheus."""
-    return reads_prometheus(config, config.starvation.enabled)
+    return reads_prometheus(config.prometheus, config.signals, config.starvation.enabled)
 
 
 def collect_starvation(
@@ -120,8 +119,10 @@ def collect_starvation(
     if source is None:
         if not wanted(config):
             return None
-        source = prometheus_source(config)
+        source = prometheus_source(config.prometheus)
     s = config.starvation
+    pools = config.pools
+    pool_models = sorted({gpu_model(p.gpu_model).name for p in pools})
     now = pd.Timestamp(now)
     models: dict[str, dict[str, float]] = {}
     unattributed: dict[str, float] = {}
@@ -129,28 +130,28 @@ def collect_starvation(
     def row(model: str) -> dict[str, float]:
         return models.setdefault(model, {"running": 0.0, "waiting": 0.0, "pods": 0, "wl": 0})
 
-    waiting = _newest(source, waiting_query(config), now, "starvation.query")
+    waiting = _newest(source, waiting_query(s, pools), now, "starvation.query")
     for series, value in _labelled(waiting, ("namespace", "pod") if s.query is None else ()):
-        model = _model_of(series, s, config)
+        model = _model_of(series, s, pool_models)
         if model is None:
             unattributed[series.key] = unattributed.get(series.key, 0.0) + value
             continue
         row(model)["waiting"] += value
         row(model)["pods"] += 1
-    running = _newest(source, running_query(config), now, "starvation.running_query")
+    running = _newest(source, running_query(s, pools), now, "starvation.running_query")
     for series, value in _labelled(running, ("namespace",) if s.running_query is None else ()):
-        model = _model_of(series, s, config)
+        model = _model_of(series, s, pool_models)
         if model is not None:
             row(model)["running"] += value
     queues = {q.cluster_queue: q for q in s.kueue_queues}
-    kueue = _newest(source, kueue_query(config), now, "starvation.kueue_query")
+    kueue = _newest(source, kueue_query(s), now, "starvation.kueue_query")
     for series, value in _labelled(kueue, ("cluster_queue",) if s.kueue_query is None else ()):
         workloads = math.floor(value)
         if workloads <= 0:
             continue
         queue = queues.get(series.labels.get("cluster_queue", ""))
         per = queue.gpus_per_workload if queue else s.kueue_gpus_per_workload
-        model = gpu_model(queue.gpu_model).name if queue else _model_of(series, s, config)
+        model = gpu_model(queue.gpu_model).name if queue else _model_of(series, s, pool_models)
         if model is None:
             unattributed[series.key] = unattributed.get(series.key, 0.0) + workloads * per
             continue
@@ -208,9 +209,9 @@ def _labelled(
     return out
 
 
-def _model_of(series: LabelledSeries, s: StarvationConfig, config: Config) -> str | None:
-    """The catalog GPU model a series is about, or None where it cannot be told."""
-    pool_models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
+def _model_of(series: LabelledSeries, s: StarvationConfig, pool_models: list[str]) -> str | None:
+    """The catalog GPU model a series is about, or None where it cannot be told;
+    ``pool_models``: the catalog models of the config's pools, sorted."""
     value = series.labels.get(s.gpu_model_label) if s.gpu_model_label else None
     if value:
         try:

@@ -30,7 +30,7 @@ import pandas as pd
 from forecaster.errors import BadInputError
 from forecaster.sources import LabelledSeries, MetricSource
 from scaler.catalog.gpus import gpu_model, product_matches
-from scaler.config import Config
+from scaler.config import Config, PowerConfig
 from scaler.inputs.instant import prometheus_source, reads_prometheus
 from scaler.planning.power import GpuPower, PowerReading
 from scaler.plans import iso
@@ -41,43 +41,43 @@ STEP = pd.Timedelta(seconds=60)
 """Grid of the short range read at ``now`` (the newest evaluation is the one used)."""
 
 
-def _by(config: Config) -> str:
-    return f"{config.power.node_label}, gpu, modelName"
+def _by(power: PowerConfig) -> str:
+    return f"{power.node_label}, gpu, modelName"
 
 
-def throttle_query(config: Config) -> str:
+def throttle_query(power: PowerConfig) -> str:
     """PromQL for each GPU's clock-event reasons (the new name, else the old)."""
-    if config.power.throttle_query is not None:
-        return config.power.throttle_query
-    by = _by(config)
+    if power.throttle_query is not None:
+        return power.throttle_query
+    by = _by(power)
     return (
         f"max by ({by}) (DCGM_FI_DEV_CLOCKS_EVENT_REASONS)"
         f" or max by ({by}) (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)"
     )
 
 
-def clock_query(config: Config) -> str:
+def clock_query(power: PowerConfig) -> str:
     """PromQL for each GPU's SM clock, MHz."""
-    if config.power.clock_query is not None:
-        return config.power.clock_query
-    return f"max by ({_by(config)}) (DCGM_FI_DEV_SM_CLOCK)"
+    if power.clock_query is not None:
+        return power.clock_query
+    return f"max by ({_by(power)}) (DCGM_FI_DEV_SM_CLOCK)"
 
 
-def max_clock_query(config: Config) -> str:
+def max_clock_query(power: PowerConfig) -> str:
     """PromQL for the highest SM clock per ``modelName`` over the window, MHz."""
-    if config.power.max_clock_query is not None:
-        return config.power.max_clock_query
-    window = config.power.max_clock_window_s
+    if power.max_clock_query is not None:
+        return power.max_clock_query
+    window = power.max_clock_window_s
     return f"max by (modelName) (max_over_time(DCGM_FI_DEV_SM_CLOCK[{window}s]))"
 
 
-def _by_gpu(config: Config, metric: str) -> str:
-    return f"max by ({_by(config)}) ({metric})"
+def _by_gpu(power: PowerConfig, metric: str) -> str:
+    return f"max by ({_by(power)}) ({metric})"
 
 
 def wanted(config: Config) -> bool:
     """Whether this config reads DCGM: enabled, and signals read from Prometheus."""
-    return reads_prometheus(config, config.power.enabled)
+    return reads_prometheus(config.prometheus, config.signals, config.power.enabled)
 
 
 def collect_power(
@@ -87,29 +87,31 @@ def collect_power(
     if source is None:
         if not wanted(config):
             return None
-        source = prometheus_source(config)
+        source = prometheus_source(config.prometheus)
     now = pd.Timestamp(now)
-    node = config.power.node_label
+    power = config.power
+    pool_models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
+    node = power.node_label
     names: dict[tuple[str, str], str] = {}
     reasons = _per_gpu(
-        _newest(source, throttle_query(config), now, "power.throttle_query"), node, names
+        _newest(source, throttle_query(power), now, "power.throttle_query"), node, names
     )
-    clocks = _per_gpu(_newest(source, clock_query(config), now, "power.clock_query"), node, names)
+    clocks = _per_gpu(_newest(source, clock_query(power), now, "power.clock_query"), node, names)
     if not reasons and not clocks:
         return None
     tops: dict[str, float] = {}
-    for series, value in _newest(source, max_clock_query(config), now, "power.max_clock_query"):
+    for series, value in _newest(source, max_clock_query(power), now, "power.max_clock_query"):
         label = series.labels.get("modelName", "")
         tops[label] = max(tops.get(label, 0.0), value)
     watts = _per_gpu(
-        _newest(source, _by_gpu(config, "DCGM_FI_DEV_POWER_USAGE"), now, ""), node, names
+        _newest(source, _by_gpu(power, "DCGM_FI_DEV_POWER_USAGE"), now, ""), node, names
     )
-    temps = _per_gpu(_newest(source, _by_gpu(config, "DCGM_FI_DEV_GPU_TEMP"), now, ""), node, names)
+    temps = _per_gpu(_newest(source, _by_gpu(power, "DCGM_FI_DEV_GPU_TEMP"), now, ""), node, names)
     gpus = []
     unattributed = 0
     for key in sorted(set(reasons) | set(clocks)):
         name = names.get(key, "")
-        model = _model_of(name, config)
+        model = _model_of(name, power, pool_models)
         raw = reasons.get(key)
         g = GpuPower(
             node=key[0],
@@ -176,9 +178,9 @@ def _per_gpu(
     return out
 
 
-def _model_of(name: str, config: Config) -> str | None:
-    """The catalog GPU model of a ``modelName`` (``NVIDIA H100 80GB HBM3``), or None."""
-    pool_models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
+def _model_of(name: str, power: PowerConfig, pool_models: list[str]) -> str | None:
+    """The catalog GPU model of a ``modelName`` (``NVIDIA H100 80GB HBM3``), or None;
+    ``pool_models``: the catalog models of the config's pools, sorted."""
     if name:
         product = "-".join(name.split())
         for m in pool_models:
@@ -189,6 +191,6 @@ def _model_of(name: str, config: Config) -> str | None:
             return found if found in pool_models else None
         except KeyError:
             pass
-    if config.power.gpu_model is not None:
-        return gpu_model(config.power.gpu_model).name
+    if power.gpu_model is not None:
+        return gpu_model(power.gpu_model).name
     return pool_models[0] if len(pool_models) == 1 else None
