@@ -165,7 +165,8 @@ def test_a_sharing_config_round_trips_through_the_device_plugin_and_gfd(
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-SHARED"
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "32"
     # Read back as the physical GPUs (tests/test_shared_nodes.py).
-    info = node_info(node, make_config())
+    config = make_config()
+    info = node_info(node, config.pools, config.kubernetes)
     assert (info.devices, info.replicas) == (8, 4)
     # Applying it again changes nothing.
     before = len(fake.writes())

@@ -191,7 +191,7 @@ def test_physical_gpus_from_an_entry_with_gpu_indexes() -> None:
             "status": {"allocatable": alloc},
         },
     )
-    (node,) = read_nodes(Session(store), cfg)
+    (node,) = read_nodes(Session(store), cfg.pools, cfg.kubernetes)
     assert physical_gpus(node, pool, "single", entry) == (6, None)
 
 

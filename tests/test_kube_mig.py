@@ -474,7 +474,7 @@ def test_a_node_of_another_gpu_model_is_held_and_never_relabelled(
     # The inventory holds it, with the same line, so the planner never relayouts it.
     cfg = make_config()
     disabled = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
-    info = node_info(fake.get(NODE), cfg, {"md-a": "capi"})
+    info = node_info(fake.get(NODE), cfg.pools, cfg.kubernetes, {"md-a": "capi"})
     state = mig_node_state(info, cfg.pools[0], disabled, "mixed")
     assert state.held is not None
     assert "NVIDIA-A100-SXM4-80GB is not pool capi's H100-80GB" in state.held
@@ -485,5 +485,5 @@ def test_a_node_of_another_gpu_model_is_held_and_never_relabelled(
             {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"}
         ),
     )
-    info = node_info(fake.get(NODE), cfg, {"md-a": "capi"})
+    info = node_info(fake.get(NODE), cfg.pools, cfg.kubernetes, {"md-a": "capi"})
     assert mig_node_state(info, cfg.pools[0], disabled, "mixed").held is None

@@ -297,11 +297,16 @@ def session_to(fake: FakeKube, folder: Path) -> Session:
     return Session(connect_to(fake, folder, RetryPolicy(0, 0.01, 0.01), timeout_s=2))
 
 
+def _fleet(config: Any) -> tuple[Any, Any]:
+    """What the node starts are read for: the pools, and how nodes are told to them."""
+    return config.pools, config.kubernetes
+
+
 def test_each_pool_is_timed_from_its_own_objects_through_the_api(
     fake: FakeKube, tmp_path: Path
 ) -> None:
     config = auto_config()
-    got = observe_lead_times(session_to(fake, tmp_path), config)
+    got = observe_lead_times(session_to(fake, tmp_path), config.pools, config.kubernetes)
     by_pool: dict[str, dict[str, float]] = {}
     for o in got:
         by_pool.setdefault(o.pool, {})[o.object] = o.seconds
@@ -322,7 +327,7 @@ def test_every_call_timing_starts_makes_is_granted_by_the_shipped_rbac(
     fake: FakeKube, tmp_path: Path
 ) -> None:
     grants = {g for g in manifest_grants() if g[0] == "tiercast"}
-    observe_lead_times(session_to(fake, tmp_path), auto_config())
+    observe_lead_times(session_to(fake, tmp_path), *_fleet(auto_config()))
     needed = set()
     for r in fake.requests:
         if r.method == "GET" and DISCOVERY.match(r.path):
@@ -341,7 +346,7 @@ def test_a_pool_whose_objects_cannot_be_read_gives_none_and_fails_nothing(
     fake: FakeKube, tmp_path: Path
 ) -> None:
     fake.inject("500", times=5, path="/nodeclaims")
-    got = observe_lead_times(session_to(fake, tmp_path), auto_config())
+    got = observe_lead_times(session_to(fake, tmp_path), *_fleet(auto_config()))
     assert {o.pool for o in got} == {"capi", "hold"}
 
 

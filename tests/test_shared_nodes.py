@@ -61,12 +61,12 @@ def test_a_shared_node_is_its_physical_gpus(strategy: str, count: bool) -> None:
     config = _config(mig=False)
     node = operator_node("shared-1", POOL, strategy="none")
     _shared(node, strategy, 4, count=count)
-    info = node_info(node, config)
+    info = node_info(node, config.pools, config.kubernetes)
     assert (info.gpus, info.replicas, info.devices) == (32, 4, 8)
     # With or without GFD's gpu.count, 8 GPUs, never the 32 replicas or the pool default.
     pool = config.pools[0].model_copy(update={"gpus_per_node": 2})
     assert physical_gpus(info, pool, None, None) == (8, None)
-    (view,) = node_views([info], config, {}, None)
+    (view,) = node_views([info], config.pools, {}, None)
     assert (view.gpus, view.model, view.held) == (8, "H100-80GB", False)
     assert view.sharing == f"{strategy} x4"
 
@@ -79,7 +79,7 @@ def test_a_shared_node_under_the_single_strategy_is_not_held() -> None:
         "single-1", POOL, mig_config="all-1g.10gb", strategy="single", mig_devices={"1g.10gb": 56}
     )
     _shared(node, "time-slicing", 2)
-    info = node_info(node, config)
+    info = node_info(node, config.pools, config.kubernetes)
     assert info.gpu_product == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED"
     assert (info.gpus, info.devices) == (112, 56)
     state = mig_node_state(info, config.pools[0], default_mig_parted_config()["mig-configs"], None)
@@ -89,7 +89,9 @@ def test_a_shared_node_under_the_single_strategy_is_not_held() -> None:
 
 def test_unshared_node_reads_as_before() -> None:
     config = _config(mig=False)
-    info = node_info(operator_node("plain-1", POOL, strategy="none"), config)
+    info = node_info(
+        operator_node("plain-1", POOL, strategy="none"), config.pools, config.kubernetes
+    )
     assert (info.gpus, info.replicas, info.devices) == (8, 1, 8)
     assert physical_gpus(info, config.pools[0], None, None) == (8, None)
 
@@ -102,7 +104,7 @@ def test_a_node_gfd_finds_invalid_is_not_read_as_shared() -> None:
         "nvidia.com/gpu.replicas": "0",
         "nvidia.com/gpu.sharing-strategy": "",
     }
-    assert node_info(node, config).replicas == 1
+    assert node_info(node, config.pools, config.kubernetes).replicas == 1
 
 
 @pytest.mark.parametrize("strategy", ["time-slicing", "mps"])
@@ -112,5 +114,5 @@ def test_a_node_the_device_plugin_shared_is_its_physical_gpus(strategy: str) -> 
     node = operator_node("shared-2", POOL, strategy="none")
     shared_labels(strategy, 5)(node)
     assert node["metadata"]["labels"]["nvidia.com/gpu.product"].endswith("-SHARED")
-    (view,) = node_views([node_info(node, config)], config, {}, None)
+    (view,) = node_views([node_info(node, config.pools, config.kubernetes)], config.pools, {}, None)
     assert (view.gpus, view.held, view.sharing) == (8, False, f"{strategy} x5")

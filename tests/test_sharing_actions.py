@@ -164,7 +164,7 @@ def plan_on(kube: KubeProvider, cfg: Config, fcs: dict[str, SeriesForecast] | No
         fcs or forecasts(),
         kube.inventory(),
         NOW,
-        shared_inventory(kube.session, cfg),
+        shared_inventory(kube.session, cfg.pools, cfg.kubernetes),
     )
 
 
@@ -374,7 +374,7 @@ def test_inventory_reads_shared_nodes_as_physical_gpus(
     fake.mutate("/api/v1/nodes/h100-d", shared)
     cfg = config()
     kube = provider(fake, tmp_path, clock, cfg)
-    states = shared_node_states(read_nodes(kube.session, cfg), cfg)
+    states = shared_node_states(read_nodes(kube.session, cfg.pools, cfg.kubernetes), cfg.pools)
     d = next(s for s in states["h100"] if s.name == "h100-d")
     assert (d.gpus, d.config, d.strategy, d.replicas, d.held) == (
         8,

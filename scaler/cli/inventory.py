@@ -97,7 +97,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
         policy = RetryPolicy(kube.retries, kube.backoff_base_s, kube.backoff_max_s)
         transport = connect(args.kubeconfig, args.context, policy, kube.request_timeout_s)
     session = Session(transport)
-    nodes = read_nodes(session, config)
+    nodes = read_nodes(session, config.pools, kube)
     strategy: str | None = None
     configs: dict[str, Any] = {}
     own: dict[str, dict[str, Any]] = {}
@@ -123,7 +123,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
             if path.rsplit("/", 1)[-1] == OPERATOR_CONFIG:
                 names = [n.name for n in nodes]
                 own = node_mig_configs(session, kube.gpu_operator_namespace, names)
-    views = node_views(nodes, config, configs, strategy, own)
+    views = node_views(nodes, config.pools, configs, strategy, own)
     if args.output == "table":
         print_views(views)
     else:

@@ -52,7 +52,7 @@ from scaler.actuation.kube.transport import (
     Session,
 )
 from scaler.actuation.kube.writes import still_conflicting
-from scaler.config import Config
+from scaler.config import KubernetesConfig
 from scaler.planning.mig.state import Relayout, utc_text
 from scaler.planning.sharing import MPS_MAX_CLIENTS, SharingMode, device_plugin_config
 from scaler.planning.sharing_actions import (
@@ -114,9 +114,9 @@ def render(entry: dict[str, Any]) -> str:
 class DevicePluginConfigMap:
     """The ClusterPolicy and the device plugin's config ConfigMap it names."""
 
-    def __init__(self, session: Session, config: Config) -> None:
+    def __init__(self, session: Session, kube: KubernetesConfig) -> None:
         self.session = session
-        self.kube = config.kubernetes
+        self.kube = kube
 
     def policy(self) -> dict[str, Any]:
         """The ClusterPolicy; :class:`DevicePluginRefused` where there is none."""
@@ -194,7 +194,7 @@ class SharingRelabel:
     def __init__(
         self,
         session: Session,
-        config: Config,
+        kube: KubernetesConfig,
         nodes: MigRelabel,
         dry_run: bool,
         clock: Callable[[], float],
@@ -202,8 +202,8 @@ class SharingRelabel:
         wall: Callable[[], datetime.datetime],
     ) -> None:
         self.session = session
-        self.kube = config.kubernetes
-        self.config_map = DevicePluginConfigMap(session, config)
+        self.kube = kube
+        self.config_map = DevicePluginConfigMap(session, kube)
         self.nodes = nodes
         self.dry_run = dry_run
         self.clock = clock

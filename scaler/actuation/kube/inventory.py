@@ -50,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +68,8 @@ from scaler.catalog.mig import (
 )
 from scaler.config import (
     ClusterApiProviderConfig,
-    Config,
     KarpenterProviderConfig,
+    KubernetesConfig,
     PlaceholderProviderConfig,
     PoolConfig,
 )
@@ -160,9 +160,13 @@ def _int_quantity(value: Any) -> int:
 
 
 def node_info(
-    obj: dict[str, Any], config: Config, owners: Mapping[str, str] | None = None
+    obj: dict[str, Any],
+    pools: Sequence[PoolConfig],
+    kube: KubernetesConfig,
+    owners: Mapping[str, str] | None = None,
 ) -> NodeInfo:
-    """One node; ``owners`` maps node names to the Cluster API pool whose Machine names them."""
+    """One node, told to one of ``pools`` by ``kube``'s pool label; ``owners`` maps node
+    names to the Cluster API pool whose Machine names them."""
     meta = obj.get("metadata", {})
     labels = dict(meta.get("labels") or {})
     allocatable = obj.get("status", {}).get("allocatable") or {}
@@ -170,10 +174,8 @@ def node_info(
     pool = next(
         (
             p.name
-            for p in config.pools
-            if any(
-                selector_matches(s, labels) for s in pool_selectors(p, config.kubernetes.pool_label)
-            )
+            for p in pools
+            if any(selector_matches(s, labels) for s in pool_selectors(p, kube.pool_label))
             or (owners or {}).get(name) == p.name
         ),
         None,
@@ -185,7 +187,7 @@ def node_info(
     return NodeInfo(
         name=name,
         pool=pool,
-        tier=labels.get(config.kubernetes.tier_label) or labels.get(TIER_LABEL_FALLBACK),
+        tier=labels.get(kube.tier_label) or labels.get(TIER_LABEL_FALLBACK),
         gpu_product=labels.get(GPU_PRODUCT),
         gpus=_int_quantity(allocatable.get(GPU_RESOURCE, 0)),
         mig={
@@ -239,13 +241,13 @@ def capi_api_version(session: Session, settings: ClusterApiProviderConfig) -> st
     return found
 
 
-def machine_owners(session: Session, config: Config) -> dict[str, str]:
+def machine_owners(session: Session, pools: Sequence[PoolConfig]) -> dict[str, str]:
     """Node name -> Cluster API pool, through each MachineDeployment's Machines' ``status.nodeRef``.
 
     Pools with a ``node_selector`` are matched by it instead and not listed here.
     """
     out: dict[str, str] = {}
-    for p in config.pools:
+    for p in pools:
         s = p.provider
         if not isinstance(s, ClusterApiProviderConfig) or s.node_selector:
             continue
@@ -262,20 +264,22 @@ def machine_owners(session: Session, config: Config) -> dict[str, str]:
     return out
 
 
-def read_nodes(session: Session, config: Config) -> list[NodeInfo]:
+def read_nodes(
+    session: Session, pools: Sequence[PoolConfig], kube: KubernetesConfig
+) -> list[NodeInfo]:
     """Every node not being deleted, with its pool (None when no pool's selector matches)."""
-    owners = machine_owners(session, config)
+    owners = machine_owners(session, pools)
     listing = session.get(NODES_PATH)
     return [
-        node_info(obj, config, owners)
+        node_info(obj, pools, kube, owners)
         for obj in listing.get("items", [])
         if not obj.get("metadata", {}).get("deletionTimestamp")
     ]
 
 
-def nodes_per_pool(nodes: list[NodeInfo], config: Config) -> dict[str, int]:
+def nodes_per_pool(nodes: list[NodeInfo], pools: Sequence[PoolConfig]) -> dict[str, int]:
     counts = Counter(n.pool for n in nodes if n.pool is not None)
-    return {p.name: counts.get(p.name, 0) for p in config.pools}
+    return {p.name: counts.get(p.name, 0) for p in pools}
 
 
 def _advertised(layouts: list[Layout]) -> dict[str, int]:
@@ -447,7 +451,7 @@ def mig_node_state(
 
 def mig_node_states(
     nodes: list[NodeInfo],
-    config: Config,
+    pools: Sequence[PoolConfig],
     mig_configs: Mapping[str, Any],
     strategy: str | None,
     node_configs: Mapping[str, Mapping[str, Any]] | None = None,
@@ -458,7 +462,7 @@ def mig_node_states(
     ``<node>-mig-config`` (:func:`node_mig_configs`), read instead of ``mig_configs``.
     """
     out: dict[str, list[MigNodeState]] = {}
-    for pool in config.pools:
+    for pool in pools:
         if pool.mig_layouts is None:
             continue
         out[pool.name] = [
@@ -565,7 +569,7 @@ def _catalog_model(product: str | None) -> str | None:
 
 def node_views(
     nodes: list[NodeInfo],
-    config: Config,
+    pools: Sequence[PoolConfig],
     mig_configs: Mapping[str, Any],
     strategy: str | None,
     node_configs: Mapping[str, Mapping[str, Any]] | None = None,
@@ -576,15 +580,15 @@ def node_views(
     (held or not, and why); other nodes are counted in their pool or, outside any, not
     counted at all.
     """
-    pools = {p.name: p for p in config.pools}
+    by_name = {p.name: p for p in pools}
     states = {
         s.name: s
-        for group in mig_node_states(nodes, config, mig_configs, strategy, node_configs).values()
+        for group in mig_node_states(nodes, pools, mig_configs, strategy, node_configs).values()
         for s in group
     }
     out: list[NodeView] = []
     for node in sorted(nodes, key=lambda n: n.name):
-        pool = pools.get(node.pool) if node.pool else None
+        pool = by_name.get(node.pool) if node.pool else None
         model = gpu_model(pool.gpu_model).name if pool else _catalog_model(node.gpu_product)
         node_strategy = node.mig_strategy or strategy
         configs = (node_configs or {}).get(node.name, mig_configs)
@@ -704,12 +708,14 @@ def shared_node_state(
 
 
 def shared_node_states(
-    nodes: list[NodeInfo], config: Config, gpu_pods: Mapping[str, int] | None = None
+    nodes: list[NodeInfo],
+    pools: Sequence[PoolConfig],
+    gpu_pods: Mapping[str, int] | None = None,
 ) -> dict[str, list[SharedNodeState]]:
     """The nodes of every pool without ``mig_layouts``, in name order (``gpu_pods``: running
     GPU pods per node, :func:`gpu_pods_per_node`; None where not known)."""
     out: dict[str, list[SharedNodeState]] = {}
-    for pool in config.pools:
+    for pool in pools:
         if pool.mig_layouts is not None:
             continue
         out[pool.name] = [
@@ -720,6 +726,9 @@ def shared_node_states(
     return out
 
 
-def shared_inventory(session: Session, config: Config) -> dict[str, list[SharedNodeState]]:
+def shared_inventory(
+    session: Session, pools: Sequence[PoolConfig], kube: KubernetesConfig
+) -> dict[str, list[SharedNodeState]]:
     """:func:`shared_node_states` of the cluster's nodes, read now with their GPU pods."""
-    return shared_node_states(read_nodes(session, config), config, gpu_pods_per_node(session))
+    nodes = read_nodes(session, pools, kube)
+    return shared_node_states(nodes, pools, gpu_pods_per_node(session))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -54,7 +54,7 @@ from scaler.actuation.kube.transport import (
     KubeApiError,
     Session,
 )
-from scaler.config import Config
+from scaler.config import KubernetesConfig, PoolConfig
 from scaler.planning.mig.state import RELAYOUT_ANNOTATION, Relayout, parse_utc, utc_text
 from scaler.plans import Action
 
@@ -86,7 +86,8 @@ class MigRelabel:
     def __init__(
         self,
         session: Session,
-        config: Config,
+        pools: Sequence[PoolConfig],
+        kube: KubernetesConfig,
         mig_parted: MigPartedConfig,
         dry_run: bool,
         clock: Callable[[], float],
@@ -95,8 +96,8 @@ class MigRelabel:
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.session = session
-        self.config = config
-        self.kube = config.kubernetes
+        self.pools = tuple(pools)
+        self.kube = kube
         self.mig_parted = mig_parted
         self.dry_run = dry_run
         self.clock = clock
@@ -122,7 +123,7 @@ class MigRelabel:
             if details.get("new_node"):
                 return True, f"node {name} is not provisioned yet; its layout waits for it"
             return False, f"node {name} not found; nothing changed"
-        info = node_info(node, self.config, machine_owners(self.session, self.config))
+        info = node_info(node, self.pools, self.kube, machine_owners(self.session, self.pools))
         refused = self._refusal(name, info, action)
         if refused is not None:
             return False, refused
@@ -174,7 +175,7 @@ class MigRelabel:
         """Why this node is not the action's to change (another pool, another GPU), or None."""
         if info.pool != action.pool:
             return f"node {name} is in pool {info.pool}, not {action.pool}; nothing changed"
-        pool = next(p for p in self.config.pools if p.name == action.pool)
+        pool = next(p for p in self.pools if p.name == action.pool)
         mismatch = product_mismatch(info, pool)
         if mismatch is not None:
             return f"{mismatch}; nothing changed"

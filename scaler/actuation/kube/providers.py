@@ -176,8 +176,10 @@ class KubeProvider:
         self.changes = 0
         self.halted: str | None = None
         self.mig_parted = MigPartedConfig(session, self.kube)
-        self.mig = MigRelabel(session, config, self.mig_parted, dry_run, clock, sleep, wall)
-        self.sharing = SharingRelabel(session, config, self.mig, dry_run, clock, sleep, wall)
+        self.mig = MigRelabel(
+            session, config.pools, self.kube, self.mig_parted, dry_run, clock, sleep, wall
+        )
+        self.sharing = SharingRelabel(session, self.kube, self.mig, dry_run, clock, sleep, wall)
         kueue = config.kubernetes.kueue
         self.kueue = KueueQuota(kueue, self.kube) if kueue is not None else None
 
@@ -185,12 +187,12 @@ class KubeProvider:
 
     def nodes(self) -> list[NodeInfo]:
         """The cluster's GPU nodes, read now."""
-        return read_nodes(self.session, self.config)
+        return read_nodes(self.session, self.config.pools, self.kube)
 
     def inventory(self) -> dict[str, int]:
         """Nodes per pool: counted from node labels (Kubernetes pools), configured otherwise."""
         self.session.calls = []
-        counts = nodes_per_pool(self.nodes(), self.config)
+        counts = nodes_per_pool(self.nodes(), self.config.pools)
         out = {name: counts[name] for name in self.pools}
         if self.recording is not None:
             out.update(self.recording.inventory())
@@ -315,7 +317,7 @@ class KubeProvider:
                 self.kube.gpu_operator_namespace,
                 [n.name for n in nodes if n.pool in mig_pools],
             )
-        states = mig_node_states(nodes, self.config, configs, strategy, own)
+        states = mig_node_states(nodes, self.config.pools, configs, strategy, own)
         # Pools this provider does not act on (``recording``) keep their configured layouts.
         return {k: v for k, v in states.items() if k in self.pools}, configs
 
@@ -333,7 +335,7 @@ class KubeProvider:
         workloads are planned in (MPS beside the ``mixed`` MIG strategy): every action
         would be refused.
         """
-        config_map = DevicePluginConfigMap(self.session, self.config)
+        config_map = DevicePluginConfigMap(self.session, self.kube)
         try:
             policy = config_map.policy()
             config_map.path(policy)
@@ -341,7 +343,7 @@ class KubeProvider:
                 config_map.check_mode(policy, mode)
         except DevicePluginRefused as exc:
             return None, f"the cluster cannot take device plugin configs ({exc})"
-        read = shared_inventory(self.session, self.config)
+        read = shared_inventory(self.session, self.config.pools, self.kube)
         return {k: v for k, v in read.items() if k in self.pools}, None
 
     # ---- the Kueue quota ------------------------------------------------------------
@@ -367,7 +369,8 @@ class KubeProvider:
             if pools is not None
             else [p.name for p in self.config.pools if p.lead_time_auto]
         )
-        return observe_lead_times(self.session, self.config, [n for n in names if n in self.pools])
+        acted_on = [n for n in names if n in self.pools]
+        return observe_lead_times(self.session, self.config.pools, self.kube, acted_on)
 
     # ---- dry-run without a cluster ------------------------------------------------
 

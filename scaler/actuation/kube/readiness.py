@@ -40,7 +40,12 @@ from scaler.actuation.kube.inventory import (
     node_info,
 )
 from scaler.actuation.kube.transport import KubeApiError, Session
-from scaler.config import ClusterApiProviderConfig, Config, KarpenterProviderConfig, PoolConfig
+from scaler.config import (
+    ClusterApiProviderConfig,
+    KarpenterProviderConfig,
+    KubernetesConfig,
+    PoolConfig,
+)
 from scaler.records import LeadTimeObservation
 
 log = logging.getLogger(__name__)
@@ -174,13 +179,17 @@ def _pool_objects(session: Session, pool: PoolConfig) -> tuple[list[dict[str, An
 
 
 def observe_lead_times(
-    session: Session, config: Config, pools: Sequence[str] | None = None
+    session: Session,
+    pools: Sequence[PoolConfig],
+    kube: KubernetesConfig,
+    names: Sequence[str] | None = None,
 ) -> list[LeadTimeObservation]:
-    """Every completed node start the cluster shows for ``pools`` (default: the ``auto`` ones)."""
+    """Every completed node start the cluster shows for the ``pools`` named in ``names``
+    (default: the ``auto`` ones); nodes are told to pools by ``kube``'s pool label."""
     wanted = [
         p
-        for p in config.pools
-        if (p.name in pools if pools is not None else p.lead_time_auto)
+        for p in pools
+        if (p.name in names if names is not None else p.lead_time_auto)
         and p.provider.kind != "recording"
     ]
     out: list[LeadTimeObservation] = []
@@ -201,14 +210,17 @@ def observe_lead_times(
         timed = (start(obj, pool.name) for obj in items if isinstance(obj, dict))
         out.extend(o for o in timed if o is not None)
     if by_nodes:
-        out.extend(_node_starts(session, config, {p.name for p in by_nodes}))
+        out.extend(_node_starts(session, pools, kube, {p.name for p in by_nodes}))
     return out
 
 
-def _node_starts(session: Session, config: Config, pools: set[str]) -> list[LeadTimeObservation]:
-    """Starts of the Nodes of ``pools``, placed in pools as the inventory places them."""
+def _node_starts(
+    session: Session, pools: Sequence[PoolConfig], kube: KubernetesConfig, names: set[str]
+) -> list[LeadTimeObservation]:
+    """Starts of the Nodes of the pools named in ``names``, placed in pools as the inventory
+    places them."""
     try:
-        owners = machine_owners(session, config)
+        owners = machine_owners(session, pools)
         listing = session.get(NODES_PATH)
     except KubeApiError as exc:
         log.warning("nodes not readable for lead times (%s); lead times from records", exc)
@@ -217,8 +229,8 @@ def _node_starts(session: Session, config: Config, pools: set[str]) -> list[Lead
     for obj in listing.get("items", []):
         if not isinstance(obj, dict):
             continue
-        pool = node_info(obj, config, owners).pool
-        if pool is not None and pool in pools:
+        pool = node_info(obj, pools, kube, owners).pool
+        if pool is not None and pool in names:
             observed = node_start(obj, pool)
             if observed is not None:
                 out.append(observed)
