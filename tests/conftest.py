@@ -12,6 +12,9 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests.fake_kube import Clock
 
+# The fast tier's time rule (an unmarked test over 2 s fails the run where CI=true).
+pytest_plugins = ["tests.duration_rule"]
+
 # No example database, and hypothesis' own cache in a temporary folder removed at the end:
 # both would otherwise go to ``.hypothesis/`` of the working folder, the checkout, and the
 # tests write only under their temporary folders.
