@@ -198,6 +198,7 @@ def test_bad_drift_config_is_one_line(drift: dict[str, Any], expected: str) -> N
 def test_the_review_lists_each_drift_refit() -> None:
     from scaler.config import FinanceConfig
     from scaler.reports import reviewing
+    from scaler.reports.finance import PricedFleet
     from scaler.reports.hindsight import hindsight_section
     from tests.test_reviewing import OD, T0, _cycle, _history, fleet
 
@@ -210,7 +211,7 @@ def test_the_review_lists_each_drift_refit() -> None:
             second.created_at, second.forecast, {**second.plan, "risk": {"drift": drift}}
         ),
     ]
-    h = reviewing.from_records(config, _history({}), cycles, 0.9)
+    h = reviewing.from_records(PricedFleet.of(config), _history({}), cycles, 0.9)
     assert h.drift[["signal", "points"]].to_dict(orient="records") == [
         {"signal": "rps", "points": 72}
     ]

@@ -16,6 +16,7 @@ import pytest
 from forecaster.backtesting import Backtest
 from scaler.cli import main
 from scaler.reports import reviewing
+from scaler.reports.finance import PricedFleet
 from tests.test_finance import fleet
 
 T0 = pd.Timestamp("2027-01-10T00:00:00")
@@ -59,7 +60,7 @@ def test_records_compare_the_lead_time_forecast_and_plan_with_what_happened() ->
     # Cycle 2 planned 8 GPUs for T0+15min, 6 came: 2 idle for one cycle.
     history = _history({T0 + pd.Timedelta(minutes=10): 6.0, T0 + pd.Timedelta(minutes=15): 6.0})
     cycles = [_cycle(T0, 4.5, 4), _cycle(T0 + pd.Timedelta(minutes=5), 7.0, 8)]
-    h = reviewing.from_records(config, history, cycles, 0.9)
+    h = reviewing.from_records(PricedFleet.of(config), history, cycles, 0.9)
     assert h.source == "records"
     assert list(h.gpus["actual_gpus"]) == [6.0, 6.0]
     assert list(h.gpus["planned_gpus"]) == [4.0, 8.0]
@@ -79,7 +80,9 @@ def test_records_compare_the_lead_time_forecast_and_plan_with_what_happened() ->
     priced = config.model_copy(
         update={"finance": config.finance.model_copy(update={"unserved_price_per_gpu_hour": 50.0})}
     )
-    [pool] = reviewing.from_records(priced, history, cycles, 0.9).pools.to_dict(orient="records")
+    [pool] = reviewing.from_records(PricedFleet.of(priced), history, cycles, 0.9).pools.to_dict(
+        orient="records"
+    )
     assert pool["short_cost"] == pytest.approx(2 * cycle_h * 50.0)
 
 
@@ -102,7 +105,7 @@ def test_backtest_fallback_plans_the_forecast_and_costs_the_gap() -> None:
     )
     times = pd.date_range(origin, periods=steps, freq="5min")
     history = _history(dict(zip(times, actual, strict=True)))
-    h = reviewing.from_backtests(config, history, {"rps": bt}, 0.9)
+    h = reviewing.from_backtests(PricedFleet.of(config), history, {"rps": bt}, 0.9)
     assert h.source == "backtest"
     assert list(h.gpus["planned_gpus"]) == [5.0] * steps
     [pool] = h.pools.to_dict(orient="records")

@@ -48,7 +48,7 @@ def test_a_small_model_on_a_whole_gpu_is_shown_its_mig_profile() -> None:
     config = parse_config(_config(model_params_b=7))
     # A 7B model: 14 GB of FP16 weights and 4 GB more, busy a tenth of the time.
     history = {"mem": _series(18.0, spike=70.0), "util": _series(10.0)}
-    (row,) = rightsizing_rows(config, history)
+    (row,) = rightsizing_rows(config.served_workloads, history)
     assert row["memory_q99"] == pytest.approx(18.0)  # the one spike is not the q0.99
     assert row["memory_given"] == 80 and row["memory_share"] == pytest.approx(18 / 80)
     # 18 GB x 1.1 = 19.8 GB: 1g.20gb on an A100-80GB (20 GB and 1 of 7 compute slices,
@@ -69,7 +69,7 @@ def test_compute_and_memory_both_decide_and_no_signal_no_row() -> None:
     # L4 has no MIG: the smallest GPU model holding the memory.
     assert smallest_fit("L4", 30.0, None) not in ("–", "L4")
     config = parse_config(_config())
-    assert rightsizing_rows(config, {}) == []
+    assert rightsizing_rows(config.served_workloads, {}) == []
     assert rightsizing_section([], "en") is None
 
 

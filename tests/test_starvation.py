@@ -280,6 +280,7 @@ def test_bad_starvation_config_is_one_line(starvation: dict[str, Any], expected:
 def test_the_review_says_how_many_gpu_hours_waited() -> None:
     from scaler.config import FinanceConfig
     from scaler.reports import reviewing
+    from scaler.reports.finance import PricedFleet
     from scaler.reports.hindsight import hindsight_section
     from tests.test_reviewing import OD, T0, _cycle, _history, fleet
 
@@ -293,7 +294,7 @@ def test_the_review_says_how_many_gpu_hours_waited() -> None:
             ).to_dict()
         }
         cycles.append(reviewing.RecordedCycle(c.created_at, c.forecast, {**c.plan, "risk": risk}))
-    h = reviewing.from_records(config, _history({}), cycles, 0.9)
+    h = reviewing.from_records(PricedFleet.of(config), _history({}), cycles, 0.9)
     [row] = h.waited.to_dict(orient="records")
     # 8 GPUs for one 5-minute cycle, then 16 for one: 2 GPU-hours.
     assert row["waited_gpu_hours"] == pytest.approx(24 * 300 / 3600)
@@ -302,7 +303,7 @@ def test_the_review_says_how_many_gpu_hours_waited() -> None:
     line = next(p for p in section.paragraphs if "waited for capacity" in p)
     assert "2.0 GPU-hours (H100-80GB 2.0), at most 16 GPUs at once, in 2 cycle(s)" in line
     # Records from before starvation was read: no line at all.
-    plain = reviewing.from_records(config, _history({}), [_cycle(T0, 4.0, 1)], 0.9)
+    plain = reviewing.from_records(PricedFleet.of(config), _history({}), [_cycle(T0, 4.0, 1)], 0.9)
     assert plain.waited.empty
 
 

@@ -53,7 +53,7 @@ def test_cost_per_million_tokens_is_the_workloads_cost_over_its_tokens() -> None
         "tok": forecast(np.full(n, 5000.0), 0.1, 5000.0, 5000.0),
     }
     plan = plan_capacity(config, forecasts, {"reserved": 2, "on-demand": 1}, NOW)
-    (row,) = token_costs(config, plan, forecasts)
+    (row,) = token_costs(config.served_workloads, plan, forecasts)
     steps = len(plan.timeline)
     tokens = 5000.0 * plan.step_s * steps
     assert row["tokens_m"] == pytest.approx(tokens / 1e6)

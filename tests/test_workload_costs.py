@@ -99,7 +99,7 @@ def test_a_workload_on_reserved_gpus_shows_its_idle_gpu_hours_and_their_cost() -
     assert row.price_per_gpu_hour == pytest.approx(2.4)
     assert row.idle_cost == pytest.approx(hours * 2.4)
     # The price is the one the cost per 1M tokens is priced at: cost over GPU-hours.
-    (tokens,) = token_costs(config, plan, forecasts)
+    (tokens,) = token_costs(config.served_workloads, plan, forecasts)
     assert tokens["cost"] / tokens["gpu_hours"] == pytest.approx(row.price_per_gpu_hour)
     section = workload_cost_section(config, plan, forecasts, "en")
     assert section is not None and section.key == "workload_costs"

@@ -130,7 +130,7 @@ def finance_dry_run(
     )
     bar.update()
     with bar.paused():
-        _print_finance(report, projection, config, lang)
+        _print_finance(report, projection, config.finance.currency, lang)
     if options.out:
         bar.describe("writing files")
         write_report(report, options.out, options.formats)
@@ -141,9 +141,10 @@ def finance_dry_run(
 
 
 def _print_finance(
-    report: Report, projection: finance.FinanceProjection, config: Config, lang: str
+    report: Report, projection: finance.FinanceProjection, currency: str, lang: str
 ) -> None:
-    """The finance summary on stdout: monthly tables, scenarios, commitment advice, notes."""
+    """The finance summary on stdout: monthly tables, scenarios, commitment advice, notes
+    (money in ``currency``, the config's ``finance.currency``)."""
     from scaler.cli.common import text_table
     from scaler.reports.document import format_cell
 
@@ -157,7 +158,7 @@ def _print_finance(
             end=projection.end.strftime("%Y-%m-%d %H:%M"),
             low=f"q{projection.bands.low:g}",
             high=f"q{projection.bands.high:g}",
-            currency=config.finance.currency or t(lang, "currency_unnamed"),
+            currency=currency or t(lang, "currency_unnamed"),
         )
     )
     for key, title in (

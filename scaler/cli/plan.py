@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,12 +21,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from forecaster.series import History
-    from scaler.config import Config
+    from scaler.config import Config, PoolConfig, ServiceConfig
     from scaler.records import RunStore
     from scaler.service.cycle import CycleResult
 
 
-def lead_time_records(config: Config, path: str | None = None) -> RunStore | None:
+def lead_time_records(
+    pools: Sequence[PoolConfig], service: ServiceConfig, path: str | None = None
+) -> RunStore | None:
     """The run records ``lead_time_s: auto`` pools are planned from, as ``run`` plans them.
 
     ``path``: the records file (default ``service.records_path``). None where no pool is
@@ -34,12 +37,12 @@ def lead_time_records(config: Config, path: str | None = None) -> RunStore | Non
     """
     from scaler.records import RunStore
 
-    if not any(p.lead_time_auto for p in config.pools):
+    if not any(p.lead_time_auto for p in pools):
         return None
-    records = Path(path or config.service.records_path)
+    records = Path(path or service.records_path)
     if not records.is_file():
         return None
-    return RunStore(records, config.service.records_keep_days)
+    return RunStore(records, service.records_keep_days)
 
 
 def plan_without_acting(
@@ -80,7 +83,9 @@ def plan_without_acting(
         RecordingProvider(inventory),
         now,
         dry_run=True,
-        lead_time_records=lead_time_records(config, getattr(args, "records", None)),
+        lead_time_records=lead_time_records(
+            config.pools, config.service, getattr(args, "records", None)
+        ),
         starvation=collect_starvation(config, now),
         power=collect_power(config, now),
     )

@@ -23,7 +23,7 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from forecaster.progress import Progress
 from forecaster.series import History
-from scaler.config import TIER_ORDER, Config
+from scaler.config import TIER_ORDER, Config, ForecastConfig, PolicyConfig, PoolConfig, SignalConfig
 from scaler.planning.coverage import effective_gpus
 from scaler.planning.demand import demand_by_model
 from scaler.plans import CapacityPlan
@@ -33,7 +33,7 @@ from scaler.reports.actions import actions_section
 from scaler.reports.capacity_charts import capacity_chart, signal_chart, tier_cost_chart
 from scaler.reports.commitments import commitment_section
 from scaler.reports.document import Column, KeyFigure, Report, Section, Table, money_label
-from scaler.reports.finance import CommitmentAdvice, ReservedIdle, project
+from scaler.reports.finance import CommitmentAdvice, PricedFleet, ReservedIdle, project
 from scaler.reports.hindsight import hindsight_section
 from scaler.reports.horizon_accuracy import add_horizon_accuracy, horizon_accuracy, lead_days_asked
 from scaler.reports.i18n import (
@@ -81,11 +81,11 @@ class _Frame:
         return self.quantiles[-1]
 
     @classmethod
-    def of(cls, config: Config, plan: CapacityPlan) -> _Frame:
+    def of(cls, forecast: ForecastConfig, plan: CapacityPlan) -> _Frame:
         q = plan.quantile
         return cls(
             q=q,
-            quantiles=sorted(set(config.forecast.quantiles) | {0.5, q}),
+            quantiles=sorted(set(forecast.quantiles) | {0.5, q}),
             grid=pd.DatetimeIndex(
                 pd.to_datetime(plan.timeline).tz_localize(None), name="timestamp"
             ),
@@ -129,12 +129,14 @@ def build_capacity_report(
     each scenario of the commitment projection."""
     bar = progress or Progress(False)
     bar.add_total(REPORT_STEPS)
-    frame = _Frame.of(config, plan)
-    sections = [_signals_section(config, history, plan, forecasts, frame, history_window, lang)]
+    frame = _Frame.of(config.forecast, plan)
+    sections = [
+        _signals_section(config.signals, history, plan, forecasts, frame, history_window, lang)
+    ]
     bar.update(label="accuracy")
 
     scores, skipped, backtests = _backtests(
-        config, history, forecasts, frame, backtest_origins, bar
+        config.forecast, history, forecasts, frame, backtest_origins, bar
     )
     accuracy = accuracy_section(scores, skipped, frame.low, frame.high, backtest_origins, lang)
     at_horizon = pd.Timedelta(seconds=plan.horizon_s)
@@ -152,25 +154,29 @@ def build_capacity_report(
     sections.append(accuracy)
     bar.update(label="forecast against actual")
 
+    fleet = PricedFleet.of(config)
     hindsight = (
-        reviewing.from_records(config, history, recorded, frame.q)
+        reviewing.from_records(fleet, history, recorded, frame.q)
         if recorded
-        else reviewing.from_backtests(config, history, backtests, frame.q)
+        else reviewing.from_backtests(fleet, history, backtests, frame.q)
     )
     sections.append(hindsight_section(hindsight, config.finance, frame.low, frame.high, lang))
     bar.update(label="capacity")
 
     models = _model_capacity(config, plan, forecasts, frame.grid)
     utilization = _utilization_rows(models, frame.step_h)
-    sections.append(_capacity_section(config, plan, models, frame, lang))
+    sections.append(
+        _capacity_section(config.pools, config.finance.currency, plan, models, frame, lang)
+    )
     bar.update(label="actions and cost")
 
     sections.append(actions_section(plan, lang, config.finance.currency))
     sections.append(_cost_section(plan, frame.grid, config.finance.currency, lang))
-    tokens = token_section(token_costs(config, plan, forecasts), config.finance.currency, lang)
+    served = config.served_workloads
+    tokens = token_section(token_costs(served, plan, forecasts), config.finance.currency, lang)
     if tokens is not None:
         sections.append(tokens)
-    sizing = rightsizing_section(rightsizing_rows(config, history), lang)
+    sizing = rightsizing_section(rightsizing_rows(served, history), lang)
     if sizing is not None:
         sections.append(sizing)
     by_workload = workload_cost_section(config, plan, forecasts, lang, history)
@@ -200,7 +206,7 @@ def build_capacity_report(
 
 
 def _backtests(
-    config: Config,
+    forecast: ForecastConfig,
     history: History,
     forecasts: Mapping[str, SeriesForecast],
     frame: _Frame,
@@ -214,7 +220,7 @@ def _backtests(
         forecasts,
         frame.quantiles,
         origins,
-        config.forecast.method,
+        forecast.method,
         keep=backtests,
         progress=bar,
     )
@@ -225,7 +231,7 @@ def _backtests(
 
 
 def _signals_section(
-    config: Config,
+    signals: Sequence[SignalConfig],
     history: History,
     plan: CapacityPlan,
     forecasts: Mapping[str, SeriesForecast],
@@ -250,7 +256,7 @@ def _signals_section(
     if _daily(frame.grid):
         sec.paragraphs.append(t(lang, "charts_daily", days=DAILY_CHARTS_AFTER.days))
     rows = []
-    units = {s.name: s.unit for s in config.signals}
+    units = {s.name: s.unit for s in signals}
     for s in plan.signals:
         fc = forecasts.get(s.name)
         if fc is None:
@@ -343,7 +349,7 @@ def _model_capacity(
     grid: pd.DatetimeIndex,
 ) -> list[_ModelCapacity]:
     """Per GPU model of the plan (sorted): its pools' GPUs and its demand over the timeline."""
-    pool_gpus = _pool_gpus(config, plan)
+    pool_gpus = _pool_gpus(config.pools, config.policy, plan)
     median = demand_by_model(config, dict(forecasts), grid, 0.5)
     n = len(grid)
     out = []
@@ -374,19 +380,22 @@ def _model_capacity(
     return out
 
 
-def _pool_gpus(config: Config, plan: CapacityPlan) -> dict[str, np.ndarray]:
+def _pool_gpus(
+    fleet: Sequence[PoolConfig], policy: PolicyConfig, plan: CapacityPlan
+) -> dict[str, np.ndarray]:
     """Effective GPUs per pool on the plan's timeline (spot discounted for reclamation)."""
-    pools = {p.name: p for p in config.pools}
+    pools = {p.name: p for p in fleet}
     return {
         pp.pool: np.array(pp.target_nodes, dtype=float)
-        * effective_gpus(pools[pp.pool], 1, config.policy.cycle_s)
+        * effective_gpus(pools[pp.pool], 1, policy.cycle_s)
         for pp in plan.pools
         if pp.pool in pools
     }
 
 
 def _capacity_section(
-    config: Config,
+    fleet: Sequence[PoolConfig],
+    currency: str,
     plan: CapacityPlan,
     models: Sequence[_ModelCapacity],
     frame: _Frame,
@@ -412,11 +421,11 @@ def _capacity_section(
         sec.charts.append(
             capacity_chart(m.model, grid, pools, demand_q, demand_median, frame.q, lang)
         )
-    sec.tables.append(_pools_table(plan, config.finance.currency, lang))
+    sec.tables.append(_pools_table(plan, currency, lang))
     if plan.mig.get("models"):
         sec.paragraphs.append(t(lang, "mig_intro"))
-        prices = {p.name: p.price_per_gpu_hour for p in config.pools}
-        add_mig(sec, prices, plan, frame.grid, lang, config.finance.currency)
+        prices = {p.name: p.price_per_gpu_hour for p in fleet}
+        add_mig(sec, prices, plan, frame.grid, lang, currency)
     return sec
 
 

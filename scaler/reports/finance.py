@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -57,7 +57,13 @@ from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast
 from forecaster.progress import Progress
 from scaler.catalog.gpus import gpu_model
-from scaler.config import TIER_ORDER, Config, PoolConfig
+from scaler.config import (
+    TIER_ORDER,
+    Config,
+    ForecastConfig,
+    PoolConfig,
+    WorkloadConfig,
+)
 from scaler.planning.billing import billed_node_seconds
 from scaler.planning.coverage import allocate, effective_gpus
 from scaler.planning.demand import gpus_for
@@ -141,10 +147,11 @@ class Scenario:
         compound = (1.0 + self.growth_per_month) ** (elapsed_h / HOURS_PER_MONTH)
         return np.maximum(0.0, linear * compound)
 
-    def apply(self, config: Config) -> Config:
-        """The config with this scenario's prices and spot rate; validated one line per error."""
+    def apply(self, fleet: Sequence[PoolConfig]) -> tuple[PoolConfig, ...]:
+        """The pools of ``fleet`` with this scenario's prices and spot rate; validated one
+        line per error."""
         pools = []
-        for p in config.pools:
+        for p in fleet:
             update: dict[str, Any] = {}
             price = self.price_set.get(p.tier, p.price_per_gpu_hour) * self.price_factor.get(
                 p.tier, 1.0
@@ -158,14 +165,14 @@ class Scenario:
             if p.tier == "spot" and self.spot_interruption_rate_per_hour is not None:
                 update["spot_interruption_rate_per_hour"] = self.spot_interruption_rate_per_hour
             pools.append(p.model_copy(update=update))
-        models = {gpu_model(p.gpu_model).name for p in config.pools}
+        models = {gpu_model(p.gpu_model).name for p in fleet}
         for a in self.added:
             if a.gpu_model not in models:
                 raise BadInputError(
                     f"--scenario {self.name!r}: workload GPU model {a.gpu_model!r} has no pool; "
                     f"expected one of {', '.join(sorted(models))}"
                 )
-        return config.model_copy(update={"pools": tuple(pools)})
+        return tuple(pools)
 
 
 def _percent_or_number(value: str, what: str) -> tuple[float, bool]:
@@ -313,8 +320,8 @@ class Bands:
         return float(getattr(self, band))
 
 
-def bands_for(config: Config) -> Bands:
-    qs = sorted(set(config.forecast.quantiles))
+def bands_for(forecast: ForecastConfig) -> Bands:
+    qs = sorted(set(forecast.quantiles))
     low = qs[0] if qs[0] < 0.5 else 0.1
     high = qs[-1] if qs[-1] > 0.5 else 0.9
     return Bands(low=low, expected=0.5, high=high)
@@ -656,15 +663,15 @@ def signal_bands(
 
 
 def gpu_demand(
-    config: Config,
+    workloads: Sequence[WorkloadConfig],
     signals: Mapping[str, np.ndarray],
     factor: np.ndarray,
     added: Sequence[AddedWorkload],
     grid: pd.DatetimeIndex,
 ) -> dict[str, np.ndarray]:
-    """GPUs needed per GPU model on ``grid`` for one band of the signals."""
+    """GPUs ``workloads`` need per GPU model on ``grid`` for one band of the signals."""
     out: dict[str, np.ndarray] = {}
-    for w in config.workloads:
+    for w in workloads:
         if w.signal not in signals:
             continue
         key = gpu_model(w.gpu_model).name
@@ -686,6 +693,37 @@ def fill_pools(pools: Sequence[PoolConfig], demand: np.ndarray, cycle_s: int) ->
     return table[inverse.reshape(-1)]
 
 
+@dataclass(frozen=True)
+class PricedFleet:
+    """What a projection or a review fills and prices: the pools, the workloads whose
+    demand they serve, the planning cycle (spot discounted as the planner does) and the
+    price of an unserved GPU-hour (``finance.unserved_price_per_gpu_hour``; None refuses
+    commitment options that leave more unserved)."""
+
+    pools: tuple[PoolConfig, ...]
+    workloads: tuple[WorkloadConfig, ...]
+    cycle_s: int
+    unserved_price: float | None
+
+    @classmethod
+    def of(cls, config: Config) -> PricedFleet:
+        return cls(
+            pools=config.pools,
+            workloads=config.workloads,
+            cycle_s=config.policy.cycle_s,
+            unserved_price=config.finance.unserved_price_per_gpu_hour,
+        )
+
+    def pools_for(self, model: str) -> list[PoolConfig]:
+        """The pools of GPU model ``model``, in config order."""
+        return _pools_for(self.pools, model)
+
+    def pinned(self) -> PricedFleet:
+        """This fleet with every reserved pool fixed at its committed nodes
+        (:func:`pin_commitments`)."""
+        return replace(self, pools=pin_commitments(self.pools))
+
+
 @dataclass
 class _Filled:
     nodes: dict[str, np.ndarray]
@@ -694,8 +732,8 @@ class _Filled:
     """GPU model -> GPUs needed at each hour."""
 
 
-def pin_commitments(config: Config) -> Config:
-    """The config with every reserved pool fixed at its committed nodes.
+def pin_commitments(fleet: Sequence[PoolConfig]) -> tuple[PoolConfig, ...]:
+    """The pools of ``fleet`` with every reserved pool fixed at its committed nodes.
 
     A commitment is a node count paid whether used or not, bought for a term: nothing
     above it comes at the reserved price within the horizon, so a projection never
@@ -705,18 +743,29 @@ def pin_commitments(config: Config) -> Config:
         p.model_copy(update={"min_nodes": p.committed_nodes, "max_nodes": p.committed_nodes})
         if p.tier == "reserved"
         else p
-        for p in config.pools
+        for p in fleet
     )
-    return config.model_copy(update={"pools": pools})
+    return pools
 
 
-def _fill(config: Config, demand: Mapping[str, np.ndarray], grid: pd.DatetimeIndex) -> _Filled:
+def _pools_for(pools: Sequence[PoolConfig], model: str) -> list[PoolConfig]:
+    """The pools of GPU model ``model``, in config order (:meth:`Config.pools_for`)."""
+    key = gpu_model(model).name
+    return [p for p in pools if gpu_model(p.gpu_model).name == key]
+
+
+def _fill(
+    fleet: Sequence[PoolConfig],
+    cycle_s: int,
+    demand: Mapping[str, np.ndarray],
+    grid: pd.DatetimeIndex,
+) -> _Filled:
     nodes: dict[str, np.ndarray] = {}
-    models = sorted({gpu_model(p.gpu_model).name for p in config.pools})
+    models = sorted({gpu_model(p.gpu_model).name for p in fleet})
     for model in models:
-        pools = config.pools_for(model)
+        pools = _pools_for(fleet, model)
         d = demand.get(model, np.zeros(len(grid)))
-        filled = fill_pools(pools, d, config.policy.cycle_s)
+        filled = fill_pools(pools, d, cycle_s)
         for i, p in enumerate(pools):
             nodes[p.name] = filled[:, i]
     return _Filled(nodes=nodes, demand={m: demand.get(m, np.zeros(len(grid))) for m in models})
@@ -727,13 +776,13 @@ def _periods(grid: pd.DatetimeIndex, fmt: str) -> np.ndarray:
 
 
 def _pool_rows(
-    config: Config, filled: _Filled, grid: pd.DatetimeIndex, band: str, fmt: str
+    pools: Sequence[PoolConfig], filled: _Filled, grid: pd.DatetimeIndex, band: str, fmt: str
 ) -> list[dict[str, Any]]:
     """GPU-hours and cost per period and pool, in config order; where any pool prices its
     energy (``price_per_kwh``), its kWh at ``watts_per_gpu`` and their cost (0 elsewhere),
     beside the node cost, which does not include it."""
     step_h = STEP / pd.Timedelta(hours=1)
-    energy = any(p.price_per_kwh is not None for p in config.pools)
+    energy = any(p.price_per_kwh is not None for p in pools)
     periods = _periods(grid, fmt)
     # A pool with billing pays whole periods (scaler.planning.billing): each node's time
     # rounded up, charged in the period it is released (or the last, still running).
@@ -744,13 +793,13 @@ def _pool_rows(
             p.billing,
         )
         / 3600.0
-        for p in config.pools
+        for p in pools
         if p.billing is not None
     }
     rows = []
     for period in dict.fromkeys(periods):
         mask = periods == period
-        for p in config.pools:
+        for p in pools:
             node_h = float(filled.nodes[p.name][mask].sum()) * step_h
             paid_h = float(billed_h[p.name][mask].sum()) if p.name in billed_h else node_h
             rows.append(
@@ -791,14 +840,16 @@ def _tier_rows(pool_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out.values(), key=lambda r: (order.index(r["period"]), TIER_ORDER[r["tier"]]))
 
 
-def _demand_rows(config: Config, filled: _Filled, band: str) -> list[dict[str, Any]]:
+def _demand_rows(
+    pools: Sequence[PoolConfig], cycle_s: int, filled: _Filled, band: str
+) -> list[dict[str, Any]]:
     step_h = STEP / pd.Timedelta(hours=1)
     rows = []
     for model, d in filled.demand.items():
         cap = np.zeros(len(d))
         paid = np.zeros(len(d))
-        for p in config.pools_for(model):
-            cap += effective_gpus(p, 1, config.policy.cycle_s) * filled.nodes[p.name]
+        for p in _pools_for(pools, model):
+            cap += effective_gpus(p, 1, cycle_s) * filled.nodes[p.name]
             paid += p.gpus_per_node * filled.nodes[p.name]
         rows.append(
             {
@@ -814,13 +865,13 @@ def _demand_rows(config: Config, filled: _Filled, band: str) -> list[dict[str, A
 
 
 def project_scenario(
-    config: Config,
+    fleet: PricedFleet,
     signals: Mapping[str, Mapping[str, np.ndarray]],
     grid: pd.DatetimeIndex,
     end: pd.Timestamp,
     scenario: Scenario,
 ) -> tuple[ScenarioProjection, dict[str, _Filled]]:
-    cfg = pin_commitments(scenario.apply(config))
+    pools = pin_commitments(scenario.apply(fleet.pools))
     factor = scenario.factor(grid, grid[0], end)
     monthly: list[dict[str, Any]] = []
     monthly_pools: list[dict[str, Any]] = []
@@ -829,14 +880,14 @@ def project_scenario(
     fills: dict[str, _Filled] = {}
     for band in BANDS:
         band_signals = {name: b[band] for name, b in signals.items()}
-        demand = gpu_demand(cfg, band_signals, factor, scenario.added, grid)
-        filled = _fill(cfg, demand, grid)
+        demand = gpu_demand(fleet.workloads, band_signals, factor, scenario.added, grid)
+        filled = _fill(pools, fleet.cycle_s, demand, grid)
         fills[band] = filled
-        pools_m = _pool_rows(cfg, filled, grid, band, "%Y-%m")
+        pools_m = _pool_rows(pools, filled, grid, band, "%Y-%m")
         monthly_pools += pools_m
         monthly += _tier_rows(pools_m)
-        daily += _tier_rows(_pool_rows(cfg, filled, grid, band, "%Y-%m-%d"))
-        demand_rows += _demand_rows(cfg, filled, band)
+        daily += _tier_rows(_pool_rows(pools, filled, grid, band, "%Y-%m-%d"))
+        demand_rows += _demand_rows(pools, fleet.cycle_s, filled, band)
     return (
         ScenarioProjection(
             scenario=scenario,
@@ -906,15 +957,15 @@ class _Residual:
 
 
 def _options(
-    config: Config,
+    fleet: PricedFleet,
     pool: PoolConfig,
     demand: Mapping[str, np.ndarray],
-    unserved_price: float | None,
 ) -> list[CommitmentOption]:
     """Every commitment level from 0 to enough for the high band's peak, per priced term."""
     step_h = STEP / pd.Timedelta(hours=1)
-    others = [p for p in config.pools_for(pool.gpu_model) if p.name != pool.name]
-    residual = _Residual(others, config.policy.cycle_s)
+    unserved_price = fleet.unserved_price
+    others = [p for p in fleet.pools_for(pool.gpu_model) if p.name != pool.name]
+    residual = _Residual(others, fleet.cycle_s)
     g = pool.gpus_per_node
     current = pool.committed_nodes
     top = max(current, math.ceil(float(demand["high"].max()) / g) + 1)
@@ -971,7 +1022,7 @@ def _busy_share(demand: np.ndarray, lo_gpus: float, hi_gpus: float) -> float:
 
 
 def advise_commitments(
-    config: Config, baseline: Mapping[str, _Filled], grid: pd.DatetimeIndex
+    fleet: PricedFleet, baseline: Mapping[str, _Filled], grid: pd.DatetimeIndex
 ) -> tuple[list[CommitmentAdvice], list[Note]]:
     """Reserved nodes per GPU model: each option projected the same way, one reason each.
 
@@ -989,8 +1040,8 @@ def advise_commitments(
     advice: list[CommitmentAdvice] = []
     notes: list[Note] = []
     months = len(grid) * (STEP / pd.Timedelta(hours=1)) / HOURS_PER_MONTH
-    for model in sorted({gpu_model(p.gpu_model).name for p in config.pools}):
-        pools = config.pools_for(model)
+    for model in sorted({gpu_model(p.gpu_model).name for p in fleet.pools}):
+        pools = fleet.pools_for(model)
         reserved = sorted(
             (p for p in pools if p.tier == "reserved"), key=lambda p: p.price_per_gpu_hour
         )
@@ -1004,12 +1055,12 @@ def advise_commitments(
             continue
         alt = min(p.price_per_gpu_hour for p in on_demand)
         demand = {b: baseline[b].demand[model] for b in BANDS}
-        advice.append(_advise(config, model, reserved[0], alt, demand, months))
+        advice.append(_advise(fleet, model, reserved[0], alt, demand, months))
     return advice, notes
 
 
 def _advise(
-    config: Config,
+    fleet: PricedFleet,
     model: str,
     pool: PoolConfig,
     alt: float,
@@ -1018,10 +1069,10 @@ def _advise(
 ) -> CommitmentAdvice:
     """The advice for one GPU model's cheapest reserved ``pool`` against the on-demand price
     ``alt``: the option chosen, its reason, and what it is worth per month."""
-    unserved_price = config.finance.unserved_price_per_gpu_hour
+    unserved_price = fleet.unserved_price
     current = pool.committed_nodes
     g = pool.gpus_per_node
-    options = _options(config, pool, demand, unserved_price)
+    options = _options(fleet, pool, demand)
     keep = next(o for o in options if o.nodes == current)
     base = float(np.quantile(demand["low"], 1.0 - BASE_LOAD_COVERAGE))
     best, reason = _choose(options, keep, current, math.ceil(base / g - _EPS), unserved_price)
@@ -1129,13 +1180,14 @@ def _keep_reason(
     return "keep_none", band, (more.objective[band] - keep.objective[band]) / months
 
 
-def reserved_idle(config: Config, filled: _Filled) -> list[ReservedIdle]:
-    """Per GPU model with reserved pools, the committed GPU-hours ``filled``'s demand leaves
-    unused (reserved pools serve first) and what they cost at the reserved price."""
+def reserved_idle(fleet: Sequence[PoolConfig], filled: _Filled) -> list[ReservedIdle]:
+    """Per GPU model with reserved pools of ``fleet``, the committed GPU-hours ``filled``'s
+    demand leaves unused (reserved pools serve first) and what they cost at the reserved
+    price."""
     step_h = STEP / pd.Timedelta(hours=1)
     out = []
     for model, demand in filled.demand.items():
-        reserved = [p for p in config.pools_for(model) if p.tier == "reserved"]
+        reserved = [p for p in _pools_for(fleet, model) if p.tier == "reserved"]
         if not reserved:
             continue
         gpus = sum(
@@ -1176,7 +1228,8 @@ def project(
     now = pd.Timestamp(now)
     grid = hourly_grid(now, horizon)
     end = now + horizon
-    bands = bands_for(config)
+    bands = bands_for(config.forecast)
+    fleet = PricedFleet.of(config)
     signals = signal_bands(forecasts, grid, bands)
     notes: list[Note] = []
     for s in config.signals:
@@ -1197,13 +1250,14 @@ def project(
     bar.add_total(len(names) + 1)
     for i, sc in enumerate([Scenario("baseline", text="baseline"), *scenarios]):
         bar.describe(f"scenario {sc.name}")
-        proj, fills = project_scenario(config, signals, grid, end, sc)
+        proj, fills = project_scenario(fleet, signals, grid, end, sc)
         results.append(proj)
         if i == 0:
             base_fills = fills
         bar.update()
     bar.describe("commitment advice")
-    commitments, advice_notes = advise_commitments(pin_commitments(config), base_fills, grid)
+    pinned = fleet.pinned()
+    commitments, advice_notes = advise_commitments(pinned, base_fills, grid)
     bar.update()
     return FinanceProjection(
         start=now,
@@ -1212,5 +1266,5 @@ def project(
         scenarios=results,
         commitments=commitments,
         notes=notes + advice_notes,
-        reserved_idle=reserved_idle(pin_commitments(config), base_fills["expected"]),
+        reserved_idle=reserved_idle(pinned.pools, base_fills["expected"]),
     )

@@ -74,7 +74,8 @@ def build_finance_report(
         *_notes(projection, lang),
     ]
     if plan is not None and forecasts is not None:
-        tokens = token_section(token_costs(config, plan, forecasts), currency, lang)
+        served = config.served_workloads
+        tokens = token_section(token_costs(served, plan, forecasts), currency, lang)
         if tokens is not None:
             sections.insert(3, tokens)
         idle = workload_cost_section(config, plan, forecasts, lang)

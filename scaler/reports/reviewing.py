@@ -41,9 +41,9 @@ import pandas as pd
 from forecaster.estimators import quantile_column
 from forecaster.series import History, infer_step
 from scaler.catalog.gpus import gpu_model
-from scaler.config import TIER_ORDER, Config, PoolConfig
+from scaler.config import TIER_ORDER, PoolConfig, WorkloadConfig
 from scaler.planning.demand import gpus_for
-from scaler.reports.finance import fill_pools, pin_commitments
+from scaler.reports.finance import PricedFleet, fill_pools
 
 if TYPE_CHECKING:
     from forecaster.backtesting import Backtest
@@ -125,10 +125,13 @@ def _level(column: str) -> float:
     return float(column[1:])
 
 
-def actual_gpus(config: Config, history: History, times: pd.DatetimeIndex) -> dict[str, np.ndarray]:
-    """GPUs per GPU model that the history needed at ``times`` (the value at or just before)."""
+def actual_gpus(
+    workloads: Sequence[WorkloadConfig], history: History, times: pd.DatetimeIndex
+) -> dict[str, np.ndarray]:
+    """GPUs per GPU model that the history needed at ``times`` (the value at or just before)
+    for ``workloads``."""
     out: dict[str, np.ndarray] = {}
-    for w in config.workloads:
+    for w in workloads:
         y = history.get(w.signal)
         if y is None:
             continue
@@ -169,15 +172,15 @@ def _fallback_price(pools: Sequence[PoolConfig]) -> float:
 
 
 def _pool_rows(
-    config: Config,
+    fleet: PricedFleet,
     model: str,
     nodes: np.ndarray,
     demand: np.ndarray,
     weight_h: np.ndarray,
 ) -> list[dict[str, Any]]:
-    pools = config.pools_for(model)
-    used, short = _serve(pools, nodes, demand, config.policy.cycle_s)
-    unserved_price = config.finance.unserved_price_per_gpu_hour
+    pools = fleet.pools_for(model)
+    used, short = _serve(pools, nodes, demand, fleet.cycle_s)
+    unserved_price = fleet.unserved_price
     fallback = min(
         (p for p in pools if p.tier != "reserved"),
         key=lambda p: p.price_per_gpu_hour,
@@ -207,26 +210,27 @@ def _pool_rows(
 
 
 def from_backtests(
-    config: Config,
+    fleet: PricedFleet,
     history: History,
     backtests: Mapping[str, Backtest],
     quantile: float,
 ) -> Hindsight:
-    """The review period as the backtest's daily origins saw it (no run records)."""
+    """The review period as the backtest's daily origins saw it (no run records), the
+    forecasts filled into ``fleet``'s pools."""
     per_signal = {name: _day_ahead(history[name], bt) for name, bt in backtests.items()}
     if not per_signal:
         return _empty("backtest", quantile, ["no signal had a backtest over the review period"])
     times = pd.DatetimeIndex(sorted(set().union(*[f.index for f in per_signal.values()])))
     step_h = float(min(infer_step(history[n].dropna()) for n in per_signal) / pd.Timedelta(hours=1))
-    forecast = _forecast_gpus(config, per_signal, times, quantile_column(quantile))
-    actual = actual_gpus(config, history, times)
-    pinned = pin_commitments(config)
+    forecast = _forecast_gpus(fleet.workloads, per_signal, times, quantile_column(quantile))
+    actual = actual_gpus(fleet.workloads, history, times)
+    pinned = fleet.pinned()
     gpu_rows: list[pd.DataFrame] = []
     pool_rows: list[dict[str, Any]] = []
     weight = np.full(len(times), step_h)
     for model in sorted(forecast):
         pools = pinned.pools_for(model)
-        nodes = fill_pools(pools, forecast[model], config.policy.cycle_s)
+        nodes = fill_pools(pools, forecast[model], fleet.cycle_s)
         d = actual.get(model, np.zeros(len(times)))
         gpu_rows.append(
             pd.DataFrame(
@@ -274,11 +278,14 @@ def _day_ahead(y: pd.Series, bt: Backtest) -> pd.DataFrame:
 
 
 def _forecast_gpus(
-    config: Config, per_signal: Mapping[str, pd.DataFrame], times: pd.DatetimeIndex, col: str
+    workloads: Sequence[WorkloadConfig],
+    per_signal: Mapping[str, pd.DataFrame],
+    times: pd.DatetimeIndex,
+    col: str,
 ) -> dict[str, np.ndarray]:
     """GPU demand per model at the quantile column ``col``, the workloads' signals translated."""
     forecast: dict[str, np.ndarray] = {}
-    for w in config.workloads:
+    for w in workloads:
         f = per_signal.get(w.signal)
         if f is None or col not in f:
             continue
@@ -339,17 +346,18 @@ def _naive(ts: str) -> pd.Timestamp:
 
 
 def from_records(
-    config: Config, history: History, cycles: Sequence[RecordedCycle], quantile: float
+    fleet: PricedFleet, history: History, cycles: Sequence[RecordedCycle], quantile: float
 ) -> Hindsight:
-    """The review period as the recorded cycles forecast and planned it, one lead time ahead."""
+    """The review period as the recorded cycles forecast and planned it, one lead time ahead,
+    priced on ``fleet``'s pools."""
     if not cycles:
         return _empty("records", quantile, ["no recorded cycle in the review period"])
-    lead_s = max(p.lead_time_s for p in config.pools)
+    lead_s = max(p.lead_time_s for p in fleet.pools)
     sig = pd.DataFrame(_recorded_signals(history, cycles, lead_s))
     pools_by_model: dict[str, list[PoolConfig]] = {}
-    for p in config.pools:
+    for p in fleet.pools:
         pools_by_model.setdefault(gpu_model(p.gpu_model).name, []).append(p)
-    gpu_rows, nodes_at = _recorded_plans(cycles, pools_by_model, config.policy.cycle_s)
+    gpu_rows, nodes_at = _recorded_plans(cycles, pools_by_model, fleet.cycle_s)
     gpus = pd.DataFrame(gpu_rows)
     notes: list[str] = []
     pool_rows: list[dict[str, Any]] = []
@@ -363,26 +371,26 @@ def from_records(
         actual_col = np.zeros(len(gpus))
         for model, g in gpus.groupby("gpu_model", sort=False):
             times = pd.DatetimeIndex(g["timestamp"])
-            d = actual_gpus(config, history, times).get(model, np.zeros(len(times)))
+            d = actual_gpus(fleet.workloads, history, times).get(model, np.zeros(len(times)))
             actual_col[g.index.to_numpy()] = d
             mask = happened.to_numpy()[
                 [i for i, r in enumerate(gpu_rows) if r["gpu_model"] == model]
             ]
             nodes = keep_nodes[model][mask]
             pool_rows += _pool_rows(
-                config, str(model), nodes, d, g["weight_h"].to_numpy(dtype=float)
+                fleet, str(model), nodes, d, g["weight_h"].to_numpy(dtype=float)
             )
         gpus["actual_gpus"] = actual_col
     return Hindsight(
         source="records",
         start=cycles[0].created_at,
-        end=cycles[-1].created_at + pd.Timedelta(seconds=config.policy.cycle_s),
+        end=cycles[-1].created_at + pd.Timedelta(seconds=fleet.cycle_s),
         quantile=quantile,
         signals=sig if not sig.empty else pd.DataFrame(columns=["timestamp", "signal", "actual"]),
         gpus=gpus,
         pools=pd.DataFrame(pool_rows),
         notes=notes,
-        waited=recorded_waiting(cycles, config.policy.cycle_s),
+        waited=recorded_waiting(cycles, fleet.cycle_s),
         drift=recorded_drift(cycles),
     )
 

@@ -15,7 +15,7 @@ replica with FP8 (1 byte) and INT4 (half a byte) weights.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ import pandas as pd
 
 from scaler.catalog.gpus import BUILTIN_GPU_MODELS, gpu_model, user_models
 from scaler.catalog.mig import GEOMETRIES
-from scaler.config import Config, WorkloadConfig
+from scaler.config import WorkloadConfig
 from scaler.reports.document import Column, Section, Table
 from scaler.reports.i18n import t
 
@@ -76,10 +76,12 @@ def _q99(y: pd.Series | None) -> float:
     return float(np.quantile(values, OBSERVED_QUANTILE)) if values.size else math.nan
 
 
-def rightsizing_rows(config: Config, history: Mapping[str, pd.Series]) -> list[dict[str, Any]]:
-    """A row per workload with a memory signal that has history."""
+def rightsizing_rows(
+    workloads: Sequence[WorkloadConfig], history: Mapping[str, pd.Series]
+) -> list[dict[str, Any]]:
+    """A row per workload of the served ``workloads`` with a memory signal that has history."""
     rows = []
-    for w in config.served_workloads:
+    for w in workloads:
         if w.memory_signal is None:
             continue
         memory = _q99(history.get(w.memory_signal))

@@ -11,7 +11,7 @@ pool of the tier). Both reports show the same table (:func:`token_section`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ import pandas as pd
 
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
-from scaler.config import TIER_ORDER, Config
+from scaler.config import TIER_ORDER, WorkloadConfig
 from scaler.planning.demand import gpus_for, on_grid
 from scaler.plans import CapacityPlan
 from scaler.reports.document import Column, Section, Table, money_label
@@ -29,17 +29,20 @@ PER_TOKENS = 1_000_000
 
 
 def token_costs(
-    config: Config, plan: CapacityPlan, forecasts: Mapping[str, SeriesForecast]
+    workloads: Sequence[WorkloadConfig],
+    plan: CapacityPlan,
+    forecasts: Mapping[str, SeriesForecast],
 ) -> list[dict[str, Any]]:
-    """A row per workload with a token signal and a forecast of it: tokens, GPU-hours and
-    cost over the plan, cost per 1M tokens on the plan's mix and per tier."""
-    if not any(w.token_signal for w in config.served_workloads) or not plan.timeline:
+    """A row per workload of the served ``workloads`` with a token signal and a forecast of
+    it: tokens, GPU-hours and cost over the plan, cost per 1M tokens on the plan's mix and
+    per tier."""
+    if not any(w.token_signal for w in workloads) or not plan.timeline:
         return []
     grid = pd.DatetimeIndex(pd.to_datetime(plan.timeline)).tz_localize(None)
     step_h = plan.step_s / 3600.0
     demand: dict[str, np.ndarray] = {}
     gpu_hours: dict[str, float] = {}
-    for w in config.served_workloads:
+    for w in workloads:
         fc = forecasts.get(w.signal)
         if fc is None:
             continue
@@ -48,7 +51,7 @@ def token_costs(
         model = gpu_model(w.gpu_model).name
         gpu_hours[model] = gpu_hours.get(model, 0.0) + float(np.sum(need) * step_h)
     rows = []
-    for w in config.served_workloads:
+    for w in workloads:
         tokens_fc = forecasts.get(w.token_signal or "")
         if tokens_fc is None or w.name not in demand:
             continue
