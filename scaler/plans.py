@@ -10,6 +10,7 @@ that costs and risks. ``to_dict`` gives the documented JSON form
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +19,9 @@ import pandas as pd
 Decision = Literal["no-op", "scale-up", "scale-down", "relayout"]
 DECISIONS: tuple[str, ...] = ("no-op", "scale-up", "scale-down", "relayout")
 SCHEMA_VERSION = 1
+EXPORT_CHECKS: list[Callable[[dict[str, Any]], object]] = []
+"""Run on every plan's JSON form at :meth:`CapacityPlan.to_dict`: the tests add
+:func:`scaler.plan_schema.check_plan` (``tests/conftest.py``); the product runs none."""
 
 
 def iso(ts: pd.Timestamp) -> str:
@@ -111,7 +115,10 @@ class CapacityPlan:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for check in EXPORT_CHECKS:
+            check(out)
+        return out
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)

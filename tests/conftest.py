@@ -13,7 +13,8 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from tests.fake_kube import Clock
 
 # The fast tier's time rule (an unmarked test over 2 s fails the run where CI=true).
-pytest_plugins = ["tests.duration_rule"]
+pytest_plugins = ["tests.duration_rule", "tests.plan_checks"]
+# (plan_checks: every plan a test exports is checked against scaler/plan_schema.py.)
 
 # No example database, and hypothesis' own cache in a temporary folder removed at the end:
 # both would otherwise go to ``.hypothesis/`` of the working folder, the checkout, and the
