@@ -2,7 +2,8 @@
 
 A :class:`CapacityPlan` holds what the planner saw (forecast summaries), what it
 wants (target nodes per pool over the horizon), what it will do now (one
-:class:`Action` per pool, each with a decision and a one-line reason), and what
+:class:`Action` per pool, each with a decision and a typed reason,
+:class:`scaler.wording.Reason`, rendered at the edge), and what
 that costs and risks. ``to_dict`` gives the documented JSON form
 (``scaler/plan.schema.json``); nothing in here talks to the outside world.
 """
@@ -16,9 +17,13 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from scaler.wording import Reason
+
 Decision = Literal["no-op", "scale-up", "scale-down", "relayout"]
 DECISIONS: tuple[str, ...] = ("no-op", "scale-up", "scale-down", "relayout")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: each action's ``reason`` (and a typed note) is an object ``{code, params, refs, text}``;
+1: a sentence (still read, :meth:`scaler.wording.Reason.from_value`)."""
 EXPORT_CHECKS: list[Callable[[dict[str, Any]], object]] = []
 """Run on every plan's JSON form at :meth:`CapacityPlan.to_dict`: the tests add
 :func:`scaler.plan_schema.check_plan` (``tests/conftest.py``); the product runs none."""
@@ -46,10 +51,16 @@ class Action:
     """When the capacity must be serving: ``at`` + the pool's lead time."""
     cost_delta_per_hour: float
     """Change in spend per hour if applied (negative saves)."""
-    reason: str
+    reason: Reason
+    """Why: a code and its parameters (:mod:`scaler.wording`), rendered at the edge."""
     kind: str = "nodes"
     """What is changed: ``nodes`` for pool size, ``mig-layout`` for MIG relabels."""
     details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A reason read back from an old plan (a sentence) or its JSON form becomes a value.
+        if not isinstance(self.reason, Reason):
+            object.__setattr__(self, "reason", Reason.from_value(self.reason))
 
     @property
     def amount(self) -> int:
@@ -100,7 +111,8 @@ class CapacityPlan:
     actions: list[Action]
     cost: dict[str, Any]
     risk: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
+    notes: list[Reason | str] = field(default_factory=list)
+    """Typed notes (:class:`scaler.wording.Reason`) and, from steps without codes, sentences."""
     mig: dict[str, Any] = field(default_factory=dict)
     """MIG layouts: mig-parted config and per-node ``nvidia.com/mig.config`` values."""
     workloads: dict[str, Any] = field(default_factory=dict)
@@ -116,6 +128,10 @@ class CapacityPlan:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        # asdict would give a reason's fields only: the JSON form adds its English text.
+        for a, d in zip(self.actions, out["actions"], strict=True):
+            d["reason"] = a.reason.to_dict()
+        out["notes"] = [n.to_dict() if isinstance(n, Reason) else n for n in self.notes]
         for check in EXPORT_CHECKS:
             check(out)
         return out
@@ -204,7 +220,7 @@ def actions_table(plan: CapacityPlan) -> str:
                 nodes,
                 a.needed_at[11:16] + "Z",
                 f"{a.cost_delta_per_hour:+.2f}",
-                a.reason,
+                a.reason.text("en"),
             )
         )
     # Imported here: tabulate is needed only when a table is printed, not on every import.

@@ -18,10 +18,10 @@ from scaler.actuation.kube.kueue import KIND, quantity
 from scaler.actuation.kube.providers import KubeProvider, build_provider
 from scaler.actuation.kube.transport import ClientTransport, RetryPolicy, Session
 from scaler.config import Config, parse_config
-from scaler.planning.tiers import plan_capacity
 from scaler.service.cycle import with_kueue_quota
 from tests.fake_kube import Clock, FakeKube, connect_to, start_fake
 from tests.fake_kueue import cluster_queue
+from tests.planning_inputs import plan_for
 from tests.test_workload_classes import forecast
 
 CQ = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/training"
@@ -159,7 +159,9 @@ def test_the_quota_is_written_to_the_flavor_and_a_second_run_changes_nothing(
     action = p.kueue_action(section(24, 6), AT)
     assert action is not None and action.kind == KIND and action.decision == "scale-up"
     assert (action.pool, action.current_nodes, action.target_nodes) == ("training", 8, 24)
-    assert "h100 nvidia.com/gpu nominalQuota 8 -> 24, borrowingLimit up to 6" in action.reason
+    assert action.reason.code == "kueue.quota" and action.reason.params["flavors"] == ("h100",)
+    assert "nvidia.com/gpu nominalQuota 8 -> 24" in action.reason.text()
+    assert action.details["flavors"]["h100"]["borrowing_limit"] == 6
     result = p.apply(action)
     assert result.outcome == "applied", result
     assert gpu_quota(fake) == {
@@ -236,7 +238,8 @@ def test_a_model_held_on_bad_data_keeps_its_quota(
     fake.create(CQS, cluster_queue())
     action = provider(transport).kueue_action(section(0, hold="signal 'rps' is stale"), AT)
     assert action is not None and action.decision == "no-op"
-    assert "h100 held (signal 'rps' is stale)" in action.reason
+    assert action.reason.params["held_flavors"] == ("h100",)
+    assert "workloads.kueue.flavors" in action.reason.refs  # where why it is held is said
 
 
 def test_no_kueue_served_or_no_cluster_queue_means_no_action(
@@ -255,8 +258,9 @@ def test_an_unreadable_cluster_queue_leaves_the_quota_and_the_cycle_goes_on(
     fake.inject("500", path="clusterqueues/training", times=5)
     action = provider(transport).kueue_action(section(), AT)
     assert action is not None and action.decision == "no-op"
-    assert action.reason.startswith("ClusterQueue training: unreadable (")
-    assert action.reason.endswith("its quota is left as it is")
+    assert action.reason.code == "kueue.unreadable"
+    assert action.reason.text().startswith("ClusterQueue training unreadable (")
+    assert action.reason.text().endswith("quota left as it is")
 
 
 def test_dry_run_writes_nothing(fake: FakeKube, transport: ClientTransport) -> None:
@@ -280,9 +284,7 @@ def test_the_planned_spare_capacity_becomes_the_quota(
     fake.create(CQS, cluster_queue(cohort="ml"))
     config = kueue_config()
     now = pd.Timestamp("2026-12-02T00:00:00")
-    plan = plan_capacity(
-        config, {"rps": forecast("rps", 10.0)}, {"reserved": 4}, now, solver="greedy"
-    )
+    plan = plan_for(config, {"rps": forecast("rps", 10.0)}, {"reserved": 4}, now, solver="greedy")
     p = KubeProvider(config, Session(transport))
     plan, quota = with_kueue_quota(plan, p, now)
     assert quota is not None and plan.actions[-1] == quota

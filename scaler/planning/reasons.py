@@ -1,8 +1,10 @@
-"""The sentences of a tier plan: its notes, and each pool's decision with its reason.
+"""The reasons of a tier plan: its notes, and each pool's decision with its reason.
 
-Every sentence :func:`scaler.planning.tiers.plan_capacity` writes is built here, so
-that their wording (which the reports translate phrase by phrase,
-:mod:`scaler.reports.i18n`) is in one place.
+Every note and reason :func:`scaler.planning.tiers.plan_capacity` gives is built here,
+as a :class:`scaler.wording.Reason` (a code, its parameters and the evidence in the plan
+it refers to); the words are in :mod:`scaler.wording`'s tables, one per language. A
+signal's learnt margin is evidence stated once, in ``risk.margins.<signal>``: a pool's
+reason names its signals and refers to it, never repeats it.
 """
 
 from __future__ import annotations
@@ -11,21 +13,22 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from scaler import wording as w
 from scaler.catalog.gpus import gpu_model
 from scaler.config import PoolConfig, WorkloadConfig
-from scaler.planning.margins import Margin
 from scaler.planning.need import PoolLevels
 from scaler.plans import Decision
+from scaler.wording import Reason
 
 
 def hhmm(ts: pd.Timestamp) -> str:
-    return ts.strftime("%H:%MZ")
+    return w.hhmm(ts)
 
 
-def held_notes(held: Mapping[str, str]) -> list[str]:
+def held_notes(held: Mapping[str, str]) -> list[Reason]:
     """One note per GPU model held on stale or missing data."""
     return [
-        f"{key}: {why}; holding current capacity (no scale-down)"
+        Reason(w.NOTE_HELD, {"model": key, "why": why}, (f"risk.held_models.{key}",))
         for key, why in sorted(held.items())
     ]
 
@@ -35,76 +38,72 @@ def inventory_notes(
     inventory: Mapping[str, int],
     current: Mapping[str, int],
     max_step: int,
-) -> list[str]:
+) -> list[Reason]:
     """A note per pool found outside its min/max nodes, and what is planned from."""
-    notes: list[str] = []
+    notes: list[Reason] = []
     for p in pools:
         raw = int(inventory.get(p.name, p.min_nodes))
         if raw > p.max_nodes:
             notes.append(
-                f"{p.name}: {raw} node(s) now is above max_nodes ({p.max_nodes}); stepping down "
-                f"by at most max_step_nodes ({max_step}) a cycle"
+                Reason(
+                    w.NOTE_ABOVE_MAX,
+                    {
+                        "pool": p.name,
+                        "nodes_now": raw,
+                        "max_nodes": p.max_nodes,
+                        "max_step": max_step,
+                    },
+                )
             )
         elif raw != current[p.name]:
             notes.append(
-                f"{p.name}: {raw} node(s) now is below min_nodes ({p.min_nodes}); planning from {current[p.name]}"
+                Reason(
+                    w.NOTE_BELOW_MIN,
+                    {
+                        "pool": p.name,
+                        "nodes_now": raw,
+                        "min_nodes": p.min_nodes,
+                        "planned": current[p.name],
+                    },
+                )
             )
     return notes
 
 
-def budget_note(model: str, budget_per_hour: float, least: float) -> str:
+def budget_note(model: str, budget_per_hour: float, least: float) -> Reason:
     """The note for a budget below what a GPU model's pools cannot shed this cycle."""
-    return (
-        f"{model}: budget {budget_per_hour:.2f}/h is below what these pools "
-        f"cannot shed this cycle ({least:.2f}/h); no scale-up"
+    return Reason(
+        w.NOTE_BUDGET,
+        {"model": model, "budget_per_hour": budget_per_hour, "least_per_hour": least},
     )
 
 
 def shortfall_note(
     model: str, qname: str, first_at: pd.Timestamp, most_short: float, causes: Sequence[str]
-) -> str:
+) -> Reason:
     """The note for demand that cannot be covered from ``first_at`` on, and why."""
-    return (
-        f"{model}: {qname} demand cannot be covered from {hhmm(first_at)} "
-        f"(up to {most_short:.1f} GPUs short; bound: {', '.join(causes)})"
+    return Reason(
+        w.NOTE_SHORTFALL,
+        {
+            "model": model,
+            "quantile": qname,
+            "at": hhmm(first_at),
+            "gpus_short": round(most_short, 4),
+            "bound": tuple(causes),
+        },
+        ("risk.shortfall",),
     )
 
 
-def margin_notes(
-    workloads: Iterable[WorkloadConfig],
-    learned: Mapping[str, Margin],
-    headroom: Mapping[str, float],
-) -> dict[str, str]:
-    """Per GPU model, the clauses naming each of its signals' margins and their evidence."""
-    notes: dict[str, str] = {}
-    for w in workloads:
-        key = gpu_model(w.gpu_model).name
-        m = learned.get(w.signal)
-        clause = (
-            m.describe()
-            if m is not None
-            else f"margin {100 * headroom[w.signal]:.1f}% for {w.signal!r} "
-            "(policy.headroom_fraction: too little history to learn one)"
-        )
-        if clause not in notes.get(key, ""):
-            notes[key] = "; ".join(x for x in (notes.get(key), clause) if x)
-    return notes
-
-
-def near_sources(
-    workloads: Iterable[WorkloadConfig], learned: Mapping[str, Margin], qname: str
-) -> dict[str, str]:
-    """Per GPU model, where its near-term demand comes from, in a reason's words: the
-    forecast's growth quantile, the forecast median's change, or the newest observation
-    times a margin (several signals: each source once)."""
+def model_signals(workloads: Iterable[WorkloadConfig]) -> dict[str, list[str]]:
+    """Per GPU model, the signals that feed it, each once, in config order: what a pool's
+    reason names (each signal's margin and its evidence are ``risk.margins.<signal>``)."""
     out: dict[str, list[str]] = {}
-    for w in workloads:
-        m = learned.get(w.signal)
-        source = m.source if m is not None else f"{qname} forecast"
-        names = out.setdefault(gpu_model(w.gpu_model).name, [])
-        if source not in names:
-            names.append(source)
-    return {k: " + ".join(v) for k, v in out.items()}
+    for wl in workloads:
+        names = out.setdefault(gpu_model(wl.gpu_model).name, [])
+        if wl.signal not in names:
+            names.append(wl.signal)
+    return out
 
 
 def decide(
@@ -114,48 +113,89 @@ def decide(
     levels: PoolLevels,
     binding: Sequence[str],
     held_why: str | None,
-    qname: str,
+    signals: Sequence[str],
     max_step: int,
     stabilization_s: int,
-) -> tuple[Decision, str]:
-    """``pool``'s decision from ``cur`` to ``target`` nodes and the reason that names
-    the demand (``qname``: where its near-term number comes from, :func:`near_sources`),
-    its time and lead time, the cost and what binds."""
+) -> tuple[Decision, Reason]:
+    """``pool``'s decision from ``cur`` to ``target`` nodes and its reason: the demand of
+    ``signals`` (each one's near-term rule is ``risk.margins.<signal>``), its time and
+    lead time, the cost and what binds."""
     p = pool
     model = gpu_model(p.gpu_model).name
-    need_up, need_keep, needed_at = levels.need_up, levels.need_keep, levels.needed_at
-    lead_min = p.lead_time_s / 60
-    delta_cost = (target - cur) * p.price_per_node_hour
-    bound = f" (bound: {', '.join(binding)})" if binding else ""
+    delta_cost = round((target - cur) * p.price_per_node_hour, 4)
+    common: dict[str, object] = {"model": model, "bound": tuple(binding)}
+    refs = [f"risk.margins.{s}" for s in signals]
+    if binding:
+        refs.append(f"risk.binding.{p.name}")
+    held_refs = (f"risk.held_models.{model}",)
+    lead_min = round(p.lead_time_s / 60)
     if held_why is not None and target > cur:
-        return "scale-up", (
-            f"{held_why}, forecast not used; the newest observation needs "
-            f"{need_up:.1f} GPUs of {model}, above what is held; +{target - cur} node(s) at "
-            f"{p.price_per_node_hour:.2f}/h each, +{delta_cost:.2f}/h{bound}"
+        return "scale-up", Reason(
+            w.SCALE_UP_HELD,
+            {
+                **common,
+                "gpus": round(levels.need_up, 4),
+                "nodes": target - cur,
+                "price_per_node_hour": p.price_per_node_hour,
+                "cost_per_hour": delta_cost,
+            },
+            (*held_refs, *refs[len(signals) :]),
         )
     if target > cur:
-        return "scale-up", (
-            f"{qname}: demand for {model} reaches {need_up:.1f} GPUs by {hhmm(needed_at)} "
-            f"(lead time {lead_min:.0f} min); +{target - cur} node(s) at "
-            f"{p.price_per_node_hour:.2f}/h each, +{delta_cost:.2f}/h{bound}"
+        return "scale-up", Reason(
+            w.SCALE_UP_FORECAST,
+            {
+                **common,
+                "gpus": round(levels.need_up, 4),
+                "at": hhmm(levels.needed_at),
+                "signals": tuple(signals),
+                "lead_min": lead_min,
+                "nodes": target - cur,
+                "price_per_node_hour": p.price_per_node_hour,
+                "cost_per_hour": delta_cost,
+            },
+            refs,
         )
     if target < cur and cur > p.max_nodes:
-        return "scale-down", (
-            f"{cur} node(s) now is above max_nodes {p.max_nodes}; stepping down by at most "
-            f"{max_step} node(s) a cycle (max_step_nodes); -{cur - target} "
-            f"node(s) saves {-delta_cost:.2f}/h{bound}"
+        return "scale-down", Reason(
+            w.SCALE_DOWN_MAX_NODES,
+            {
+                **common,
+                "nodes_now": cur,
+                "max_nodes": p.max_nodes,
+                "max_step": max_step,
+                "nodes": cur - target,
+                "saves_per_hour": -delta_cost,
+            },
+            refs[len(signals) :],
         )
     if target < cur:
-        return "scale-down", (
-            f"{qname}: demand for {model} stays at or under {need_keep:.1f} GPUs until "
-            f"{hhmm(levels.hold_until)} "
-            f"(lead time {levels.lead_hold.total_seconds() / 60:.0f} min + "
-            f"{stabilization_s / 60:.0f} min "
-            f"stabilization); -{cur - target} node(s) saves {-delta_cost:.2f}/h{bound}"
+        return "scale-down", Reason(
+            w.SCALE_DOWN_DEMAND,
+            {
+                **common,
+                "gpus": round(levels.need_keep, 4),
+                "until": hhmm(levels.hold_until),
+                "signals": tuple(signals),
+                "lead_min": round(levels.lead_hold.total_seconds() / 60),
+                "stabilization_min": round(stabilization_s / 60),
+                "nodes": cur - target,
+                "saves_per_hour": -delta_cost,
+            },
+            refs,
         )
-    held = f"; {held_why}, holding" if held_why is not None else ""
-    return "no-op", (
-        f"{cur} node(s) fit demand for {model} of {need_up:.1f} GPUs at "
-        f"{hhmm(needed_at)} ({qname}; lead time {lead_min:.0f} min){held}{bound}; "
-        f"cost unchanged at {cur * p.price_per_node_hour:.2f}/h"
+    held = held_why is not None
+    return "no-op", Reason(
+        w.NO_OP_FITS,
+        {
+            **common,
+            "nodes_now": cur,
+            "gpus": round(levels.need_up, 4),
+            "at": hhmm(levels.needed_at),
+            "signals": tuple(signals),
+            "lead_min": lead_min,
+            "cost_per_hour": round(cur * p.price_per_node_hour, 4),
+            "held": held,
+        },
+        (*refs, *(held_refs if held else ())),
     )

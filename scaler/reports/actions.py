@@ -1,9 +1,9 @@
 """The capacity review's actions: what the plan changes, when, at what cost, and why.
 
-The planner writes its reasons in English with every number in them; a Russian
-report translates them phrase by phrase (:func:`scaler.reports.i18n.translate_reason`)
-and, for a reason none of whose phrases is known, builds a sentence from the
-action's fields with the planner's own words beside it.
+Each action's reason is a value (:class:`scaler.wording.Reason`), rendered in the
+reader's language from its code and parameters. A sentence read from a plan written
+before reasons were values has no code: a report in another language builds a sentence
+from the action's fields and keeps the planner's own words beside it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from forecaster.estimators import quantile_column
 from scaler.plans import CapacityPlan
 from scaler.reports.document import Column, Section, Table, money_label
-from scaler.reports.i18n import fmt_number, t, translate_bound, translate_reason
+from scaler.reports.i18n import fmt_number, t, translate_bound
+from scaler.wording import LEGACY
 
 
 def actions_section(plan: CapacityPlan, lang: str, currency: str = "") -> Section:
@@ -88,17 +89,14 @@ def actions_text_table(plan: CapacityPlan, lang: str) -> str:
 
 
 def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
-    """The planner's reason in ``lang``: translated phrase by phrase, every number kept.
+    """The planner's reason in ``lang``, rendered from its code and parameters.
 
-    A reason whose phrases are all unknown to the translation falls back to a sentence
-    built from the action's fields, with the planner's own words beside it.
+    An old plan's sentence (no code) falls back, in another language than English, to a
+    sentence built from the action's fields, with the planner's own words beside it.
     """
     a = plan.actions[index]
-    if lang == "en":
-        return a.reason
-    text = translate_reason(a.reason, lang)
-    if text is not None:
-        return text
+    if lang == "en" or a.reason.code != LEGACY:
+        return a.reason.text(lang)
     pool = next((p for p in plan.pools if p.pool == a.pool), None)
     lead_min = (pool.lead_time_s / 60) if pool else 0.0
     built = t(
@@ -116,4 +114,4 @@ def _action_reason(plan: CapacityPlan, index: int, lang: str) -> str:
         if pool and pool.binding
         else "–",
     )
-    return f"{built} ({a.reason})"
+    return f"{built} ({a.reason.text('en')})"

@@ -9,8 +9,8 @@ beside it. The ``{placeholders}`` of a key are the same in every language; a tes
 checks both that and that no key is missing. Numbers are formatted per language by
 :func:`fmt_number` (``1,234.50`` in English, ``1 234,50`` in Russian), month names
 by :func:`month_label`; neither depends on the machine's locale, so a report reads
-the same wherever it is made. The planner's reasons, English sentences composed
-with numbers and names, are translated phrase by phrase (:func:`translate_reason`).
+the same wherever it is made. The planner's reasons and typed notes are values,
+rendered from their codes by :mod:`scaler.wording`'s own table per language.
 
 Why a table and not gettext
 ---------------------------
@@ -25,9 +25,9 @@ Why a table and not gettext
 * Plural forms (``ngettext``, three in Russian) are what gettext has that the table
   lacks. The strings avoid them (``node(s)``, ``calendar months: {months}``), and
   adopting them would change the text of today's reports.
-* The planner's reasons are composed sentences; a catalog looks up whole messages,
-  so it cannot translate them. They go through :func:`translate_reason`'s phrase
-  list, which would remain beside any catalog.
+* The planner's reasons are values with a code and parameters
+  (:class:`scaler.wording.Reason`), rendered from a format string per code and
+  language, as a catalog would render a message with named fields.
 * Babel for numbers and dates (its CLDR data is about 33 MB installed) would change
   what reports print: it rounds the decimal text of a float (2.675 gives ``2.68``
   where ``f"{2.675:.2f}"`` gives ``2.67``), keeps the sign of a rounded zero
@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from forecaster.errors import BadInputError
+from scaler.wording import term
 
 LANGS: tuple[str, ...] = ("en", "ru")
 DEFAULT_LANG = "en"
@@ -108,22 +109,6 @@ def numbers_in(text: str, lang: str) -> list[float]:
         return [float(x.replace(",", ".")) for x in found]
     found = re.findall(r"\d[\d,]*(?:\.\d+)?", text)
     return [float(x.replace(",", "")) for x in found if x.replace(",", "")]
-
-
-def translate_reason(reason: str, lang: str) -> str | None:
-    """The planner's English reason in ``lang``, every number kept (decimals as the language
-    writes them); None when none of its phrases is known, so the caller can say it another way."""
-    phrases = _REASON_PHRASES.get(lang)
-    if not phrases:
-        return reason
-    text = reason
-    for pattern, repl in phrases:
-        text = re.sub(pattern, repl, text)
-    if text == reason:
-        return None
-    if lang == "ru":
-        text = _DECIMAL.sub(r"\1,\2", text).replace(" -> ", " → ")
-    return text
 
 
 # ---------------------------------------------------------------- the strings
@@ -887,17 +872,6 @@ STRINGS: dict[str, dict[str, str]] = {
 """Language -> key -> string: :data:`TEXTS` by language, as :func:`t` reads it."""
 
 
-_BOUNDS_RU: dict[str, str] = {
-    "bridging": "переходный период",
-    "stabilization": "стабилизация",
-    "released-recently": "недавно освобождён",
-    "stale-data": "устаревшие данные",
-    "no-new-observation": "нет новых наблюдений",
-    "budget": "бюджет",
-}
-"""What binds a pool (:mod:`scaler.planning.binding`) in Russian; ``max_nodes`` and
-``max_step`` are the config's names and read the same in every language."""
-
 _SOURCES: dict[str, dict[str, str]] = {
     "built-in demo fleet": {"ru": "встроенный демонстрационный парк"},
     "built-in demo config": {"ru": "встроенная демонстрационная конфигурация"},
@@ -913,196 +887,4 @@ def translate_source(source: str, lang: str) -> str:
 
 def translate_bound(name: str, lang: str) -> str:
     """What binds a pool (``bridging``, ``max_nodes``, ...) in ``lang``."""
-    return _BOUNDS_RU.get(name, name) if lang == "ru" else name
-
-
-# Phrases of the planner's reasons (scaler.planning: tiers and MIG layouts), longest first.
-# Only words are replaced: every number, time, quantile, pool, model and profile name of
-# the English reason stays where it is, so a translated reason says exactly what the
-# planner said. Phrases not listed stay in English rather than being guessed.
-_Repl = str | Callable[[re.Match[str]], str]
-_REASON_PHRASES: dict[str, tuple[tuple[str, _Repl], ...]] = {
-    "ru": (
-        # The plan's notes on lead_time_s: auto pools (scaler.service.lead_times). The
-        # English thousands separator first becomes the Russian one (a no-break space, as
-        # fmt_number writes it), so "1,380 s" is not read as 1.38.
-        (
-            r"\bpool ('[^']*'): lead time (\d{1,3}),(\d{3}) s (learned|fallback) \(",
-            "pool \\1: lead time \\2\u00a0\\3 s \\4 (",
-        ),
-        (
-            r"\bpool ('[^']*'): lead time ([\d\u00a0]+) s learned \((q[\d.]+) of (\d+) node starts\)",
-            r"пул \1: время подготовки \2 с по наблюдениям (\3 по \4 запускам узлов)",
-        ),
-        (
-            r"\bpool ('[^']*'): lead time ([\d\u00a0]+) s fallback \((\d+) of (\d+) observations needed\)",
-            r"пул \1: время подготовки \2 с, резервное значение (есть \3 из \4 нужных наблюдений)",
-        ),
-        # The near-term rule learnt per signal (scaler.planning.margins, Margin.describe):
-        # its clauses before the shorter phrases they contain.
-        (
-            r"\bnewest observation x (q[\d.]+) of the growth over the lead time from ('[^']*') "
-            r"forecasts, calibrated on (\d+) backtest origins by hour of day and weekday/weekend",
-            r"последнее наблюдение x \1 роста за время подготовки по прогнозам \2, калибровка "
-            r"по \3 точкам бэктеста по часу суток и будням/выходным",
-        ),
-        (
-            r"\bnewest observation x (q[\d.]+) of the growth over the lead time from ('[^']*') "
-            r"forecasts, calibrated on (\d+) backtest origins by hour of day",
-            r"последнее наблюдение x \1 роста за время подготовки по прогнозам \2, калибровка "
-            r"по \3 точкам бэктеста по часу суток",
-        ),
-        (
-            r", learned for ('[^']*') from ([\d.]+) d of its history \(",
-            r", выучено для \1 по \2 дн. его истории (",
-        ),
-        (r"% unserved, ([\d.]+)% at ([\d.]+)%;", r"% не обслужено, \1% при \2%;"),
-        (
-            r"\b(within|over) the reactive rule's ([\d.]+)% on it \(budget ([\d.]+)%\)",
-            lambda m: (
-                ("в пределах " if m[1] == "within" else "выше ")
-                + f"{m[2]}% реактивного правила на ней (бюджет {m[3]}%)"
-            ),
-        ),
-        (r"\bwithin budget ([\d.]+)%", r"в пределах бюджета \1%"),
-        (r"\bover budget ([\d.]+)%", r"сверх бюджета \1%"),
-        (r"\bbudget not reachable; budget ([\d.]+)%", r"бюджет недостижим; бюджет \1%"),
-        (
-            r", holding ([\d.]+)x demand: serving that well cost more than the reactive rule "
-            r"\(([\d.]+)x, ([\d.]+)% unserved\), so the margin serves most at no more than its cost",
-            r", запас \1x спроса: такое обслуживание дороже реактивного правила (\2x, \3% не "
-            r"обслужено), поэтому запас обслуживает больше всего не дороже него",
-        ),
-        (
-            r", holding ([\d.]+)x demand where the reactive rule held ([\d.]+)x, ([\d.]+)% unserved",
-            r", запас \1x спроса, у реактивного правила \2x и \3% не обслужено",
-        ),
-        (r"% unserved;", "% не обслужено;"),
-        (
-            r"; forecast not used near term: its growth rule held ([\d.]+)x demand, ([\d.]+)% more "
-            r"than newest observation x margin at the same service on this history",
-            r"; прогноз не используется на ближайшее время: его правило роста держало \1x спроса, "
-            r"на \2% больше, чем последнее наблюдение x запас, при том же обслуживании на этой истории",
-        ),
-        (
-            r"; forecast not used near term: serving as well with its growth rule held ([\d.]+)x "
-            r"demand \(([\d.]+)% less than newest observation x margin\), but more than the "
-            r"reactive rule cost",
-            r"; прогноз не используется на ближайшее время: то же обслуживание по его правилу "
-            r"роста держало \1x спроса (на \2% меньше, чем последнее наблюдение x запас), но "
-            r"дороже реактивного правила",
-        ),
-        (
-            r"; forecast not used near term \(its growth rule did not serve as well here\)",
-            "; прогноз не используется на ближайшее время (его правило роста обслуживало хуже "
-            "на этой истории)",
-        ),
-        (
-            r"; forecast not used near term \(too little history to backtest the forecaster\)",
-            "; прогноз не используется на ближайшее время (истории мало для бэктеста прогноза)",
-        ),
-        (
-            r"; no newest observation x margin served as well on this history",
-            "; ни одно правило «последнее наблюдение x запас» не обслуживало так же хорошо на "
-            "этой истории",
-        ),
-        (
-            r"; the forecast's growth held ([\d.]+)% less than newest observation x margin "
-            r"\(([\d.]+)x\) at the same service on this history",
-            r"; рост по прогнозу держал на \1% меньше, чем последнее наблюдение x запас (\2x), "
-            r"при том же обслуживании на этой истории",
-        ),
-        (
-            r"; growth over the lead time on the backtest: the forecast's off by ([\d.]+)% on "
-            r"average, no growth by ([\d.]+)%",
-            r"; рост за время подготовки на бэктесте: ошибка прогноза в среднем \1%, "
-            r"без роста — \2%",
-        ),
-        (
-            r"\bmargin ([\d.]+)% for ('[^']*') \(policy\.headroom_fraction: too little history to "
-            r"learn one\)",
-            r"запас \1% для \2 (policy.headroom_fraction: истории мало, чтобы его выучить)",
-        ),
-        (r"\bnear term\b", "на ближайшее время"),
-        (r"\b(q[\d.]+) forecast\b", r"прогноз \1"),
-        (r"\bstays at or under\b", "остаётся не выше"),
-        (r"\b(q[\d.]+) MIG demand for\b", r"спрос MIG \1 на"),
-        (r"\b(q[\d.]+) demand for\b", r"спрос \1 на"),
-        (r"\b(q[\d.]+) demand\b", r"спрос \1"),
-        (r"\bdemand for\b", "спрос на"),
-        (r"\bforecast growth (q[\d.]+)", r"рост по прогнозу \1"),
-        (r"\bnewest observation x margin\b", "последнее наблюдение x запас"),
-        (r"\bforecast median change\b", "изменение медианы прогноза"),
-        (r"\bnode\(s\) keep their MIG layouts\b", "узл. сохраняют разметку MIG"),
-        (r"\bnode\(s\) fit\b", "узл. покрывают"),
-        (r"\bnode\(s\) saves\b", "узл. экономят"),
-        (r"\bnode\(s\) at\b", "узл. по"),
-        (r"\bnode\(s\) now is outside\b", "узл. сейчас вне"),
-        (r"\bnode\(s\)", "узл."),
-        (r"\bGPU\(s\)", "GPU"),
-        (r"\bof ([\d.]+) GPUs at\b", r"в \1 GPU к"),
-        (r"\bGPUs by\b", "GPU к"),
-        (r"\bGPUs until\b", "GPU до"),
-        (r"\bGPUs short\b", "GPU не хватает"),
-        (r"\bGPUs\b", "GPU"),
-        (r"\breaches\b", "достигает"),
-        (r"\bstays under\b", "остаётся ниже"),
-        (r"\bpeaks at\b", "на пике"),
-        (r"\bcannot be covered from\b", "не покрывается с"),
-        (r"\bup to\b", "до"),
-        (r"\blead time\b", "время подготовки"),
-        (r"\bmin stabilization\b", "мин стабилизации"),
-        (r"\bmin\b", "мин"),
-        (r"/h each\b", "/ч каждый"),
-        (r"/h\b", "/ч"),
-        (r"\bbound:", "ограничение:"),
-        (r"\bcost unchanged at\b", "стоимость не меняется:"),
-        (r"\bspend unchanged\b", "расходы не меняются"),
-        (r"\bno data for signal\b", "нет данных сигнала"),
-        (r"\bsignal\(s\)", "сигналы"),
-        (r"\bsignal\b", "сигнал"),
-        (r"\bis stale\b", "устарел"),
-        (r"\bstale or missing\b", "устарели или отсутствуют"),
-        (r"\bholding the layouts\b", "разметка сохраняется"),
-        (
-            r"\bholding current capacity \(no scale-down\)",
-            "текущая мощность сохраняется (без сокращения)",
-        ),
-        (r"\bholding\b", "мощность удерживается"),
-        (r"\bplanning from\b", "план строится от"),
-        (r"\bdrain \+ re-partition\b", "вывод из работы + переразметка"),
-        (r"\bnow, in the lowest-demand window\b", "сейчас, в окне наименьшего спроса"),
-        (r"\bscheduled for the lowest-demand window\b", "назначено на окно наименьшего спроса"),
-        (
-            r"\blabel it when the node joins \(no drain\)",
-            "разметить при появлении узла (без вывода)",
-        ),
-        (
-            r"\bneeded before the current layouts fall short\b",
-            "нужно до того, как текущей разметки перестанет хватать",
-        ),
-        (
-            r"\bsaves ([\d.]+) GPU-h against ([\d.]+) GPU-h of drain\b",
-            r"экономит \1 GPU-ч против \2 GPU-ч на вывод",
-        ),
-        (
-            r"\ba relayout would save ([\d.]+) GPU-h but cost ([\d.]+) GPU-h of drain; keeping the current layouts\b",
-            r"переразметка сэкономила бы \1 GPU-ч, но вывод стоит \2 GPU-ч; текущая разметка сохраняется",
-        ),
-        (
-            r"\bthe pool's GPUs cannot hold it all: short\b",
-            "GPU пула не вмещают весь спрос; не хватает",
-        ),
-        (r"\bthe layouts cover it\b", "разметка его покрывает"),
-        (r"\bcapacity\b", "ёмкость"),
-        (r"\bx whole\b", "x целый GPU"),
-        (r"\bnode\b", "узел"),
-        (r"\bsaves\b", "экономит"),
-        (r"\bGPU-h\b", "GPU-ч"),
-        # What binds a pool (scaler.planning.binding); max_nodes and max_step stay as the
-        # config's names.
-        *((rf"\b{re.escape(k)}\b", v) for k, v in _BOUNDS_RU.items()),
-    ),
-}
-_DECIMAL = re.compile(r"(?<![\w.])(\d+)\.(\d+)(?=x\b|(?![\w.]))")
-"""A decimal number on its own or as a multiplier (``1.17x``), never part of a name (``1g.10gb``)."""
+    return term(name, lang)

@@ -11,6 +11,8 @@ from typing import Any
 
 from scaler.plans import Action
 
+NOTE_LIMIT = 1024
+"""The most characters ``events.k8s.io/v1`` accepts in an Event's note."""
 EVENT_CONTROLLER = "tiercast.io/tiercast"
 """The ``reportingController`` of every Event tiercast writes."""
 _KINDS = {
@@ -41,14 +43,15 @@ def change_events(
 ) -> list[tuple[str, dict[str, Any]]]:
     """One ``events.k8s.io/v1`` Event per object the action's successful writes changed.
 
-    Each carries the action's reason (and the outcome's message) as its note, the
+    Each carries the action's reason, whole (:func:`action_note`), and the outcome's
+    message as its note, the
     decision as its reason, and ``Warning`` when the action failed. Events of
     cluster-scoped objects go to ``default``, as kubectl's do.
     """
     reason, verb = _EVENT_REASONS.get(action.decision, ("Changed", "Update"))
+    note = action_note(action, outcome, message)
     out = []
     for k, ((plural, ns, name), api) in enumerate(sorted(_changed_objects(calls).items())):
-        note = f"{action.reason} -> {outcome}: {message}"
         digest = hashlib.sha1(f"{when}|{plural}|{name}|{k}".encode()).hexdigest()[:10]
         body = {
             "apiVersion": "events.k8s.io/v1",
@@ -60,7 +63,7 @@ def change_events(
             "action": verb,
             "reason": reason,
             "type": "Warning" if outcome == "failed" else "Normal",
-            "note": note if len(note) <= 1024 else note[:1021] + "...",
+            "note": note,
             "regarding": {
                 "apiVersion": api,
                 "kind": _KINDS[plural],
@@ -70,6 +73,23 @@ def change_events(
         }
         out.append((f"/apis/events.k8s.io/v1/namespaces/{ns or 'default'}/events", body))
     return out
+
+
+def action_note(action: Action, outcome: str, message: str) -> str:
+    """An Event's note: the action's reason rendered whole, then the outcome; only the
+    provider's message is shortened, so the note fits the API's :data:`NOTE_LIMIT` and
+    the reason's end (its outcome and what binds) always reaches ``kubectl describe``."""
+    head = f"{action.reason.text('en')} -> {outcome}"
+    if len(head) > NOTE_LIMIT:
+        raise ValueError(
+            f"the reason of {action.pool}'s {action.decision} ({len(head)} characters) does "
+            f"not fit an Event note ({NOTE_LIMIT})"
+        )
+    if not message:
+        return head
+    room = NOTE_LIMIT - len(head) - 2
+    text = message if len(message) <= room else message[: max(0, room - 3)] + "..."
+    return f"{head}: {text}" if room > 3 else head
 
 
 def notice_event(

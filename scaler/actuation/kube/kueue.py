@@ -25,10 +25,12 @@ import copy
 import re
 from typing import Any
 
+from scaler import wording
 from scaler.actuation.kube.transport import MERGE_PATCH, KubeApiError, MemoryTransport, Session
 from scaler.actuation.kube.writes import until_no_conflict
 from scaler.config import KubernetesConfig, KueueQuotaConfig
 from scaler.plans import Action, Decision
+from scaler.wording import Reason
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
@@ -152,25 +154,22 @@ class KueueQuota:
         try:
             now = self.current(session)
         except KubeApiError as exc:
-            return self._noop(at, f"unreadable ({exc}); its quota is left as it is")
+            return self._noop(at, str(exc))
         if now is None:
             return None
         want: dict[str, dict[str, Any]] = {}
         held: list[str] = []
-        problems: list[str] = []
+        unnamed: list[str] = []
         entries = section.get("flavors") or {}
         for model, entry in sorted(entries.items()):
             flavor = entry.get("flavor")
             if flavor is None:
                 flavor = next(iter(now)) if len(now) == 1 and len(entries) == 1 else None
             if flavor is None:
-                problems.append(
-                    f"{model}: name its ResourceFlavor in kubernetes.kueue.flavors "
-                    f"(the ClusterQueue has {', '.join(sorted(now)) or 'none'})"
-                )
+                unnamed.append(model)
                 continue
             if entry.get("hold"):
-                held.append(f"{flavor} held ({entry['hold']})")
+                held.append(flavor)
                 continue
             want[flavor] = {
                 "gpu_model": model,
@@ -191,18 +190,21 @@ class KueueQuota:
         decision: Decision = (
             "no-op" if not changed else "scale-down" if target < current else "scale-up"
         )
-        parts = [
-            f"{f} {self.settings.resource} nominalQuota "
-            f"{_shown(now.get(f, {}).get('nominal_quota'))} -> {w['nominal_quota']}"
-            + (
-                f", borrowingLimit up to {w['borrowing_limit']}"
-                if w["borrowing_limit"] is not None
-                else ""
-            )
-            + f" ({w['gpu_model']}: the spare GPUs the plan forecasts for the next hour)"
-            for f, w in sorted(want.items())
-        ]
-        reason = "; ".join(parts + held + problems) or "no flavor to set"
+        # Each flavor's quota, borrowing limit and GPU model are this action's details, and
+        # why a flavor is held is the plan's workloads.kueue section: the reason refers to them.
+        reason = Reason(
+            wording.KUEUE_QUOTA,
+            {
+                "queue": self.settings.cluster_queue,
+                "resource": self.settings.resource,
+                "quota_from": current,
+                "quota_to": target,
+                "flavors": tuple(sorted(want)),
+                "held_flavors": tuple(held),
+                "unnamed": tuple(unnamed),
+            },
+            ("details.flavors", "workloads.kueue.flavors"),
+        )
         return Action(
             pool=self.settings.cluster_queue,
             decision=decision if want else "no-op",
@@ -211,12 +213,12 @@ class KueueQuota:
             at=at,
             needed_at=at,
             cost_delta_per_hour=0.0,
-            reason=f"ClusterQueue {self.settings.cluster_queue}: {reason}",
+            reason=reason,
             kind=KIND,
             details={"resource": self.settings.resource, "flavors": want},
         )
 
-    def _noop(self, at: str, why: str) -> Action:
+    def _noop(self, at: str, error: str) -> Action:
         return Action(
             pool=self.settings.cluster_queue,
             decision="no-op",
@@ -225,7 +227,9 @@ class KueueQuota:
             at=at,
             needed_at=at,
             cost_delta_per_hour=0.0,
-            reason=f"ClusterQueue {self.settings.cluster_queue}: {why}",
+            reason=Reason(
+                wording.KUEUE_UNREADABLE, {"queue": self.settings.cluster_queue, "error": error}
+            ),
             kind=KIND,
             details={"resource": self.settings.resource, "flavors": {}},
         )
