@@ -17,13 +17,23 @@ longest lead time of the fleet (the planner still plans each pool with its own).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from forecaster.errors import BadInputError
 from scaler.catalog.gpus import gpu_model
-from scaler.config import Config, PoolConfig, WorkloadConfig, load_config, parse_config
+from scaler.config import (
+    Config,
+    ForecastConfig,
+    PolicyConfig,
+    PoolConfig,
+    SignalConfig,
+    WorkloadConfig,
+    load_config,
+    parse_config,
+)
 from scaler.replay.protocol import STEP, ReplaySetup
 
 REPLAY_SIGNAL = "demand"
@@ -96,7 +106,7 @@ def load_user_fleet(path: str | Path, signal: str | None = None) -> UserFleet:
     """
     source = str(path)
     user = load_config(path)
-    chosen = _chosen_signal(user, signal, source)
+    chosen = _chosen_signal(user.signals, user.workloads, signal, source)
     workloads = [w for w in user.workloads if w.signal == chosen]
     model = _one_gpu_model(workloads, chosen, source)
     pools = user.pools_for(model)
@@ -104,7 +114,7 @@ def load_user_fleet(path: str | Path, signal: str | None = None) -> UserFleet:
     config = _replay_config(user, chosen, workloads, pools, source)
     return UserFleet(
         config=config,
-        setup=_setup(config),
+        setup=_setup(config.pools, config.policy, config.forecast),
         units_per_gpu=1.0 / sum(w.gpus_per_replica / w.units_per_replica for w in workloads),
         tiers=any(p.tier in ("reserved", "spot") for p in config.pools),
         signal=chosen,
@@ -126,10 +136,15 @@ def lead_time_of(pool: Any) -> int:
 # --------------------------------------------------------------------------- choosing
 
 
-def _chosen_signal(config: Config, signal: str | None, source: str) -> str:
+def _chosen_signal(
+    signals: Sequence[SignalConfig],
+    workloads: Sequence[WorkloadConfig],
+    signal: str | None,
+    source: str,
+) -> str:
     """``signal`` where the file declares it and it drives a workload, else the only such."""
-    driving = list(dict.fromkeys(w.signal for w in config.workloads))
-    declared = [s.name for s in config.signals]
+    driving = list(dict.fromkeys(w.signal for w in workloads))
+    declared = [s.name for s in signals]
     if signal is not None:
         if signal not in declared:
             raise BadInputError(
@@ -247,10 +262,12 @@ def _pool(p: PoolConfig) -> dict[str, object]:
     }
 
 
-def _setup(config: Config) -> ReplaySetup:
-    """The baselines' and the walk's constants from the fleet (see :attr:`UserFleet.setup`)."""
-    pools = list(config.pools)
-    policy = config.policy
+def _setup(
+    fleet: Sequence[PoolConfig], policy: PolicyConfig, forecast: ForecastConfig
+) -> ReplaySetup:
+    """The baselines' and the walk's constants from the fleet's pools, the policy and the
+    forecast settings (see :attr:`UserFleet.setup`)."""
+    pools = list(fleet)
     by_tier = {tier: [p for p in pools if p.tier == tier] for tier in ("reserved", "spot")}
     default = ReplaySetup()
     spot = min(by_tier["spot"], key=_price, default=None)
@@ -259,7 +276,7 @@ def _setup(config: Config) -> ReplaySetup:
         gpus_per_node=pools[0].gpus_per_node,
         price_per_gpu_hour=_price(_baseline_pool(pools)),
         lead_time_s=max(p.lead_time_s for p in pools),
-        forecast_method=config.forecast.method,
+        forecast_method=forecast.method,
         quantile=policy.quantile,
         headroom_fraction=policy.headroom_fraction,
         stabilization_s=policy.scale_down_stabilization_s,

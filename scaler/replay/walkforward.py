@@ -13,7 +13,14 @@ import numpy as np
 import pandas as pd
 
 from forecaster.forecasting import SeriesForecast, forecast_series
-from scaler.config import BillingConfig, Config, PoolConfig, parse_config
+from scaler.config import (
+    BillingConfig,
+    Config,
+    ForecastConfig,
+    PolicyConfig,
+    PoolConfig,
+    parse_config,
+)
 from scaler.planning.billing import billed_seconds
 from scaler.planning.coverage import allocate
 from scaler.planning.growth import walk_forward
@@ -34,9 +41,9 @@ TEST_REACH = pd.Timedelta(hours=1)
 """The least lead time the test forecasts' horizon allows for (a longer lead, more)."""
 
 
-def _quantiles(config: Config) -> list[float]:
+def _quantiles(forecast: ForecastConfig, policy: PolicyConfig) -> list[float]:
     """The quantiles the replay's forecasts compute: the config's and the policy's."""
-    return sorted(set(config.forecast.quantiles) | {config.policy.quantile})
+    return sorted(set(forecast.quantiles) | {policy.quantile})
 
 
 # --------------------------------------------------------------------------- the fleet
@@ -133,10 +140,10 @@ def tiercast_run(
     """
     started = time.perf_counter()
     pools = list(config.pools)
-    memory = _hold_window(config)
+    memory = _hold_window(config.pools, config.policy)
     margin = _training_margin(trace, setup, config, memory, forecast_cache)
     planner = _Planner.for_run(trace, config, solver, margin, memory)
-    forecasts = _Forecasts.for_run(trace, setup, config, forecast_cache)
+    forecasts = _Forecasts.for_run(trace, setup, config.forecast, config.policy, forecast_cache)
     fleet = _Fleet.for_run(pools, setup, len(trace.index) - trace.test_start)
     headroom = margin.margin if margin is not None else config.policy.headroom_fraction
     inventory = _warm_start(trace, pools, memory, headroom, config.policy.cycle_s)
@@ -157,10 +164,10 @@ def tiercast_run(
     return fleet.run(policy, margin, time.perf_counter() - started)
 
 
-def _hold_window(config: Config) -> pd.Timedelta:
+def _hold_window(pools: Sequence[PoolConfig], policy: PolicyConfig) -> pd.Timedelta:
     """Lead time + stabilization: how far back the planner's hysteresis and floor look."""
-    return pd.Timedelta(seconds=config.policy.scale_down_stabilization_s) + pd.Timedelta(
-        seconds=max(p.lead_time_s for p in config.pools)
+    return pd.Timedelta(seconds=policy.scale_down_stabilization_s) + pd.Timedelta(
+        seconds=max(p.lead_time_s for p in pools)
     )
 
 
@@ -176,7 +183,7 @@ def _training_margin(
 
     Only its source intervals that ended by the first test step: never the test period.
     """
-    quantiles = _quantiles(config)
+    quantiles = _quantiles(config.forecast, config.policy)
     store = cache if cache is not None else {}
 
     def forecast(window: pd.Series, horizon: pd.Timedelta) -> SeriesForecast:
@@ -284,17 +291,18 @@ class _Forecasts:
         cls,
         trace: Trace,
         setup: ReplaySetup,
-        config: Config,
+        forecast: ForecastConfig,
+        policy: PolicyConfig,
         cache: ForecastCache | None,
     ) -> _Forecasts:
         # Long enough to plan from a forecast up to one refresh old (the same for every
         # lead time up to TEST_REACH, so that replays at several leads share them).
         lead = max(pd.Timedelta(seconds=setup.lead_time_s), TEST_REACH)
-        horizon = pd.Timedelta(seconds=setup.reforecast_s + config.policy.horizon_s) + lead
+        horizon = pd.Timedelta(seconds=setup.reforecast_s + policy.horizon_s) + lead
         return cls(
             trace,
             horizon + 2 * STEP,
-            _quantiles(config),
+            _quantiles(forecast, policy),
             setup.forecast_method,
             int(pd.Timedelta(seconds=setup.lookback_s) / STEP),
             pd.Timedelta(seconds=setup.reforecast_s),

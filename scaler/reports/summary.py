@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from forecaster.estimators import quantile_column
-from scaler.config import Config
+from scaler.config import Config, PoolConfig
 from scaler.planning.cost_and_risk import need_shortfall
 from scaler.plans import CapacityPlan
 from scaler.reports.commitments import commitment_recommendations, reserved_idle_recommendations
@@ -42,9 +42,11 @@ def summary_section(items: Sequence[Recommendation], lang: str) -> Section:
     return sec
 
 
-def _bound_pools(config: Config, plan: CapacityPlan, lang: str) -> list[Recommendation]:
+def _bound_pools(
+    pools: Sequence[PoolConfig], plan: CapacityPlan, lang: str
+) -> list[Recommendation]:
     """Pools the plan holds at ``max_nodes`` (off commitment) or that name it as binding."""
-    limits = {p.name: p for p in config.pools}
+    limits = {p.name: p for p in pools}
     out = []
     for pp in plan.pools:
         p = limits.get(pp.pool)
@@ -199,7 +201,7 @@ def capacity_recommendations(
     currency = config.finance.currency
     return [
         *plan_recommendations(config, plan, lang),
-        *_bound_pools(config, plan, lang),
+        *_bound_pools(config.pools, plan, lang),
         *commitment_recommendations(advice, lang, currency),
         *reserved_idle_recommendations(reserved_idle, currency, lang),
         *_lost_to_baseline(accuracy, lang),
