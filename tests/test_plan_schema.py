@@ -118,6 +118,14 @@ def test_a_small_plan_fits_the_schema_and_the_models() -> None:
     assert parsed.actions[0].decision == "scale-up"
     assert parsed.actions[0].reason.text == data["actions"][0]["reason"]["text"]
     assert set(parsed.risk.margins) == {"rps"}
+    # A reason's references point at evidence the plan holds (stated there once).
+    refs = [r for a in data["actions"] for r in a["reason"]["refs"]]
+    assert refs == ["risk.margins.rps"]
+    for ref in refs:
+        node: Any = data
+        for part in ref.split("."):
+            node = node[part]
+        assert node["source"] == "policy.headroom_fraction"
 
 
 def test_the_optional_risk_entries_fit() -> None:
