@@ -31,7 +31,7 @@ import pandas as pd
 
 from forecaster.errors import DataError
 from forecaster.estimators import BaseEstimator, check_quantiles, quantile_column
-from forecaster.series import infer_step, steps_per
+from forecaster.series import infer_step, parse_duration, steps_per
 
 DAY = pd.Timedelta(days=1)
 
@@ -217,6 +217,14 @@ def protocol_test_days(y: pd.Series) -> int:
     """Length of the benchmark's test period: 7 days, or 4 for series of 14 days or less."""
     span_days = round((y.index[-1] - y.index[0]) / DAY)
     return 4 if span_days <= 14 else 7
+
+
+def parse_max_history(text: str) -> pd.Timedelta:
+    """A ``--max-history`` value: a duration (``15d``, ``3w``, ``36h``) of at least a day."""
+    span = parse_duration(text)
+    if span < DAY:
+        raise DataError(f"max history {text!r} is under a day")
+    return span
 
 
 def protocol_origins(y: pd.Series) -> list[pd.Timestamp]:

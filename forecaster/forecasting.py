@@ -25,7 +25,6 @@ import pandas as pd
 
 from forecaster.errors import DataError, TiercastError
 from forecaster.estimators import BaseEstimator, SeasonalNaive, check_quantiles, make
-from forecaster.global_model import Fleet, fleet_context, fleet_of_history
 from forecaster.long_horizon import LONG_HORIZON, long_horizon_frame
 from forecaster.progress import active
 from forecaster.series import History, check_forecast_size, infer_step, regularize
@@ -150,27 +149,22 @@ def forecast_history(
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     method: str = "auto",
     store: ModelStore | None = None,
-    fleet: bool | Fleet = True,
 ) -> dict[str, SeriesForecast]:
-    """Forecast every series in ``history`` (sharing ``store``); each moves the command's
-    progress bar by one (:func:`forecaster.progress.active`), where one is counting.
+    """Forecast every series in ``history`` (sharing ``store``), each on its own, as a
+    live cycle does; each moves the command's progress bar by one
+    (:func:`forecaster.progress.active`), where one is counting.
 
-    With ``fleet`` (the default) the series of the history are each other's fleet: the
-    global model (:mod:`forecaster.global_model`) trains on all of them and is a
-    candidate of ``auto`` for each (one series alone has no fleet). A :class:`Fleet` given
-    instead is the fleet (a cycle that forecasts its signals one at a time passes the
-    fleet of all of them); False: no fleet."""
+    No series is another's fleet here: ``auto`` never considers the global model
+    (:func:`forecaster.selection.auto_candidates`), and the global model named on its
+    own finds its fleet only where a caller sets one
+    (:func:`forecaster.global_model.fleet_context`, as ``tiercast forecast`` does for
+    the series of its file)."""
     out = {}
     bar = active()
-    if isinstance(fleet, Fleet):
-        siblings: Fleet | None = fleet
-    else:
-        siblings = fleet_of_history(history) if fleet else None
-    with fleet_context(siblings):
-        for name, y in history.items():
-            if bar is not None:
-                bar.describe(f"forecast {name}")
-            out[name] = forecast_series(y.rename(name), horizon, quantiles, method, store)
-            if bar is not None:
-                bar.update(1)
+    for name, y in history.items():
+        if bar is not None:
+            bar.describe(f"forecast {name}")
+        out[name] = forecast_series(y.rename(name), horizon, quantiles, method, store)
+        if bar is not None:
+            bar.update(1)
     return out

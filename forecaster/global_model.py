@@ -7,11 +7,11 @@ cluster, on one calendar) have seen the same weekends and working hours. The glo
 model learns from all of them at once:
 
 * **the fleet** (:class:`Fleet`) is the set of sibling series, handed to the model
-  through a context (:func:`fleet_context`): :func:`forecaster.forecasting.forecast_history`
-  sets it to the history it forecasts, the parallel path ships it to its workers as a
-  file (:func:`write_fleet`, :func:`read_fleet`), and the benchmark sets it to a group's
-  series cut at each origin. The fleet's data never enters a fitted estimator's state:
-  only the fitted trees and the series' own last days do.
+  through a context (:func:`fleet_context`): ``tiercast forecast`` sets it to the
+  series of its file, and ``tiercast backtest`` to those series cut at each origin
+  (:func:`fleet_context_at`). A live cycle forecasts each signal alone and sets none.
+  The fleet's data never enters a fitted estimator's state: only the fitted trees and
+  the series' own last days do.
 * **rows**: every observed value of every series up to a cutoff, as a one-day-ahead
   target from the day-aligned origin before it, with features known at that origin:
   the values 1, 2 and 7 days before the target and the median of the same phase over
@@ -35,8 +35,9 @@ model learns from all of them at once:
 
 Without a fleet, or with fewer than ``min_siblings`` other series holding a day of data
 before the cutoff, the estimator falls back to the daily seasonal naive model and says
-why in ``fallback_``; :class:`forecaster.selection.AutoSelector` leaves it out of the
-candidates then, and says so in its reason.
+why in ``fallback_``. It is a method to name (``method: global_gbm``), never a candidate
+of ``auto``: a live cycle has no fleet, and ``auto`` is scored by the benchmarks as a
+cycle gets it (docs/forecasting.md, "A global model across the fleet").
 """
 
 from __future__ import annotations
@@ -46,12 +47,10 @@ import contextvars
 import copy
 import hashlib
 import math
-import os
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -298,44 +297,6 @@ def fleet_context_at(
 def current_fleet() -> Fleet | None:
     """The fleet set by the innermost :func:`fleet_context`, or None."""
     return _FLEET.get()
-
-
-def write_fleet(fleet: Fleet, path: str | Path) -> Path:
-    """Write ``fleet`` to one ``.npz`` file (plain arrays) that :func:`read_fleet` reads back."""
-    path = Path(path)
-    arrays: dict[str, np.ndarray] = {
-        "token": np.array(fleet.token),
-        "names": np.array(list(fleet.series), dtype=str),
-    }
-    for i, y in enumerate(fleet.series.values()):
-        arrays[f"t{i}"] = pd.DatetimeIndex(y.index).as_unit("ns").asi8
-        arrays[f"v{i}"] = y.to_numpy(dtype=float)
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)  # type: ignore[arg-type]
-    return path
-
-
-_READ: dict[tuple[str, int, int], Fleet] = {}
-
-
-def read_fleet(path: str | Path) -> Fleet:
-    """The fleet in ``path`` (written by :func:`write_fleet`), read once per process."""
-    path = Path(path)
-    info = os.stat(path)
-    key = (str(path), info.st_mtime_ns, info.st_size)
-    if key in _READ:
-        return _READ[key]
-    with np.load(path, allow_pickle=False) as data:
-        token = str(data["token"])
-        series = {}
-        for i, name in enumerate(data["names"].tolist()):
-            index = pd.DatetimeIndex(data[f"t{i}"].astype("datetime64[ns]"), name="timestamp")
-            series[str(name)] = pd.Series(data[f"v{i}"], index=index, name=str(name))
-    fleet = _FLEETS.get(token) or Fleet(series, token)
-    _FLEETS.setdefault(token, fleet)
-    _READ.clear()  # one fleet per cycle: the previous one is not needed again
-    _READ[key] = fleet
-    return fleet
 
 
 # -- features -------------------------------------------------------------------------
@@ -608,7 +569,6 @@ def clear_cache() -> None:
     _FITS.clear()
     _COMPILED.clear()
     _FLEETS.clear()
-    _READ.clear()
     _STATS.update(fits=0, hits=0)
 
 
@@ -742,14 +702,6 @@ class GlobalBoosting(BaseEstimator):
             self.seed,
         )
 
-    def fleet_problem(self, history: pd.Series) -> str | None:
-        """Why the fleet in context cannot train a model for ``history`` now; None when it can."""
-        y = history.dropna()
-        if len(y) < 2:
-            return "fewer than 2 observed values"
-        step = infer_step(history)
-        return self._problem(current_fleet(), step, history.index[-1], str(history.name))
-
     def _problem(
         self, fleet: Fleet | None, step: pd.Timedelta, last: pd.Timestamp, name: str
     ) -> str | None:
@@ -858,6 +810,6 @@ def fleet_of_history(history: Mapping[str, pd.Series]) -> Fleet | None:
 
 
 register("global_gbm", GlobalBoosting)
-# The median model alone: what ``auto`` backtests and keeps, since it calibrates its own
-# bands from the backtests (the quantile trees would only take room in the model store).
+# The median model alone (a method to name, e.g. inside a combination, whose bands come from
+# elsewhere); ``auto`` never considers either (forecaster.selection.auto_candidates).
 register("global_gbm_median", lambda: GlobalBoosting(quantiles=(0.5,)))

@@ -25,10 +25,8 @@ per series as soon as its batch is done:
 * **warm cycles**: with ``ForecastSpec.store_path`` the workers read and write the
   on-disk :class:`forecaster.store.ModelStore`; a model that is not yet due for a
   refit is moved onto the new data and only predicts.
-* **a fleet** (opt-in, ``fleet=``): the series' siblings for the global model
-  (:mod:`forecaster.global_model`), written once to a file in the temporary folder
-  that every worker reads once (so workers on other machines need that folder shared);
-  each worker fits the global model once per cutoff, the same fit in every worker.
+* **each series alone**: no series is another's fleet, as in a cycle in one process;
+  ``auto`` never considers the global model (:func:`forecaster.selection.auto_candidates`).
 """
 
 from __future__ import annotations
@@ -40,11 +38,9 @@ import logging
 import math
 import multiprocessing
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -54,7 +50,6 @@ from threadpoolctl import threadpool_limits
 from forecaster.artifacts import load_signing_key
 from forecaster.errors import BadInputError, DataError, TemporaryError, TiercastError
 from forecaster.forecasting import DEFAULT_QUANTILES, SeriesForecast, forecast_series
-from forecaster.global_model import Fleet, fleet_context, read_fleet, write_fleet
 from forecaster.store import ModelStore
 
 log = logging.getLogger(__name__)
@@ -92,9 +87,6 @@ class ForecastSpec:
     signing_key_file: str | None = None
     """The model store's HMAC key file, read by each worker from its own mount (the key
     itself never travels with the batch); None: ``$TIERCAST_MODEL_SIGNING_KEY_FILE``."""
-    fleet_path: str | None = None
-    """A fleet file (:func:`forecaster.global_model.write_fleet`) the workers train the
-    global model on; set by :func:`forecast_many` from its ``fleet``. None: no fleet."""
 
 
 @dataclass
@@ -193,26 +185,13 @@ def run_batch(batch: list[pd.Series], spec: ForecastSpec) -> list[SeriesOutcome]
         max_age_s=spec.max_age_s,
         signing_key=load_signing_key(spec.signing_key_file),
     )
-    with fleet_context(_worker_fleet(spec.fleet_path)):
-        if multiprocessing.parent_process() is None:
-            return [forecast_one(y, spec, store) for y in batch]
-        # In a worker process: one BLAS/OpenMP thread, since the pool already runs a
-        # process per core (two threads per worker on two cores made two workers no
-        # faster than one; docs/benchmarks.md, "Forecasting at scale").
-        with threadpool_limits(limits=1):
-            return [forecast_one(y, spec, store) for y in batch]
-
-
-def _worker_fleet(path: str | None) -> Fleet | None:
-    """The fleet file of the spec, read once per process; a worker that cannot read it
-    forecasts without the fleet (the global candidate is left out, and the reason says so)."""
-    if path is None:
-        return None
-    try:
-        return read_fleet(path)
-    except (OSError, ValueError, KeyError) as exc:
-        log.warning("fleet file %s cannot be read (%s); forecasting without it", path, exc)
-        return None
+    if multiprocessing.parent_process() is None:
+        return [forecast_one(y, spec, store) for y in batch]
+    # In a worker process: one BLAS/OpenMP thread, since the pool already runs a
+    # process per core (two threads per worker on two cores made two workers no
+    # faster than one; docs/benchmarks.md, "Forecasting at scale").
+    with threadpool_limits(limits=1):
+        return [forecast_one(y, spec, store) for y in batch]
 
 
 class Backend(Protocol):
@@ -430,34 +409,12 @@ def forecast_many(
     spec: ForecastSpec,
     backend: Backend | None = None,
     batch_size: int = 8,
-    fleet: Fleet | None = None,
 ) -> Iterator[SeriesOutcome]:
     """Forecast every series of ``series`` through ``backend``, yielding outcomes as they finish.
 
     Order follows completion, not input; every input series gets exactly one
-    outcome. The default backend runs in this process. ``fleet``, when given, is the
-    fleet the global model of every series trains on (usually the series themselves,
-    :meth:`forecaster.global_model.Fleet.of`); it is written to a temporary file for
-    the workers for as long as this runs.
+    outcome. The default backend runs in this process.
     """
-    if fleet is None:
-        yield from _forecast_many(series, spec, backend, batch_size)
-        return
-    if not isinstance(fleet, Fleet):
-        raise BadInputError(
-            f"The 'fleet' parameter must be a Fleet (Fleet.of(series)). Got {type(fleet).__name__} instead."
-        )
-    with tempfile.TemporaryDirectory(prefix="tiercast-fleet-") as folder:
-        path = write_fleet(fleet, Path(folder) / "fleet.npz")
-        yield from _forecast_many(series, replace(spec, fleet_path=str(path)), backend, batch_size)
-
-
-def _forecast_many(
-    series: Iterable[pd.Series],
-    spec: ForecastSpec,
-    backend: Backend | None,
-    batch_size: int,
-) -> Iterator[SeriesOutcome]:
     backend = backend if backend is not None else JoblibBackend(1)
     job = functools.partial(run_batch, spec=spec)
     retry: list[list[pd.Series]] = []
@@ -532,12 +489,11 @@ def forecast_all(
     spec: ForecastSpec,
     backend: Backend | None = None,
     batch_size: int = 8,
-    fleet: Fleet | None = None,
 ) -> BatchReport:
     """:func:`forecast_many`, collected: what a cycle that plans on every forecast wants."""
     start = time.perf_counter()
     report = BatchReport()
-    for outcome in forecast_many(series, spec, backend, batch_size, fleet):
+    for outcome in forecast_many(series, spec, backend, batch_size):
         report.outcomes[outcome.name] = outcome
     report.seconds = time.perf_counter() - start
     for line in report.problems():
@@ -552,27 +508,19 @@ def forecast_history_parallel(
     jobs: int = 1,
     scheduler: str | None = None,
     batch_size: int = 8,
-    fleet: bool = False,
 ) -> dict[str, SeriesForecast]:
     """Like :func:`forecaster.forecasting.forecast_history`, on a backend named by configuration.
 
     The backend lives for this call only (joblib keeps its process pool between
     calls anyway). A series that fell back is logged; one that could not be
-    forecast at all fails the call, as it would in one process. ``fleet``: the series
-    are each other's fleet for the global model, as in ``forecast_history`` (off by
-    default here, where a cycle's one-process path forecasts one signal at a time).
+    forecast at all fails the call, as it would in one process.
     """
     series: Iterable[pd.Series] = (
         (y.rename(name) for name, y in history.items()) if isinstance(history, dict) else history
     )
-    siblings = None
-    if fleet:
-        series = list(series)
-        siblings = Fleet.of(series, skip_bad=True)
-        siblings = siblings if len(siblings) > 1 else None
     runner = make_backend(backend, jobs, scheduler)
     try:
-        report = forecast_all(series, spec, runner, batch_size, siblings)
+        report = forecast_all(series, spec, runner, batch_size)
     finally:
         runner.close()
     failed = [o for o in report.outcomes.values() if o.status == "failed"]

@@ -6,9 +6,9 @@
    weekly profiles, the profile regressions, a recent level and the last value for
    series without a cycle) at up to ``max_origins`` origins one day apart, aligned
    with the end of the history so every backtest forecast starts at the same time
-   of day as the real one; where a fleet of sibling series is in context, the fleet
-   candidates too (the global model of :mod:`forecaster.global_model`, fitted once
-   per cutoff over every series of the fleet);
+   of day as the real one (never the global model of :mod:`forecaster.global_model`:
+   a live cycle forecasts each signal alone, so :func:`auto_candidates` is the one
+   list of candidates, for a cycle and a benchmark alike);
 2. backtests the slow candidates (statsmodels AutoETS and Theta, gradient boosting,
    Prophet, MSTL) at up to ``slow_origins`` origins on every series, while their
    projected cost fits the per-series ``budget_s``; what was skipped, and why, is
@@ -77,10 +77,6 @@ CHEAP_CANDIDATES: tuple[str, ...] = (
 )
 SLOW_CANDIDATES: tuple[str, ...] = ("ets_auto", "theta", "gbm", "prophet", "mstl")
 """Tried after the cheap ones, in about this order of cost, while the fit budget lasts."""
-FLEET_CANDIDATES: tuple[str, ...] = ("global_gbm_median",)
-"""Candidates fitted once over a whole fleet (:mod:`forecaster.global_model`): backtested
-with the cheap ones, at the same origins, where a fleet of siblings is in context; their
-fits are shared by every series of the fleet, so they are outside the per-series budget."""
 
 MIN_HISTORY_DAYS: dict[str, float] = {
     "seasonal_naive_1d": 1.0,
@@ -415,6 +411,24 @@ def _below_floor(values: np.ndarray, start: int, hour: int) -> bool:
     return bool(np.isfinite(medians).all() and (medians < before.min()).all())
 
 
+def auto_candidates(
+    selector: AutoSelector, weekly: dict[str, Any] | None = None
+) -> tuple[str, ...]:
+    """The cheap candidates ``selector`` backtests for a series: its ``candidates``, less
+    the weekly ones where ``weekly`` (:func:`weekly_pattern`'s evidence) found no weekly
+    cycle (unless nothing else is left). The slow ones follow in ``slow_candidates``.
+
+    The one list for a live cycle, the nightly refit, ``tiercast backtest`` and
+    ``tiercast bench-forecast``: no fleet candidate (the global model) is ever added,
+    since a cycle forecasts each signal alone, so the benchmarks score what a cycle gets.
+    """
+    candidates = tuple(selector.candidates)
+    if weekly is not None and not weekly["found"]:
+        kept = tuple(c for c in candidates if c not in WEEKLY_CANDIDATES)
+        candidates = kept or candidates
+    return candidates
+
+
 class AutoSelector(BaseEstimator):
     """Backtest-selected, conformally calibrated forecaster; see the module docstring."""
 
@@ -446,10 +460,8 @@ class AutoSelector(BaseEstimator):
         level_shifts: bool = True,
         combine: str = "median",
         recency_halflife_days: float = 0.0,
-        fleet_candidates: tuple[str, ...] = FLEET_CANDIDATES,
     ) -> None:
         self.candidates = candidates
-        self.fleet_candidates = fleet_candidates
         self.slow_candidates = slow_candidates
         self.slow_above_mase = slow_above_mase
         self.max_origins = max_origins
@@ -528,14 +540,11 @@ class AutoSelector(BaseEstimator):
         origins = [o for o in origins if o >= max(2, m_day // 2)]
         actual = np.array([values[o : o + horizon] for o in origins]).reshape(len(origins), horizon)
 
-        candidates = self.candidates
         self.weekly_ = None
         if n < WEEKLY_TEST_BELOW_DAYS * m_day:
             self.weekly_ = weekly_pattern(values, m_day)
-            if not self.weekly_["found"]:
-                kept = tuple(c for c in candidates if c not in WEEKLY_CANDIDATES)
-                candidates = kept or candidates
-        candidates = candidates + self._fleet_candidates(y)
+        candidates = auto_candidates(self, self.weekly_)
+        self.considered_ = (*candidates, *self.slow_candidates)
         points: dict[str, np.ndarray] = {}
         skipped: list[str] = []
         for name in candidates:
@@ -626,22 +635,6 @@ class AutoSelector(BaseEstimator):
         self.fit_seconds_ = time.perf_counter() - started
         self.reason_ = self._explain(ranking, skipped, tried_slow, common)
         return self
-
-    def _fleet_candidates(self, y: pd.Series) -> tuple[str, ...]:
-        """The fleet candidates the fleet in context can train for ``y``; why the others not
-        goes to ``fleet_note_`` (and the reason)."""
-        usable: list[str] = []
-        notes: list[str] = []
-        for name in self.fleet_candidates:
-            est = make(name)
-            check = getattr(est, "fleet_problem", None)
-            problem = check(y) if callable(check) else None
-            if problem is None:
-                usable.append(name)
-            else:
-                notes.append(f"{name} not a candidate: {problem}")
-        self.fleet_note_ = "; ".join(notes)
-        return tuple(usable)
 
     def _slow(
         self,
@@ -944,8 +937,6 @@ class AutoSelector(BaseEstimator):
             )
         if slow:
             parts.append("also tried " + ", ".join(slow))
-        if getattr(self, "fleet_note_", ""):
-            parts.append(self.fleet_note_)
         if skipped:
             parts.append("too little history for " + ", ".join(skipped))
         if self.guard_:
@@ -1018,7 +1009,6 @@ class AutoSelector(BaseEstimator):
             "calibrated_lead_days": getattr(self, "calibrated_days_", 0),
             "level_shift": list(shift) if (shift := getattr(self, "shift_", None)) else None,
             "weekly_pattern": getattr(self, "weekly_", None),
-            "fleet": getattr(self, "fleet_note_", "") or None,
             "reason": self.reason_,
             "fallback": self.fallback_,
         }

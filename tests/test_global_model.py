@@ -14,7 +14,6 @@ import pytest
 from forecaster.backtesting import backtest
 from forecaster.errors import BadInputError
 from forecaster.estimators import SeasonalNaive, make
-from forecaster.forecasting import forecast_history
 from forecaster.global_model import (
     Fleet,
     GlobalBoosting,
@@ -29,9 +28,8 @@ from forecaster.global_model import (
     training_rows,
     walk_trees,
 )
-from forecaster.parallel import ForecastSpec, JoblibBackend, forecast_all, forecast_many
+from forecaster.parallel import ForecastSpec, JoblibBackend, forecast_all
 from forecaster.selection import AutoSelector
-from forecaster.store import ModelStore
 from forecaster.synthetic import seasonal_series
 
 END = pd.Timestamp("2026-11-05")  # a Thursday, 00:00
@@ -185,7 +183,8 @@ def test_the_global_model_is_deterministic_and_its_trees_predict_as_scikit_learn
     np.testing.assert_array_equal(walk_trees(trees, X[:500]), model.predict(X[:500]))
 
 
-def test_without_a_fleet_the_candidate_is_skipped_and_the_reason_says_why() -> None:
+@pytest.mark.slow
+def test_without_a_fleet_the_global_model_falls_back_and_says_why() -> None:
     siblings = hourly_fleet(count=3, days=14)
     y = siblings[0]
     alone = make("global_gbm").fit(y)
@@ -194,20 +193,30 @@ def test_without_a_fleet_the_candidate_is_skipped_and_the_reason_says_why() -> N
         alone.predict(24, [0.1, 0.5, 0.9]),
         SeasonalNaive(season="1d").fit(y).predict(24, [0.1, 0.5, 0.9]),
     )
-    est = AutoSelector(slow_candidates=()).fit(y)
-    assert "global_gbm_median not a candidate: no fleet context (a lone series)" in est.reason_
-    assert "global_gbm_median" not in est.scores_
     with fleet_context(Fleet.of(siblings[:2])):
-        few = AutoSelector(slow_candidates=()).fit(y)
+        few = make("global_gbm").fit(y)
+    assert few.fallback_ is not None
     assert "the fleet has 1 other series with a day of history by the cutoff (needs 2)" in (
-        few.reason_
+        few.fallback_
     )
-    assert "global_gbm_median" not in few.scores_
     with fleet_context(Fleet.of(siblings)):
-        enough = AutoSelector(slow_candidates=()).fit(y)
-    assert "global_gbm_median" in enough.scores_
-    assert "not a candidate" not in enough.reason_
-    assert enough.describe()["fleet"] is None and est.describe()["fleet"]
+        enough = make("global_gbm").fit(y)
+    assert enough.fallback_ is None
+
+
+def test_auto_never_considers_the_global_model_even_with_a_fleet_in_context() -> None:
+    """A live cycle forecasts each signal alone, so auto leaves the global model out
+    everywhere (docs/forecasting.md): a fleet in context changes nothing."""
+    siblings = hourly_fleet(count=3, days=14)
+    alone = AutoSelector(slow_candidates=()).fit(siblings[0])
+    with fleet_context(Fleet.of(siblings)):
+        together = AutoSelector(slow_candidates=()).fit(siblings[0])
+    for est in (alone, together):
+        assert not any("global" in name for name in est.considered_), est.considered_
+        assert not any("global" in name for name in est.scores_)
+        assert "fleet" not in est.reason_ and "fleet" not in est.describe()
+    assert alone.considered_ == together.considered_ and alone.chosen_ == together.chosen_
+    assert cache_stats()["fits"] == 0
 
 
 def test_bad_input_gets_one_clear_line() -> None:
@@ -231,10 +240,6 @@ def test_bad_input_gets_one_clear_line() -> None:
             lambda: fleet_context("sib0").__enter__(),  # type: ignore[arg-type]
             "fleet_context expects a Fleet (Fleet.of(series)) or None; got str",
         ),
-        (
-            lambda: next(forecast_many([y], ForecastSpec(HOUR), fleet=[y])),  # type: ignore[arg-type]
-            "The 'fleet' parameter must be a Fleet (Fleet.of(series)). Got list instead.",
-        ),
     ]
     for call, message in cases:
         with pytest.raises(BadInputError) as info:
@@ -244,23 +249,18 @@ def test_bad_input_gets_one_clear_line() -> None:
     assert current_fleet() is None
 
 
+@pytest.mark.slow
 def test_one_fit_per_cutoff_is_shared_by_every_series_of_the_fleet() -> None:
-    history = {s.name: s for s in hourly_fleet(count=4, days=14)}
-    # (No slow candidates: their budget is per series and beside the point here.)
-    forecasts = forecast_history(
-        history, 24 * HOUR, method="auto(budget_s=0.0)", store=ModelStore(path=None)
-    )
+    history = hourly_fleet(count=4, days=14)
+    with fleet_context(Fleet.of(history)):
+        make("global_gbm").fit(history[0])
+        first = cache_stats()["fits"]
+        for y in history[1:]:
+            make("global_gbm").fit(y)
     stats = cache_stats()
-    origins = AutoSelector().max_origins
-    # The backtest cutoffs (one a day) and the full history's, each fitted once for all
-    # four series: not four times as many.
-    assert 0 < stats["fits"] <= origins + 1
-    assert stats["hits"] >= 3 * (stats["fits"] - 1)
-    assert len(forecasts) == 4
-    assert all("not a candidate" not in fc.reason for fc in forecasts.values())
-    # Forecast one at a time (the cycle's path), the series have no fleet.
-    one = forecast_history({"sib0": history["sib0"]}, 24 * HOUR, store=ModelStore(path=None))
-    assert "global_gbm_median not a candidate: no fleet context" in one["sib0"].reason
+    # The four series end together, so they share one cutoff: fitted once for all four.
+    assert 0 < first == stats["fits"]
+    assert stats["hits"] >= 3 * first
 
 
 def test_a_fitted_global_model_is_stored_without_pickle_and_moves_onto_new_data(
@@ -286,34 +286,12 @@ def test_a_fitted_global_model_is_stored_without_pickle_and_moves_onto_new_data(
     assert moved.predict(24, [0.5]).index[0] == END
 
 
-def test_the_parallel_path_ships_the_fleet_to_its_workers() -> None:
+def test_the_parallel_path_forecasts_every_series_alone() -> None:
+    """No fleet travels to the workers: the global model named there falls back, and says why."""
     series = hourly_fleet(count=3, days=14)
     spec = ForecastSpec(12 * HOUR, (0.1, 0.5, 0.9), "global_gbm")
-    report = forecast_all(series, spec, JoblibBackend(1), batch_size=2, fleet=Fleet.of(series))
-    serial = forecast_history(
-        {s.name: s for s in series}, 12 * HOUR, (0.1, 0.5, 0.9), "global_gbm", ModelStore(None)
-    )
-    for name, fc in serial.items():
-        assert not fc.notes, fc.notes  # fitted, not the naive fallback
-        pd.testing.assert_frame_equal(report.forecasts[name].frame, fc.frame, check_exact=True)
-    without = forecast_all(series, spec, JoblibBackend(1), batch_size=2)
-    assert any("no fleet context" in n for n in without.forecasts["sib0"].notes)
-
-
-@pytest.mark.slow
-def test_two_worker_processes_fit_the_same_global_model() -> None:
-    series = hourly_fleet(count=3, days=14)
-    spec = ForecastSpec(12 * HOUR, (0.1, 0.5, 0.9), "global_gbm")
-    fleet = Fleet.of(series)
-    one = forecast_all(series, spec, JoblibBackend(1), batch_size=1, fleet=fleet)
-    two = forecast_all(series, spec, JoblibBackend(2), batch_size=1, fleet=fleet)
-    for name, outcome in one.outcomes.items():
-        assert outcome.status == "ok"
-        pd.testing.assert_frame_equal(
-            two.outcomes[name].forecast.frame,  # type: ignore[union-attr]
-            outcome.forecast.frame,  # type: ignore[union-attr]
-            check_exact=True,
-        )
+    report = forecast_all(series, spec, JoblibBackend(1), batch_size=2)
+    assert any("no fleet context" in n for n in report.forecasts["sib0"].notes)
 
 
 class _Recording(SeasonalNaive):
@@ -374,47 +352,25 @@ def test_tiercast_forecast_gives_the_series_of_its_file_to_each_other_as_the_fle
     lone_file = tmp_path / "lone.csv"
     rows[0].drop(columns="series").to_csv(lone_file, index=False)
 
-    def reasons(*args: str) -> dict[str, str]:
-        assert main(["forecast", "--horizon", "6h", "-o", "json", "--no-progress", *args]) == 0
-        document = json.loads(capsys.readouterr().out)
-        return {f["series"]: f["reason"] for f in document["forecasts"]}
+    from forecaster import estimators
 
-    together = reasons("--history", str(fleet_file))
-    assert set(together) == {"sib0", "sib1", "sib2"}
-    for reason in together.values():
-        assert "global_gbm_median not a candidate" not in reason
-    one = reasons("--history", str(fleet_file), "--series", "sib1")
-    assert "global_gbm_median not a candidate" not in one["sib1"]
-    lone = reasons("--history", str(lone_file))
-    assert "global_gbm_median not a candidate: no fleet context (a lone series)" in next(
-        iter(lone.values())
-    )
+    estimators.register("recording_forecast_fleet", _Recording)
+    try:
 
+        def fleets(*args: str) -> list[int]:
+            """The size of the fleet in context at each fit (0: none)."""
+            _Recording.seen = []
+            argv = ["forecast", "--horizon", "6h", "-o", "json", "--no-progress", "--method"]
+            assert main([*argv, "recording_forecast_fleet", *args]) == 0
+            assert json.loads(capsys.readouterr().out)["forecasts"]
+            return [len(f) if f is not None else 0 for f in _Recording.seen]
 
-@pytest.mark.slow
-def test_the_nightly_refit_fits_the_global_model_and_a_cycle_reuses_it(tmp_path: Path) -> None:
-    """The refit forecasts every signal with the others as its fleet and stores the models;
-    a cycle, which forecasts one signal at a time, moves those models onto its data."""
-    from scaler.inputs.demo import demo_inputs
-    from scaler.service.cycle import forecast_for_plan
-    from scaler.service.runs import Inputs
-    from scaler.service.scheduled import refit_models
-
-    config, history, now = demo_inputs()
-    store = config.model_store.model_copy(update={"path": str(tmp_path / "models")})
-    config = config.model_copy(update={"model_store": store})
-    notes = refit_models(Inputs(config, history, now, "demo"))
-    # "<signal>: <estimator> (<reason>)"
-    chosen = {n.split(": ", 1)[0]: n.split(": ", 1)[1].split(" (", 1)[0] for n in notes}
-    chose_global = [name for name, estimator in chosen.items() if "global_gbm" in estimator]
-    assert chose_global, notes  # the demo's signals share a calendar: some choose it
-    fits = cache_stats()["fits"]
-    clear_cache()
-    forecasts = forecast_for_plan(config, history, now)
-    assert cache_stats()["fits"] == 0  # nothing refitted: the stored trees predict
-    for name in chose_global:
-        assert forecasts[name].estimator == chosen[name]
-    assert fits > 0
+        # The global model named on its own gets the file's series as its fleet.
+        assert fleets("--history", str(fleet_file)) == [3, 3, 3]
+        assert fleets("--history", str(fleet_file), "--series", "sib1") == [3]
+        assert fleets("--history", str(lone_file)) == [0]
+    finally:
+        estimators._REGISTRY.pop("recording_forecast_fleet", None)
 
 
 def test_tiercast_backtest_gives_the_fleet_as_it_stood_at_each_origin(

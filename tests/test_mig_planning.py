@@ -13,7 +13,7 @@ import pytest
 from forecaster.forecasting import SeriesForecast
 from scaler.actuation.protocol import RecordingProvider
 from scaler.catalog.mig import Layout
-from scaler.cli.bench_mig import random_instances
+from scaler.cli.lab.mig import random_instances
 from scaler.config import ConfigError, parse_config
 from scaler.inputs.demo import demo_inputs
 from scaler.planning.demand import gpus_for, planning_grid

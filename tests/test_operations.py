@@ -482,6 +482,12 @@ def test_bash_completion_offers_commands_and_each_commands_flags(
     assert _complete(script, "tiercast run --dry-run ") == ["client", "server"]
     assert _complete(script, "tiercast report -o ") == ["html", "md", "csv", "json"]
     assert "--no-progress" in _complete(script, "tiercast report --no")
+    # The benchmarks: under `lab`, and their flags under either spelling, never listed on top.
+    assert "lab" in _complete(script, "tiercast ")
+    assert not any(w.startswith("bench") for w in _complete(script, "tiercast "))
+    assert _complete(script, "tiercast lab bench-s") == ["bench-scale", "bench-start"]
+    assert _complete(script, "tiercast lab bench-scale --cou") == ["--count"]
+    assert _complete(script, "tiercast bench-scale --cou") == ["--count"]
 
 
 # -- where the config comes from -----------------------------------------------------------
@@ -746,7 +752,7 @@ def test_bench_scale_bar_total_is_the_rows_it_measures(monkeypatch: pytest.Monke
     from types import SimpleNamespace
 
     from forecaster.benchmarks import scaleout as bench
-    from scaler.cli.bench_scale import expected_rows
+    from scaler.cli.lab.scale import expected_rows
 
     def row(*_: object) -> bench.Row:
         return bench.Row("m", "c", "b", 1, 1, 1.0, 0.0, 0, 0, 0.0)
@@ -775,9 +781,10 @@ def test_command_table_matches_what_each_module_registers() -> None:
     import importlib
 
     from scaler import cli
+    from scaler.cli.lab import LAB
 
     by_module: dict[str, set[str]] = {}
-    for name, (module, summary) in cli.COMMANDS.items():
+    for name, (module, summary) in [*cli.COMMANDS.items(), *LAB.items()]:
         by_module.setdefault(module, set()).add(name)
         assert summary and len(summary) <= 80
     for module, names in by_module.items():
@@ -787,7 +794,32 @@ def test_command_table_matches_what_each_module_registers() -> None:
         )
         registrar(sub)
         assert set(sub.choices) == names, module
-    assert set(cli.build_parser()._subparsers._group_actions[0].choices) == set(cli.COMMANDS)  # type: ignore[union-attr,arg-type]
+    commands = cli.build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
+    # The benchmarks run as `tiercast lab NAME` and, unlisted, as `tiercast NAME`.
+    assert set(commands.choices) == set(cli.COMMANDS) | set(LAB)  # type: ignore[arg-type]
+    assert [a.dest for a in commands._choices_actions] == list(cli.COMMANDS)  # type: ignore[attr-defined]
+    lab = commands.choices["lab"]._subparsers._group_actions[0]  # type: ignore[index,union-attr]
+    assert [a.dest for a in lab._choices_actions] == list(LAB)  # type: ignore[attr-defined]
+
+
+def test_help_lists_the_product_and_points_to_the_lab(capsys: pytest.CaptureFixture[str]) -> None:
+    from scaler.cli import main
+    from scaler.cli.lab import LAB
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "simulate" in text and "backtest" in text and "lab " in text
+    assert not any(name in text for name in LAB)
+    assert text.rstrip().endswith("benchmarks: tiercast lab --help")
+    with pytest.raises(SystemExit):
+        main(["lab", "--help"])
+    text = capsys.readouterr().out
+    assert all(name in text for name in LAB)
+    for argv in (["bench-mig", "--help"], ["lab", "bench-mig", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert "--time-limit" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -798,7 +830,7 @@ def test_command_table_matches_what_each_module_registers() -> None:
 def test_version_and_help_import_no_heavy_library(argv: list[str]) -> None:
     import sys
 
-    from scaler.cli.bench_start import HEAVY
+    from scaler.cli.lab.start import HEAVY
 
     probe = (
         "import sys\nfrom scaler.cli import main\n"
@@ -821,7 +853,7 @@ def test_flag_values_are_not_taken_for_the_command() -> None:
 
 @pytest.mark.slow
 def test_bench_start_prints_ratios_against_bare_python(capsys: pytest.CaptureFixture[str]) -> None:
-    from scaler.cli import bench_start as cli_startup
+    from scaler.cli.lab import start as cli_startup
 
     rows = cli_startup.measure(repeats=1)
     assert rows[0]["ratio"] == 1.0 and len(rows) == len(cli_startup.CASES) + 1

@@ -33,12 +33,9 @@ them on disk, keyed by series values, method, origins, :data:`RIVALS_VERSION`
 and the libraries' versions, so re-running the benchmark only recomputes the
 method under test.
 
-Fleets: the method under test can be given the series of its group as its fleet
-(``fleet`` of :func:`accuracy_rows`; ``tiercast bench-forecast`` does so unless
-``--no-fleet``): at every origin, every series of the group cut at that origin (and to
-``max_history`` before it) is the fleet the global model trains on
-(:func:`forecaster.global_model.fleet_at_origin`), as the metrics store of one cluster would hold them then. The
-rivals see only their own series.
+Every method, the one under test included, sees only its own series, as a live cycle
+forecasts each signal alone: ``auto`` is scored with the candidates a cycle gives it
+(:func:`forecaster.selection.auto_candidates`; no global model).
 
 Horizon coverage (:func:`horizon_coverage`): the method under test backtested at
 a 7-day horizon from 7 daily origins ending a week before the end of each
@@ -51,7 +48,6 @@ same loop with the one-day seasonal naive model measured in the same run.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -68,8 +64,7 @@ import pandas as pd
 from forecaster.backtesting import Backtest, backtest, protocol_origins
 from forecaster.errors import DataError
 from forecaster.estimators import BaseEstimator, make
-from forecaster.global_model import fleet_context_at
-from forecaster.series import parse_duration, read_history_csv, regularize
+from forecaster.series import read_history_csv, regularize
 from forecaster.synthetic import seasonal_series
 
 STEP = pd.Timedelta(minutes=15)
@@ -241,14 +236,6 @@ def weekly_naive_applies(
     return first >= pd.Timedelta(days=14)
 
 
-def parse_max_history(text: str) -> pd.Timedelta:
-    """A ``--max-history`` value: a duration (``15d``, ``3w``, ``36h``) of at least a day."""
-    span = parse_duration(text)
-    if span < DAY:
-        raise DataError(f"max history {text!r} is under a day")
-    return span
-
-
 def history_text(max_history: pd.Timedelta | None) -> str:
     """How much history each origin trains on, in words (for the benchmark's header)."""
     if max_history is None:
@@ -348,7 +335,6 @@ def accuracy_rows(
     group: str = "",
     cache: ForecastCache | None = None,
     max_history: pd.Timedelta | None = None,
-    fleet: Sequence[pd.Series] | None = None,
 ) -> list[BenchRow]:
     """Run the protocol on one series for each method that applies to it.
 
@@ -356,9 +342,7 @@ def accuracy_rows(
     them); any other method is the one under test, labelled ``tiercast <name>``.
     ``max_history`` cuts every method's training at every origin to that span
     (None: all the history before the origin); the rivals see exactly what the
-    method under test sees (:func:`rival_window`). ``fleet`` (the series of the group,
-    this one included), when given, is the method under test's fleet at every origin,
-    cut there (:func:`forecaster.global_model.fleet_at_origin`).
+    method under test sees (:func:`rival_window`).
     """
     origins = protocol_origins(y)
     window = rival_window(y, max_history)
@@ -370,9 +354,6 @@ def accuracy_rows(
         bt = cache.get(y, method, origins, HORIZON_STEPS, max_history) if cache and rival else None
         if bt is None:
             factory = _factory(method, window if rival else None)
-            context = None
-            if fleet is not None and not rival:
-                context = functools.partial(fleet_context_at, list(fleet), max_history)
             bt = backtest(
                 factory,
                 y,
@@ -381,7 +362,6 @@ def accuracy_rows(
                 QUANTILES,
                 label=method,
                 max_history=max_history,
-                context=context,
             )
             if cache and rival:
                 cache.put(y, bt, method, HORIZON_STEPS, max_history)

@@ -29,10 +29,10 @@ Measured, each with a baseline from the same run:
 * the full ``count``-series cycle of the default model with 2 processes, writing
   the model store, and its peak memory;
 * a warm cycle on the same store, the history advanced by one step: every model is
-  reused, only moved onto the new point and predicted;
-* the same full cycle with the ``count`` series as each other's fleet, so that the
-  global model (:mod:`forecaster.global_model`) is a candidate of every series: the
-  nightly refit with it, as a ratio to the one without it in the same run.
+  reused, only moved onto the new point and predicted.
+
+Every series is forecast alone, as a live cycle forecasts each signal: ``auto`` never
+considers the global model (:func:`forecaster.selection.auto_candidates`).
 
 Peak memory is the largest sum of resident memory over this process and all its
 descendants (the worker processes), sampled every 50 ms: shared pages count once
@@ -47,14 +47,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from forecaster.errors import DataError
-from forecaster.global_model import Fleet
 from forecaster.parallel import (
     Backend,
     BatchReport,
@@ -274,8 +273,6 @@ class Row:
     fallbacks: int
     start_s: float
     speedup: float = float("nan")
-    global_chosen: int | None = None
-    """Series whose chosen model includes the global model (rows with a fleet only)."""
 
     @property
     def per_s(self) -> float:
@@ -348,12 +345,8 @@ def measure(
     spec: ForecastSpec,
     batch_size: int,
     warmup: Callable[[], Iterator[pd.Series]],
-    fleet: Callable[[], Fleet] | None = None,
 ) -> tuple[Row, BatchReport]:
-    """One row: start the backend, warm its workers up, then time one cycle under a memory probe.
-
-    ``fleet``, when given, builds the cycle's fleet inside the timed part (a cycle reads
-    its series and hashes them into one)."""
+    """One row: start the backend, warm its workers up, then time one cycle under a memory probe."""
     started = time.perf_counter()
     backend = _start(kind, workers)
     try:
@@ -363,9 +356,7 @@ def measure(
         start_s = time.perf_counter() - started
         with MemoryPeak() as probe:
             start = time.perf_counter()
-            report = forecast_all(
-                series(), spec, backend, batch_size, fleet() if fleet is not None else None
-            )
+            report = forecast_all(series(), spec, backend, batch_size)
             report.seconds = time.perf_counter() - start
     finally:
         backend.close()
@@ -388,6 +379,81 @@ def measure(
     return row, report
 
 
+@dataclass
+class _Bench:
+    """One run's series, workers and rows: each method below measures one block of rows."""
+
+    bank: SeriesBank
+    spare: SeriesBank
+    """Series past the measured ones, so no worker has seen a measured series before."""
+    workers: int
+    batch_size: int
+    backends: Sequence[str]
+    progress: Callable[[str], None]
+    rows: list[Row] = field(default_factory=list)
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row)
+        self.progress(format_row(row))
+        return row
+
+    def one(self, model: str, count: int, spec: ForecastSpec) -> None:
+        """A cold row of ``spec`` on the first ``count`` series with 1 process."""
+        bank = self.bank
+        row, _ = measure(
+            model,
+            "cold",
+            "joblib",
+            1,
+            lambda: bank.cold(count),
+            count,
+            spec,
+            self.batch_size,
+            self.spare.cold,
+        )
+        self.add(row)
+
+    def compare(
+        self,
+        model: str,
+        cycle: str,
+        n: int,
+        series: Callable[[int], Iterator[pd.Series]],
+        spec: ForecastSpec,
+        batch: int,
+    ) -> None:
+        """The 1-process row, then one row per backend with its speedup over it."""
+        first: Row | None = None
+        for kind, w in [("joblib", 1), *[(k, self.workers) for k in self.backends]]:
+            row, _ = measure(
+                model, cycle, kind, w, lambda: series(n), n, spec, batch, self.spare.cold
+            )
+            first = first or row
+            row.speedup = first.seconds / row.seconds
+            self.add(row)
+
+    def nightly_and_warm(self, count: int, store_dir: str | None) -> None:
+        """The cold cycle of ``count`` series that writes the store, then the warm ones on it."""
+        with tempfile.TemporaryDirectory(dir=store_dir) as store:
+            spec = ForecastSpec(HORIZON, QUANTILES, "auto", store_path=store)
+            bank = self.bank
+            row, _ = measure(
+                "auto (default)",
+                "cold, writes the store",
+                "joblib",
+                self.workers,
+                lambda: bank.cold(count),
+                count,
+                spec,
+                self.batch_size,
+                self.spare.cold,
+            )
+            self.add(row)
+            # Warm series cost milliseconds each: bigger batches amortise the transfers.
+            warm = "warm: predict only"
+            self.compare("auto (default)", warm, count, bank.warm, spec, max(self.batch_size, 32))
+
+
 def run(
     count: int = 1000,
     fit_count: int = 100,
@@ -399,123 +465,33 @@ def run(
     traces: Path = TRACES,
     store_dir: str | None = None,
     progress: Callable[[str], None] = lambda line: None,
-    fleet: bool = True,
 ) -> list[Row]:
     """Every row of the benchmark table, in the order printed.
 
     Cold rows of the default model use the first ``fit_count`` series, Prophet the
     first ``prophet_count``, the statsmodels rivals (one process) the first
-    ``rival_count``; the full cycle and the warm cycles use all ``count``, and so does
-    the full cycle with the series as their fleet (``fleet``).
+    ``rival_count``; the full cycle and the warm cycles use all ``count``.
     """
     shapes = load_shapes(traces)
     bank = SeriesBank.build(max(count, fit_count, prophet_count, rival_count), shapes)
-    # Series past the measured ones, so no worker has seen a measured series before.
     spare = SeriesBank.build(2 * workers, shapes, offset=len(bank.names))
-    rows: list[Row] = []
-
-    def add(row: Row) -> Row:
-        rows.append(row)
-        progress(format_row(row))
-        return row
-
-    def compare(
-        model: str,
-        cycle: str,
-        method: str,
-        n: int,
-        series: Callable[[int], Iterator[pd.Series]],
-        spec: ForecastSpec,
-        batch: int,
-    ) -> None:
-        first: Row | None = None
-        for kind, w in [("joblib", 1), *[(k, workers) for k in backends]]:
-            row, _ = measure(model, cycle, kind, w, lambda: series(n), n, spec, batch, spare.cold)
-            first = first or row
-            row.speedup = first.seconds / row.seconds
-            add(row)
-
-    def writes_store(
-        model: str, spec: ForecastSpec, fleet: Callable[[], Fleet] | None = None
-    ) -> tuple[Row, BatchReport]:
-        """The cold cycle of ``count`` series that writes the store of ``spec``."""
-        return measure(
-            model,
-            "cold, writes the store",
-            "joblib",
-            workers,
-            lambda: bank.cold(count),
-            count,
-            spec,
-            batch_size,
-            spare.cold,
-            fleet=fleet,
-        )
-
+    bench = _Bench(bank, spare, workers, batch_size, backends, progress)
     for row in calibrate(workers):
-        add(row)
+        bench.add(row)
     if fit_count > 0:
         naive = ForecastSpec(HORIZON, QUANTILES, "seasonal_naive_1d")
-        row, _ = measure(
-            "seasonal_naive_1d (baseline)",
-            "cold",
-            "joblib",
-            1,
-            lambda: bank.cold(fit_count),
-            fit_count,
-            naive,
-            batch_size,
-            spare.cold,
-        )
-        add(row)
+        bench.one("seasonal_naive_1d (baseline)", fit_count, naive)
         spec = ForecastSpec(HORIZON, QUANTILES, "auto")
-        compare("auto (default)", "cold", "auto", fit_count, bank.cold, spec, batch_size)
+        bench.compare("auto (default)", "cold", fit_count, bank.cold, spec, batch_size)
     if prophet_count > 0:
         spec = ForecastSpec(HORIZON, QUANTILES, "prophet")
-        compare("prophet", "cold", "prophet", prophet_count, bank.cold, spec, batch_size)
+        bench.compare("prophet", "cold", prophet_count, bank.cold, spec, batch_size)
     for rival in RIVALS if rival_count > 0 else ():
-        row, _ = measure(
-            f"{rival} (statsmodels)",
-            "cold",
-            "joblib",
-            1,
-            lambda: bank.cold(rival_count),
-            rival_count,
-            ForecastSpec(HORIZON, QUANTILES, rival),
-            batch_size,
-            spare.cold,
-        )
-        add(row)
+        spec = ForecastSpec(HORIZON, QUANTILES, rival)
+        bench.one(f"{rival} (statsmodels)", rival_count, spec)
     if count > 0:
-        with tempfile.TemporaryDirectory(dir=store_dir) as store:
-            spec = ForecastSpec(HORIZON, QUANTILES, "auto", store_path=store)
-            row, _ = writes_store("auto (default)", spec)
-            add(row)
-            # Warm series cost milliseconds each: bigger batches amortise the transfers.
-            compare(
-                "auto (default)",
-                "warm: predict only",
-                "auto",
-                count,
-                bank.warm,
-                spec,
-                max(batch_size, 32),
-            )
-        if fleet:
-            with tempfile.TemporaryDirectory(dir=store_dir) as store:
-                spec = ForecastSpec(HORIZON, QUANTILES, "auto", store_path=store)
-                row, report = writes_store(
-                    f"auto with the global model (fleet of {count})",
-                    spec,
-                    fleet=lambda: Fleet.of(bank.cold(count)),
-                )
-                row.global_chosen = sum(
-                    "global_gbm" in o.forecast.estimator
-                    for o in report.outcomes.values()
-                    if o.forecast is not None
-                )
-                add(row)
-    return rows
+        bench.nightly_and_warm(count, store_dir)
+    return bench.rows
 
 
 HEADER = (
@@ -542,25 +518,10 @@ def format_table(rows: Sequence[Row]) -> str:
 def verdicts(rows: Sequence[Row], count: int) -> list[str]:
     """The issue's targets, each stated as met or not met from the rows measured."""
     out = []
-    nightly = [r for r in rows if r.cycle == "cold, writes the store"]
-    plain = [r for r in nightly if r.global_chosen is None]
-    if plain:
-        r = plain[0]
+    for r in [r for r in rows if r.cycle == "cold, writes the store"]:
         out.append(
             f"nightly refit of {r.series} series with auto in {r.seconds:.0f} s with {r.backend} "
             f"(target < {TARGET_NIGHTLY_S:g} s): {'met' if r.seconds < TARGET_NIGHTLY_S else 'NOT met'}"
-        )
-    for r in nightly:
-        if r.global_chosen is None:
-            continue
-        ratio = (
-            f", {r.seconds / plain[0].seconds:.2f}x auto without it in this run" if plain else ""
-        )
-        out.append(
-            f"nightly refit of {r.series} series with auto and the global model (the series as "
-            f"their fleet) in {r.seconds:.0f} s with {r.backend}{ratio}; the global model is in "
-            f"the chosen model of {r.global_chosen} of {r.series} series (target < "
-            f"{TARGET_NIGHTLY_S:g} s): {'met' if r.seconds < TARGET_NIGHTLY_S else 'NOT met'}"
         )
     one = [r for r in rows if r.model == "auto (default)" and r.cycle == "cold" and r.workers == 1]
     rivals = [r for r in rows if r.model.endswith("(statsmodels)")]

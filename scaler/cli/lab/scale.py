@@ -66,12 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=Path, dest="out_file", action=DeprecatedAlias, replacement="--out-file"
     )
-    p.add_argument(
-        "--no-fleet",
-        dest="fleet",
-        action="store_false",
-        help="leave out the full cycle with the series as their fleet (the global model)",
-    )
+    # Kept for one release: the cycle with the series as their fleet is gone, since
+    # auto never considers the global model (every series is forecast alone).
+    p.add_argument("--no-fleet", action="store_true", help=argparse.SUPPRESS)
     add_progress_flag(p)
     p.set_defaults(func=_run)
 
@@ -81,7 +78,7 @@ def expected_rows(args: argparse.Namespace, backends: tuple[str, ...], rivals: i
 
     Two calibration rows; the baseline and each backend's cold row of the default model;
     each backend's Prophet row; one row per statsmodels rival; the store-writing cycle
-    and each backend's warm row; the store-writing cycle with the series as their fleet.
+    and each backend's warm row.
     """
     per_backend = 1 + len(backends)
     return (
@@ -89,7 +86,7 @@ def expected_rows(args: argparse.Namespace, backends: tuple[str, ...], rivals: i
         + (1 + per_backend if args.fit_count > 0 else 0)
         + (per_backend if args.prophet_count > 0 else 0)
         + (rivals if args.rival_count > 0 else 0)
-        + (1 + per_backend + int(getattr(args, "fleet", True)) if args.count > 0 else 0)
+        + (1 + per_backend if args.count > 0 else 0)
     )
 
 
@@ -125,7 +122,6 @@ def _run(args: argparse.Namespace) -> int:
             backends=backends,
             traces=args.traces or bench.TRACES,
             progress=row_done,
-            fleet=args.fleet,
         )
     lines = [
         bench.format_table(rows),
