@@ -195,6 +195,7 @@ def test_a_forged_huge_shape_is_refused_without_allocating(
     assert _store(tmp_path).get_or_fit(_series(), METHOD, lambda: make(METHOD)).reused
 
 
+@pytest.mark.slow
 def test_a_member_that_inflates_past_the_bound_is_refused_unread(tmp_path: Path) -> None:
     size = MAX_ARTIFACT_BYTES // 8 + 1  # float64s, one more than the bound holds
 

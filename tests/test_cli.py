@@ -55,6 +55,7 @@ def test_demo_plan_is_deterministic(workdir: Path, capsys: pytest.CaptureFixture
     assert (workdir / "a.json").read_text() == (workdir / "b.json").read_text()
 
 
+@pytest.mark.slow
 def test_run_on_a_public_trace(
     workdir: Path, capsys: pytest.CaptureFixture[str], state_dir: Path
 ) -> None:
@@ -69,6 +70,7 @@ def test_run_on_a_public_trace(
     assert plan["actions"][0]["target_nodes"] >= 1
 
 
+@pytest.mark.slow
 def test_forecast_writes_requested_columns(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -150,6 +152,7 @@ def test_bad_flags_exit_2(workdir: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert info.value.code == 2
 
 
+@pytest.mark.slow
 def test_config_with_file_signals(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = trace_path("servegen/m_small_rps_10min.csv")
     (workdir / "c.yaml").write_text(

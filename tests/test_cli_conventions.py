@@ -167,6 +167,7 @@ def test_report_o_that_is_neither_a_format_nor_a_folder_is_refused_naming_out_di
     assert list(workdir.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_report_writes_the_formats_of_o_into_out_dir(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -227,6 +227,7 @@ def test_running_gpu_pods_are_drained_when_they_would_lose_their_devices(
     assert node["metadata"]["labels"]["nvidia.com/gpu.replicas"] == "2"
 
 
+@pytest.mark.slow
 def test_gfd_that_never_shows_the_sharing_restores_the_label(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -260,6 +261,7 @@ def test_dry_run_shows_the_config_map_data_and_label_and_writes_nothing(
     assert "tiercast-mps-4" not in fake.get(DP_PATH)["data"]
 
 
+@pytest.mark.slow
 def test_a_node_labelled_already_is_waited_for_not_relabelled(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:

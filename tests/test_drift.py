@@ -109,6 +109,7 @@ def _job(config: Config, history: dict[str, pd.Series], store: RunStore, now: pd
     return job, provider, telemetry
 
 
+@pytest.mark.slow
 def test_a_drifted_signal_triggers_exactly_one_refit_and_one_event(tmp_path: Path) -> None:
     config = _config(tmp_path)
     history = _history(300.0)  # demand tripled; the recorded forecasts said 100

@@ -21,6 +21,17 @@ from forecaster.estimators import BaseEstimator, clone, make, quantile_column, r
 NAMES = [*sorted(registered()), 'ensemble(combine="median")']
 """Every registered estimator, and the settings that change how one forecasts."""
 SLOW = {"prophet", "prophet_default"}
+COSTLY = {*SLOW, "auto", "auto_mix", "auto_thorough", "ets_auto", "gbm", "theta"}
+"""Estimators whose fit on the 10-day series takes about half a second of CPU or more (the
+``auto`` selections tens of times that): their fitting checks run in the slow tier, every
+other estimator's in the fast tier."""
+
+
+def tiered(names: list[str]) -> list:
+    """``names`` as parameters, the costly estimators marked slow."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n in COSTLY else n for n in names]
+
+
 QS = [0.1, 0.5, 0.9]
 
 
@@ -48,8 +59,7 @@ def test_the_registry_holds_every_family() -> None:
     assert expected <= set(NAMES)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", tiered(NAMES))
 def test_fit_returns_self_and_predicts_the_right_frame(name: str) -> None:
     y = hourly()
     est = make(name)
@@ -64,8 +74,7 @@ def test_fit_returns_self_and_predicts_the_right_frame(name: str) -> None:
     assert (values >= 0).all(), "a non-negative signal needs non-negative forecasts"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", tiered(NAMES))
 def test_refit_is_idempotent(name: str) -> None:
     y = hourly(seed=1)
     est = make(name)
@@ -80,7 +89,7 @@ def test_predict_before_fit_raises(name: str) -> None:
         make(name).predict(4, QS)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", tiered(NAMES))
 def test_nan_gaps_are_handled(name: str) -> None:
     y = hourly(seed=2)
     y.iloc[40:70] = np.nan  # a 30-hour outage
@@ -141,6 +150,7 @@ def test_upper_quantile_of_a_baseline_is_sane() -> None:
     assert (frame["q0.9"] > frame["q0.1"]).all()
 
 
+@pytest.mark.slow
 def test_boosting_leaves_out_a_weekly_lag_it_never_saw() -> None:
     # Six days of history: every target two days in has a 1- and 2-day lag, none a
     # weekly one; an all-missing feature used to make the binning raise.
@@ -170,6 +180,7 @@ def test_backtest_medians_are_the_refitted_median_forecasts(name: str) -> None:
         np.testing.assert_allclose(got[i], want, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_ets_backtests_hold_the_model_fitted_at_the_oldest_origin() -> None:
     # AutoETS chooses and fits once, before the oldest origin, then smooths: the
     # oldest origin is exactly a refit; later ones run the same model further.
@@ -191,6 +202,7 @@ def test_ets_backtests_hold_the_model_fitted_at_the_oldest_origin() -> None:
         assert np.mean(np.abs(got[i] - again)) < 0.1 * np.mean(np.abs(again))
 
 
+@pytest.mark.slow
 def test_ets_update_moves_the_fitted_model_onto_newer_data_without_refitting() -> None:
     # A stored AutoETS moved onto a day more of history runs its model (configuration
     # and parameters held) over the new window: what a refit would start from, cheaper.
@@ -240,6 +252,7 @@ def test_theta_update_holds_the_smoothing_weight_and_redoes_the_rest(tmp_path: P
     np.testing.assert_allclose(again.predict(24, [0.5]).to_numpy()[:, 0], want, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_boosting_backtests_its_median_model_alone() -> None:
     from forecaster.boosting import QuantileBoosting
 

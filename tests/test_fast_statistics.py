@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -19,6 +20,7 @@ finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinit
 QS = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(arrays(np.float64, st.integers(1, 60), elements=finite))
 def test_linear_quantiles_equal_numpy(values: np.ndarray) -> None:
@@ -59,6 +61,7 @@ def _rolling_profile_reference(values: np.ndarray, m: int, k: int) -> np.ndarray
     return out.reshape(-1)[rows * m - n :]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     arrays(

@@ -117,6 +117,7 @@ def prom_job(config: Path, telemetry: Telemetry, store: RunStore) -> CycleJob:
 
 
 @pytest.mark.parametrize("fault", ["down", "slow", "error-500"])
+@pytest.mark.slow
 def test_prometheus_unavailable_changes_nothing_and_the_next_cycle_recovers(
     fault: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -270,6 +271,7 @@ def test_api_errors_are_retried_without_duplicate_actions(
     assert again.status == "ok" and len(provider.scale_calls) == len(changed)
 
 
+@pytest.mark.slow
 def test_persistent_api_failure_fails_the_cycle_then_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -288,6 +290,7 @@ def test_persistent_api_failure_fails_the_cycle_then_recovers(
     assert len(pools) == len(set(pools))
 
 
+@pytest.mark.slow
 def test_node_agent_or_api_unreachable_on_inventory_changes_nothing() -> None:
     provider, telemetry, sleeps = FlakyProvider(demo_inventory()), Telemetry(), []
     provider.inventory_down = TemporaryError("GET /api/v1/nodes: connection refused")
@@ -301,6 +304,7 @@ def test_node_agent_or_api_unreachable_on_inventory_changes_nothing() -> None:
 # -- records store unwritable ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unwritable_run_records_fail_the_run_visibly_but_actions_stand(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -360,6 +364,7 @@ class StopsOnFirstApply(RecordingProvider):
         return super().apply(action)
 
 
+@pytest.mark.slow
 def test_sigterm_mid_cycle_finishes_the_action_in_flight_and_sends_no_more(
     tmp_path: Path,
 ) -> None:

@@ -377,6 +377,7 @@ def test_no_reserved_pool_is_a_note_not_advice() -> None:
     spread=st.tuples(st.floats(0, 50), st.floats(0, 50)),
     growth=st.floats(-0.5, 2.0),
 )
+@pytest.mark.slow
 def test_bands_are_ordered_for_any_demand(
     low: float, spread: tuple[float, float], growth: float
 ) -> None:

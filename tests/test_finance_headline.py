@@ -215,6 +215,7 @@ def test_every_money_column_and_figure_names_the_currency() -> None:
     assert all(x.endswith(", USD") for x in _money_columns(ru))
 
 
+@pytest.mark.slow
 def test_the_review_of_a_capped_fallback_plan_heads_with_both(monkeypatch: Any) -> None:
     from scaler.reports.capacity import build_capacity_report
 

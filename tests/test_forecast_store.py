@@ -38,6 +38,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+@pytest.mark.slow
 def test_a_second_run_forecasts_nothing_and_replays_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,6 +85,7 @@ def test_an_unreadable_file_is_an_empty_cache_with_a_warning(tmp_path: Path) -> 
         assert load_forecasts(path) == {}
 
 
+@pytest.mark.slow
 def test_a_link_at_the_path_is_written_through_not_replaced(tmp_path: Path) -> None:
     trace = _trace()
     cache: ForecastCache = {}
@@ -97,6 +99,7 @@ def test_a_link_at_the_path_is_written_through_not_replaced(tmp_path: Path) -> N
     assert path.is_symlink() and len(load_forecasts(target)) == len(cache)
 
 
+@pytest.mark.slow
 def test_nan_values_survive_the_round_trip(tmp_path: Path) -> None:
     trace = _trace()
     cache: ForecastCache = {}

@@ -75,6 +75,7 @@ def test_every_hand_written_case_fails_safe(
         st.text(min_size=1, max_size=40).filter(lambda t: not _numeric(t)),
     ),
 )
+@pytest.mark.slow
 def test_an_absurd_quantity_anywhere_is_one_line_naming_the_field(
     path: str,
     value: Any,

@@ -60,6 +60,7 @@ def _fresh_cache() -> None:
     clear_cache()
 
 
+@pytest.mark.slow
 def test_a_sibling_changed_after_the_cutoff_does_not_change_the_forecast() -> None:
     siblings = hourly_fleet()
     last = END - pd.Timedelta(days=5) - HOUR
@@ -127,6 +128,7 @@ def _young_and_siblings(
     return young, whole[whole.index >= END], siblings
 
 
+@pytest.mark.slow
 def test_a_ten_day_old_series_borrows_the_weekend_its_own_history_cannot_show() -> None:
     young, future, siblings = _young_and_siblings(seed=0, hide_weekend=True)
     assert (young.index[-1] - young.index[0]) < pd.Timedelta(days=10)
@@ -148,6 +150,7 @@ def test_a_ten_day_old_series_borrows_the_weekend_its_own_history_cannot_show() 
     assert shared_error < 0.25 * alone_error
 
 
+@pytest.mark.slow
 def test_with_one_noisy_weekend_of_its_own_the_fleet_still_forecasts_it_better() -> None:
     young, future, siblings = _young_and_siblings(seed=0, hide_weekend=False)
     with fleet_context(Fleet.of([*siblings, young])):
@@ -159,6 +162,7 @@ def test_with_one_noisy_weekend_of_its_own_the_fleet_still_forecasts_it_better()
     assert (shared - actual).abs().mean() < (alone - actual).abs().mean()
 
 
+@pytest.mark.slow
 def test_the_global_model_is_deterministic_and_its_trees_predict_as_scikit_learn() -> None:
     siblings = hourly_fleet()
     y = siblings[0]
@@ -263,6 +267,7 @@ def test_one_fit_per_cutoff_is_shared_by_every_series_of_the_fleet() -> None:
     assert stats["hits"] >= 3 * first
 
 
+@pytest.mark.slow
 def test_a_fitted_global_model_is_stored_without_pickle_and_moves_onto_new_data(
     tmp_path: Path,
 ) -> None:
@@ -329,6 +334,7 @@ def test_the_benchmark_gives_the_fleet_as_it_stood_at_each_origin() -> None:
     assert current_fleet() is None
 
 
+@pytest.mark.slow
 def test_tiercast_forecast_gives_the_series_of_its_file_to_each_other_as_the_fleet(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -62,6 +62,7 @@ def test_actual_growth_is_the_peak_of_the_next_lead_time_over_now() -> None:
     assert np.isnan(got[3]) and np.isnan(got[4])
 
 
+@pytest.mark.slow
 def test_the_growth_quantile_is_calibrated_out_of_sample() -> None:
     # Calibrated on the first five days of origins, the q0.9 growth covers the actual
     # growth of the next five on about 90% of the windows.
@@ -91,6 +92,7 @@ def test_the_growth_quantile_is_calibrated_out_of_sample() -> None:
         assert abs(covered - level) <= 0.05, (level, covered)
 
 
+@pytest.mark.slow
 def test_a_morning_ramp_gets_more_room_than_an_evening_decline() -> None:
     y = diurnal(8, seed=2)
     bt = backtest_growth(
@@ -119,6 +121,7 @@ def _seasonal(window: pd.Series, horizon: pd.Timedelta) -> SeriesForecast:
     return forecast_series(window, horizon, (0.5,), "seasonal_naive_1d")
 
 
+@pytest.mark.slow
 def test_the_forecasts_growth_is_used_near_term_where_it_serves_as_well_for_less() -> None:
     # On a series whose ramps come at the same hour every day, the growth of a seasonal
     # forecast serves as well as reacting for less than any reactive margin does.
@@ -163,6 +166,7 @@ def test_saving_at_matched_service_interpolates_the_frontier() -> None:
     assert worse.frontier_cost == 100.0 and worse.headroom == 0.0
 
 
+@pytest.mark.slow
 def test_the_frontier_replays_the_reactive_rule_at_every_headroom() -> None:
     trace = prepare_trace(diurnal(6), 1.0)
     setup = ReplaySetup()
@@ -258,6 +262,7 @@ def test_a_bad_growth_backtest_is_one_line_naming_the_flag(workdir, capsys, valu
     assert code == 2 and "--growth-backtest" in err and "\n" not in err
 
 
+@pytest.mark.slow
 def test_growth_backtest_0_replays_the_rule_without_the_forecasts_growth(workdir, capsys) -> None:
     # The ablation of the forecast's growth itself: the same planner, newest observation x
     # a learnt margin, and the reason says so.

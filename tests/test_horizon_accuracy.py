@@ -111,6 +111,7 @@ def test_turned_off_and_one_day_plans_add_no_lead_day_scores() -> None:
     assert sec.tables == []
 
 
+@pytest.mark.slow
 def test_the_lead_day_scores_read_in_russian() -> None:
     rows = [
         {

@@ -52,6 +52,7 @@ def _growing_noise(days: int, seed: int) -> np.ndarray:
     return cycle(days) + 300 + level + rng.normal(0, 2, days * 24)
 
 
+@pytest.mark.slow
 def test_quantiles_are_calibrated_per_lead_day_where_noise_grows_with_the_lead() -> None:
     horizon = 7 * 24
     per_lead = np.zeros(7)
@@ -74,6 +75,7 @@ def test_quantiles_are_calibrated_per_lead_day_where_noise_grows_with_the_lead()
     assert mean_width[6] > 1.4 * mean_width[0], mean_width  # wider at day 7, as the noise is
 
 
+@pytest.mark.slow
 def test_leads_the_backtests_do_not_reach_hold_the_last_width_and_say_so() -> None:
     rng = np.random.default_rng(3)
     y = hourly(cycle(6) + rng.normal(0, 3, 6 * 24), "short")
@@ -90,6 +92,7 @@ def test_leads_the_backtests_do_not_reach_hold_the_last_width_and_say_so() -> No
     assert est.horizon_notes(12) == []
 
 
+@pytest.mark.slow
 def test_an_80_percent_drop_is_followed_within_a_day() -> None:
     rng = np.random.default_rng(4)
     values = cycle(29) + rng.normal(0, 3, 29 * 24)

@@ -247,6 +247,7 @@ def _outdate_template(fake: FakeKube) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_changed_chunk_shape_updates_the_pod_template(
     fake: FakeKube, provider: KubeProvider
 ) -> None:
@@ -274,6 +275,7 @@ def test_without_the_api_placeholders_hold_the_headroom(
     assert not [r for r in fake.writes() if "capacitybuffers" in r.path or "podtemplates" in r.path]
 
 
+@pytest.mark.slow
 def test_placeholders_left_from_before_the_api_are_retired(
     fake: FakeKube, tmp_path: Path, clock: Clock, provider: KubeProvider
 ) -> None:
@@ -302,6 +304,7 @@ def test_the_offline_dry_run_shows_the_buffer_writes() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_conflicting_write_is_retried_on_a_fresh_read(
     fake: FakeKube, provider: KubeProvider
 ) -> None:
@@ -323,6 +326,7 @@ def test_a_conflicting_write_is_retried_on_a_fresh_read(
     assert fake.get(BUFFER)["spec"]["replicas"] == 1
 
 
+@pytest.mark.slow
 def test_a_ready_condition_for_an_earlier_generation_is_not_taken_as_this_spec(
     fake: FakeKube, provider: KubeProvider
 ) -> None:

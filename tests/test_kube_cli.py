@@ -106,6 +106,7 @@ def write_inputs(workdir: Path, fake: FakeKube) -> list[str]:
     return ["run", "--config", "config.yaml", "--kubeconfig", "kubeconfig"]
 
 
+@pytest.mark.slow
 def test_live_run_scales_once_and_a_second_run_changes_nothing(
     workdir: Path, fake: FakeKube, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -125,6 +126,7 @@ def test_live_run_scales_once_and_a_second_run_changes_nothing(
 
 
 @pytest.mark.parametrize("flag", ["--dry-run=server", "--server-dry-run"])
+@pytest.mark.slow
 def test_server_dry_run_against_the_cluster_persists_nothing(
     workdir: Path, fake: FakeKube, capsys: pytest.CaptureFixture[str], flag: str
 ) -> None:

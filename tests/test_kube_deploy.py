@@ -101,6 +101,7 @@ def test_yamllint_is_clean(path: Path) -> None:
     assert problems == [], "\n".join(f"{path.name}:{p.line}: {p.message}" for p in problems)
 
 
+@pytest.mark.slow
 def test_every_manifest_validates_against_the_kubernetes_schemas() -> None:
     docs = documents()
     assert {d["kind"] for d in docs} >= {
@@ -547,6 +548,7 @@ def acts(container: dict[str, Any]) -> bool:
     ("dry", "acting", "command"),
     [("base", "overlays/acting", "run"), ("overlays/service", "overlays/service-acting", "serve")],
 )
+@pytest.mark.slow
 def test_the_install_plans_first_and_acts_only_through_the_acting_overlay(
     dry: str, acting: str, command: str
 ) -> None:

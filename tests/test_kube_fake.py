@@ -34,6 +34,7 @@ def api(fake: FakeKube, tmp_path: Path) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(path))
 
 
+@pytest.mark.slow
 def test_unauthenticated_requests_are_refused(fake: FakeKube) -> None:
     anonymous = client.CoreV1Api(client.ApiClient(client.Configuration(host=fake.url)))
     with pytest.raises(ApiException) as info:
@@ -61,6 +62,7 @@ def test_resource_versions_conflict_and_not_found(api: client.ApiClient) -> None
     assert info.value.status == 404
 
 
+@pytest.mark.slow
 def test_invalid_labels_and_replicas_are_422(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
     core.create_node(gpu_node("n1", {}))

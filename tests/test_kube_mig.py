@@ -189,6 +189,7 @@ def test_relabel_that_fails_restores_the_label_and_uncordons(
     assert (config, cordoned, CORDONED_BY in annotations) == ("all-disabled", False, False)
 
 
+@pytest.mark.slow
 def test_relabel_that_times_out_restores_the_label_and_uncordons(
     fake: FakeKube, provider: KubeProvider, clock: Clock
 ) -> None:
@@ -200,6 +201,7 @@ def test_relabel_that_times_out_restores_the_label_and_uncordons(
     assert 120 <= clock.now() <= 130
 
 
+@pytest.mark.slow
 def test_eviction_blocked_by_a_budget_aborts_cleanly(
     fake: FakeKube, provider: KubeProvider, clock: Clock
 ) -> None:
@@ -225,6 +227,7 @@ def test_eviction_blocked_by_a_budget_aborts_cleanly(
     assert provider.halted is None
 
 
+@pytest.mark.slow
 def test_a_node_cordoned_by_someone_else_stays_cordoned(
     fake: FakeKube, provider: KubeProvider
 ) -> None:
@@ -297,6 +300,7 @@ def planned(name: str = "tiercast-all-3g.40gb-2x2g.20gb", entry: object = MIXED)
     )
 
 
+@pytest.mark.slow
 def test_a_new_layout_is_added_to_the_configmap_then_applied(
     fake: FakeKube, provider: KubeProvider, clock: Clock
 ) -> None:
@@ -376,6 +380,7 @@ def test_tiercasts_unused_entries_are_removed_and_nothing_else(
     assert "tiercast-kept" in mig_config_map(fake)["mig-configs"]
 
 
+@pytest.mark.slow
 def test_the_operators_own_configmap_is_never_edited(
     fake: FakeKube, provider: KubeProvider
 ) -> None:

@@ -156,6 +156,7 @@ def fake(clock: Clock) -> Iterator[FakeKube]:
     f.stop()
 
 
+@pytest.mark.slow
 def test_forecast_to_a_new_layout_on_the_node_and_back_in_the_inventory(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -217,6 +218,7 @@ def test_forecast_to_a_new_layout_on_the_node_and_back_in_the_inventory(
     assert second.plan.mig["node_labels"][node] == name
 
 
+@pytest.mark.slow
 def test_tiercast_run_reads_the_cluster_for_mig_and_relayouts(
     fake: FakeKube, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -248,6 +250,7 @@ class Killed(BaseException):
     """The run's process ends here (SIGKILL at the Job's deadline): nothing runs after it."""
 
 
+@pytest.mark.slow
 def test_a_cycle_killed_mid_relayout_is_finished_by_the_next_and_uncordoned(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:

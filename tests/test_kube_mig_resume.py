@@ -185,6 +185,7 @@ def test_a_label_already_at_the_target_is_not_written_again(
     assert fake.writes() == [] and clock.now() == 0
 
 
+@pytest.mark.slow
 def test_a_later_run_waits_out_the_rest_of_the_configmap_refresh(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -211,6 +212,7 @@ def test_a_later_run_waits_out_the_rest_of_the_configmap_refresh(
     assert manager.applied == [("md-a", NEW)]
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_the_relabel_is_finished_by_the_next(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -239,6 +241,7 @@ def test_a_run_killed_after_the_relabel_is_finished_by_the_next(
     assert "nothing to finish" in again.message
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_drain_is_drained_on_and_relabelled_by_the_next(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -266,6 +269,7 @@ def test_a_run_killed_mid_drain_is_drained_on_and_relabelled_by_the_next(
     assert manager.applied == [("md-a", NEW)]
 
 
+@pytest.mark.slow
 def test_a_resumed_drain_keeps_the_first_runs_deadline(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -292,6 +296,7 @@ def test_a_resumed_drain_keeps_the_first_runs_deadline(
     assert (label, cordoned, RELAYOUT_ANNOTATION in annotations) == ("all-disabled", False, False)
 
 
+@pytest.mark.slow
 def test_a_failure_found_by_the_next_run_is_rolled_back(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -313,6 +318,7 @@ def test_a_failure_found_by_the_next_run_is_rolled_back(
     assert manager.started[-1] == ("md-a", "all-disabled") and node(fake)[1] == "success"
 
 
+@pytest.mark.slow
 def test_an_entry_a_stopped_relayout_still_needs_is_not_pruned(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -335,6 +341,7 @@ def test_an_entry_a_stopped_relayout_still_needs_is_not_pruned(
 # ---- shutdown ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_wait_for_the_mig_manager_and_leaves_the_step_recorded(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -363,6 +370,7 @@ def test_sigterm_ends_the_wait_for_the_mig_manager_and_leaves_the_step_recorded(
 # ---- Karpenter ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_karpenter_does_not_consolidate_the_drained_node(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:
@@ -390,6 +398,7 @@ def test_karpenter_does_not_consolidate_the_drained_node(
     assert clock.now() >= 120
 
 
+@pytest.mark.slow
 def test_a_do_not_disrupt_someone_else_set_stays(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:

@@ -100,6 +100,7 @@ def providers(fake: FakeKube, tmp_path: Path) -> tuple[Config, Clock, Callable[[
     return cfg, clock, provider
 
 
+@pytest.mark.slow
 def test_single_strategy_nodes_are_read_as_gpus_planned_and_read_back(
     single: FakeKube, tmp_path: Path
 ) -> None:
@@ -137,6 +138,7 @@ def test_single_strategy_nodes_are_read_as_gpus_planned_and_read_back(
     assert len(single.writes()) == before
 
 
+@pytest.mark.slow
 def test_nodes_on_a_me_layout_are_read_and_relayouted(media: FakeKube, tmp_path: Path) -> None:
     cfg, _, provider = providers(media, tmp_path)
     states, _ = provider().mig_inventory()

@@ -270,6 +270,7 @@ def test_cluster_api_owners_that_revert_replicas_are_refused(
     assert fake.get(MD)["spec"]["replicas"] == 2 and not fake.writes()
 
 
+@pytest.mark.slow
 def test_placeholders_fill_the_headroom_and_follow_the_target(
     fake: FakeKube, transport: ClientTransport, clock: Clock
 ) -> None:
@@ -297,6 +298,7 @@ def test_placeholders_fill_the_headroom_and_follow_the_target(
     ]
 
 
+@pytest.mark.slow
 def test_a_second_run_of_the_same_plan_changes_nothing(
     fake: FakeKube, transport: ClientTransport, clock: Clock
 ) -> None:
@@ -485,6 +487,7 @@ def test_static_replicas_beyond_limits_nodes_say_so(
     assert again.outcome == "accepted" and "short of 3" in again.message
 
 
+@pytest.mark.slow
 def test_every_change_records_an_event_and_a_refused_event_changes_nothing(
     fake: FakeKube, transport: ClientTransport, clock: Clock
 ) -> None:

@@ -507,6 +507,7 @@ def write_inputs(folder: Path, *, auto_pool: dict[str, Any]) -> None:
     (folder / "c.yaml").write_text(yaml.safe_dump(config))
 
 
+@pytest.mark.slow
 def test_a_dry_run_without_a_cluster_plans_with_the_fallback_and_says_so(
     workdir: Path, capsys: pytest.CaptureFixture[str], state_dir: Path
 ) -> None:
@@ -535,6 +536,7 @@ def test_a_dry_run_without_a_cluster_plans_with_the_fallback_and_says_so(
     assert "lead time 1,380 s learned (q0.9 of 12 node starts)" in reason
 
 
+@pytest.mark.slow
 def test_plan_and_report_learn_from_existing_records_and_never_create_them(
     workdir: Path,
     capsys: pytest.CaptureFixture[str],

@@ -25,6 +25,7 @@ def weekly(days: int, noise: float = 0.05, seed: int = 0) -> pd.Series:
     return pd.Series(base * rng.lognormal(0, noise, len(idx)), index=idx, name="rps")
 
 
+@pytest.mark.slow
 def test_a_one_off_spike_is_not_planned_again_past_the_first_week() -> None:
     y = weekly(42)
     spike_at = y.index[-30]  # Saturday of the last week
@@ -44,6 +45,7 @@ def test_a_one_off_spike_is_not_planned_again_past_the_first_week() -> None:
     assert any("past day 7" in n for n in fc.notes)
 
 
+@pytest.mark.slow
 def test_bands_widen_with_the_lead_where_the_level_wanders() -> None:
     y = weekly(120, noise=0.02, seed=1)
     rng = np.random.default_rng(2)

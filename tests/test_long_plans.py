@@ -29,6 +29,7 @@ def _fleet(days: float):
     return config, {"rps": forecast(level, 0.1, 20, 20)}, {"reserved": 2, "spot": 0, "on-demand": 1}
 
 
+@pytest.mark.slow
 def test_a_long_plan_acts_as_the_one_day_plan_and_covers_every_step(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

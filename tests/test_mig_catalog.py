@@ -113,6 +113,7 @@ def test_invalid_layouts_are_refused(instances: list[Placed]) -> None:
     assert not is_valid(geometry("A100-80GB"), instances)
 
 
+@pytest.mark.slow
 def test_count_layouts_and_placement() -> None:
     lay = parse_layout("H100", "3g.40gb:1,1g.10gb:4")
     # First fit would put the 3g at 0 and strand the fourth 1g; placement backtracks.
@@ -189,6 +190,7 @@ def test_profile_for_memory() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(sorted(GEOMETRIES)), st.data())
+@pytest.mark.slow
 def test_accepted_layouts_never_overlap_or_overcommit(model: str, data: st.DataObject) -> None:
     geo = geometry(model)
     cands = [Placed(s, p.name) for p in geo.profiles for s in p.starts]

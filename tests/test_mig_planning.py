@@ -168,6 +168,7 @@ def test_exact_and_heuristic_report_shortfall_when_the_fleet_is_too_small() -> N
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.slow
 def test_heuristic_within_five_percent_of_exact_on_64_gpus(seed: int) -> None:
     for inst in random_instances(64, seed):
         exact = solve_exact(inst.model, inst.gpus, inst.demand, time_limit_s=20)
@@ -202,6 +203,7 @@ def test_config_rejects_bad_mig_fields_in_one_line() -> None:
         parse_config(base)
 
 
+@pytest.mark.slow
 def test_demo_cycle_shows_mig_layout_actions(workdir: Path) -> None:
     """(In a temporary folder: the demo config's model store is the relative ``models``.)"""
     import jsonschema
@@ -352,6 +354,7 @@ def test_single_strategy_nodes_never_get_mixed_layouts() -> None:
     assert section["shortfall_instances"] == {"1g.10gb": 2}
 
 
+@pytest.mark.slow
 def test_single_strategy_uniform_layouts_hold_for_every_solver() -> None:
     """Random fleets on mig.strategy=single: every node ends with one layout on every GPU."""
     from scaler.planning.mig.node_layouts import solve_node_layouts

@@ -141,6 +141,7 @@ def test_cronjob_keeps_models_and_records_on_a_persistent_volume() -> None:
     assert all("emptyDir" not in v for n, v in volumes.items() if n == "state")
 
 
+@pytest.mark.slow
 def test_service_replicas_each_keep_their_own_state_volume() -> None:
     docs = _render(DEPLOY / "overlays" / "service")
     sts = next(d for d in docs if d["kind"] == "StatefulSet")
@@ -705,6 +706,7 @@ BAR = re.compile(r"\d+%\|")
 """What tqdm draws: a percentage, then the bar's left edge."""
 
 
+@pytest.mark.slow
 def test_backtest_draws_a_bar_on_a_terminal_and_none_when_opted_out(workdir: Path) -> None:
     history = _daily_csv(workdir / "h.csv", days=4)
     argv = ["backtest", "--history", str(history), "--methods", "seasonal_naive_1d"]
@@ -722,6 +724,7 @@ def test_backtest_draws_a_bar_on_a_terminal_and_none_when_opted_out(workdir: Pat
         assert "seasonal_naive_1d" in opted_out
 
 
+@pytest.mark.slow
 def test_no_bar_reaches_pipes_or_captured_output(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -160,6 +160,7 @@ def named(y: pd.Series, name: str) -> pd.Series:
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.slow
 def test_a_failing_series_falls_back_alone(fakes: ForecastSpec, jobs: int) -> None:
     fleet = small_fleet(5, days=2)
     empty = pd.Series(np.nan, index=fleet[0].index, name="empty-0")
@@ -214,6 +215,7 @@ def test_a_series_that_kills_its_worker_falls_back_alone(fakes: ForecastSpec) ->
         assert out[str(y.name)].forecast.estimator == "test_explode"
 
 
+@pytest.mark.slow
 def test_a_failing_series_falls_back_alone_on_dask(fakes: ForecastSpec, cluster: str) -> None:
     fleet = small_fleet(3, days=2)
     dask = DaskBackend(scheduler=cluster)
@@ -278,6 +280,7 @@ def test_bad_streams_and_settings_are_refused_in_one_line() -> None:
         make_backend("ray", 2)
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_a_temporary_error() -> None:
     pytest.importorskip("distributed")
     with pytest.raises(
@@ -335,6 +338,7 @@ def test_warm_cycle_reuses_stored_models_whatever_the_backend(tmp_path: Path) ->
 # -- the realistic benchmark series ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_benchmark_series_are_realistic_and_deterministic(traces: Path) -> None:
     from forecaster.benchmarks.scaleout import END, POINTS, SeriesBank, load_shapes
 

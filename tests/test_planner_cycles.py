@@ -118,6 +118,7 @@ def gauge(end: pd.Timestamp, days: int = 6) -> pd.Series:
 
 
 @pytest.mark.parametrize("age", [pd.Timedelta(days=1), pd.Timedelta(days=2), pd.Timedelta(days=7)])
+@pytest.mark.slow
 def test_one_stale_signal_beside_a_fresh_one_through_the_cycle(tmp_path, age) -> None:
     config = naive_two_models(tmp_path)
     now = pd.Timestamp("2026-03-10T00:00:00")
@@ -394,6 +395,7 @@ def test_reserved_capacity_is_never_scaled_as_if_elastic() -> None:
 
 
 @pytest.mark.parametrize("kind", ["empty", "all-nan", "one-sample"])
+@pytest.mark.slow
 def test_an_empty_or_malformed_signal_holds_only_its_pools(tmp_path, kind) -> None:
     config = naive_two_models(tmp_path)
     now = pd.Timestamp("2026-03-10T00:00:00")

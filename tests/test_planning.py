@@ -150,6 +150,7 @@ def usable_gpus(config: Config, plan: CapacityPlan, inventory: dict[str, int]) -
 
 @given(cases())
 @PROPS
+@pytest.mark.slow
 def test_capacity_covers_the_planned_quantile_unless_a_bound_binds_and_says_so(case) -> None:
     config, forecasts, inventory = case
     plan = plan_capacity(config, forecasts, inventory, NOW)
@@ -168,6 +169,7 @@ def test_capacity_covers_the_planned_quantile_unless_a_bound_binds_and_says_so(c
 
 @given(cases())
 @PROPS
+@pytest.mark.slow
 def test_never_above_max_nodes_or_budget(case) -> None:
     config, forecasts, inventory = case
     for solver in ("milp", "greedy"):
@@ -222,6 +224,7 @@ def test_a_live_inventory_above_max_nodes_steps_down_by_the_max_step(
 
 @given(cases())
 @PROPS
+@pytest.mark.slow
 def test_no_scale_down_on_stale_or_missing_data(case) -> None:
     config, forecasts, inventory = case
     for plan in (
@@ -534,6 +537,7 @@ def test_the_margin_is_headroom_on_replicas_as_reacting_adds_it() -> None:
     assert held[0] == pytest.approx(req[lead : len(y) - 1].sum() / y[lead + 1 :].sum())
 
 
+@pytest.mark.slow
 def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     config, _, inventory = _fleet()
     config = config.model_copy(

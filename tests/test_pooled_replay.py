@@ -26,6 +26,7 @@ def _fleet(n: int = 3, days: int = 9, seed: int = 0) -> dict[str, pd.Series]:
     }
 
 
+@pytest.mark.slow
 def test_pooling_never_provisions_more_than_dedicated_sets_nor_those_more_than_whole() -> None:
     result = pooled_replay(_fleet(), PooledSetup(mode="mps", memory_gb=16, test_days=2))
     s = result.scores
@@ -42,6 +43,7 @@ def test_a_single_series_is_refused_with_one_line() -> None:
         pooled_replay(dict(list(_fleet().items())[:1]), PooledSetup())
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_three_arrangements_and_the_saving(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -59,6 +61,7 @@ def test_the_command_prints_the_three_arrangements_and_the_saving(
 
 
 @pytest.mark.skipif(not TRACES.is_dir(), reason="the dev traces (../shared/data/traces) are absent")
+@pytest.mark.slow
 def test_three_helios_tenants_pool_for_fewer_gpus() -> None:
     history = {
         vc: pd.read_csv(
@@ -72,6 +75,7 @@ def test_three_helios_tenants_pool_for_fewer_gpus() -> None:
     assert result.scores["pooled"].gpu_hours < result.scores["dedicated"].gpu_hours
 
 
+@pytest.mark.slow
 def test_several_files_each_of_one_series_are_one_pooled_fleet(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

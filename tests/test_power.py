@@ -388,6 +388,7 @@ def test_a_refused_override_query_is_one_line_naming_the_field(dcgm: PrometheusS
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_file_signals_read_no_power_and_the_cycle_records_a_reading(tmp_path: Path) -> None:
     data = {
         "signals": [{"name": "rps"}],

@@ -50,6 +50,7 @@ def fails_within_the_bound(url: str) -> float:
     return elapsed
 
 
+@pytest.mark.slow
 def test_headers_dripping_a_byte_every_0_2_s_are_cut_at_the_deadline() -> None:
     # About 100 header bytes at 0.2 s each: 20 s per attempt without the deadline.
     with StubServer(lambda _: StubReply(body=GOOD, header_drip_s=0.2)) as stub:
@@ -64,6 +65,7 @@ def _redirect_dripping(handler: BaseHTTPRequestHandler) -> StubReply:
     return StubReply(302, body=b"x" * 60, drip_s=0.2, headers={"Location": "/moved" + handler.path})
 
 
+@pytest.mark.slow
 def test_a_redirect_whose_body_drips_is_cut_at_the_deadline() -> None:
     with StubServer(_redirect_dripping) as stub:
         fails_within_the_bound(stub.url)
@@ -77,11 +79,13 @@ def _redirect_to_dripping_headers(handler: BaseHTTPRequestHandler) -> StubReply:
     return StubReply(302, headers={"Location": "/moved" + handler.path})
 
 
+@pytest.mark.slow
 def test_the_deadline_spans_the_redirect_and_the_target() -> None:
     with StubServer(_redirect_to_dripping_headers) as stub:
         fails_within_the_bound(stub.url)
 
 
+@pytest.mark.slow
 def test_a_normal_answer_and_a_quick_redirect_still_work() -> None:
     with StubServer(lambda _: StubReply(body=GOOD)) as stub:
         src = source(stub.url)
@@ -97,6 +101,7 @@ def test_a_normal_answer_and_a_quick_redirect_still_work() -> None:
         assert fetch(source(stub.url)) == [1.5, 2.5]
 
 
+@pytest.mark.slow
 def test_an_answer_slower_than_one_deadline_but_quick_per_byte_is_cut() -> None:
     # Every byte arrives well inside any per-read timeout; only the whole-request one cuts.
     with StubServer(lambda _: StubReply(body=GOOD, drip_s=0.02)) as stub:  # ~3 s per attempt

@@ -61,6 +61,7 @@ def test_trace_round_trips_through_prometheus_across_chunk_seams(
     np.testing.assert_allclose(got.values.to_numpy(), expected.to_numpy(), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_fourteen_days_at_one_minute_step_is_chunked_without_holes_or_duplicates(
     prometheus: PrometheusServer,  # noqa: F811
 ) -> None:

@@ -186,6 +186,7 @@ def test_walk_forward_never_sees_the_future() -> None:
     assert a.requested_total[upto + 1 :].tolist() != b.requested_total[upto + 1 :].tolist()
 
 
+@pytest.mark.slow
 def test_predictive_degrades_to_reactive_when_the_forecast_is_wrong() -> None:
     # Six quiet days, then demand jumps to a level the history never showed.
     values = daily(6)
@@ -213,6 +214,7 @@ def test_tiers_replay_is_deterministic_and_uses_every_tier() -> None:
     assert a.requested["spot"].sum() > 0
 
 
+@pytest.mark.slow
 def test_a_reclaimed_spot_node_leaves_the_demand_served() -> None:
     # Flat demand on a tiered fleet whose spot nodes are reclaimed often (50%/h); at
     # 57 GPUs the headroom (10%) is less than a node, so it cannot absorb a reclaim.
@@ -230,6 +232,7 @@ def test_a_reclaimed_spot_node_leaves_the_demand_served() -> None:
     assert served[lost <= 1].all()
 
 
+@pytest.mark.slow
 def test_the_replay_plans_with_the_margin_learnt_from_training() -> None:
     # Demand that jumps by half within a lead time every 95 minutes: more than an
     # hour apart, so the last hour's peak does not hold the margin, and out of step
@@ -266,6 +269,7 @@ def test_run_replay_scores_against_oracle_and_clairvoyant() -> None:
         run_replay(trace, SETUP, ["psychic"])
 
 
+@pytest.mark.slow
 def test_simulate_command_prints_the_table_and_writes_timeline_and_chart(workdir, capsys) -> None:
     daily(6).to_frame("value").to_csv(workdir / "d.csv")
     code = main(
@@ -505,6 +509,7 @@ def test_the_summary_averages_over_series_of_a_group_then_over_groups() -> None:
     assert row.rstrip().endswith("NO")
 
 
+@pytest.mark.slow
 def test_simulate_suite_prints_a_table_per_series_and_the_summary(workdir, capsys) -> None:
     (workdir / "traces").mkdir()
     daily(6).to_frame("value").to_csv(workdir / "traces" / "one.csv")

@@ -236,6 +236,7 @@ def _small_history(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_history_review_starts_from_todays_fleet(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

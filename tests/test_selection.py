@@ -83,6 +83,7 @@ def drifting(days: int, seed: int) -> pd.Series:
     return pd.Series(level + cycle + rng.normal(0, 3, len(index)), index=index, name="d")
 
 
+@pytest.mark.slow
 def test_walk_forward_tails_keep_coverage_when_the_level_drifts() -> None:
     miss = {"walk-forward": 0.0, "nominal": 0.0}
     for seed in (1, 2, 3):

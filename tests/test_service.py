@@ -462,6 +462,7 @@ def overlay_documents() -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
+@pytest.mark.slow
 def test_service_overlay_renders_validates_and_is_consistent() -> None:
     import kubernetes_validate
 

@@ -394,6 +394,7 @@ def history(level: float) -> dict[str, pd.Series]:
     return {n: pd.Series(np.full(len(idx), level), idx, name=n) for n in NAMES}
 
 
+@pytest.mark.slow
 def test_a_dry_run_cycle_shows_the_config_and_label_and_changes_nothing(
     fake: FakeKube, tmp_path: Path, clock: Clock
 ) -> None:

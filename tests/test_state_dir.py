@@ -63,6 +63,7 @@ def _history(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_run_dry_run_and_plan_out_leave_an_empty_working_folder_empty(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

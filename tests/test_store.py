@@ -37,6 +37,7 @@ def store_at(path: Path, clock: Clock | None = None) -> ModelStore:
     return ModelStore(path, max_age_s=86400, clock=clock or Clock())
 
 
+@pytest.mark.slow
 def test_a_second_store_on_the_same_folder_reuses_the_model(tmp_path: Path) -> None:
     y = series()
     first = store_at(tmp_path).get_or_fit(y, "auto", lambda: make("auto"))
@@ -55,6 +56,7 @@ def test_a_second_store_on_the_same_folder_reuses_the_model(tmp_path: Path) -> N
     )
 
 
+@pytest.mark.slow
 def test_newer_data_reuses_and_moves_the_forecast_origin(tmp_path: Path) -> None:
     y = series()
     store = store_at(tmp_path)
@@ -180,6 +182,7 @@ def _planted_sidecar(store: ModelStore, y: pd.Series, method: str) -> dict[str, 
     return meta
 
 
+@pytest.mark.slow
 def test_a_planted_joblib_artifact_is_never_unpickled(tmp_path: Path) -> None:
     import joblib
 
@@ -195,6 +198,7 @@ def test_a_planted_joblib_artifact_is_never_unpickled(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("signed", [False, True])
+@pytest.mark.slow
 def test_a_planted_pickle_inside_the_archive_is_refused(tmp_path: Path, signed: bool) -> None:
     import pickle
 
@@ -262,6 +266,7 @@ def test_a_class_outside_tiercast_is_never_built(tmp_path: Path) -> None:
     assert not outcome.reused and "refused" in outcome.note and "tiercast estimator" in outcome.note
 
 
+@pytest.mark.slow
 def test_gradient_boosting_is_stored_only_when_signed(tmp_path: Path) -> None:
     y = series(days=15)
     unsigned = tmp_path / "unsigned"

@@ -229,6 +229,7 @@ def _prom_job(tmp: Path, url: str) -> CycleJob:
     )
 
 
+@pytest.mark.slow
 def test_five_of_ten_label_sets_stopping_for_an_hour_hold_the_pool(tmp_path: Path) -> None:
     # Ten pods at 4 each (40 GPUs: the 5 nodes there are); five stop reporting an hour ago,
     # and the sum of the rest, 20, would release 2 of the nodes.
