@@ -37,7 +37,7 @@ from scaler.service.scheduler import Service
 from scaler.service.telemetry import JsonFormatter, MetricsServer, RedactSecrets, Telemetry, redact
 from scaler.service.wiring import provider_factory
 from tests.conftest import REPO
-from tests.fake_kube import TOKEN, FakeKube
+from tests.fake_kube import TOKEN, FakeKube, kubeconfig_for
 from tests.prometheus_server import DIRTY_GAUGE, DIRTY_START, PrometheusServer, prometheus
 
 __all__ = ["prometheus"]  # the session fixture, imported for use here
@@ -308,6 +308,33 @@ def test_lease_api_errors_are_temporary_and_counted(fake_kube: FakeKube) -> None
     a.stop()
     assert len(errors) >= 1 and "HTTP 500" in str(errors[0])
     assert not fake_kube.get(f"{LEASES}/tiercast")["spec"].get("holderIdentity")
+
+
+def test_the_elector_serve_builds_reaches_the_cluster_its_kubeconfig_and_context_name(
+    fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    # The kubeconfig's current context names a cluster that answers nothing; --context picks
+    # the fake API server. The elector must reach the fake, as actuation would.
+    from scaler.cli import build_parser
+    from scaler.service.wiring import make_leadership
+
+    kubeconfig = kubeconfig_for(fake_kube.url)
+    kubeconfig["clusters"].append({"name": "dead", "cluster": {"server": "http://127.0.0.1:9"}})
+    kubeconfig["contexts"].append(
+        {"name": "decoy", "context": {"cluster": "dead", "user": "tiercast"}}
+    )
+    kubeconfig["current-context"] = "decoy"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig))
+    args = build_parser().parse_args(
+        ["serve", "--kubeconfig", str(path), "--context", "fake", "--leader-election"]
+    )
+    config = parse_config({**DEMO_CONFIG, "service": {"leader_election": args.leader_election}})
+    elector = make_leadership(config, Telemetry(), "pod-a", args.kubeconfig, args.context)
+    assert isinstance(elector, LeaseElector)
+    assert elector.try_acquire_or_renew()
+    assert fake_kube.get(f"{LEASES}/tiercast-leader")["spec"]["holderIdentity"] == "pod-a"
+    elector.release()
 
 
 def gauge_config(tmp: Path, url: str, schedule: str) -> Path:

@@ -50,6 +50,7 @@ from forecaster.errors import BadInputError, TemporaryError
 from forecaster.secrets import remember
 from scaler.agent.nvml import FakeNvml, NvmlBackend, NvmlError, PynvmlBackend
 from scaler.catalog.mig import Layout, config_name, parse_mig_parted_entry, place
+from scaler.kube_access import load_credentials
 
 log = logging.getLogger(__name__)
 
@@ -184,19 +185,22 @@ class StaticGate:
 class KubeNodeGate:
     """Reads ``spec.unschedulable`` of the agent's own node through the Kubernetes API."""
 
-    def __init__(self, node: str) -> None:
+    def __init__(
+        self, node: str, kubeconfig: str | None = None, context: str | None = None
+    ) -> None:
         self.node = node
+        self.kubeconfig = kubeconfig
+        self.context = context
         self._api: Any = None
 
     def api(self) -> Any:
+        """The Node client, its credentials loaded as for every client
+        (:func:`scaler.kube_access.load_credentials`: in a pod its service account)."""
         if self._api is None:
-            from kubernetes import client, config
+            from kubernetes import client
 
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
-            self._api = client.CoreV1Api()
+            configuration = load_credentials(self.kubeconfig, self.context)
+            self._api = client.CoreV1Api(client.ApiClient(configuration))
         return self._api
 
     def cordoned(self) -> bool:

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from forecaster.errors import TemporaryError
+from forecaster.errors import BadInputError, TemporaryError
+from scaler.kube_access import load_credentials
 
 log = logging.getLogger(__name__)
 
@@ -258,16 +258,17 @@ def default_identity() -> str:
     return os.environ.get("POD_NAME") or f"{os.uname().nodename}-{os.getpid()}"
 
 
-def coordination_api() -> k8s.CoordinationV1Api:
-    """A Lease client from the in-cluster service account, or the local kubeconfig."""
+def coordination_api(
+    kubeconfig: str | None = None, context: str | None = None
+) -> k8s.CoordinationV1Api:
+    """A Lease client for the cluster actuation reaches: the in-cluster service account,
+    else the kubeconfig at ``context`` (``serve --kubeconfig/--context``), loaded as
+    :func:`scaler.kube_access.load_credentials` loads them for every client."""
     try:
-        k8s_config.load_incluster_config()
-    except k8s_config.ConfigException:
-        try:
-            k8s_config.load_kube_config()
-        except (k8s_config.ConfigException, OSError) as exc:
-            raise TemporaryError(
-                "service.leader_election: no in-cluster service account and no kubeconfig "
-                f"to reach the API server ({exc})"
-            ) from exc
-    return k8s.CoordinationV1Api()
+        configuration = load_credentials(kubeconfig, context)
+    except BadInputError as exc:
+        raise TemporaryError(
+            "service.leader_election: no in-cluster service account and no kubeconfig "
+            f"to reach the API server ({exc})"
+        ) from exc
+    return k8s.CoordinationV1Api(k8s.ApiClient(configuration))

@@ -126,14 +126,23 @@ def _ignore(_value: object) -> None:
     return None
 
 
-def make_leadership(config: Config, telemetry: Telemetry, identity: str) -> Leadership:
+def make_leadership(
+    config: Config,
+    telemetry: Telemetry,
+    identity: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+) -> Leadership:
+    """The Lease elector of ``service.leader_election`` (else a lone replica that always
+    leads), reaching the cluster actuation reaches: ``kubeconfig`` at ``context``
+    (``serve --kubeconfig/--context``), else the pod's service account."""
     svc = config.service
     if not svc.leader_election:
         return AlwaysLeader()
     from scaler.service.leader import LeaseElector, coordination_api, default_namespace
 
     return LeaseElector(
-        coordination_api(),
+        coordination_api(kubeconfig, context),
         svc.lease_name,
         svc.lease_namespace or default_namespace(),
         identity,
@@ -154,7 +163,7 @@ def serve(args: argparse.Namespace) -> int:
     identity = default_identity()
     telemetry = Telemetry()
     stop = Stop()
-    leadership = make_leadership(config, telemetry, identity)
+    leadership = make_leadership(config, telemetry, identity, args.kubeconfig, args.context)
     # --dry-run=server is a dry-run too: its writes reach the API server with dryRun=All.
     dry_run = bool(args.dry_run or args.server_dry_run)
     cycle = CycleJob(

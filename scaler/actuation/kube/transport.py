@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -30,8 +29,9 @@ from functools import partial
 from typing import Any, Protocol
 
 from forecaster import retrying
-from forecaster.errors import BadInputError, TemporaryError
+from forecaster.errors import TemporaryError
 from forecaster.retrying import Attempts, Retry
+from scaler.kube_access import load_credentials
 
 log = logging.getLogger(__name__)
 
@@ -209,33 +209,16 @@ def connect(
     policy: RetryPolicy | None = None,
     timeout_s: float = 10.0,
 ) -> ClientTransport:
-    """A transport from the pod's service account (in a cluster) or a kubeconfig/context.
+    """A transport from the pod's service account (in a cluster) or a kubeconfig/context
+    (:func:`scaler.kube_access.load_credentials`, as the elector and the agent load them).
 
     With neither ``kubeconfig`` nor ``context``, the in-cluster service account is
     used when ``KUBERNETES_SERVICE_HOST`` is set, else ``$KUBECONFIG`` or
     ``~/.kube/config``.
     """
-    from kubernetes import client, config
+    from kubernetes import client
 
-    configuration = client.Configuration()
-    try:
-        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            config.load_kube_config(
-                config_file=kubeconfig,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-    except config.ConfigException as exc:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise BadInputError(
-            f"--kubeconfig {where}{f' --context {context}' if context else ''}: "
-            f"cannot load cluster credentials: {exc}"
-        ) from exc
-    except OSError as exc:
-        raise BadInputError(f"--kubeconfig {kubeconfig}: cannot be read: {exc}") from exc
+    configuration = load_credentials(kubeconfig, context)
     # Retries are ours (bounded, logged, status-aware); urllib3's own would hide them.
     configuration.retries = False
     return ClientTransport(client.ApiClient(configuration), policy, timeout_s)
