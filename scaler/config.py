@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -447,8 +449,9 @@ class PoolConfig(_Model):
     ``auto``: learned from the cluster, the q0.9 of the pool's last 30 observed node starts
     (``scaler.service.lead_times``); until 5 are observed, ``lead_time_fallback_s``. The
     attribute is always whole seconds: on an ``auto`` pool it reads as the fallback until
-    :func:`scaler.service.lead_times.resolve_lead_times` gives the planner a copy with the
-    learned value; :attr:`lead_time_auto` says which pools are ``auto``."""
+    the cycle's fleet carries the learned value (:meth:`Fleet.with_lead_times`, from
+    :func:`scaler.service.lead_times.resolve_lead_times`); :attr:`lead_time_auto` says
+    which pools are ``auto``."""
     _lead_time_auto: bool = PrivateAttr(default=False)
     min_nodes: int = Field(default=0, ge=0, le=100_000)
     """Nodes kept whatever the forecast says. Default 0; at most 100,000 (any real pool)."""
@@ -1300,6 +1303,65 @@ class Config(_Model):
     def pools_for(self, model: str) -> list[PoolConfig]:
         key = gpu_model(model).name
         return [p for p in self.pools if gpu_model(p.gpu_model).name == key]
+
+    @property
+    def fleet(self) -> Fleet:
+        """The signals, workloads and pools as the planner reads them (:class:`Fleet`)."""
+        return Fleet(self.signals, self.workloads, self.pools)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What is planned: the signals, the workloads they drive and the pools that serve them.
+
+    The planning steps (:mod:`scaler.planning`) take this view of a :class:`Config`, not the
+    whole config. A cycle builds it once at its edge (``config.fleet``), with the lead times
+    learned for ``lead_time_s: auto`` pools (:meth:`with_lead_times`) and the footprints read
+    off the replicas' signals (:meth:`with_workloads`): new values, the config is never
+    rewritten. GPU models resolve through :mod:`scaler.catalog.gpus`, which the config's
+    ``gpu_models`` extend when it is validated.
+    """
+
+    signals: tuple[SignalConfig, ...]
+    workloads: tuple[WorkloadConfig, ...]
+    pools: tuple[PoolConfig, ...]
+
+    def signal(self, name: str) -> SignalConfig:
+        return next(s for s in self.signals if s.name == name)
+
+    @property
+    def served_workloads(self) -> tuple[WorkloadConfig, ...]:
+        """Workloads planned as capacity from their signals (:attr:`Config.served_workloads`)."""
+        return tuple(w for w in self.workloads if not w.is_deferrable)
+
+    def pools_for(self, model: str) -> list[PoolConfig]:
+        key = gpu_model(model).name
+        return [p for p in self.pools if gpu_model(p.gpu_model).name == key]
+
+    def served(self) -> Fleet:
+        """This fleet with only its served workloads (deferrable ones are placed apart)."""
+        served = self.served_workloads
+        return self if len(served) == len(self.workloads) else replace(self, workloads=served)
+
+    def with_pools(self, pools: tuple[PoolConfig, ...]) -> Fleet:
+        return replace(self, pools=pools)
+
+    def with_workloads(self, filled: Mapping[str, WorkloadConfig]) -> Fleet:
+        """This fleet with the workloads named in ``filled`` replaced (footprints read off
+        their signals, :func:`scaler.planning.footprints.observed_footprints`)."""
+        if not filled:
+            return self
+        return replace(self, workloads=tuple(filled.get(w.name, w) for w in self.workloads))
+
+    def with_lead_times(self, seconds: Mapping[str, int]) -> Fleet:
+        """This fleet with the pools named in ``seconds`` planned with that lead time (the
+        ``lead_time_s: auto`` pools, :mod:`scaler.service.lead_times`)."""
+        if not seconds:
+            return self
+        pools = tuple(
+            p.with_lead_time(seconds[p.name]) if p.name in seconds else p for p in self.pools
+        )
+        return replace(self, pools=pools)
 
 
 def _check_starvation(starvation: StarvationConfig, pool_models: set[str]) -> None:

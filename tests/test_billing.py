@@ -22,10 +22,10 @@ from scaler.planning.billing import (
     keep_paid_nodes,
     starts_from_past,
 )
-from scaler.planning.tiers import plan_capacity
 from scaler.plans import PastCycle
 from scaler.replay.fleets import FleetRun
 from scaler.reports import finance
+from tests.planning_inputs import plan_for
 from tests.test_finance import LEVELS, START, fake_forecast
 from tests.test_finance import fleet as finance_fleet
 from tests.test_planning import NOW, forecast
@@ -68,7 +68,7 @@ def test_billed_seconds_round_up_to_the_period_and_the_minimum() -> None:
 def _plan(billing: dict[str, int] | None, starts: list[pd.Timestamp], now: pd.Timestamp) -> Any:
     # Demand fell from three nodes' worth to under one node's: the plan wants 3 -> 1.
     fc = forecast(np.full(300, 4.0), 0.1, 4.0, 4.0)
-    return plan_capacity(_config(billing), {"rps": fc}, {"od": 3}, now, node_starts={"od": starts})
+    return plan_for(_config(billing), {"rps": fc}, {"od": 3}, now, node_starts={"od": starts})
 
 
 def test_a_node_is_kept_to_the_end_of_its_paid_hour_when_releasing_saves_nothing() -> None:

@@ -123,14 +123,14 @@ def test_idle_reserved_capacity_above_the_threshold_heads_the_report() -> None:
 
 def _plan(config: Config, levels: dict[float, Any], monkeypatch: Any, timeout: bool) -> Any:
     from scaler.planning import solver
-    from scaler.planning.tiers import plan_capacity
+    from tests.planning_inputs import plan_for
 
     if timeout:
         # What SciPy's HiGHS gives on a time limit: no schedule.
         monkeypatch.setattr(solver, "_run_milp", lambda program: None)
     forecasts = {"rps": fake_forecast(levels, hours=HOURS)}
     inventory = {p.name: p.min_nodes for p in config.pools}
-    return plan_capacity(config, forecasts, inventory, START)
+    return plan_for(config, forecasts, inventory, START)
 
 
 def test_a_capped_plan_says_it_is_short_beside_its_unserved_figure(monkeypatch: Any) -> None:
@@ -150,7 +150,7 @@ def test_a_capped_plan_says_it_is_short_beside_its_unserved_figure(monkeypatch: 
 def test_a_plan_short_of_its_need_never_reports_nothing_unserved() -> None:
     import dataclasses
 
-    from scaler.planning.tiers import plan_capacity
+    from tests.planning_inputs import plan_for
 
     # The forecast's q0.9 (3 GPUs) fits the 3 on-demand GPUs, but the newest observation
     # (6, plus its margin) puts the plan's need at 7: the plan is 4 GPUs short near term.
@@ -158,7 +158,7 @@ def test_a_plan_short_of_its_need_never_reports_nothing_unserved() -> None:
     config = fleet([{**ON_DEMAND, "max_nodes": 3}])
     fc = fake_forecast({0.1: 1.0, 0.5: 2.0, 0.9: 3.0}, hours=HOURS)
     fc = dataclasses.replace(fc, last_value=6.0, recent_max=6.0)
-    plan = plan_capacity(config, {"rps": fc}, {"od": 0}, START)
+    plan = plan_for(config, {"rps": fc}, {"od": 0}, START)
     [short] = plan.risk["shortfall"]
     assert short["max_gpus_short"] == pytest.approx(4.0)
     assert plan.risk["expected_unserved_gpu_hours"] > 0

@@ -66,10 +66,10 @@ def history(mem: float | np.ndarray = 14.0, util: float | np.ndarray = 18.0, day
 def test_a_workload_that_declares_no_footprint_is_packed_on_what_its_replicas_use() -> None:
     rng = np.random.default_rng(0)
     n = len(series(0.0))
-    cfg, notes = observed_footprints(
-        config(), history(mem=12 + 2 * rng.random(n), util=10 + 8 * rng.random(n))
+    filled, notes = observed_footprints(
+        config().workloads, history(mem=12 + 2 * rng.random(n), util=10 + 8 * rng.random(n))
     )
-    w = cfg.workloads[0]
+    w = filled["chat"]
     # q0.99 memory just under 14 GB, +10%: 16 GB; q0.99 utilization just under 18%, +10%:
     # 0.198, up to the next 0.05: 0.20. An H100 holds 5 such replicas under MPS.
     assert w.memory_gb == 16.0 and w.compute_share == pytest.approx(0.20)
@@ -78,14 +78,13 @@ def test_a_workload_that_declares_no_footprint_is_packed_on_what_its_replicas_us
 
 
 def test_what_is_declared_wins() -> None:
-    cfg, _ = observed_footprints(config(memory_gb=30, compute_share=0.5), history())
-    assert cfg.workloads[0].memory_gb == 30 and cfg.workloads[0].compute_share == 0.5
+    declared = config(memory_gb=30, compute_share=0.5)
+    assert observed_footprints(declared.workloads, history()) == ({}, [])
     # A declared memory with an observed share: the share is filled in, the memory kept.
-    cfg, _ = observed_footprints(config(memory_gb=30), history())
-    assert cfg.workloads[0].memory_gb == 30 and cfg.workloads[0].compute_share == pytest.approx(
-        0.20
-    )
-    assert workload_replicas_per_gpu(cfg.workloads[0]) == 2
+    filled, _ = observed_footprints(config(memory_gb=30).workloads, history())
+    w = filled["chat"]
+    assert w.memory_gb == 30 and w.compute_share == pytest.approx(0.20)
+    assert workload_replicas_per_gpu(w) == 2
 
 
 @pytest.mark.parametrize(
@@ -106,9 +105,9 @@ def test_missing_or_bad_data_and_workloads_that_may_not_share_keep_a_whole_gpu(
     workload: dict[str, Any], hist: dict[str, pd.Series]
 ) -> None:
     cfg = config(**workload)
-    out, notes = observed_footprints(cfg, hist)
-    assert out is cfg and notes == []
-    assert workload_replicas_per_gpu(out.workloads[0]) == 1
+    filled, notes = observed_footprints(cfg.workloads, hist)
+    assert filled == {} and notes == []
+    assert workload_replicas_per_gpu(cfg.workloads[0]) == 1
 
 
 def test_a_busy_replica_is_not_packed() -> None:
@@ -133,6 +132,8 @@ def test_the_cycle_plans_with_the_observed_footprint_and_says_so(tmp_path) -> No
         update={"model_store": config().model_store.model_copy(update={"path": tmp_path})}
     )
     result = run_cycle(cfg, history(), RecordingProvider({"h100": 0}), NOW, dry_run=True)
-    assert result.config is not None and result.config.workloads[0].compute_share == 0.2
+    # The plan's fleet carries the observed footprint; the loaded config is left as it was.
+    assert result.fleet is not None and result.fleet.workloads[0].compute_share == 0.2
+    assert cfg.workloads[0].compute_share is None
     assert any("footprint from its signals" in n for n in result.plan.notes)
     assert result.plan.sharing["workloads"]["chat"]["mode"] == "mps"

@@ -216,7 +216,7 @@ def test_a_forecast_that_rises_more_never_lowers_capacity(rise: float) -> None:
     # the nodes requested now.
     from scaler.planning.growth import Growth
     from scaler.planning.margins import Margin
-    from scaler.planning.tiers import plan_capacity
+    from tests.planning_inputs import plan_for
     from tests.test_planning import NOW, _fleet, forecast, history
 
     config, _, inventory = _fleet()
@@ -229,7 +229,7 @@ def test_a_forecast_that_rises_more_never_lowers_capacity(rise: float) -> None:
     up = forecast(level * ramp, 0.1, 40, 40)
 
     def plan(fc: SeriesForecast) -> tuple[np.ndarray, int]:
-        p = plan_capacity(
+        p = plan_for(
             config, {"rps": fc}, inventory, NOW, history={"rps": seen}, margins={"rps": margin}
         )
         return np.array(p.demand_gpus["H100-80GB"]), sum(a.target_nodes for a in p.actions)

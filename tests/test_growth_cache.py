@@ -65,10 +65,17 @@ def _summary(margins: dict[str, Margin | None]) -> dict[str, tuple[object, ...] 
 def test_a_second_cycle_minutes_later_makes_no_backtest_forecast(tmp_path: Path) -> None:
     config, history, forecasts, _ = _inputs(pd.Timedelta(minutes=-5))
     method = config.forecast.method
-    plain = learn_margins(config, forecasts, history)
+    plain = learn_margins(config.fleet, config.policy, config.forecast.method, forecasts, history)
 
     first = GrowthCache(tmp_path / FILE_NAME, KEEP)
-    cached = learn_margins(config, forecasts, history, _counting(first, method, []))
+    cached = learn_margins(
+        config.fleet,
+        config.policy,
+        config.forecast.method,
+        forecasts,
+        history,
+        _counting(first, method, []),
+    )
     first.save()
     assert first.stats["made"] > 0 and first.stats["kept"] == 0
     # Kept or not, the margins are the same.
@@ -77,7 +84,14 @@ def test_a_second_cycle_minutes_later_makes_no_backtest_forecast(tmp_path: Path)
     # The next cycle, five minutes later, in a fresh process: every forecast is kept.
     config, history, forecasts, _ = _inputs()
     second = GrowthCache(tmp_path / FILE_NAME, KEEP)
-    learn_margins(config, forecasts, history, _counting(second, method, []))
+    learn_margins(
+        config.fleet,
+        config.policy,
+        config.forecast.method,
+        forecasts,
+        history,
+        _counting(second, method, []),
+    )
     assert second.stats["made"] == 0
     assert second.stats["kept"] == first.stats["made"]
 
@@ -88,14 +102,28 @@ def test_a_day_later_only_the_new_origin_is_forecast_and_old_ones_are_dropped(
     config, history, forecasts, _ = _inputs(pd.Timedelta(days=-1))
     method = config.forecast.method
     cache = GrowthCache(tmp_path / FILE_NAME, KEEP)
-    learn_margins(config, forecasts, history, _counting(cache, method, []))
+    learn_margins(
+        config.fleet,
+        config.policy,
+        config.forecast.method,
+        forecasts,
+        history,
+        _counting(cache, method, []),
+    )
     cache.save()
     made = cache.stats["made"]
     signals = len([n for n in forecasts if n in history])
 
     later = GrowthCache(tmp_path / FILE_NAME, pd.Timedelta(days=1))
     config, history, forecasts, _ = _inputs()
-    learn_margins(config, forecasts, history, _counting(later, method, []))
+    learn_margins(
+        config.fleet,
+        config.policy,
+        config.forecast.method,
+        forecasts,
+        history,
+        _counting(later, method, []),
+    )
     # One new refresh time per signal; the others were kept.
     assert later.stats["made"] == signals
     assert later.stats["kept"] == made - signals
@@ -109,7 +137,14 @@ def test_a_rewritten_last_day_makes_a_new_forecast(tmp_path: Path) -> None:
     config, history, forecasts, _ = _inputs()
     method = config.forecast.method
     cache = GrowthCache(tmp_path / FILE_NAME, KEEP)
-    learn_margins(config, forecasts, history, _counting(cache, method, []))
+    learn_margins(
+        config.fleet,
+        config.policy,
+        config.forecast.method,
+        forecasts,
+        history,
+        _counting(cache, method, []),
+    )
     cache.save()
 
     name = sorted(history)[0]
@@ -118,7 +153,14 @@ def test_a_rewritten_last_day_makes_a_new_forecast(tmp_path: Path) -> None:
     changed = {**history, name: y}
     again = GrowthCache(tmp_path / FILE_NAME, KEEP)
     calls: list[str] = []
-    learn_margins(config, forecasts, changed, _counting(again, method, calls))
+    learn_margins(
+        config.fleet,
+        config.policy,
+        config.forecast.method,
+        forecasts,
+        changed,
+        _counting(again, method, calls),
+    )
     assert again.stats["made"] > 0
     assert again.stats["made"] <= calls.count(name)
 
@@ -133,7 +175,14 @@ def test_a_bad_cache_file_is_an_empty_cache(
     with caplog.at_level(logging.WARNING, logger="scaler.service.growth_cache"):
         cache = GrowthCache(path, KEEP)
     assert "growth backtest cache" in caplog.text
-    learn_margins(config, forecasts, history, _counting(cache, config.forecast.method, []))
+    learn_margins(
+        config.fleet,
+        config.policy,
+        config.forecast.method,
+        forecasts,
+        history,
+        _counting(cache, config.forecast.method, []),
+    )
     cache.save()
     assert json.loads(path.read_text())["format"] == 1
 
@@ -148,7 +197,14 @@ def test_a_link_at_the_cache_path_is_neither_followed_nor_replaced(
     link.symlink_to(target)
     config, history, forecasts, _ = _inputs()
     cache = GrowthCache(link, KEEP)
-    learn_margins(config, forecasts, history, _counting(cache, config.forecast.method, []))
+    learn_margins(
+        config.fleet,
+        config.policy,
+        config.forecast.method,
+        forecasts,
+        history,
+        _counting(cache, config.forecast.method, []),
+    )
     with caplog.at_level(logging.WARNING, logger="scaler.service.growth_cache"):
         cache.save()
     assert target.read_text() == "keep me"

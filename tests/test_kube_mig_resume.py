@@ -426,7 +426,12 @@ def test_the_planner_finishes_a_recorded_relayout_first() -> None:
     )
     assert state.relayout == record and state.held is not None
     plan = plan_mig(
-        cfg, {}, {"capi": 1}, pd.Timestamp("2026-12-02T09:10:00"), node_states={"capi": [state]}
+        cfg.fleet,
+        cfg.policy,
+        {},
+        {"capi": 1},
+        pd.Timestamp("2026-12-02T09:10:00"),
+        node_states={"capi": [state]},
     )
     first = plan.actions[0]
     assert (first.decision, first.details["node"], first.details["resume"]) == (
@@ -434,5 +439,5 @@ def test_the_planner_finishes_a_recorded_relayout_first() -> None:
         "md-a",
         True,
     )
-    assert "finish the relayout of node md-a" in first.reason
+    assert "finish the relayout of md-a" in first.reason.text()
     assert not [a for a in plan.actions[1:] if a.decision == "relayout"]

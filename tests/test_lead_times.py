@@ -24,20 +24,22 @@ from scaler.actuation.kube.readiness import (
     observe_lead_times,
 )
 from scaler.actuation.kube.transport import MemoryTransport, RetryPolicy, Session
-from scaler.actuation.protocol import RecordingProvider
+from scaler.actuation.protocol import RecordingProvider, capabilities_of
 from scaler.cli import main
 from scaler.config import ConfigError, PoolConfig, load_config, parse_config
 from scaler.inputs.demo import DEMO_CONFIG
 from scaler.records import LeadTimeObservation, RunRecord, RunStore
 from scaler.reports import capacity
-from scaler.reports.i18n import numbers_in, translate_reason
+from scaler.reports.i18n import numbers_in
 from scaler.service.lead_times import (
     LeadTime,
     lead_time_notes,
     learn_lead_times,
+    planned_seconds,
     quantile,
     resolve_lead_times,
 )
+from scaler.wording import Reason
 from tests import fuzz_corpus
 from tests.fake_kube import FakeKube, connect_to, gpu_node, start_fake
 from tests.test_kube_deploy import DISCOVERY, manifest_grants, required_grant
@@ -419,8 +421,8 @@ def starts(pool: str, seconds: list[float]) -> list[LeadTimeObservation]:
 def test_five_starts_learn_the_q09_fewer_keep_the_fallback() -> None:
     config = auto_config()
     twelve = [300, 500, 600, 700, 800, 900, 1000, 1100, 1500, 1200, 1400, 400]
-    resolved, chosen = resolve_lead_times(
-        config,
+    chosen = resolve_lead_times(
+        config.pools,
         {"spot": starts("spot", twelve), "hold": starts("hold", [600, 700]), "fixed": []},
     )
     assert chosen == {
@@ -428,12 +430,13 @@ def test_five_starts_learn_the_q09_fewer_keep_the_fallback() -> None:
         "spot": LeadTime("spot", 1380, True, 12),
         "hold": LeadTime("hold", 900, False, 2),
     }
-    assert lead_time_notes(chosen) == [
+    assert [str(n) for n in lead_time_notes(chosen)] == [
         "pool 'capi': lead time 600 s fallback (0 of 5 observations needed)",
         "pool 'spot': lead time 1,380 s learned (q0.9 of 12 node starts)",
         "pool 'hold': lead time 900 s fallback (2 of 5 observations needed)",
     ]
-    # The planner sees whole seconds and no auto; the loaded config is left as it was.
+    # The planner's fleet sees whole seconds and no auto; the loaded config is left as it was.
+    resolved = config.fleet.with_lead_times(planned_seconds(chosen))
     assert [(p.lead_time_s, p.lead_time_auto) for p in resolved.pools] == [
         (600, False),
         (1380, False),
@@ -442,17 +445,20 @@ def test_five_starts_learn_the_q09_fewer_keep_the_fallback() -> None:
     ]
     assert all(type(p.lead_time_s) is int for p in resolved.pools)
     assert [p.lead_time_auto for p in config.pools] == [True, True, True, False]
-    assert resolve_lead_times(parse_config(DEMO_CONFIG, "demo"), {}) == (
-        parse_config(DEMO_CONFIG, "demo"),
-        {},
-    )
+    demo = parse_config(DEMO_CONFIG, "demo")
+    assert resolve_lead_times(demo.pools, {}) == {}
+    assert demo.fleet.with_lead_times({}) == demo.fleet
 
 
 def test_the_window_is_the_newest_30_and_rounds_up() -> None:
     newest = [1000.5] * 30
-    _, chosen = resolve_lead_times(auto_config(), {"spot": starts("spot", [*newest, 9000, 9000])})
+    chosen = resolve_lead_times(
+        auto_config().pools, {"spot": starts("spot", [*newest, 9000, 9000])}
+    )
     assert chosen["spot"] == LeadTime("spot", math.ceil(1000.5), True, 30)
-    _, five = resolve_lead_times(auto_config(), {"spot": starts("spot", [100, 200, 300, 400, 500])})
+    five = resolve_lead_times(
+        auto_config().pools, {"spot": starts("spot", [100, 200, 300, 400, 500])}
+    )
     assert five["spot"].learned and five["spot"].seconds == 460
 
 
@@ -462,15 +468,18 @@ def test_learning_keeps_the_cycle_starts_and_reads_them_back(
     config = auto_config()
     store = RunStore(tmp_path / "runs.sqlite")
     provider = KubeProvider(config, session_to(fake, tmp_path), dry_run=True)
-    resolved, chosen = learn_lead_times(config, provider, store, pd.Timestamp(T0))
+    reader = capabilities_of(provider).lead_times
+    chosen = learn_lead_times(config.pools, reader, store, pd.Timestamp(T0))
     assert chosen["spot"] == LeadTime("spot", 684, True, 5)  # q0.9 of 600..700
     assert chosen["capi"] == LeadTime("capi", 600, False, 2)
-    assert resolved.pools[1].lead_time_s == 684
+    assert config.fleet.with_lead_times(planned_seconds(chosen)).pools[1].lead_time_s == 684
     # The next cycle sees the same objects: nothing is counted twice.
-    _, again = learn_lead_times(config, provider, store, pd.Timestamp(T0))
+    again = learn_lead_times(config.pools, reader, store, pd.Timestamp(T0))
     assert again == chosen
     # Without a cluster the records still know what earlier cycles saw.
-    _, offline = learn_lead_times(config, RecordingProvider({}), store)
+    recording = capabilities_of(RecordingProvider({})).lead_times
+    assert recording is None
+    offline = learn_lead_times(config.pools, recording, store)
     assert offline == chosen
 
 
@@ -518,7 +527,7 @@ def test_a_dry_run_without_a_cluster_plans_with_the_fallback_and_says_so(
     note = "pool 'od': lead time 720 s fallback (0 of 5 observations needed)"
     assert f"note: {note}" in out
     plan = json.loads((workdir / "plan.json").read_text())
-    assert note in plan["notes"] and plan["pools"][0]["lead_time_s"] == 720
+    assert note in texts(plan["notes"]) and plan["pools"][0]["lead_time_s"] == 720
     record = RunStore(state_dir / "tiercast-records.sqlite").recent(limit=1)[0]
     assert note in record.notes
     # Starts an earlier cycle kept in the same records are learned from.
@@ -533,7 +542,8 @@ def test_a_dry_run_without_a_cluster_plans_with_the_fallback_and_says_so(
     assert learned["pools"][0]["lead_time_s"] == 1380
     # The pool's action says where its lead time comes from, too.
     reason = next(a["reason"] for a in learned["actions"] if a["pool"] == "od")
-    assert "lead time 1,380 s learned (q0.9 of 12 node starts)" in reason
+    assert (reason["params"]["lead_from"], reason["params"]["lead_starts"]) == ("learned", 12)
+    assert "lead time learned (12 node starts)" in reason["text"]
 
 
 @pytest.mark.slow
@@ -567,7 +577,7 @@ def test_plan_and_report_learn_from_existing_records_and_never_create_them(
     report = ["report", "--config", "c.yaml", "--out-dir", "rep", "-o", "json"]
     assert main([*report, "--backtest-origins", "0"]) == 0
     assert reviewed == [1380]
-    assert learned in json.loads((workdir / "rep" / "plan.json").read_text())["notes"]
+    assert learned in texts(json.loads((workdir / "rep" / "plan.json").read_text())["notes"])
     assert learned in (workdir / "rep" / "report.json").read_text()
 
 
@@ -586,7 +596,11 @@ def test_plan_and_report_learn_from_existing_records_and_never_create_them(
         ),
     ],
 )
-def test_the_lead_time_notes_read_in_russian_with_every_number(note: str, russian: str) -> None:
-    assert translate_reason(note, "ru") == russian
-    assert numbers_in(russian, "ru") == numbers_in(note, "en")
-    assert translate_reason(note, "en") == note
+def test_the_lead_time_notes_read_in_russian_with_every_number(note: Reason, russian: str) -> None:
+    assert note.text("ru") == russian
+    assert numbers_in(russian, "ru") == numbers_in(note.text("en"), "en")
+
+
+def texts(notes: list[Any]) -> list[str]:
+    """A plan JSON's notes as text: a typed note's rendering, a sentence as it is."""
+    return [n["text"] if isinstance(n, dict) else n for n in notes]

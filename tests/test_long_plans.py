@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import scaler.planning.solver as solver
-from scaler.planning.tiers import plan_capacity
+from tests.planning_inputs import plan_for
 from tests.test_planning import NOW, POOL_KINDS, _h100_config, forecast, usable_gpus
 
 DAY = 288
@@ -42,12 +42,12 @@ def test_a_long_plan_acts_as_the_one_day_plan_and_covers_every_step(
 
     monkeypatch.setattr(solver, "_solve_milp", milp)
     config, forecasts, inventory = _fleet(4)
-    long_plan = plan_capacity(config, forecasts, inventory, NOW)
+    long_plan = plan_for(config, forecasts, inventory, NOW)
     # The MILP saw the first day and a lead time past it, not four days.
     assert sizes and max(sizes) <= DAY + 3
     assert long_plan.risk["solver"] == "milp"
     day_config, day_forecasts, _ = _fleet(1)
-    day_plan = plan_capacity(day_config, day_forecasts, inventory, NOW)
+    day_plan = plan_for(day_config, day_forecasts, inventory, NOW)
     first = {a.pool: a.target_nodes for a in long_plan.actions}
     assert first == {a.pool: a.target_nodes for a in day_plan.actions}
     # Every step of the four days is covered at the planned quantile, the rise included,
@@ -65,6 +65,6 @@ def test_a_long_plan_falls_back_to_greedy_alone_when_the_milp_gives_nothing(
 ) -> None:
     monkeypatch.setattr(solver, "_solve_milp", lambda prob: None)
     config, forecasts, inventory = _fleet(3)
-    plan = plan_capacity(config, forecasts, inventory, NOW)
+    plan = plan_for(config, forecasts, inventory, NOW)
     assert plan.risk["solver"] == "greedy"
     assert any("greedy fallback" in n for n in plan.notes)

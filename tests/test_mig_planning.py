@@ -21,9 +21,9 @@ from scaler.planning.mig.demand import slice_demand
 from scaler.planning.mig.layouts import Costs, GpuState, solve_exact, solve_heuristic
 from scaler.planning.mig.plan import MigPlan, plan_mig
 from scaler.planning.mig.timing import quiet_window
-from scaler.planning.tiers import plan_capacity
 from scaler.service.cycle import run_cycle
 from tests.conftest import REPO
+from tests.planning_inputs import plan_for
 
 NOW = pd.Timestamp("2026-11-02T00:00:00")
 SEVEN_1G = Layout.of({"1g.10gb": 7})
@@ -81,7 +81,7 @@ def forecast(values: np.ndarray, name: str = "rps") -> SeriesForecast:
 def test_slice_demand_counts_instances_per_profile() -> None:
     cfg = config(["whole", "whole"])
     grid = planning_grid(NOW, 3600, 300)
-    d = slice_demand(cfg, {"rps": forecast(np.full(100, 95.0))}, grid, 0.9)
+    d = slice_demand(cfg.fleet, {"rps": forecast(np.full(100, 95.0))}, grid, 0.9)
     assert set(d) == {"A100-80GB"}
     assert d["A100-80GB"]["1g.10gb"].max() == 10  # ceil(95 / 10) instances
 
@@ -94,9 +94,9 @@ def test_mig_workloads_count_as_gpu_shares_for_the_tier_planner() -> None:
 
 def test_current_layout_already_fits_so_nothing_changes() -> None:
     cfg = config(["1g.10gb:7", "whole"])
-    plan = plan_mig(cfg, {"rps": forecast(np.full(100, 120.0))}, {"mig": 2}, NOW)
+    plan = plan_mig(cfg.fleet, cfg.policy, {"rps": forecast(np.full(100, 120.0))}, {"mig": 2}, NOW)
     assert [a.decision for a in plan.actions] == ["no-op"]
-    assert "keep their MIG layouts" in plan.actions[0].reason
+    assert "keep their MIG layouts" in plan.actions[0].reason.text()
     section = plan.section["models"]["A100-80GB"]
     assert section["decision"] == "fits" and section["gpus_changed"] == 0
     assert plan.section["node_labels"] == {
@@ -107,11 +107,12 @@ def test_current_layout_already_fits_so_nothing_changes() -> None:
 
 def test_demand_beyond_the_current_layout_relayouts_now() -> None:
     cfg = config(["1g.10gb:7", "whole"])
-    plan = plan_mig(cfg, {"rps": forecast(np.full(100, 250.0))}, {"mig": 2}, NOW)
+    plan = plan_mig(cfg.fleet, cfg.policy, {"rps": forecast(np.full(100, 250.0))}, {"mig": 2}, NOW)
     relayouts = [a for a in plan.actions if a.decision == "relayout"]
     assert len(relayouts) == 1 and relayouts[0].kind == "mig-layout"
     assert relayouts[0].details["node"] == "mig-1"
-    assert "q0.9" in relayouts[0].reason and "lead time" in relayouts[0].reason
+    assert relayouts[0].reason.params["quantile"] == "q0.9"
+    assert relayouts[0].reason.params["lead_min"] > 0
     cap = plan.section["models"]["A100-80GB"]["capacity_instances"]
     assert cap["1g.10gb"] >= 25
     mig_parted = plan.section["mig_parted_config"]
@@ -121,7 +122,7 @@ def test_demand_beyond_the_current_layout_relayouts_now() -> None:
 
 def test_whole_gpus_are_kept_for_training() -> None:
     cfg = config(["whole", "whole"], mig_whole_gpus=3)
-    plan = plan_mig(cfg, {"rps": forecast(np.full(100, 60.0))}, {"mig": 2}, NOW)
+    plan = plan_mig(cfg.fleet, cfg.policy, {"rps": forecast(np.full(100, 60.0))}, {"mig": 2}, NOW)
     layouts = [n["layouts"] for n in plan.section["models"]["A100-80GB"]["nodes"]]
     assert sum(lay == "whole" for node in layouts for lay in node) == 3
 
@@ -137,13 +138,13 @@ def test_a_change_is_timed_in_the_quietest_window_before_it_is_needed() -> None:
             "pools": (cfg.pools[0].model_copy(update={"mig_layouts": ("1g.10gb:7", "3g.40gb:2")}),)
         }
     )
-    plan = plan_mig(cfg, {"rps": forecast(values)}, {"mig": 2}, NOW)
+    plan = plan_mig(cfg.fleet, cfg.policy, {"rps": forecast(values)}, {"mig": 2}, NOW)
     section = plan.section["models"]["A100-80GB"]
     assert section["decision"] == "cover"
     start = pd.Timestamp(section["window"]["start"].rstrip("Z"))
     assert NOW + pd.Timedelta("50min") <= start <= NOW + pd.Timedelta("85min")
     assert all(a.decision == "no-op" for a in plan.actions)  # scheduled, not now
-    assert any("scheduled for the lowest-demand window" in a.reason for a in plan.actions)
+    assert any(a.reason.code == "mig.relayout-scheduled" for a in plan.actions)
 
 
 def test_a_change_that_does_not_pay_for_itself_is_not_made() -> None:
@@ -187,9 +188,16 @@ def test_quiet_window() -> None:
 
 def test_stale_signal_holds_the_layouts() -> None:
     cfg = config(["1g.10gb:7", "whole"])
-    plan = plan_mig(cfg, {"rps": forecast(np.full(100, 250.0))}, {"mig": 2}, NOW, stale={"rps"})
+    plan = plan_mig(
+        cfg.fleet,
+        cfg.policy,
+        {"rps": forecast(np.full(100, 250.0))},
+        {"mig": 2},
+        NOW,
+        stale={"rps"},
+    )
     assert all(a.decision == "no-op" for a in plan.actions)
-    assert "stale" in plan.actions[0].reason
+    assert "stale" in plan.actions[0].reason.text()
 
 
 def test_config_rejects_bad_mig_fields_in_one_line() -> None:
@@ -222,9 +230,14 @@ def test_demo_cycle_shows_mig_layout_actions(workdir: Path) -> None:
         c["action"].kind == "mig-layout" for c in [{"action": r.action} for r in result.results]
     )
     # Same inputs, same plan: the MIG section is deterministic too.
-    again = plan_capacity(cfg, result.forecasts, inventory, now)
+    again = plan_for(cfg, result.forecasts, inventory, now)
     mig = plan_mig(
-        cfg, result.forecasts, inventory, now, {p.pool: p.target_nodes[0] for p in again.pools}
+        cfg.fleet,
+        cfg.policy,
+        result.forecasts,
+        inventory,
+        now,
+        {p.pool: p.target_nodes[0] for p in again.pools},
     )
     assert mig.section == plan["mig"]
 
@@ -252,7 +265,8 @@ def _known() -> dict[str, Any]:
 def test_real_nodes_and_the_operators_names_are_used() -> None:
     cfg = config(["whole", "whole"])
     plan = plan_mig(
-        cfg,
+        cfg.fleet,
+        cfg.policy,
         {"rps": forecast(np.full(100, 250.0))},
         {"mig": 2},
         NOW,
@@ -276,7 +290,8 @@ def test_a_layout_the_operator_lacks_gets_a_tiercast_name_and_its_entry() -> Non
 
     def plan_at(level: float) -> MigPlan:
         return plan_mig(
-            cfg,
+            cfg.fleet,
+            cfg.policy,
             {"rps": forecast(np.full(100, level))},
             {"mig": 2},
             NOW,
@@ -301,11 +316,16 @@ def test_a_node_with_a_change_in_progress_is_held() -> None:
     cfg = config(["whole", "whole"])
     states = _states(held="nvidia.com/mig.config.state=pending")
     plan = plan_mig(
-        cfg, {"rps": forecast(np.full(100, 250.0))}, {"mig": 2}, NOW, node_states=states
+        cfg.fleet,
+        cfg.policy,
+        {"rps": forecast(np.full(100, 250.0))},
+        {"mig": 2},
+        NOW,
+        node_states=states,
     )
     assert not [a for a in plan.actions if a.decision == "relayout"]
     (noop,) = plan.actions
-    assert "gpu-node-b2: nvidia.com/mig.config.state=pending" in noop.reason
+    assert "gpu-node-b2: nvidia.com/mig.config.state=pending" in noop.reason.text()
     assert plan.section["models"]["A100-80GB"]["shortfall_instances"] == {"1g.10gb": 11}
 
 
@@ -333,11 +353,11 @@ def test_single_strategy_nodes_never_get_mixed_layouts() -> None:
         }
     )
     fc = {"rps": forecast(np.full(100, 160.0)), "big": forecast(np.full(100, 10.0), "big")}
-    mixed = plan_mig(cfg, fc, {"mig": 2}, NOW, node_states=_states("mixed"))
+    mixed = plan_mig(cfg.fleet, cfg.policy, fc, {"mig": 2}, NOW, node_states=_states("mixed"))
     nodes = mixed.section["models"]["A100-80GB"]["nodes"]
     assert any("," in lay for n in nodes for lay in n["layouts"])  # 1g.10gb:4,3g.40gb:1
     assert mixed.section["models"]["A100-80GB"]["shortfall_instances"] == {}
-    single = plan_mig(cfg, fc, {"mig": 2}, NOW, node_states=_states("single"))
+    single = plan_mig(cfg.fleet, cfg.policy, fc, {"mig": 2}, NOW, node_states=_states("single"))
     section = single.section["models"]["A100-80GB"]
     # Each node gets one layout on every GPU, not a refusal: the whole node b2 takes
     # 2 x 3g.40gb per GPU, the closest cover one profile per node allows.
@@ -349,8 +369,8 @@ def test_single_strategy_nodes_never_get_mixed_layouts() -> None:
     (relayout,) = [a for a in single.actions if a.decision == "relayout"]
     assert relayout.details["node"] == "gpu-node-b2"
     assert relayout.details["needs_mixed_strategy"] is False
-    assert "mig.strategy is single" in relayout.reason
-    assert not any("would need mig.strategy=mixed" in a.reason for a in single.actions)
+    assert "(mig.strategy single)" in relayout.reason.text()
+    assert not any("would need mig.strategy=mixed" in a.reason.text() for a in single.actions)
     assert section["shortfall_instances"] == {"1g.10gb": 2}
 
 
@@ -382,8 +402,8 @@ def test_single_strategy_uniform_layouts_hold_for_every_solver() -> None:
 def test_a_pool_the_tier_plan_shrinks_is_not_relayouted() -> None:
     cfg = config(["whole", "whole"], min_nodes=0)
     fc = {"rps": forecast(np.full(100, 250.0))}
-    grow = plan_mig(cfg, fc, {"mig": 2}, NOW, {"mig": 2}, node_states=_states())
+    grow = plan_mig(cfg.fleet, cfg.policy, fc, {"mig": 2}, NOW, {"mig": 2}, node_states=_states())
     assert [a for a in grow.actions if a.decision == "relayout"]
-    shrink = plan_mig(cfg, fc, {"mig": 2}, NOW, {"mig": 1}, node_states=_states())
+    shrink = plan_mig(cfg.fleet, cfg.policy, fc, {"mig": 2}, NOW, {"mig": 1}, node_states=_states())
     assert not [a for a in shrink.actions if a.decision == "relayout"]
-    assert "scales down 2 -> 1 this cycle" in shrink.actions[0].reason
+    assert "scales down 2 -> 1 this cycle" in shrink.actions[0].reason.text()

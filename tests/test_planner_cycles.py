@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,11 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forecaster.forecasting import SeriesForecast
+from scaler import wording
 from scaler.actuation.protocol import RecordingProvider
 from scaler.config import Config, parse_config
-from scaler.planning.tiers import plan_capacity
 from scaler.plans import CapacityPlan, past_cycle
 from scaler.service.cycle import run_cycle
+from scaler.wording import Reason
+from tests.planning_inputs import plan_for
 from tests.test_planning import NOW, PROPS, STEP, cases, forecast, history
 
 CYCLE = pd.Timedelta(minutes=5)
@@ -78,9 +79,9 @@ def test_a_stale_signal_changes_no_pool_target(
     # The stale forecast says demand will soar; only its newest observation counts.
     old = renamed(forecast(np.full(30, old_level * 3 + 50), 0.2, old_last, old_last), "old", age)
     inventory = {"h100": h100, "a100": a100}
-    stale = plan_capacity(config, {"fresh": fresh, "old": old}, inventory, NOW, stale={"old"})
-    missing = plan_capacity(config, {"fresh": fresh}, inventory, NOW)
-    good = plan_capacity(config, {"fresh": fresh, "old": renamed(old, "old")}, inventory, NOW)
+    stale = plan_for(config, {"fresh": fresh, "old": old}, inventory, NOW, stale={"old"})
+    missing = plan_for(config, {"fresh": fresh}, inventory, NOW)
+    good = plan_for(config, {"fresh": fresh, "old": renamed(old, "old")}, inventory, NOW)
     target = {a.pool: a.target_nodes for a in stale.actions}
     # The fresh signal's pools are planned as if nothing were wrong elsewhere.
     h = {p.pool: p.target_nodes for p in stale.pools}["h100"]
@@ -136,8 +137,9 @@ def test_one_stale_signal_beside_a_fresh_one_through_the_cycle(tmp_path, age) ->
     )
     # The stale one holds its pool: 9 nodes (72 GPUs) cover its newest observation.
     assert actions["a100"].decision == "no-op" and actions["a100"].target_nodes == 9
-    assert "signal 'old' is stale" in actions["a100"].reason
-    assert any("'old' is stale" in n for n in plan.notes)
+    assert "risk.held_models.A100-80GB" in actions["a100"].reason.refs
+    assert "signal 'old' is stale" in plan.risk["held_models"]["A100-80GB"]
+    assert any("'old' is stale" in str(n) for n in plan.notes)
 
 
 # --------------------------------------------------------------------------- no flapping
@@ -208,7 +210,7 @@ def test_no_reversal_within_lead_and_stabilization_unless_observed_demand_rises(
             ),
             last_timestamp=now - STEP,
         )
-        plan = plan_capacity(config, {"rps": fc}, held, now, past=past)
+        plan = plan_for(config, {"rps": fc}, held, now, past=past)
         for a in plan.actions:
             if a.target_nodes != a.current_nodes:
                 moves[a.pool].append((now, int(np.sign(a.target_nodes - a.current_nodes))))
@@ -221,8 +223,6 @@ def test_no_reversal_within_lead_and_stabilization_unless_observed_demand_rises(
 
 # --------------------------------------------------------------------------- reasons
 
-NUMBER = r"(-?\d+(?:\.\d+)?)"
-
 
 def _need_over(plan: CapacityPlan, model: str, start: pd.Timestamp, end: pd.Timestamp) -> float:
     times = pd.DatetimeIndex([pd.Timestamp(t).tz_localize(None) for t in plan.timeline])
@@ -234,69 +234,71 @@ def _need_over(plan: CapacityPlan, model: str, start: pd.Timestamp, end: pd.Time
 
 
 def check_reasons(config: Config, plan: CapacityPlan) -> None:
-    """Every number an action's reason states is the plan's own value."""
+    """Every number an action's reason carries is the plan's own value, and every signal
+    it names has its margin stated once in ``risk.margins``, which the reason refers to."""
     data = plan.to_dict()
     cycle = pd.Timedelta(seconds=config.policy.cycle_s)
     stab = pd.Timedelta(seconds=config.policy.scale_down_stabilization_s)
+    created = pd.Timestamp(data["created_at"]).tz_localize(None)
     for a in data["actions"]:
         pool = next(p for p in config.pools if p.name == a["pool"])
         model = next(pp for pp in data["pools"] if pp["pool"] == a["pool"])["gpu_model"]
-        reason = a["reason"]
+        code, params, refs = a["reason"]["code"], a["reason"]["params"], a["reason"]["refs"]
+        assert a["reason"]["text"] == Reason.from_value(a["reason"]).text("en")
         needed_at = pd.Timestamp(a["needed_at"]).tz_localize(None)
         amount = a["target_nodes"] - a["current_nodes"]
+        assert (
+            params["bound"]
+            == data["pools"][[p["pool"] for p in data["pools"]].index(a["pool"])]["binding"]
+        )
         if a["decision"] == "scale-up":
-            assert f"+{amount} node(s) at {pool.price_per_node_hour:.2f}/h each" in reason
-            assert f"+{a['cost_delta_per_hour']:.2f}/h" in reason
+            assert code in (wording.SCALE_UP_FORECAST, wording.SCALE_UP_HELD)
+            assert params["nodes"] == amount
+            assert params["cost_per_hour"] == pytest.approx(a["cost_delta_per_hour"])
+            assert params["price_per_node_hour"] == pool.price_per_node_hour
         if a["decision"] == "scale-down" and a["current_nodes"] > pool.max_nodes:
             # A pool found above its ceiling steps down towards it by the max step.
-            assert f"-{-amount} node(s) saves {-a['cost_delta_per_hour']:.2f}/h" in reason
-            assert f"above max_nodes {pool.max_nodes}" in reason
-            assert f"at most {config.policy.max_step_nodes} node(s) a cycle" in reason
+            assert code == wording.SCALE_DOWN_MAX_NODES
+            assert params["nodes"] == -amount and params["max_nodes"] == pool.max_nodes
+            assert params["saves_per_hour"] == pytest.approx(-a["cost_delta_per_hour"])
+            assert params["max_step"] == config.policy.max_step_nodes
         elif a["decision"] == "scale-down":
-            assert f"-{-amount} node(s) saves {-a['cost_delta_per_hour']:.2f}/h" in reason
-            m = re.search(rf"stays at or under {NUMBER} GPUs until (\d\d:\d\d)Z", reason)
-            assert m, reason
+            assert code == wording.SCALE_DOWN_DEMAND
+            assert params["nodes"] == -amount
+            assert params["saves_per_hour"] == pytest.approx(-a["cost_delta_per_hour"])
             # The need is kept over the GPU model's hold window: its longest lead
             # time plus the stabilization window.
             lead_max = pd.Timedelta(
                 seconds=max(q.lead_time_s for q in config.pools if q.gpu_model == pool.gpu_model)
             )
-            created = pd.Timestamp(data["created_at"]).tz_localize(None)
             kept = _need_over(plan, model, created, created + lead_max + stab + cycle)
-            assert float(m.group(1)) == pytest.approx(round(kept, 1), abs=0.051)
-            assert m.group(2) == (created + lead_max + stab).strftime("%H:%M")
-        up = re.search(rf"reaches {NUMBER} GPUs by (\d\d:\d\d)Z", reason) or re.search(
-            rf"of {NUMBER} GPUs at (\d\d:\d\d)Z", reason
-        )
-        if a["decision"] in ("scale-up", "no-op") and "newest observation" not in reason:
-            assert up, reason
+            assert params["gpus"] == pytest.approx(kept, abs=1e-3)
+            assert params["until"] == (created + lead_max + stab).strftime("%H:%MZ")
+        if code in (wording.SCALE_UP_FORECAST, wording.NO_OP_FITS):
             need = _need_over(plan, model, needed_at, needed_at + cycle)
-            assert float(up.group(1)) == pytest.approx(round(need, 1), abs=0.051)
-            assert up.group(2) == needed_at.strftime("%H:%M")
+            assert params["gpus"] == pytest.approx(need, abs=1e-3)
+            assert params["at"] == needed_at.strftime("%H:%MZ")
+            assert params["lead_min"] == round(pool.lead_time_s / 60)
         if a["decision"] == "no-op":
-            assert (
-                f"cost unchanged at {a['current_nodes'] * pool.price_per_node_hour:.2f}/h" in reason
+            assert code == wording.NO_OP_FITS and amount == 0
+            assert params["cost_per_hour"] == pytest.approx(
+                a["current_nodes"] * pool.price_per_node_hour
             )
-            assert amount == 0
-        for sig, margin in data["risk"]["margins"].items():
-            # "newest observation x margin 2.5%, learned for", "x (1 + 2.5%), learned for"
-            # (the growth rule) or "margin 10.0% for" (policy.headroom_fraction).
-            m = re.search(
-                rf"(?:margin {NUMBER}%,? (?:learned )?|x \(1 \+ {NUMBER}%\), learned )for '{sig}'",
-                reason,
-            )
-            if model in data["risk"]["held_models"]:
-                continue
-            assert m, reason
-            stated = m.group(1) if m.group(1) is not None else m.group(2)
-            assert float(stated) == pytest.approx(100 * margin["margin"], abs=0.051)
+        if model in data["risk"]["held_models"]:
+            assert f"risk.held_models.{model}" in refs or a["decision"] == "scale-down"
+            continue
+        if code == wording.SCALE_DOWN_MAX_NODES:
+            continue  # above its ceiling: no demand is cited, so no signal either
+        # The signals the reason names, each with its margin stated once in risk.margins.
+        assert params["signals"], a["reason"]
+        for sig in params["signals"]:
+            assert f"risk.margins.{sig}" in refs and sig in data["risk"]["margins"]
+            margin = data["risk"]["margins"][sig]
+            line = wording.margin_reason(sig, margin)
+            assert line.params["margin_pct"] == pytest.approx(100 * margin["margin"])
             if margin["source"] == "learned":
-                ev = re.search(rf"from {NUMBER} d of its history \({NUMBER}% unserved", reason)
-                assert ev, reason
-                assert float(ev.group(1)) == pytest.approx(margin["history_days"], abs=0.051)
-                assert float(ev.group(2)) == pytest.approx(
-                    100 * margin["unserved_share"], abs=0.0051
-                )
+                assert line.params["days"] == margin["history_days"]
+                assert line.params["unserved_pct"] == pytest.approx(100 * margin["unserved_share"])
 
 
 @pytest.mark.slow
@@ -305,7 +307,7 @@ def check_reasons(config: Config, plan: CapacityPlan) -> None:
 def test_reasons_are_computed_from_the_plan(case, learn: bool) -> None:
     config, forecasts, inventory = case
     y = history(([40.0] * 15 + [60.0] * 4) * 16 * 2) if learn else None
-    plan = plan_capacity(
+    plan = plan_for(
         config, forecasts, inventory, NOW, history={"rps": y} if y is not None else None
     )
     check_reasons(config, plan)
@@ -319,7 +321,7 @@ def test_past_cycles_come_from_the_run_records_of_cycles_that_acted() -> None:
     config = two_models()
     fresh = renamed(forecast(np.full(30, 80.0), 0.2, 80.0, 80.0), "fresh")
     old = renamed(forecast(np.full(30, 20.0), 0.2, 20.0, 20.0), "old")
-    plan = plan_capacity(config, {"fresh": fresh, "old": old}, {"h100": 2, "a100": 9}, NOW)
+    plan = plan_for(config, {"fresh": fresh, "old": old}, {"h100": 2, "a100": 9}, NOW)
 
     def record(run_id: str, dry_run: bool, job: str = "cycle", summary=None) -> RunRecord:
         return RunRecord(
@@ -386,7 +388,7 @@ def test_reserved_capacity_is_never_scaled_as_if_elastic() -> None:
     )
     for level in (10.0, 120.0):
         fc = forecast(np.full(30, level), 0.1, level, level)
-        plan = plan_capacity(config, {"rps": fc}, {"reserved": 4, "on-demand": 2}, NOW)
+        plan = plan_for(config, {"rps": fc}, {"reserved": 4, "on-demand": 2}, NOW)
         reserved = next(p for p in plan.pools if p.pool == "reserved")
         # A commitment changes only through the finance advice: 4 nodes at every step.
         assert set(reserved.target_nodes) == {4}

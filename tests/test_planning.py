@@ -13,16 +13,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forecaster.forecasting import SeriesForecast
+from scaler import wording
 from scaler.actuation.protocol import RecordingProvider
 from scaler.config import Config, parse_config
 from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes, spot_loss_fraction
 from scaler.planning.demand import gpus_for
 from scaler.planning.margins import learn_margin, replay_rule, unserved_by_margin
 from scaler.planning.solver import Solver
-from scaler.planning.tiers import learn_margins, plan_capacity, signal_replica
+from scaler.planning.tiers import learn_margins, signal_replica
 from scaler.plans import CapacityPlan, iso
 from tests.conftest import REPO
 from tests.plan_checks import validate_plan
+from tests.planning_inputs import plan_for
 
 SCHEMA = json.loads((REPO / "scaler" / "plan.schema.json").read_text())
 NOW = pd.Timestamp("2026-03-02T00:00:00")
@@ -153,7 +155,7 @@ def usable_gpus(config: Config, plan: CapacityPlan, inventory: dict[str, int]) -
 @pytest.mark.slow
 def test_capacity_covers_the_planned_quantile_unless_a_bound_binds_and_says_so(case) -> None:
     config, forecasts, inventory = case
-    plan = plan_capacity(config, forecasts, inventory, NOW)
+    plan = plan_for(config, forecasts, inventory, NOW)
     need = np.array(plan.demand_gpus["H100-80GB"])
     have = usable_gpus(config, plan, inventory)
     first = min(lead_steps(p, config.policy.cycle_s) for p in config.pools)
@@ -162,7 +164,8 @@ def test_capacity_covers_the_planned_quantile_unless_a_bound_binds_and_says_so(c
         assert plan.risk["shortfall"], "an uncovered step must be reported"
         causes = set(plan.risk["shortfall"][0]["because"])
         assert causes <= {"max_nodes", "budget", "max_step"} and causes
-        assert any("cannot be covered" in n for n in plan.notes)
+        assert any(getattr(n, "code", "") == wording.NOTE_SHORTFALL for n in plan.notes)
+        assert any("cannot be covered" in str(n) for n in plan.notes)
     else:
         assert not plan.risk["shortfall"]
 
@@ -173,7 +176,7 @@ def test_capacity_covers_the_planned_quantile_unless_a_bound_binds_and_says_so(c
 def test_never_above_max_nodes_or_budget(case) -> None:
     config, forecasts, inventory = case
     for solver in ("milp", "greedy"):
-        plan = plan_capacity(config, forecasts, inventory, NOW, solver=solver)
+        plan = plan_for(config, forecasts, inventory, NOW, solver=solver)
         pools = {p.name: p for p in config.pools}
         step = config.policy.max_step_nodes
         for pp in plan.pools:
@@ -206,16 +209,18 @@ def test_a_live_inventory_above_max_nodes_steps_down_by_the_max_step(
     inventory = {"on-demand": 17}
     seen = []
     for _ in range(4):
-        plan = plan_capacity(
+        plan = plan_for(
             config, {"rps": fc}, inventory, NOW, {"rps"} if stale else None, solver=solver
         )
         (action,) = plan.actions
         seen.append(action.target_nodes)
         if inventory["on-demand"] > 10:
             assert action.decision == "scale-down"
-            assert "above max_nodes 10" in action.reason
+            assert action.reason.code == wording.SCALE_DOWN_MAX_NODES
+            assert action.reason.params["max_nodes"] == 10
+            assert "above max_nodes 10" in action.reason.text()
             assert "max_nodes" in plan.risk["binding"]["on-demand"]
-            assert any("stepping down by at most max_step_nodes (3)" in n for n in plan.notes)
+            assert any("stepping down by at most max_step_nodes (3)" in str(n) for n in plan.notes)
         inventory = {"on-demand": action.target_nodes}
     # 17 -> 14 -> 11 -> 10: never more than the max step at once, then held at the ceiling.
     assert seen == [14, 11, 10, 10]
@@ -228,8 +233,8 @@ def test_a_live_inventory_above_max_nodes_steps_down_by_the_max_step(
 def test_no_scale_down_on_stale_or_missing_data(case) -> None:
     config, forecasts, inventory = case
     for plan in (
-        plan_capacity(config, forecasts, inventory, NOW, stale={"rps"}),
-        plan_capacity(config, {}, inventory, NOW),
+        plan_for(config, forecasts, inventory, NOW, stale={"rps"}),
+        plan_for(config, {}, inventory, NOW),
     ):
         for a in plan.actions:
             pool = next(p for p in config.pools if p.name == a.pool)
@@ -242,8 +247,8 @@ def test_no_scale_down_on_stale_or_missing_data(case) -> None:
 @PROPS
 def test_same_inputs_same_plan_and_actions_are_idempotent(case) -> None:
     config, forecasts, inventory = case
-    a = plan_capacity(config, forecasts, inventory, NOW)
-    b = plan_capacity(config, forecasts, dict(inventory), NOW)
+    a = plan_for(config, forecasts, inventory, NOW)
+    b = plan_for(config, forecasts, dict(inventory), NOW)
     assert a.to_json() == b.to_json()
     validate_plan(a.to_dict())
     # Actions carry absolute targets: applying the same plan twice changes nothing the
@@ -258,7 +263,7 @@ def test_same_inputs_same_plan_and_actions_are_idempotent(case) -> None:
     # Re-planning from the applied targets keeps them, unless the max step held the
     # first plan short of its goal (then it continues towards it), or a pool kept
     # serving while another one's new nodes booted (then only that bridge is released).
-    again = plan_capacity(config, forecasts, after, NOW)
+    again = plan_for(config, forecasts, after, NOW)
     if not any("max_step" in pp.binding for pp in a.pools):
         targets = {x.pool: x.target_nodes for x in again.actions}
         if not any(x.decision == "scale-up" for x in a.actions):
@@ -267,11 +272,17 @@ def test_same_inputs_same_plan_and_actions_are_idempotent(case) -> None:
             assert again.cost["per_hour_now"] <= a.cost["per_hour_now"] + 1e-9
 
 
-def test_every_action_names_quantile_time_lead_time_and_cost() -> None:
+def test_every_action_names_its_signals_time_lead_time_and_cost() -> None:
     config, forecasts, inventory = _fleet()
-    plan = plan_capacity(config, forecasts, inventory, NOW)
+    plan = plan_for(config, forecasts, inventory, NOW)
     for a in plan.actions:
-        assert "q0.9" in a.reason and "lead time" in a.reason and "/h" in a.reason
+        p = a.reason.params
+        assert "/h" in a.reason.text()
+        if a.reason.code == wording.SCALE_DOWN_MAX_NODES:
+            continue
+        assert p["signals"] == ("rps",) and "risk.margins.rps" in a.reason.refs
+        assert p["at" if a.decision != "scale-down" else "until"][-1] == "Z"
+        assert p["lead_min"] > 0
         assert a.needed_at > a.at or a.needed_at == a.at
     assert plan.cost["horizon_total"] > 0
     assert plan.risk["expected_unserved_gpu_hours"] >= 0
@@ -293,7 +304,7 @@ def _fleet() -> tuple[Config, dict[str, SeriesForecast], dict[str, int]]:
 
 def test_reserved_first_spot_for_the_burst_on_demand_when_spot_is_short() -> None:
     config, forecasts, inventory = _fleet()
-    plan = plan_capacity(config, forecasts, inventory, NOW)
+    plan = plan_for(config, forecasts, inventory, NOW)
     last = {p.pool: p.target_nodes[-1] for p in plan.pools}
     need = plan.demand_gpus["H100-80GB"][-1]
     assert last["reserved"] == 4 and last["spot"] == 3  # spot at its market depth
@@ -308,7 +319,7 @@ def test_a_wrong_low_forecast_degrades_to_the_observed_floor() -> None:
     config, _, inventory = _fleet()
     # The forecast says 5 GPUs; 100 are in use right now.
     fc = forecast(np.full(30, 5.0), 0.1, 100.0, 100.0)
-    plan = plan_capacity(config, {"rps": fc}, inventory, NOW)
+    plan = plan_for(config, {"rps": fc}, inventory, NOW)
     need = plan.demand_gpus["H100-80GB"]
     assert need[0] >= 110 - 1e-9  # last observed * (1 + headroom 0.1)
     assert sum(a.target_nodes for a in plan.actions) * 8 >= 110
@@ -319,7 +330,7 @@ def test_greedy_fallback_when_the_optimizer_fails(monkeypatch) -> None:
 
     monkeypatch.setattr(planning, "_solve_milp", lambda prob: None)
     config, forecasts, inventory = _fleet()
-    plan = plan_capacity(config, forecasts, inventory, NOW)
+    plan = plan_for(config, forecasts, inventory, NOW)
     assert plan.risk["solver"] == "greedy"
     assert any("greedy fallback" in n for n in plan.notes)
     assert math.isfinite(plan.cost["horizon_total"])
@@ -339,7 +350,7 @@ def test_the_search_is_bounded_by_a_node_count_not_the_clock(
 
     monkeypatch.setattr(planning, "milp", recording)
     config, forecasts, inventory = _fleet()
-    plan = plan_capacity(config, forecasts, inventory, NOW)
+    plan = plan_for(config, forecasts, inventory, NOW)
     assert plan.risk["solver"] == "milp" and seen
     # A count bounds the search, so load cannot change the plan; the clock is only a
     # backstop far beyond any solve (a 5 s limit made plans flaky on a loaded machine).
@@ -349,8 +360,8 @@ def test_the_search_is_bounded_by_a_node_count_not_the_clock(
     # Where the count binds before any schedule is found, the greedy allocator plans:
     # the same plan every time.
     monkeypatch.setattr(planning, "MILP_NODE_LIMIT", 0)
-    a = plan_capacity(config, forecasts, inventory, NOW)
-    b = plan_capacity(config, forecasts, dict(inventory), NOW)
+    a = plan_for(config, forecasts, inventory, NOW)
+    b = plan_for(config, forecasts, dict(inventory), NOW)
     assert a.to_json() == b.to_json()
     assert a.risk["solver"] == "greedy"
 
@@ -386,7 +397,7 @@ def test_a_spot_pool_loses_a_node_and_the_need_stays_covered() -> None:
     config, _, _ = _fleet()
     # 60 GPUs now and ahead: reserved 32, then spot (its depth is 3 nodes) and on-demand.
     fc = forecast(np.full(30, 60.0), 0.0, 60.0, 60.0)
-    plan = plan_capacity(config, {"rps": fc}, {"reserved": 4, "spot": 3, "on-demand": 1}, NOW)
+    plan = plan_for(config, {"rps": fc}, {"reserved": 4, "spot": 3, "on-demand": 1}, NOW)
     target = {a.pool: a.target_nodes for a in plan.actions}
     need = max(plan.demand_gpus["H100-80GB"])
     assert need == pytest.approx(66.0)  # 60 x (1 + headroom 0.1)
@@ -492,12 +503,12 @@ def test_a_margin_without_the_forecast_shape_scales_as_its_rule_was_replayed() -
     flat = Margin("rps", 0.2, **common, history_days=2.0, within_budget=True, forecast_shape=False)
     shaped = Margin("rps", 0.2, **common, history_days=2.0, within_budget=True)
     reach = lead_steps(config.pools[0], 300) + 1
-    plain = plan_capacity(
+    plain = plan_for(
         config, {"rps": fc}, inventory, NOW, history={"rps": seen}, margins={"rps": flat}
     )
     assert min(plain.demand_gpus["H100-80GB"][:reach]) == pytest.approx(72.0)
     assert plain.risk["near_need_gpus"]["H100-80GB"] == pytest.approx(48.0)
-    held = plan_capacity(
+    held = plan_for(
         config, {"rps": fc}, inventory, NOW, history={"rps": seen}, margins={"rps": shaped}
     )
     assert min(held.demand_gpus["H100-80GB"][:reach]) == pytest.approx(60.0)
@@ -522,7 +533,7 @@ def test_the_margin_is_headroom_on_replicas_as_reacting_adds_it() -> None:
     config, _, _ = _fleet()
     w = config.workloads[0]
     assert float(gpus_for(w, 46.2, 0.2)) == 57.0 and float(gpus_for(w, 46.2)) == 47.0
-    assert float(signal_replica(config, "rps")) == 1.0
+    assert float(signal_replica(config.workloads, "rps")) == 1.0
     rng = np.random.default_rng(3)
     y = 40.0 + 12.0 * rng.random(400)
     lead, window = 2, 6
@@ -546,13 +557,15 @@ def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     fc = forecast(np.full(30, 40.0), 0.0, 40.0, 40.0)
     jumpy = history(([40.0] * 15 + [60.0] * 4) * 16 * 3)
     calm = history([40.0] * 900)
-    guarded = plan_capacity(config, {"rps": fc}, inventory, NOW, history={"rps": jumpy})
-    plain = plan_capacity(config, {"rps": fc}, inventory, NOW, history={"rps": calm})
-    none = plan_capacity(config, {"rps": fc}, inventory, NOW)
+    guarded = plan_for(config, {"rps": fc}, inventory, NOW, history={"rps": jumpy})
+    plain = plan_for(config, {"rps": fc}, inventory, NOW, history={"rps": calm})
+    none = plan_for(config, {"rps": fc}, inventory, NOW)
     reach = lead_steps(config.pools[0], 300) + 1
     # The margin the planner keeps is the one learnt for its own lead time, hold window
     # and node size, capped by the reactive reference where meeting the budget cost more.
-    want = learn_margins(config, {"rps": fc}, {"rps": jumpy})["rps"]
+    want = learn_margins(
+        config.fleet, config.policy, config.forecast.method, {"rps": fc}, {"rps": jumpy}
+    )["rps"]
     assert want is not None and want.margin > 0
     # The jump of the window held: with the margin where the rule has no forecast shape.
     peak = math.ceil(60.0 * (1.0 if want.forecast_shape else 1.0 + want.margin) - 1e-9)
@@ -564,10 +577,13 @@ def test_the_planner_keeps_the_margin_each_series_learnt() -> None:
     assert max(plain.demand_gpus["H100-80GB"][:reach]) == pytest.approx(40.0)
     assert none.risk["margins"]["rps"] == {"source": "policy.headroom_fraction", "margin": 0.1}
     assert max(none.demand_gpus["H100-80GB"][:reach]) == pytest.approx(44.0)
-    # The reasons name the margin and its evidence.
-    assert all(want.describe() in a.reason for a in guarded.actions)
-    assert all(want.source in a.reason for a in guarded.actions)
-    assert all("policy.headroom_fraction" in a.reason for a in none.actions)
+    # The reasons name the signal and refer to its margin, stated once in risk.margins.
+    for p in (guarded, none):
+        assert all(a.reason.refs[0] == "risk.margins.rps" for a in p.actions)
+        assert all("rps" in a.reason.params["signals"] for a in p.actions)
+    assert wording.margin_reason("rps", got).code != wording.MARGIN_POLICY
+    policy = wording.margin_reason("rps", none.risk["margins"]["rps"])
+    assert "policy.headroom_fraction" in policy.text() and "10.0%" in policy.text()
 
 
 def test_a_ramp_towards_the_quantile_beyond_the_window_holds_no_capacity_now() -> None:
@@ -581,7 +597,7 @@ def test_a_ramp_towards_the_quantile_beyond_the_window_holds_no_capacity_now() -
     n = 24
     fc = forecast(np.full(n, 40.0), 0.0, 40.0, 40.0)
     fc.frame["q0.9"] = np.where(np.arange(n) < 8, 44.0, 120.0)
-    plan = plan_capacity(config, {"rps": fc}, {"on-demand": 10}, NOW)
+    plan = plan_for(config, {"rps": fc}, {"on-demand": 10}, NOW)
     target = {a.pool: a.target_nodes for a in plan.actions}
     assert target["on-demand"] == 8
     # The projection still climbs to the quantile beyond the window, 2 nodes a cycle.
@@ -604,7 +620,7 @@ def test_nothing_observed_since_the_last_cycle_releases_nothing() -> None:
         current={"on-demand": 10},
         observed_at={"rps": fc.last_timestamp},
     )
-    held = plan_capacity(config, {"rps": fc}, {"on-demand": 10}, NOW, past=[same])
+    held = plan_for(config, {"rps": fc}, {"on-demand": 10}, NOW, past=[same])
     assert {a.pool: a.target_nodes for a in held.actions}["on-demand"] == 10
     assert "no-new-observation" in held.risk["binding"]["on-demand"]
     # The plan says what it saw, and a later cycle reads it back from the plan's JSON.
@@ -612,5 +628,5 @@ def test_nothing_observed_since_the_last_cycle_releases_nothing() -> None:
     assert past_cycle(held.to_dict()).observed_at == {"rps": fc.last_timestamp}
     older = replace(same, observed_at={"rps": fc.last_timestamp - pd.Timedelta(minutes=30)})
     for past in ([older], [], [replace(same, observed_at={})]):
-        plan = plan_capacity(config, {"rps": fc}, {"on-demand": 10}, NOW, past=past)
+        plan = plan_for(config, {"rps": fc}, {"on-demand": 10}, NOW, past=past)
         assert {a.pool: a.target_nodes for a in plan.actions}["on-demand"] == 6

@@ -31,9 +31,9 @@ from scaler.planning.power import (
     PowerReading,
     clock_ratio,
 )
-from scaler.planning.tiers import plan_capacity
 from scaler.reports import finance
 from scaler.service.cycle import run_cycle
+from tests.planning_inputs import plan_for
 from tests.prometheus_server import PrometheusServer, start_prometheus
 from tests.test_finance import LEVELS, START, fake_forecast, fleet
 from tests.test_planning import NOW as PLAN_NOW
@@ -98,10 +98,8 @@ def test_a_throttled_node_counts_for_less_and_the_next_plan_keeps_a_node_more() 
     assert reading.lost_gpus() == {"H100-80GB": pytest.approx(2.0)}
     node = reading.throttled_nodes()["gpu-a"]
     assert (node["gpus"], node["counted_gpus"], node["why"]) == (4, 2.0, ["thermal"])
-    without = plan_capacity(config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW)
-    derated = plan_capacity(
-        config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW, derated=reading.lost_gpus()
-    )
+    without = plan_for(config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW)
+    derated = plan_for(config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW, derated=reading.lost_gpus())
     assert without.actions[0].target_nodes == 2
     # Four GPUs at half their clock serve as two: 2 GPUs more to cover, a third node.
     assert derated.actions[0].decision == "scale-up"
@@ -143,10 +141,8 @@ def test_bad_or_missing_dcgm_data_changes_nothing(gpu: GpuPower) -> None:
     assert reading.lost_gpus() == {}
     config = _config()
     fc = forecast(np.full(300, 14.0), 0.1, 14.0, 14.0)
-    without = plan_capacity(config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW)
-    got = plan_capacity(
-        config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW, derated=reading.lost_gpus()
-    )
+    without = plan_for(config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW)
+    got = plan_for(config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW, derated=reading.lost_gpus())
     assert got.to_dict() == without.to_dict()
 
 
@@ -154,15 +150,13 @@ def test_throttling_never_lowers_a_plan_nor_buys_for_no_demand() -> None:
     config = _config()
     idle = forecast(np.full(300, 0.0), 0.1, 0.0, 0.0)
     reading = _throttled_node(ratio=0.25, gpus=8)
-    without = plan_capacity(config, {"rps": idle}, {"on-demand": 0}, PLAN_NOW)
-    got = plan_capacity(
-        config, {"rps": idle}, {"on-demand": 0}, PLAN_NOW, derated=reading.lost_gpus()
-    )
+    without = plan_for(config, {"rps": idle}, {"on-demand": 0}, PLAN_NOW)
+    got = plan_for(config, {"rps": idle}, {"on-demand": 0}, PLAN_NOW, derated=reading.lost_gpus())
     # Nothing is needed: a throttled GPU's lost share does not become a need of its own.
     assert got.actions[0].target_nodes == without.actions[0].target_nodes == 0
     busy = forecast(np.full(300, 20.0), 0.1, 20.0, 20.0)
     for lost in (0.0, 1.0, 6.0, 100.0):
-        plan = plan_capacity(
+        plan = plan_for(
             config, {"rps": busy}, {"on-demand": 3}, PLAN_NOW, derated={"H100-80GB": lost}
         )
         assert plan.actions[0].target_nodes >= 3
@@ -176,16 +170,16 @@ def test_the_power_cap_binds_and_is_named() -> None:
     config = _config(max_power_kw=12)
     assert config.pools[0].power_cap_nodes == 2
     fc = forecast(np.full(300, 30.0), 0.1, 30.0, 30.0)
-    plan = plan_capacity(config, {"rps": fc}, {"on-demand": 1}, PLAN_NOW)
+    plan = plan_for(config, {"rps": fc}, {"on-demand": 1}, PLAN_NOW)
     pool = plan.pools[0]
     assert plan.actions[0].target_nodes == 2
     assert max(pool.target_nodes) == 2
     assert "max_power_kw" in pool.binding and "max_nodes" not in pool.binding
     [short] = plan.risk["shortfall"]
     assert "max_power_kw" in short["because"]
-    assert "max_power_kw" in plan.actions[0].reason
+    assert "max_power_kw" in plan.actions[0].reason.params["bound"]
     # Without the cap the same demand gets four nodes.
-    free = plan_capacity(_config(), {"rps": fc}, {"on-demand": 1}, PLAN_NOW)
+    free = plan_for(_config(), {"rps": fc}, {"on-demand": 1}, PLAN_NOW)
     assert max(free.pools[0].target_nodes) >= 4
 
 
@@ -193,7 +187,7 @@ def test_a_pool_above_its_power_cap_steps_down_to_it_and_says_why() -> None:
     config = _config(max_power_kw=12, watts_per_gpu=350)  # PCIe boards: four nodes fit
     assert config.pools[0].power_cap_nodes == 4
     fc = forecast(np.full(300, 60.0), 0.1, 60.0, 60.0)
-    plan = plan_capacity(config, {"rps": fc}, {"on-demand": 6}, PLAN_NOW)
+    plan = plan_for(config, {"rps": fc}, {"on-demand": 6}, PLAN_NOW)
     assert plan.actions[0].target_nodes == 4
     assert "max_power_kw" in plan.pools[0].binding
 
@@ -367,7 +361,7 @@ def test_throttled_gpus_are_read_from_the_dcgm_exporter(dcgm: PrometheusServer) 
     assert before is not None and before.lost_gpus() == {}
     # The next plan keeps a node more for what the throttled GPUs lost.
     fc = forecast(np.full(300, 14.0), 0.1, 14.0, 14.0)
-    plan = plan_capacity(config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW, derated=got.lost_gpus())
+    plan = plan_for(config, {"rps": fc}, {"on-demand": 2}, PLAN_NOW, derated=got.lost_gpus())
     assert plan.actions[0].target_nodes == 3
 
 
@@ -428,8 +422,6 @@ def test_a_plan_with_a_power_cap_and_a_reading_matches_the_plan_schema() -> None
     config = _config(max_power_kw=12)
     fc = forecast(np.full(300, 30.0), 0.1, 30.0, 30.0)
     reading = _throttled_node()
-    plan = plan_capacity(
-        config, {"rps": fc}, {"on-demand": 1}, PLAN_NOW, derated=reading.lost_gpus()
-    )
+    plan = plan_for(config, {"rps": fc}, {"on-demand": 1}, PLAN_NOW, derated=reading.lost_gpus())
     plan = dataclasses.replace(plan, risk={**plan.risk, "power": reading.to_dict()})
     jsonschema.validate(plan.to_dict(), SCHEMA)

@@ -160,7 +160,8 @@ def label(fake: FakeKube, node: str) -> dict[str, str]:
 
 def plan_on(kube: KubeProvider, cfg: Config, fcs: dict[str, SeriesForecast] | None = None) -> Any:
     return plan_sharing_actions(
-        cfg,
+        cfg.fleet,
+        cfg.policy,
         fcs or forecasts(),
         kube.inventory(),
         NOW,
@@ -191,11 +192,12 @@ def test_an_mps_group_labels_exactly_the_nodes_it_needs_and_gfd_shows_them_share
     )
     assert first.details["label"] == {CONFIG_LABEL: "tiercast-mps-4"}
     assert first.details["device_plugin_config"] == sharing_config("mps", 4)
-    assert first.reason.startswith(
-        "q0.9 demand of pooling group H100-80GB/mps (a, b, c) on H100-80GB needs 12 GPU(s) "
-        "shared 4 ways by mps"
+    assert first.reason.code == "sharing.label"
+    assert first.reason.text().startswith(
+        "H100-80GB: 12 GPU(s) shared 4 ways by mps for a, b, c (0 labelled)"
     )
-    assert "node h100-b (8 GPUs, unlabelled and not shared, no GPU pods running)" in first.reason
+    p = first.reason.params
+    assert (p["quantile"], p["node"], p["node_gpus"], p["gpu_pods"]) == ("q0.9", "h100-b", 8, 0)
     (need,) = out.section["needs"]
     assert (need["gpus"], need["nodes_to_label"], need["gpus_short"]) == (
         12,
@@ -243,7 +245,8 @@ def test_a_node_labelled_already_is_counted_and_left_alone(
     out = plan_on(kube, cfg)
     # h100-d holds 8 of the 12 GPUs; one more node, and none for h100-d.
     assert [a.details["node"] for a in out.actions] == ["h100-a"]
-    assert "8 of them on nodes labelled tiercast-mps-4 already" in out.actions[0].reason
+    assert out.actions[0].reason.params["have"] == 8
+    assert "(8 labelled)" in out.actions[0].reason.text()
     (need,) = out.section["needs"]
     assert (need["nodes_labelled"], need["gpus_labelled"]) == (["h100-d"], 8)
     entries = {n["node"]: n for n in out.section["nodes"]}
@@ -263,7 +266,7 @@ def test_a_mig_pool_is_never_shared_even_when_the_other_nodes_run_out(
     assert out.section["needs"][0]["gpus_short"] == 4
     assert any("4 GPU(s) short of tiercast-mps-4" in n for n in out.notes)
     with pytest.raises(BadInputError, match=r"node_states\['h100-mig'\]: pool h100-mig is MIG"):
-        plan_sharing_actions(cfg, forecasts(), {}, NOW, {"h100-mig": []})
+        plan_sharing_actions(cfg.fleet, cfg.policy, forecasts(), {}, NOW, {"h100-mig": []})
 
 
 def test_cordoned_nodes_and_someone_elses_configs_are_never_relabelled(
@@ -294,13 +297,13 @@ def test_cordoned_nodes_and_someone_elses_configs_are_never_relabelled(
 def test_an_isolation_required_workload_gives_no_action() -> None:
     cfg = config(isolation="required")
     nodes = {"h100": [SharedNodeState(f"h100-{i}", 8) for i in range(4)]}
-    out = plan_sharing_actions(cfg, forecasts(), {"h100": 4}, NOW, nodes)
+    out = plan_sharing_actions(cfg.fleet, cfg.policy, forecasts(), {"h100": 4}, NOW, nodes)
     assert (out.actions, out.section, out.notes) == ([], {}, [])
 
 
 def test_no_node_inventory_gives_no_action_and_a_note() -> None:
     cfg = config()
-    out = plan_sharing_actions(cfg, forecasts(), {"h100": 4}, NOW, None)
+    out = plan_sharing_actions(cfg.fleet, cfg.policy, forecasts(), {"h100": 4}, NOW, None)
     assert not out.actions
     assert out.section["nodes_from"] is None and out.section["node_labels"] == {}
     assert out.section["needs"][0]["held"] == "the nodes' labels could not be read"
@@ -312,7 +315,9 @@ def test_no_node_inventory_gives_no_action_and_a_note() -> None:
 def test_a_stale_signal_holds_the_need() -> None:
     cfg = config()
     nodes = {"h100": [SharedNodeState(f"h100-{i}", 8) for i in range(4)]}
-    out = plan_sharing_actions(cfg, forecasts(), {"h100": 4}, NOW, nodes, stale={"b"})
+    out = plan_sharing_actions(
+        cfg.fleet, cfg.policy, forecasts(), {"h100": 4}, NOW, nodes, stale={"b"}
+    )
     assert not out.actions
     assert any("held: signal(s) b stale or missing" in n for n in out.notes)
 
@@ -320,7 +325,9 @@ def test_a_stale_signal_holds_the_need() -> None:
 def test_a_pool_that_grows_gets_a_note_for_the_nodes_to_come() -> None:
     cfg = config(shared_nodes=1)
     nodes = {"h100": [SharedNodeState("h100-0", 8)]}
-    out = plan_sharing_actions(cfg, forecasts(), {"h100": 1}, NOW, nodes, targets={"h100": 2})
+    out = plan_sharing_actions(
+        cfg.fleet, cfg.policy, forecasts(), {"h100": 1}, NOW, nodes, targets={"h100": 2}
+    )
     assert [a.details["node"] for a in out.actions] == ["h100-0"]
     assert any("nodes to come (h100 1 -> 2)" in n for n in out.notes)
 
@@ -328,16 +335,20 @@ def test_a_pool_that_grows_gets_a_note_for_the_nodes_to_come() -> None:
 def test_a_pool_that_shrinks_this_cycle_keeps_its_labels() -> None:
     cfg = config()
     nodes = {"h100": [SharedNodeState(f"h100-{i}", 8) for i in range(4)]}
-    out = plan_sharing_actions(cfg, forecasts(), {"h100": 4}, NOW, nodes, targets={"h100": 3})
+    out = plan_sharing_actions(
+        cfg.fleet, cfg.policy, forecasts(), {"h100": 4}, NOW, nodes, targets={"h100": 3}
+    )
     assert not out.actions
     assert "scales down 4 -> 3" in out.section["nodes"][0]["why"]
 
 
 def test_a_provider_that_reads_no_cluster_plans_the_configured_nodes() -> None:
-    from scaler.actuation.protocol import RecordingProvider
+    from scaler.actuation.protocol import RecordingProvider, capabilities_of
 
     cfg = config()
-    nodes, source, why = shared_node_inventory(RecordingProvider({"h100": 4}), cfg, {"h100": 4})
+    reader = capabilities_of(RecordingProvider({"h100": 4})).sharing
+    assert reader is None
+    nodes, source, why = shared_node_inventory(reader, cfg.pools, {"h100": 4})
     assert (source, why) == ("config", None) and nodes is not None
     assert [n.name for n in nodes["h100"]] == ["h100-0", "h100-1", "h100-2", "h100-3"]
     assert "h100-mig" not in nodes
@@ -353,10 +364,12 @@ def test_a_cluster_without_a_device_plugin_config_map_gives_a_note_not_a_failure
         fake.create("/api/v1/nodes", operator_node(name, {"tiercast.io/pool": "h100"}))
     cfg = config()
     kube = provider(fake, tmp_path, clock, cfg)
-    nodes, source, why = shared_node_inventory(kube, cfg, kube.inventory())
+    nodes, source, why = shared_node_inventory(kube, cfg.pools, kube.inventory())
     assert nodes is None and source == "cluster"
     assert why is not None and "devicePlugin.config.name" in why
-    out = plan_sharing_actions(cfg, forecasts(), {"h100": 4}, NOW, nodes, unavailable=why)
+    out = plan_sharing_actions(
+        cfg.fleet, cfg.policy, forecasts(), {"h100": 4}, NOW, nodes, unavailable=why
+    )
     assert not out.actions
     (note,) = out.notes
     assert "but the cluster cannot take device plugin configs" in note

@@ -24,9 +24,9 @@ from scaler.planning.sharing import (
     resolved_mode,
     signal_correlation,
 )
-from scaler.planning.tiers import plan_capacity
 from tests.conftest import REPO
 from tests.hand_made import flat_forecast
+from tests.planning_inputs import plan_for
 
 NOW = pd.Timestamp("2026-03-02T00:00:00")
 STEP = pd.Timedelta(minutes=5)
@@ -125,7 +125,7 @@ def test_a_shared_workload_without_a_footprint_keeps_whole_gpus() -> None:
     # Missing data never leads to a scale-down: nothing declared, nothing packed.
     config = _config({"name": "a", "sharing": "time-slicing"})
     assert float(gpus_for(config.workloads[0], 10.0)) == 10.0
-    plan = plan_capacity(config, {"a": _forecast("a", 10)}, {"h100": 2}, NOW)
+    plan = plan_for(config, {"a": _forecast("a", 10)}, {"h100": 2}, NOW)
     assert any("no second replica fits" in n for n in plan.notes)
 
 
@@ -190,7 +190,7 @@ def test_the_plan_shows_what_pooling_saves_in_gpus_and_money() -> None:
     idx = pd.date_range(NOW - pd.Timedelta(days=3), NOW - STEP, freq=STEP)
     rng = np.random.default_rng(1)
     history = {n: pd.Series(5 + rng.normal(0, 1, len(idx)), idx) for n in names}
-    plan = plan_capacity(config, forecasts, {"h100": 1}, NOW, history=history)
+    plan = plan_for(config, forecasts, {"h100": 1}, NOW, history=history)
     jsonschema.validate(json.loads(plan.to_json()), SCHEMA)
     pool = plan.sharing["pools"]["H100-80GB/mps"]
     assert pool["workloads"] == names and pool["replicas_per_gpu"] == 4
@@ -226,7 +226,7 @@ def test_pooling_saves_where_replicas_round_up_in_dedicated_sets() -> None:
         )
     )
     forecasts = {n: _forecast(n, 1.0, spread=0.0) for n in names}
-    plan = plan_capacity(config, forecasts, {"h100": 1}, NOW)
+    plan = plan_for(config, forecasts, {"h100": 1}, NOW)
     pool = plan.sharing["pools"]["H100-80GB/time-slicing"]
     # One replica each: four dedicated GPUs, one pooled GPU.
     assert (pool["dedicated_peak_gpus"], pool["pooled_peak_gpus"]) == (4.0, 1.0)
@@ -254,7 +254,7 @@ def test_pooling_never_needs_more_gpus_than_dedicated_sets(
     )
     forecasts = {n: _forecast(n, levels[i], spreads[i], n=12) for i, n in enumerate(names)}
     grid = _grid(12)
-    pooled = demand_by_model(config, forecasts, grid, 0.9)["H100-80GB"]
+    pooled = demand_by_model(config.fleet, forecasts, grid, 0.9)["H100-80GB"]
     dedicated = sum(
         gpus_for(w, forecasts[w.name].frame["q0.9"].to_numpy()) for w in config.workloads
     )
@@ -273,7 +273,7 @@ def test_missing_data_for_a_shared_workload_never_scales_down() -> None:
         {"name": "b", "sharing": "mps", "memory_gb": 10, "compute_share": 0.1},
     )
     # No forecast for b: its GPU model holds at the 3 nodes it has.
-    plan = plan_capacity(config, {"a": _forecast("a", 1.0)}, {"h100": 3}, NOW, stale={"b"})
+    plan = plan_for(config, {"a": _forecast("a", 1.0)}, {"h100": 3}, NOW, stale={"b"})
     (pool,) = plan.pools
     assert min(pool.target_nodes) >= 3
     assert all(a.decision != "scale-down" for a in plan.actions)

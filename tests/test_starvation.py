@@ -25,8 +25,8 @@ from scaler.inputs.backfilling import TraceSeries, write_blocks
 from scaler.inputs.demo import DEMO_CONFIG
 from scaler.inputs.pending import collect_starvation, waiting_query
 from scaler.planning.starvation import ModelWaiting, Starvation
-from scaler.planning.tiers import plan_capacity
 from scaler.service.cycle import run_cycle
+from tests.planning_inputs import plan_for
 from tests.prometheus_server import PrometheusServer, start_prometheus
 from tests.test_planning import NOW as PLAN_NOW
 from tests.test_planning import forecast
@@ -174,10 +174,8 @@ def test_a_pending_gpu_pod_raises_the_next_plan(ksm: PrometheusServer) -> None:
     # The forecast and the newest observation say 1 GPU; one node is running.
     fc = forecast(np.full(300, 1.0), 0.1, 1.0, 1.0)
     inventory = {"on-demand": 1}
-    without = plan_capacity(config, {"rps": fc}, inventory, PLAN_NOW)
-    with_waiting = plan_capacity(
-        config, {"rps": fc}, inventory, PLAN_NOW, waiting=starvation.floor()
-    )
+    without = plan_for(config, {"rps": fc}, inventory, PLAN_NOW)
+    with_waiting = plan_for(config, {"rps": fc}, inventory, PLAN_NOW, waiting=starvation.floor())
     assert without.actions[0].target_nodes == 1
     # What runs (2) plus what waits (10) is 12 GPUs: two 8-GPU nodes.
     assert with_waiting.actions[0].decision == "scale-up"
@@ -189,7 +187,7 @@ def test_waiting_gpus_hold_a_scale_down_of_the_nodes_pods_run_on() -> None:
     config = _config("http://127.0.0.1:9")
     fc = forecast(np.full(300, 0.0), 0.1, 0.0, 0.0)
     floor = Starvation("2026-03-02T00:00:00Z", 300, {"H100-80GB": ModelWaiting(16.0, 0.0)})
-    plan = plan_capacity(config, {"rps": fc}, {"on-demand": 3}, PLAN_NOW, waiting=floor.floor())
+    plan = plan_for(config, {"rps": fc}, {"on-demand": 3}, PLAN_NOW, waiting=floor.floor())
     # Demand fell to zero, but 16 GPUs of Running pods keep two nodes.
     assert plan.actions[0].target_nodes == 2
 
@@ -352,7 +350,7 @@ def test_the_waiting_gpus_are_a_metric_per_gpu_model() -> None:
 
     config = _config("http://127.0.0.1:9")
     fc = forecast(np.full(300, 1.0), 0.1, 1.0, 1.0)
-    plan = plan_capacity(config, {"rps": fc}, {"on-demand": 1}, PLAN_NOW)
+    plan = plan_for(config, {"rps": fc}, {"on-demand": 1}, PLAN_NOW)
     starving = Starvation("x", 300, {"H100-80GB": ModelWaiting(2.0, 10.0, pods=1)})
     telemetry = Telemetry()
     telemetry.observe_plan(

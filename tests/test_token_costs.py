@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from scaler.config import ConfigError, parse_config
-from scaler.planning.tiers import plan_capacity
 from scaler.reports.tokens import token_costs, token_section
+from tests.planning_inputs import plan_for
 from tests.test_planning import NOW, POOL_KINDS, forecast
 
 
@@ -52,7 +52,7 @@ def test_cost_per_million_tokens_is_the_workloads_cost_over_its_tokens() -> None
         # 5,000 tokens a second all along.
         "tok": forecast(np.full(n, 5000.0), 0.1, 5000.0, 5000.0),
     }
-    plan = plan_capacity(config, forecasts, {"reserved": 2, "on-demand": 1}, NOW)
+    plan = plan_for(config, forecasts, {"reserved": 2, "on-demand": 1}, NOW)
     (row,) = token_costs(config.served_workloads, plan, forecasts)
     steps = len(plan.timeline)
     tokens = 5000.0 * plan.step_s * steps

@@ -17,10 +17,10 @@ import pytest
 
 from forecaster.forecasting import SeriesForecast
 from scaler.config import ConfigError, parse_config
-from scaler.planning.tiers import plan_capacity
 from scaler.plans import CapacityPlan
 from tests.conftest import REPO
 from tests.hand_made import flat_forecast
+from tests.planning_inputs import plan_for
 
 SCHEMA = json.loads((REPO / "scaler" / "plan.schema.json").read_text())
 NOW = pd.Timestamp("2026-12-02T00:00:00")
@@ -82,9 +82,7 @@ def config(*extra: dict[str, Any], kueue: dict[str, Any] | None = None, **deferr
 def plan(cfg: Any, rps: np.ndarray | float, **kw: Any) -> CapacityPlan:
     forecasts = {"rps": forecast("rps", rps)}
     forecasts.update(kw.pop("forecasts", {}))
-    result = plan_capacity(
-        cfg, forecasts, {"reserved": 4, "on-demand": 0}, NOW, solver="greedy", **kw
-    )
+    result = plan_for(cfg, forecasts, {"reserved": 4, "on-demand": 0}, NOW, solver="greedy", **kw)
     jsonschema.validate(json.loads(result.to_json()), SCHEMA)
     return result
 

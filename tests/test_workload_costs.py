@@ -13,7 +13,6 @@ import pytest
 from forecaster.forecasting import SeriesForecast
 from scaler.config import Config, parse_config
 from scaler.planning.demand import gpus_of_replicas, replicas_for
-from scaler.planning.tiers import plan_capacity
 from scaler.plans import CapacityPlan
 from scaler.reports import finance
 from scaler.reports.document import Report, Section
@@ -27,6 +26,7 @@ from scaler.reports.workload_costs import (
     workload_costs,
 )
 from tests.hand_made import flat_forecast
+from tests.planning_inputs import plan_for
 from tests.test_report import english_words
 
 NOW = pd.Timestamp("2026-03-02T00:00:00")
@@ -86,7 +86,7 @@ def test_a_workload_on_reserved_gpus_shows_its_idle_gpu_hours_and_their_cost() -
     )
     # 10 replicas at the median, 11 at q0.9: one GPU of eleven idle at every step.
     forecasts = {"rps": _forecast("rps", 10.0, 0.1), "tok": _forecast("tok", 5000.0, 0.0)}
-    plan = plan_capacity(config, forecasts, {"reserved": 2, "on-demand": 0}, NOW)
+    plan = plan_for(config, forecasts, {"reserved": 2, "on-demand": 0}, NOW)
     (row,) = workload_costs(config, plan, forecasts).rows
     hours = len(plan.timeline) * plan.step_s / 3600
     assert row.mode == "whole" and row.replicas_per_gpu == 1 and row.missing is None
@@ -112,7 +112,7 @@ def test_a_mixed_plan_prices_every_gpu_hour_at_its_mix_of_tiers() -> None:
     config = _config([{"name": "chat", "signal": "rps"}], [RESERVED, ON_DEMAND])
     # 30 replicas: 16 reserved GPUs and on-demand nodes for the rest.
     forecasts = {"rps": _forecast("rps", 30.0, 0.1)}
-    plan = plan_capacity(config, forecasts, {"reserved": 2, "on-demand": 2}, NOW)
+    plan = plan_for(config, forecasts, {"reserved": 2, "on-demand": 2}, NOW)
     paid = {p.pool: float(np.sum(p.target_nodes)) * p.gpus_per_node for p in plan.pools}
     assert paid["on-demand"] > 0
     mix = (paid["reserved"] * 2.4 + paid["on-demand"] * 4.0) / sum(paid.values())
@@ -144,7 +144,7 @@ def _mps_fleet() -> tuple[Config, dict[str, SeriesForecast], dict[str, pd.Series
     idx = pd.date_range(NOW - pd.Timedelta(days=3), NOW - STEP, freq=STEP)
     rng = np.random.default_rng(1)
     history = {n: pd.Series(5 + rng.normal(0, 1, len(idx)), idx) for n in ("a", "b")}
-    plan = plan_capacity(config, forecasts, {"h100": 1}, NOW, history=history)
+    plan = plan_for(config, forecasts, {"h100": 1}, NOW, history=history)
     return config, forecasts, history, plan
 
 
@@ -202,7 +202,7 @@ def test_without_the_history_a_group_keeps_the_plans_pooled_gpu_hours() -> None:
     idx = pd.date_range(NOW - pd.Timedelta(days=3), NOW - STEP, freq=STEP)
     rng = np.random.default_rng(2)
     history = {n: pd.Series(5 + rng.normal(0, 1, len(idx)), idx) for n in ("a", "b")}
-    plan = plan_capacity(config, forecasts, {"h100": 1}, NOW, history=history)
+    plan = plan_for(config, forecasts, {"h100": 1}, NOW, history=history)
     hours = len(plan.timeline) * plan.step_s / 3600
     assert plan.sharing["pools"]["H100-80GB/mps"]["saved_gpu_hours"] == pytest.approx(hours)
     seen = workload_costs(config, plan, forecasts, history)
@@ -228,7 +228,7 @@ def test_a_workload_without_data_claims_no_idle() -> None:
     gaps.frame.loc[:, :] = np.nan
     forecasts = {"rps": _forecast("rps", 10.0, 0.1), "batch_rps": gaps}
     # code_rps: no forecast; batch_rps: a forecast without a number in it.
-    plan = plan_capacity(config, forecasts, {"reserved": 2, "on-demand": 0}, NOW)
+    plan = plan_for(config, forecasts, {"reserved": 2, "on-demand": 0}, NOW)
     chat, code, batch = workload_costs(config, plan, forecasts).rows
     assert chat.missing is None and chat.idle_gpu_hours > 0
     assert (code.missing, batch.missing) == ("no_forecast", "no_median")
@@ -236,7 +236,7 @@ def test_a_workload_without_data_claims_no_idle() -> None:
         assert np.isnan(row.idle_gpu_hours) and np.isnan(row.idle_cost)
         assert np.isnan(row.idle_share)
     # A stale signal's forecast is not followed by the planner: no data either.
-    stale = plan_capacity(config, forecasts, {"reserved": 2}, NOW, stale={"rps"})
+    stale = plan_for(config, forecasts, {"reserved": 2}, NOW, stale={"rps"})
     assert workload_costs(config, stale, forecasts).rows[0].missing == "stale"
     section = workload_cost_section(config, plan, forecasts, "en")
     assert section is not None
@@ -274,7 +274,7 @@ def _every_kind() -> tuple[Config, CapacityPlan, dict[str, SeriesForecast], dict
         ],
     )
     forecasts = {n: _forecast(n, 4.0, 0.5) for n in ("rps", "a", "b", "embed")}
-    plan = plan_capacity(config, forecasts, {"reserved": 2, "a100": 1}, NOW)
+    plan = plan_for(config, forecasts, {"reserved": 2, "a100": 1}, NOW)
     return config, plan, forecasts, {}
 
 

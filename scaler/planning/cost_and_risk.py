@@ -20,7 +20,7 @@ import pandas as pd
 
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
-from scaler.config import Config, PoolConfig
+from scaler.config import Fleet, PolicyConfig, PoolConfig
 from scaler.planning.coverage import effective_gpus
 from scaler.planning.demand import demand_by_model
 
@@ -51,7 +51,8 @@ def plan_cost(
 
 
 def expected_unserved(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
     forecasts: Mapping[str, SeriesForecast],
     grid: pd.DatetimeIndex,
     timelines: Mapping[str, Sequence[int]],
@@ -59,15 +60,14 @@ def expected_unserved(
     need_by_model: Mapping[str, np.ndarray],
 ) -> float:
     """GPU-hours of demand the planned timelines are expected to leave unserved."""
-    policy = config.policy
     q = policy.quantile
     step_h = policy.cycle_s / 3600.0
     quantiles = sorted({float(c[1:]) for fc in forecasts.values() for c in fc.frame.columns} | {q})
-    demand_all = {qq: demand_by_model(config, dict(forecasts), grid, qq) for qq in quantiles}
+    demand_all = {qq: demand_by_model(fleet, dict(forecasts), grid, qq) for qq in quantiles}
     unserved = 0.0
-    for model in sorted({gpu_model(p.gpu_model).name for p in config.pools}):
+    for model in sorted({gpu_model(p.gpu_model).name for p in fleet.pools}):
         cap = np.zeros(len(grid))
-        for p in config.pools_for(model):
+        for p in fleet.pools_for(model):
             cap += np.array([effective_gpus(p, n, policy.cycle_s) for n in timelines[p.name]])
         if model in held_models:
             # Held on bad data: the risk is measured against the demand the plan
@@ -96,7 +96,8 @@ def _at_least_need(
 
 
 def need_shortfall(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
     timelines: Mapping[str, Sequence[int]],
     need_by_model: Mapping[str, Sequence[float]],
     step_s: int,
@@ -108,11 +109,11 @@ def need_shortfall(
     for model, need in sorted(need_by_model.items()):
         n = np.asarray(need, dtype=float)
         cap = np.zeros(len(n))
-        for p in config.pools_for(model):
+        for p in fleet.pools_for(model):
             nodes = list(timelines.get(p.name, ()))[: len(n)]
             if nodes:
                 cap[: len(nodes)] += np.array(
-                    [effective_gpus(p, k, config.policy.cycle_s) for k in nodes]
+                    [effective_gpus(p, k, policy.cycle_s) for k in nodes]
                 )
         short = float(np.maximum(0.0, n - cap - 1e-9).sum()) * step_h
         if short > 0:

@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from forecaster.forecasting import SeriesForecast
+from scaler import wording
 from scaler.catalog.gpus import gpu_model
 from scaler.config import (
     DEFAULT_PRIORITY,
     TIER_ORDER,
-    Config,
+    Fleet,
+    KueueQuotaConfig,
     PlaceholderProviderConfig,
     PoolConfig,
     WorkloadConfig,
@@ -44,6 +46,7 @@ from scaler.planning.bounds import PlanningCycle
 from scaler.planning.coverage import lead_steps
 from scaler.planning.demand import demand_by_model
 from scaler.plans import iso
+from scaler.wording import Reason
 
 PLACEHOLDER_PRIORITY_CLASS = "tiercast-placeholder"
 
@@ -85,18 +88,10 @@ class DeferrablePlan:
     """The plan's ``workloads`` section and the notes the planner adds."""
 
     section: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Reason] = field(default_factory=list)
 
 
 # --- which work, how much, by when ----------------------------------------------------
-
-
-def served_config(config: Config) -> Config:
-    """``config`` with only the workloads planned from their signals (inference and
-    critical runs): what the tier planner sizes the pools for."""
-    if len(config.served_workloads) == len(config.workloads):
-        return config
-    return config.model_copy(update={"workloads": config.served_workloads})
 
 
 def deadline_at(text: str, now: pd.Timestamp) -> pd.Timestamp:
@@ -111,16 +106,16 @@ def deadline_at(text: str, now: pd.Timestamp) -> pd.Timestamp:
 
 
 def deferred_work(
-    config: Config,
+    fleet: Fleet,
     forecasts: Mapping[str, SeriesForecast],
     now: pd.Timestamp,
     stale: set[str],
-) -> tuple[list[DeferredWork], list[str]]:
+) -> tuple[list[DeferredWork], list[Reason]]:
     """Every deferrable workload's work, highest priority and earliest deadline first, and
     the notes for those that cannot be placed (a queue signal without a fresh value)."""
     out: list[DeferredWork] = []
-    notes: list[str] = []
-    for w in config.workloads:
+    notes: list[Reason] = []
+    for w in fleet.workloads:
         if not w.is_deferrable or w.deferrable is None:
             continue
         hours = w.deferrable.gpu_hours
@@ -129,11 +124,10 @@ def deferred_work(
             fc = forecasts.get(w.signal)
             value = None if fc is None else fc.last_value
             if w.signal in stale or value is None or not math.isfinite(value) or value < 0:
-                why = "is stale" if w.signal in stale else "has no usable value"
-                notes.append(
-                    f"deferrable {w.name!r}: queue signal {w.signal!r} {why}; nothing placed "
-                    "for it, and no capacity is asked for"
+                code = (
+                    wording.NOTE_DEFER_STALE if w.signal in stale else wording.NOTE_DEFER_NO_VALUE
                 )
+                notes.append(Reason(code, {"workload": w.name, "signal": w.signal}))
                 continue
             hours, source = float(value), f"signal {w.signal!r}"
         out.append(
@@ -299,11 +293,11 @@ def deadline_need(
 # --- the plan's section -------------------------------------------------------------------
 
 
-def priority_classes(config: Config) -> list[dict[str, Any]]:
+def priority_classes(fleet: Fleet) -> list[dict[str, Any]]:
     """The PriorityClasses the plan names, lowest first: placeholders, then deferrable
     batch and training, then inference and critical runs (which nothing preempts)."""
     out: dict[str, dict[str, Any]] = {}
-    for p in config.pools:
+    for p in fleet.pools:
         if isinstance(p.provider, PlaceholderProviderConfig):
             pc = p.provider.priority_class
             out.setdefault(
@@ -322,7 +316,7 @@ def priority_classes(config: Config) -> list[dict[str, Any]]:
             "for": ["placeholders"],
             "preemption_policy": "PreemptLowerPriority",
         }
-    for w in config.workloads:
+    for w in fleet.workloads:
         name = priority_class_name(w)
         entry = out.setdefault(
             name,
@@ -363,7 +357,8 @@ def _hourly(
 
 
 def _kueue_quota(
-    config: Config,
+    kueue: KueueQuotaConfig | None,
+    cycle_s: int,
     idle: Mapping[str, np.ndarray],
     grid: pd.DatetimeIndex,
     held: Mapping[str, str],
@@ -372,12 +367,11 @@ def _kueue_quota(
     """The training ClusterQueue's quota per GPU model: the spare GPUs the plan forecasts
     for the next hour (their least: nominalQuota; their peak less that: borrowingLimit),
     and the same per hour of the horizon. A model held on bad data holds its quota."""
-    kueue = config.kubernetes.kueue
     if kueue is None:
         return None
     hours = grid.floor("h")
     first = np.asarray(hours == hours[0]) if len(grid) else np.zeros(0, bool)
-    if first.sum() < max(1, round(3600 / config.policy.cycle_s)) and len(grid):
+    if first.sum() < max(1, round(3600 / cycle_s)) and len(grid):
         # The first clock hour is partial: the quota spans the next 60 minutes instead.
         first = np.asarray(grid < grid[0] + pd.Timedelta(hours=1))
     named = {gpu_model(k).name: v for k, v in kueue.flavors.items()}
@@ -402,20 +396,24 @@ def _kueue_quota(
 
 
 def plan_deferrable(
-    config: Config,
+    fleet: Fleet,
     forecasts: Mapping[str, SeriesForecast],
     cycle: PlanningCycle,
     need: Mapping[str, np.ndarray],
     timelines: Mapping[str, Sequence[int]],
     held: Mapping[str, str],
     stale: set[str],
+    *,
+    kueue: KueueQuotaConfig | None,
+    currency: str,
 ) -> DeferrablePlan:
     """The plan's ``workloads`` section: each workload's class, priority and PriorityClass;
     deferrable work placed into idle GPUs, with what unmet deadlines would need; per pool
     and hour the served need, the deferrable work placed and the GPUs left idle; and,
-    with ``kubernetes.kueue``, the training ClusterQueue's quota.
+    with ``kueue`` (the config's ``kubernetes.kueue``), the training ClusterQueue's quota.
+    ``currency``: the unit the placement notes price in (``finance.currency``).
 
-    ``config`` is the whole config (deferrable workloads included); ``need`` and
+    ``fleet`` is the whole fleet (deferrable workloads included); ``need`` and
     ``timelines`` are the tier plan's, sized for the served workloads only.
     """
     grid, cycle_s = cycle.grid, cycle.cycle_s
@@ -427,19 +425,17 @@ def plan_deferrable(
             "critical": w.critical,
             "deferrable": w.is_deferrable,
         }
-        for w in config.workloads
+        for w in fleet.workloads
     }
-    if config.kubernetes.kueue is None and not any(
-        w.workload_class != "inference" for w in config.workloads
-    ):
+    if kueue is None and not any(w.workload_class != "inference" for w in fleet.workloads):
         # An inference-only fleet: the section names the classes, and nothing else changes.
-        return DeferrablePlan({"classes": classes, "priority_classes": priority_classes(config)})
+        return DeferrablePlan({"classes": classes, "priority_classes": priority_classes(fleet)})
     capacity = {
         p.name: usable_gpus(p, timelines[p.name], cycle.current[p.name], cycle_s)
-        for p in config.pools
+        for p in fleet.pools
     }
     critical = demand_by_model(
-        config.model_copy(update={"workloads": tuple(w for w in config.workloads if w.critical)}),
+        replace(fleet, workloads=tuple(w for w in fleet.workloads if w.critical)),
         dict(forecasts),
         grid,
         cycle.quantile,
@@ -448,23 +444,23 @@ def plan_deferrable(
     served_by_pool: dict[str, np.ndarray] = {}
     idle_by_pool: dict[str, np.ndarray] = {}
     idle: dict[str, dict[str, np.ndarray]] = {}
-    for model in sorted({gpu_model(p.gpu_model).name for p in config.pools}):
-        pools = pool_order(config.pools_for(model))
+    for model in sorted({gpu_model(p.gpu_model).name for p in fleet.pools}):
+        pools = pool_order(fleet.pools_for(model))
         served = split_by_pool(pools, capacity, need.get(model, zeros))
         for p in pools:
             served_by_pool[p.name] = served[p.name]
             idle_by_pool[p.name] = capacity[p.name] - served[p.name]
         idle[model] = {p.name: idle_by_pool[p.name] for p in pools}
-    work, notes = deferred_work(config, forecasts, cycle.now, stale)
+    work, notes = deferred_work(fleet, forecasts, cycle.now, stale)
     placements = place(work, idle, grid, cycle_s)
-    placed_by_pool = {p.name: zeros.copy() for p in config.pools}
+    placed_by_pool = {p.name: zeros.copy() for p in fleet.pools}
     for pl in placements:
         for name, gpus in pl.by_pool.items():
             placed_by_pool[name] += gpus
             idle_by_pool[name] = idle_by_pool[name] - gpus
-        pools = config.pools_for(pl.work.gpu_model)
+        pools = fleet.pools_for(pl.work.gpu_model)
         pl.extra = deadline_need(pl, pools, timelines, grid, cycle_s)
-        notes.append(_placement_note(pl, config.finance.currency))
+        notes.append(_placement_note(pl, currency))
     deferrable = {pl.work.workload.name: _placement_entry(pl) for pl in placements}
     hourly = {
         p.name: _hourly(
@@ -476,18 +472,18 @@ def plan_deferrable(
                 "idle_gpu_hours": np.maximum(idle_by_pool[p.name], 0.0),
             },
         )
-        for p in config.pools
+        for p in fleet.pools
     }
     section: dict[str, Any] = {
         "classes": classes,
-        "priority_classes": priority_classes(config),
+        "priority_classes": priority_classes(fleet),
         "critical_gpus": {k: [round(float(x), 4) for x in v] for k, v in sorted(critical.items())},
         "deferrable": deferrable,
         "hourly": hourly,
     }
-    models = {gpu_model(w.gpu_model).name for w in config.workloads if w.is_deferrable}
+    models = {gpu_model(w.gpu_model).name for w in fleet.workloads if w.is_deferrable}
     spare = {m: sum(pools.values(), zeros.copy()) for m, pools in idle.items()}
-    quota = _kueue_quota(config, spare, grid, held, models or set(spare))
+    quota = _kueue_quota(kueue, cycle_s, spare, grid, held, models or set(spare))
     if quota is not None:
         section["kueue"] = quota
     return DeferrablePlan(section, notes)
@@ -509,21 +505,33 @@ def _placement_entry(pl: Placement) -> dict[str, Any]:
     }
 
 
-def _placement_note(pl: Placement, currency: str) -> str:
+def _placement_note(pl: Placement, currency: str) -> Reason:
+    """The plan's note on one placement: met, short and why, or the nodes it would need."""
     d = pl.work
-    head = (
-        f"deferrable {d.workload.name!r} ({d.workload.workload_class}): "
-        f"{pl.placed_gpu_hours:.1f} of {pl.due_gpu_hours:.1f} GPU-hours due by "
-        f"{iso(d.deadline)} placed in idle {d.gpu_model} capacity"
-    )
+    params: dict[str, Any] = {
+        "workload": d.workload.name,
+        "workload_class": d.workload.workload_class,
+        "placed_gpu_hours": pl.placed_gpu_hours,
+        "due_gpu_hours": pl.due_gpu_hours,
+        "deadline": iso(d.deadline),
+        "model": d.gpu_model,
+    }
+    refs = (f"workloads.deferrable.{d.workload.name}",)
     x = pl.extra
     if x is None:
-        return head + "; the deadline is met"
+        return Reason(wording.NOTE_DEFER_MET, params, refs)
     if "pool" not in x:
-        return head + f"; {x['short_gpu_hours']:.1f} GPU-hours short and {x['binding']}"
-    money = f"{x['cost']:,.2f} {currency}".rstrip()
-    met = "" if x["meets_deadline"] else f", still short ({x['binding']})"
-    return (
-        head + f"; the deadline needs {x['extra_nodes']} more node(s) ({x['extra_gpus']} GPUs) of "
-        f"pool {x['pool']!r} for {x['hours']:.1f} h, {money}{met}; not bought by the plan"
+        params.update(short_gpu_hours=x["short_gpu_hours"], binding=x["binding"])
+        return Reason(wording.NOTE_DEFER_SHORT, params, refs)
+    params.update(
+        extra_nodes=x["extra_nodes"],
+        extra_gpus=x["extra_gpus"],
+        pool=x["pool"],
+        hours=x["hours"],
+        cost=x["cost"],
+        currency=currency,
     )
+    if x["meets_deadline"]:
+        return Reason(wording.NOTE_DEFER_NODES, params, refs)
+    params["binding"] = x["binding"]
+    return Reason(wording.NOTE_DEFER_NODES_SHORT, params, refs)

@@ -51,7 +51,7 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
 from scaler.catalog.mig import gpu_fraction, resolve_profile
-from scaler.config import Config, WorkloadConfig
+from scaler.config import Fleet, WorkloadConfig
 from scaler.planning.sharing import (
     dedicated_gpus,
     joint_quantile,
@@ -182,7 +182,7 @@ def on_grid(series: pd.Series, grid: pd.DatetimeIndex) -> np.ndarray:
 
 
 def demand_by_model(
-    config: Config,
+    fleet: Fleet,
     forecasts: dict[str, SeriesForecast],
     grid: pd.DatetimeIndex,
     quantile: float,
@@ -190,12 +190,12 @@ def demand_by_model(
 ) -> dict[str, np.ndarray]:
     """GPUs needed at ``quantile`` per GPU model on ``grid`` (shared workloads packed and
     pooled, :func:`packed_by_model`; ``history`` for the pooled groups' correlation)."""
-    workloads, replicas, joint = quantile_replicas(config, forecasts, grid, quantile, history)
+    workloads, replicas, joint = quantile_replicas(fleet, forecasts, grid, quantile, history)
     return packed_by_model(workloads, replicas, joint)
 
 
 def quantile_replicas(
-    config: Config,
+    fleet: Fleet,
     forecasts: Mapping[str, SeriesForecast],
     grid: pd.DatetimeIndex,
     quantile: float,
@@ -209,7 +209,7 @@ def quantile_replicas(
     replicas: list[np.ndarray] = []
     medians: dict[str, np.ndarray] = {}
     col = quantile_column(quantile)
-    for w in config.served_workloads:
+    for w in fleet.served_workloads:
         fc = forecasts.get(w.signal)
         if fc is None:
             continue
@@ -244,7 +244,7 @@ def headroom_for(headroom: Headroom, signal: str, default: float = 0.0) -> float
 
 
 def current_demand_by_model(
-    config: Config,
+    fleet: Fleet,
     forecasts: dict[str, SeriesForecast],
     headroom_fraction: Headroom = 0.0,
     recent_peaks: Mapping[str, float] | None = None,
@@ -266,28 +266,28 @@ def current_demand_by_model(
             float(replicas_for(w, peak, headroom_for(peak_headroom, w.signal))),
         )
 
-    return _summed_by_model(config, forecasts, level)
+    return _summed_by_model(fleet, forecasts, level)
 
 
 def newest_demand_by_model(
-    config: Config, forecasts: dict[str, SeriesForecast]
+    fleet: Fleet, forecasts: dict[str, SeriesForecast]
 ) -> dict[str, float]:
     """GPUs per GPU model for the newest observation of each signal, no margin.
 
     What a pool held on stale or missing data may still scale up to: the demand
     that is already there, not a forecast made from old data.
     """
-    return _summed_by_model(config, forecasts, lambda w, fc: float(replicas_for(w, fc.last_value)))
+    return _summed_by_model(fleet, forecasts, lambda w, fc: float(replicas_for(w, fc.last_value)))
 
 
 def _summed_by_model(
-    config: Config,
+    fleet: Fleet,
     forecasts: dict[str, SeriesForecast],
     level: Callable[[WorkloadConfig, SeriesForecast], float],
 ) -> dict[str, float]:
     """GPUs per GPU model for ``level`` (replicas) of every workload whose signal has a
     forecast, packed (:func:`packed_by_model`) in the config's workload order."""
-    workloads = [w for w in config.served_workloads if w.signal in forecasts]
+    workloads = [w for w in fleet.served_workloads if w.signal in forecasts]
     replicas = [np.asarray(level(w, forecasts[w.signal])) for w in workloads]
     return {k: float(v) for k, v in packed_by_model(workloads, replicas).items()}
 
@@ -310,13 +310,13 @@ def median_ratio(fc: SeriesForecast, grid: pd.DatetimeIndex) -> np.ndarray:
 
 
 def anchored_demand_by_model(
-    config: Config,
+    fleet: Fleet,
     forecasts: dict[str, SeriesForecast],
     grid: pd.DatetimeIndex,
     headroom_fraction: Headroom = 0.0,
 ) -> dict[str, np.ndarray]:
     """GPUs per GPU model for ``last * median ratio`` on ``grid``, with headroom (:func:`gpus_for`)."""
-    workloads = [w for w in config.served_workloads if w.signal in forecasts]
+    workloads = [w for w in fleet.served_workloads if w.signal in forecasts]
     replicas = [
         replicas_for(
             w,

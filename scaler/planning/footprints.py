@@ -4,7 +4,7 @@ A workload that shares GPUs by time-slicing or MPS is packed by its footprint pe
 (:class:`scaler.planning.sharing.Footprint`): ``memory_gb`` and ``compute_share``. Where
 the config does not declare them but names the signals that measure them
 (``memory_signal``: GB one replica uses; ``utilization_signal``: percent of its GPU one
-replica keeps busy), :func:`observed_footprints` fills them in for the cycle from the
+replica keeps busy), :func:`observed_footprints` reads them for the cycle from the
 history: the q0.99 of each signal over its history, with :data:`HEADROOM` on top, memory
 rounded up to a whole GB and the compute share up to a multiple of :data:`SHARE_STEP`,
 so that the replicas per GPU do not move with every cycle's noise (a change of replicas
@@ -22,13 +22,13 @@ missing data never packs replicas tighter, so it never releases capacity.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from scaler.catalog.gpus import gpu_model
-from scaler.config import Config, WorkloadConfig
+from scaler.config import WorkloadConfig
 
 OBSERVED_QUANTILE = 0.99
 """The quantile of a replica's use its footprint is sized on."""
@@ -111,16 +111,16 @@ def observed_footprint(
 
 
 def observed_footprints(
-    config: Config, history: Mapping[str, pd.Series]
-) -> tuple[Config, list[str]]:
-    """``config`` with every workload's observed footprint filled in
-    (:func:`observed_footprint`), and a note per workload it changed."""
-    workloads, notes = [], []
-    for w in config.workloads:
-        filled, note = observed_footprint(w, history)
-        workloads.append(filled)
+    workloads: Iterable[WorkloadConfig], history: Mapping[str, pd.Series]
+) -> tuple[dict[str, WorkloadConfig], list[str]]:
+    """Per workload whose footprint its signals fill in, the workload as planned
+    (:func:`observed_footprint`), and a note per such workload; the planner takes them
+    as a fleet's workloads (:meth:`scaler.config.Fleet.with_workloads`)."""
+    filled: dict[str, WorkloadConfig] = {}
+    notes: list[str] = []
+    for w in workloads:
+        seen, note = observed_footprint(w, history)
         if note is not None:
+            filled[w.name] = seen
             notes.append(note)
-    if not notes:
-        return config, []
-    return config.model_copy(update={"workloads": tuple(workloads)}), notes
+    return filled, notes

@@ -22,7 +22,7 @@ import pandas as pd
 
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
-from scaler.config import Config, PoolConfig, WorkloadConfig
+from scaler.config import Fleet, PolicyConfig, PoolConfig, WorkloadConfig
 from scaler.planning.demand import (
     anchored_demand_by_model,
     current_demand_by_model,
@@ -31,6 +31,7 @@ from scaler.planning.demand import (
 )
 from scaler.planning.margins import Margin
 from scaler.plans import PastCycle
+from scaler.wording import HELD_IMPLAUSIBLE, HELD_NO_DATA, HELD_STALE, Reason, legacy
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class DemandLevels:
 
 
 def demand_levels(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
     forecasts: Mapping[str, SeriesForecast],
     history: Mapping[str, pd.Series],
     grid: pd.DatetimeIndex,
@@ -60,10 +62,9 @@ def demand_levels(
     headroom: Mapping[str, float],
 ) -> DemandLevels:
     """Every GPU model's demand levels at the policy quantile on ``grid``."""
-    policy = config.policy
     # The observed floor keeps the peak of the last lead time + stabilization.
     hold_window = pd.Timedelta(
-        seconds=max((p.lead_time_s for p in config.pools), default=0)
+        seconds=max((p.lead_time_s for p in fleet.pools), default=0)
         + policy.scale_down_stabilization_s
     )
     peaks, record_peaks, peak_headroom = _observed_peaks(
@@ -79,16 +80,16 @@ def demand_levels(
         for name, m in headroom.items()
     }
     return DemandLevels(
-        quantile=demand_by_model(config, dict(forecasts), grid, policy.quantile, history),
+        quantile=demand_by_model(fleet, dict(forecasts), grid, policy.quantile, history),
         observed=current_demand_by_model(
-            config, dict(forecasts), floor_headroom, peaks, peak_headroom
+            fleet, dict(forecasts), floor_headroom, peaks, peak_headroom
         ),
         recorded=current_demand_by_model(
-            config, dict(forecasts), floor_headroom, record_peaks, peak_headroom
+            fleet, dict(forecasts), floor_headroom, record_peaks, peak_headroom
         ),
-        anchored=anchored_demand_by_model(config, shaped, grid, headroom),
-        steady=anchored_demand_by_model(config, shaped, grid, 0.0),
-        newest=newest_demand_by_model(config, dict(forecasts)),
+        anchored=anchored_demand_by_model(fleet, shaped, grid, headroom),
+        steady=anchored_demand_by_model(fleet, shaped, grid, 0.0),
+        newest=newest_demand_by_model(fleet, dict(forecasts)),
     )
 
 
@@ -143,20 +144,26 @@ def held_models(
     workloads: Iterable[WorkloadConfig],
     forecasts: Mapping[str, SeriesForecast],
     stale: set[str],
-    suspect: Mapping[str, str] | None = None,
-) -> dict[str, str]:
+    suspect: Mapping[str, Sequence[Reason] | str] | None = None,
+) -> dict[str, list[Reason]]:
     """GPU models fed by a signal that is suspect, stale or missing (those pools hold), and
-    why. ``suspect``: signal -> why its data is suspect (:mod:`forecaster.suspect`)."""
-    held: dict[str, str] = {}
+    why, as reasons (:mod:`scaler.wording`'s ``held.*`` and ``suspect.*`` codes).
+    ``suspect``: signal -> what its data was found to be (:mod:`forecaster.suspect`, as
+    :func:`scaler.planning.reasons.suspicion_reasons` states it; a sentence is shown as it
+    is)."""
+    held: dict[str, list[Reason]] = {}
     suspect = suspect or {}
     for w in workloads:
         key = gpu_model(w.gpu_model).name
         if w.signal in suspect:
-            held[key] = f"signal {w.signal!r}: {suspect[w.signal]}"
+            why = suspect[w.signal]
+            held[key] = (
+                [legacy(f"signal {w.signal!r}: {why}")] if isinstance(why, str) else list(why)
+            )
         elif w.signal not in forecasts:
-            held.setdefault(key, f"no data for signal {w.signal!r}")
+            held.setdefault(key, [Reason(HELD_NO_DATA, {"signal": w.signal})])
         elif w.signal in stale:
-            held.setdefault(key, f"signal {w.signal!r} is stale")
+            held.setdefault(key, [Reason(HELD_STALE, {"signal": w.signal})])
     return held
 
 
@@ -164,7 +171,7 @@ IMPLAUSIBLE_FACTOR = 1000.0
 """A need over this many times the GPUs a model's pools can hold at most is bad data."""
 
 
-def implausible_models(pools: Iterable[PoolConfig], levels: DemandLevels) -> dict[str, str]:
+def implausible_models(pools: Iterable[PoolConfig], levels: DemandLevels) -> dict[str, Reason]:
     """GPU models whose demand is past any plausible need, and why (their pools hold).
 
     No fleet grows a thousandfold past the most its pools may hold: such a need comes
@@ -175,7 +182,7 @@ def implausible_models(pools: Iterable[PoolConfig], levels: DemandLevels) -> dic
     for p in pools:
         key = gpu_model(p.gpu_model).name
         most[key] = most.get(key, 0) + p.max_nodes * p.gpus_per_node
-    out: dict[str, str] = {}
+    out: dict[str, Reason] = {}
     for model, cap in sorted(most.items()):
         peaks = [levels.observed.get(model, 0.0), levels.newest.get(model, 0.0)]
         for table in (levels.quantile, levels.anchored):
@@ -184,9 +191,9 @@ def implausible_models(pools: Iterable[PoolConfig], levels: DemandLevels) -> dic
                 peaks.append(float(np.nanmax(values)) if not np.isnan(values).all() else 0.0)
         peak = max(peaks)
         if not peak <= IMPLAUSIBLE_FACTOR * max(cap, 1):
-            out[model] = (
-                f"demand of {peak:.4g} GPUs is over {IMPLAUSIBLE_FACTOR:g}x the {cap} its pools "
-                "can hold; treated as bad data"
+            out[model] = Reason(
+                HELD_IMPLAUSIBLE,
+                {"peak_gpus": peak, "factor": IMPLAUSIBLE_FACTOR, "capacity_gpus": cap},
             )
     return out
 

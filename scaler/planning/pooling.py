@@ -18,7 +18,7 @@ import pandas as pd
 
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
-from scaler.config import Config
+from scaler.config import Fleet, PolicyConfig
 from scaler.planning.demand import pooled_savings, quantile_replicas
 from scaler.planning.sharing import (
     SHARED_MODES,
@@ -28,6 +28,7 @@ from scaler.planning.sharing import (
     signal_correlation,
     workload_replicas_per_gpu,
 )
+from scaler.wording import NOTE_POOLING_JOINT, NOTE_POOLING_SUM, NOTE_POOLING_WHOLE, Reason
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,12 @@ class SharingReport:
     """The plan's ``sharing`` section and the notes it adds."""
 
     section: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Reason] = field(default_factory=list)
 
 
 def sharing_report(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
     forecasts: Mapping[str, SeriesForecast],
     grid: pd.DatetimeIndex,
     history: Mapping[str, pd.Series] | None = None,
@@ -48,21 +50,21 @@ def sharing_report(
     empty when no workload is planned on shared GPUs."""
     shared: dict[str, dict[str, Any]] = {
         w.name: {"mode": resolved_mode(w), "replicas_per_gpu": workload_replicas_per_gpu(w)}
-        for w in config.served_workloads
+        for w in fleet.served_workloads
         if resolved_mode(w) in SHARED_MODES
     }
     if not shared:
         return SharingReport()
-    quantile = config.policy.quantile
-    step_h = config.policy.cycle_s / 3600.0
-    workloads, replicas, joint = quantile_replicas(config, forecasts, grid, quantile, history)
+    quantile = policy.quantile
+    step_h = policy.cycle_s / 3600.0
+    workloads, replicas, joint = quantile_replicas(fleet, forecasts, grid, quantile, history)
     savings = pooled_savings(workloads, replicas, joint)
     groups: dict[str, Any] = {}
-    notes: list[str] = []
+    notes: list[Reason] = []
     total_h = total_cost = 0.0
     for group in pooling_groups(workloads):
         saving = savings[group.key]
-        price = min(p.price_per_gpu_hour for p in config.pools_for(group.model))
+        price = min(p.price_per_gpu_hour for p in fleet.pools_for(group.model))
         hours = float(saving.saved.sum()) * step_h
         correlation = signal_correlation([w.signal for w in group.workloads], history)
         estimated = bool((correlation < 1.0).any())
@@ -85,25 +87,29 @@ def sharing_report(
         }
         total_h += hours
         total_cost += hours * price
-        how = (
-            "joint forecast: medians plus the spreads' root-sum-square by the signals' correlation"
-            if estimated
-            else "no common history to estimate the joint quantile: sum of quantiles"
-        )
-        notes.append(
-            f"pooling {group.key} ({', '.join(w.name for w in group.workloads)}, "
-            f"{group.replicas_per_gpu} replicas per GPU): {pooled_peak:g} GPUs at peak against "
-            f"{dedicated_peak:g} in dedicated sets at q{quantile:g} ({how}); saves "
-            f"{hours:.1f} GPU-hours, {hours * price:.2f} over the horizon"
-        )
+        params = {
+            "group": group.key,
+            "workloads": tuple(w.name for w in group.workloads),
+            "replicas": group.replicas_per_gpu,
+            "pooled_peak_gpus": pooled_peak,
+            "dedicated_peak_gpus": dedicated_peak,
+            "quantile": f"q{quantile:g}",
+            "saved_gpu_hours": hours,
+            "saved_cost": hours * price,
+        }
+        code = NOTE_POOLING_JOINT if estimated else NOTE_POOLING_SUM
+        notes.append(Reason(code, params, (f"sharing.pools.{group.key}",)))
     for name, info in shared.items():
         if info["replicas_per_gpu"] < 2:
             model = gpu_model(
-                next(w for w in config.served_workloads if w.name == name).gpu_model
+                next(w for w in fleet.served_workloads if w.name == name).gpu_model
             ).name
             notes.append(
-                f"workload {name!r} ({info['mode']}): no second replica fits one {model} "
-                "by memory_gb and compute_share; planned as whole GPUs"
+                Reason(
+                    NOTE_POOLING_WHOLE,
+                    {"workload": name, "mode": info["mode"], "model": model},
+                    (f"sharing.workloads.{name}",),
+                )
             )
     return SharingReport(
         section={

@@ -47,8 +47,9 @@ import pandas as pd
 from forecaster.errors import BadInputError
 from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
+from scaler import wording
 from scaler.catalog.gpus import gpu_model
-from scaler.config import Config, PoolConfig, WorkloadConfig
+from scaler.config import Fleet, PolicyConfig, PoolConfig, WorkloadConfig
 from scaler.planning.demand import planning_grid, quantile_replicas, replicas_for
 from scaler.planning.sharing import (
     SHARED_MODES,
@@ -59,6 +60,7 @@ from scaler.planning.sharing import (
     workload_replicas_per_gpu,
 )
 from scaler.plans import Action, iso
+from scaler.wording import Reason
 
 ACTION_KIND = "device-plugin-config"
 """The kind of the actions this module emits (``scaler.actuation.kube.device_plugin``)."""
@@ -103,10 +105,10 @@ def configured_shared_nodes(pool: PoolConfig, count: int) -> list[SharedNodeStat
     return [SharedNodeState(f"{pool.name}-{i}", pool.gpus_per_node) for i in range(count)]
 
 
-def has_shared_workloads(config: Config) -> bool:
+def has_shared_workloads(fleet: Fleet) -> bool:
     """Whether any served workload is planned on time-sliced or MPS GPUs (two or more
     replicas per GPU): only then are nodes read for the sharing plan."""
-    return any(_shared(w) for w in config.served_workloads)
+    return any(_shared(w) for w in fleet.served_workloads)
 
 
 def _shared(w: WorkloadConfig) -> bool:
@@ -141,10 +143,10 @@ class SharedNeed:
         return f"workload {names!r} ({self.mode})"
 
 
-def shared_needs(config: Config) -> list[SharedNeed]:
+def shared_needs(fleet: Fleet) -> list[SharedNeed]:
     """The needs of the config's served workloads, in config order: one per pooling group,
     one per shared workload in no group (:func:`scaler.planning.sharing.pooling_groups`)."""
-    served = [w for w in config.served_workloads if _shared(w)]
+    served = [w for w in fleet.served_workloads if _shared(w)]
     needs: list[SharedNeed] = []
     grouped: set[str] = set()
     for g in pooling_groups(served):
@@ -158,7 +160,7 @@ def shared_needs(config: Config) -> list[SharedNeed]:
             needs.append(
                 SharedNeed(model, resolved_mode(w), workload_replicas_per_gpu(w), (w,), None)
             )
-    first = {w.name: i for i, w in enumerate(config.served_workloads)}
+    first = {w.name: i for i, w in enumerate(fleet.served_workloads)}
     return sorted(needs, key=lambda n: first[n.workloads[0].name])
 
 
@@ -187,7 +189,8 @@ class _Node:
 
 
 def plan_sharing_actions(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
     forecasts: Mapping[str, SeriesForecast],
     inventory: Mapping[str, int],
     now: pd.Timestamp,
@@ -210,50 +213,27 @@ def plan_sharing_actions(
     ``stale``: signals whose data is stale or missing: a need fed by one gets no action.
     Empty when no served workload is shared.
     """
-    needs = shared_needs(config)
+    needs = shared_needs(fleet)
     if not needs:
         return SharingActions()
-    pools = {p.name: p for p in config.pools}
-    for name in node_states or {}:
-        if name not in pools:
-            raise BadInputError(f"node_states[{name!r}]: no pool of that name in the config")
-        if pools[name].mig_layouts is not None:
-            raise BadInputError(
-                f"node_states[{name!r}]: pool {name} is MIG-managed (mig_layouts set); its "
-                "nodes are the MIG planner's"
-            )
+    _check_node_states(fleet, node_states)
     now = pd.Timestamp(now)
-    policy = config.policy
     grid = planning_grid(now, policy.horizon_s, policy.cycle_s)
-    workloads, replicas, joint = quantile_replicas(
-        config, forecasts, grid, policy.quantile, history
-    )
+    workloads, replicas, joint = quantile_replicas(fleet, forecasts, grid, policy.quantile, history)
     by_name = dict(zip((w.name for w in workloads), replicas, strict=True))
     qname = quantile_column(policy.quantile)
     out = SharingActions()
-    nodes = _known_nodes(config, needs, node_states, targets or {}, inventory)
+    nodes = _known_nodes(fleet, needs, node_states, targets or {}, inventory)
     need_entries: list[dict[str, Any]] = []
     wanted = {(n.model, n.config_name) for n in needs}
     for need in needs:
-        lead_s = _lead_s(config, need.model)
+        lead_s = _lead_s(fleet, need.model)
         held = sorted(
             {w.signal for w in need.workloads if w.signal in (stale or set())}
             | {w.signal for w in need.workloads if w.signal not in forecasts}
         )
         gpus = 0 if held else _need_gpus(need, by_name, joint, forecasts, grid, now, lead_s)
-        entry: dict[str, Any] = {
-            "gpu_model": need.model,
-            "config": need.config_name,
-            "mode": need.mode,
-            "replicas_per_gpu": need.replicas_per_gpu,
-            "workloads": [w.name for w in need.workloads],
-            "group": need.group,
-            "gpus": gpus,
-            "gpus_labelled": 0,
-            "nodes_labelled": [],
-            "nodes_to_label": [],
-            "held": None,
-        }
+        entry = _need_entry(need, gpus)
         need_entries.append(entry)
         if held:
             entry["held"] = f"signal(s) {', '.join(held)} stale or missing"
@@ -266,7 +246,7 @@ def plan_sharing_actions(
             why = unavailable or "the nodes' labels could not be read"
             entry["held"] = why
             per_node = max(
-                (p.gpus_per_node for p in _shareable_pools(config, need.model)), default=0
+                (p.gpus_per_node for p in _shareable_pools(fleet, need.model)), default=0
             )
             count = math.ceil(gpus / per_node) if per_node else 0
             out.notes.append(
@@ -276,7 +256,7 @@ def plan_sharing_actions(
             )
             continue
         _choose(need, gpus, nodes.get(need.model, []), entry, out, qname, lead_s, now, inventory)
-        _to_come(need, entry, config, targets or {}, inventory, out)
+        _to_come(need, entry, fleet, targets or {}, inventory, out)
     out.notes += _left_shared(nodes, wanted)
     if source == "config" and out.actions:
         out.notes.append(
@@ -284,9 +264,52 @@ def plan_sharing_actions(
             "(<pool>-<i>, unlabelled; no cluster read): a run against the cluster reads the "
             f"real nodes and their {CONFIG_LABEL} labels"
         )
+    out.section = _section(needs, need_entries, nodes, source if node_states is not None else None)
+    return out
+
+
+def _check_node_states(
+    fleet: Fleet, node_states: Mapping[str, Sequence[SharedNodeState]] | None
+) -> None:
+    """Every pool ``node_states`` names is one of the fleet's, and not MIG-managed."""
+    pools = {p.name: p for p in fleet.pools}
+    for name in node_states or {}:
+        if name not in pools:
+            raise BadInputError(f"node_states[{name!r}]: no pool of that name in the config")
+        if pools[name].mig_layouts is not None:
+            raise BadInputError(
+                f"node_states[{name!r}]: pool {name} is MIG-managed (mig_layouts set); its "
+                "nodes are the MIG planner's"
+            )
+
+
+def _need_entry(need: SharedNeed, gpus: int) -> dict[str, Any]:
+    """The section's entry for ``need``, before any node is counted or chosen."""
+    return {
+        "gpu_model": need.model,
+        "config": need.config_name,
+        "mode": need.mode,
+        "replicas_per_gpu": need.replicas_per_gpu,
+        "workloads": [w.name for w in need.workloads],
+        "group": need.group,
+        "gpus": gpus,
+        "gpus_labelled": 0,
+        "nodes_labelled": [],
+        "nodes_to_label": [],
+        "held": None,
+    }
+
+
+def _section(
+    needs: Sequence[SharedNeed],
+    need_entries: list[dict[str, Any]],
+    nodes: Mapping[str, list[_Node]],
+    nodes_from: str | None,
+) -> dict[str, Any]:
+    """The keys the sharing actions add to the plan's ``sharing`` section."""
     section_nodes = [n for model in sorted(nodes) for n in nodes[model]]
-    out.section = {
-        "nodes_from": source if node_states is not None else None,
+    return {
+        "nodes_from": nodes_from,
         "needs": need_entries,
         "device_plugin_configs": {n.config_name: n.entry for n in needs},
         "node_labels": dict(
@@ -307,16 +330,15 @@ def plan_sharing_actions(
             for n in section_nodes
         ],
     }
-    return out
 
 
-def _shareable_pools(config: Config, model: str) -> list[PoolConfig]:
+def _shareable_pools(fleet: Fleet, model: str) -> list[PoolConfig]:
     """The pools of ``model`` whose nodes the device plugin may share: not MIG-managed."""
-    return [p for p in config.pools_for(model) if p.mig_layouts is None]
+    return [p for p in fleet.pools_for(model) if p.mig_layouts is None]
 
 
-def _lead_s(config: Config, model: str) -> int:
-    return max((p.lead_time_s for p in _shareable_pools(config, model)), default=0)
+def _lead_s(fleet: Fleet, model: str) -> int:
+    return max((p.lead_time_s for p in _shareable_pools(fleet, model)), default=0)
 
 
 def _need_gpus(
@@ -344,7 +366,7 @@ def _need_gpus(
 
 
 def _known_nodes(
-    config: Config,
+    fleet: Fleet,
     needs: Sequence[SharedNeed],
     node_states: Mapping[str, Sequence[SharedNodeState]] | None,
     targets: Mapping[str, int],
@@ -356,7 +378,7 @@ def _known_nodes(
     if node_states is None:
         return out
     models = {n.model for n in needs}
-    for pool in config.pools:
+    for pool in fleet.pools:
         model = gpu_model(pool.gpu_model).name
         if model not in models or pool.mig_layouts is not None:
             continue
@@ -444,14 +466,6 @@ def _choose(
         out.actions.append(_action(need, n, gpus, have, len(chosen), qname, lead_s, now, inventory))
 
 
-def _pods_text(s: SharedNodeState) -> str:
-    if s.gpu_pods is None:
-        return "its GPU pods not read"
-    if s.gpu_pods == 0:
-        return "no GPU pods running"
-    return f"{s.gpu_pods} GPU pod(s) running, drained first where they would lose devices"
-
-
 def _action(
     need: SharedNeed,
     n: _Node,
@@ -474,13 +488,25 @@ def _action(
         at=iso(now),
         needed_at=iso(now + pd.Timedelta(seconds=n.pool.lead_time_s)),
         cost_delta_per_hour=0.0,
-        reason=(
-            f"{qname} demand of {need.who()} on {need.model} needs {gpus} GPU(s) shared "
-            f"{need.replicas_per_gpu} ways by {need.mode} over the next "
-            f"{lead_s / 60:.0f} min (lead time), {have} of them on nodes labelled {name} "
-            f"already; node {s.name} ({s.gpus} GPUs, unlabelled and not shared, "
-            f"{_pods_text(s)}) is one of {count} node(s) to label {CONFIG_LABEL}={name}; "
-            "spend unchanged (+0.00/h)"
+        reason=Reason(
+            wording.SHARING_LABEL,
+            {
+                "quantile": qname,
+                "model": need.model,
+                "workloads": tuple(wl.name for wl in need.workloads),
+                "group": need.group,
+                "gpus": gpus,
+                "replicas": need.replicas_per_gpu,
+                "mode": need.mode,
+                "lead_min": round(lead_s / 60),
+                "have": have,
+                "node": s.name,
+                "node_gpus": s.gpus,
+                "gpu_pods": s.gpu_pods,
+                "count": count,
+                "label": CONFIG_LABEL,
+                "config": name,
+            },
         ),
         kind=ACTION_KIND,
         details={
@@ -501,7 +527,7 @@ def _action(
 def _to_come(
     need: SharedNeed,
     entry: dict[str, Any],
-    config: Config,
+    fleet: Fleet,
     targets: Mapping[str, int],
     inventory: Mapping[str, int],
     out: SharingActions,
@@ -511,7 +537,7 @@ def _to_come(
     if short <= 0:
         return
     growing = []
-    for p in _shareable_pools(config, need.model):
+    for p in _shareable_pools(fleet, need.model):
         current = int(inventory.get(p.name, p.min_nodes))
         target = int(targets.get(p.name, current))
         if target > current:

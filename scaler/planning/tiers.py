@@ -109,6 +109,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -117,7 +118,14 @@ import pandas as pd
 from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
-from scaler.config import Config, PoolConfig, SignalConfig
+from scaler.config import (
+    Fleet,
+    KueueQuotaConfig,
+    PolicyConfig,
+    PoolConfig,
+    SignalConfig,
+    WorkloadConfig,
+)
 from scaler.planning.billing import NodeStarts, keep_paid_nodes
 from scaler.planning.binding import (
     Shortfall,
@@ -128,7 +136,7 @@ from scaler.planning.binding import (
 from scaler.planning.bounds import PlanningCycle, model_problem, quiet_models
 from scaler.planning.cost_and_risk import expected_unserved, plan_cost
 from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes
-from scaler.planning.deferrable import plan_deferrable, served_config
+from scaler.planning.deferrable import plan_deferrable
 from scaler.planning.demand import planning_grid
 from scaler.planning.growth import Forecaster, walk_forward
 from scaler.planning.margins import Margin, learn_margin
@@ -149,71 +157,73 @@ from scaler.planning.reasons import (
     decide,
     held_notes,
     inventory_notes,
-    margin_notes,
-    near_sources,
+    model_signals,
     shortfall_note,
 )
 from scaler.planning.solver import ModelProblem, ModelSolution, Solver, solve
 from scaler.planning.starvation import with_floor
 from scaler.plans import Action, CapacityPlan, PastCycle, PoolPlan, SignalSummary, iso
+from scaler.wording import Reason
 
 
-def signal_granule(config: Config, signal: str) -> float:
+def signal_granule(fleet: Fleet, signal: str) -> float:
     """Signal units one node serves: the step in which capacity for ``signal`` comes.
 
     0 (no rounding assumed) where the signal shares its GPU model with another
     signal's workloads, drives a MIG workload, or has no pool: there the nodes are
     not the signal's alone, so their rounding is no margin it can count on.
     """
-    driven = [w for w in config.workloads if w.signal == signal]
+    driven = [w for w in fleet.workloads if w.signal == signal]
     if not driven or any(w.mig_profile is not None for w in driven):
         return 0.0
     models = {gpu_model(w.gpu_model).name for w in driven}
     others = [
-        w for w in config.workloads if w.signal != signal and gpu_model(w.gpu_model).name in models
+        w for w in fleet.workloads if w.signal != signal and gpu_model(w.gpu_model).name in models
     ]
     if others or len(models) != 1:
         return 0.0
-    pools = config.pools_for(next(iter(models)))
+    pools = fleet.pools_for(next(iter(models)))
     if not pools:
         return 0.0
     gpus_per_unit = sum(w.gpus_per_replica / w.units_per_replica for w in driven)
     return min(p.gpus_per_node for p in pools) / gpus_per_unit
 
 
-def signal_replica(config: Config, signal: str) -> float:
+def signal_replica(workloads: Iterable[WorkloadConfig], signal: str) -> float:
     """Signal units of one replica of the workload ``signal`` drives (0 where several do).
 
     The margin is headroom on replicas (:func:`scaler.planning.demand.gpus_for`), so the
     walk-forward replay rounds the signal up to replicas before adding it.
     """
-    driven = [w for w in config.workloads if w.signal == signal]
+    driven = [w for w in workloads if w.signal == signal]
     return float(driven[0].units_per_replica) if len(driven) == 1 else 0.0
 
 
 def learn_margins(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
+    method: str,
     forecasts: Mapping[str, SeriesForecast],
     history: Mapping[str, pd.Series],
     backtests: Callable[[str], Forecaster] | None = None,
 ) -> dict[str, Margin | None]:
     """Each forecast signal's margin, learnt from its history up to its newest observation.
 
-    ``backtests``: the forecaster the growth backtest uses for a signal (default: the
-    config's method, fitted at each origin); the service passes one that keeps those
-    forecasts between cycles (:mod:`scaler.service.growth_cache`). Its forecasts are made
-    at whole multiples of ``policy.growth_refresh_s``, so consecutive cycles share them.
+    ``method``: the forecast method the growth backtest fits at each origin (the config's
+    ``forecast.method``). ``backtests``: the forecaster the growth backtest uses for a
+    signal instead; the service passes one that keeps those forecasts between cycles
+    (:mod:`scaler.service.growth_cache`). Its forecasts are made at whole multiples of
+    ``policy.growth_refresh_s``, so consecutive cycles share them.
     """
-    lead = max((p.lead_time_s for p in config.pools), default=0)
-    floor = pd.Timedelta(seconds=lead + config.policy.scale_down_stabilization_s)
-    policy = config.policy
+    lead = max((p.lead_time_s for p in fleet.pools), default=0)
+    floor = pd.Timedelta(seconds=lead + policy.scale_down_stabilization_s)
     out: dict[str, Margin | None] = {}
     for name, fc in forecasts.items():
         y = history.get(name)
         if y is None:
             continue
         backtest = walk_forward(
-            config.forecast.method,
+            method,
             pd.Timedelta(seconds=policy.growth_backtest_s),
             pd.Timedelta(seconds=policy.growth_refresh_s),
             lookback=pd.Timedelta(days=28),
@@ -224,134 +234,134 @@ def learn_margins(
         out[name] = learn_margin(
             seen,
             lead,
-            config.policy.unserved_budget,
+            policy.unserved_budget,
             step=fc.step if fc.step > pd.Timedelta(0) else None,
             signal=name,
             floor_window=floor,
-            granule=signal_granule(config, name),
-            replica=signal_replica(config, name),
+            granule=signal_granule(fleet, name),
+            replica=signal_replica(fleet.workloads, name),
             backtest=backtest,
         )
     return out
 
 
-def plan_capacity(
-    config: Config,
-    forecasts: Mapping[str, SeriesForecast],
-    inventory: Mapping[str, int],
-    now: pd.Timestamp,
-    stale: set[str] | None = None,
-    *,
-    suspect: Mapping[str, str] | None = None,
-    solver: Solver = "auto",
-    with_signals: bool = True,
-    history: Mapping[str, pd.Series] | None = None,
-    past: Sequence[PastCycle] = (),
-    margins: Mapping[str, Margin | None] | None = None,
-    waiting: Mapping[str, float] | None = None,
-    node_starts: NodeStarts | None = None,
-    derated: Mapping[str, float] | None = None,
-) -> CapacityPlan:
-    """Plan every pool; ``inventory`` is nodes per pool now, ``stale`` the stale signals.
+@dataclass(frozen=True)
+class CapacityInputs:
+    """What one tier plan is made from: the fleet and policy it plans for, what the cycle
+    saw, and the settings of the deferrable work's placement.
 
-    ``suspect``: signal -> why its data is suspect (:mod:`forecaster.suspect`); those
-    signals hold their pools like stale ones.
-    ``history``: observations per signal, from which each signal's margin is learnt
+    Built once at the cycle's edge (the service's cycle, the replay, the tests) from the
+    config's :attr:`~scaler.config.Config.fleet` (with the lead times and footprints the
+    cycle resolved), ``policy``, ``forecast.method``, ``kubernetes.kueue`` and
+    ``finance.currency``; the defaults are the config's.
+    """
+
+    fleet: Fleet
+    policy: PolicyConfig
+    forecasts: Mapping[str, SeriesForecast]
+    inventory: Mapping[str, int]
+    """Nodes per pool now."""
+    now: pd.Timestamp
+    stale: AbstractSet[str] = frozenset()
+    """Signals whose data is stale or missing: they hold their pools."""
+    suspect: Mapping[str, Sequence[Reason] | str] | None = None
+    """Signal -> why its data is suspect (:mod:`forecaster.suspect`, as
+    :func:`scaler.planning.reasons.suspicion_reasons` states it); held like stale ones."""
+    history: Mapping[str, pd.Series] | None = None
+    """Observations per signal, from which each signal's margin is learnt
     (:mod:`scaler.planning.margins`); without it (or too short) the margin is
-    ``policy.headroom_fraction``. ``margins``: margins learnt already (the replay
-    learns them once from its training period); they replace learning from ``history``.
+    ``policy.headroom_fraction``."""
+    past: Sequence[PastCycle] = ()
+    """What earlier cycles asked for (:class:`scaler.plans.PastCycle`, from the run
+    records), for the hysteresis across cycles (module docstring, "No flapping")."""
+    margins: Mapping[str, Margin | None] | None = None
+    """Margins learnt already (the cycle, the replay's training period); they replace
+    learning from ``history`` with ``method``."""
+    method: str = "auto"
+    """The forecast method the margins' growth backtest fits (``forecast.method``)."""
+    waiting: Mapping[str, float] | None = None
+    """Per GPU model, the GPUs that run plus those that wait for capacity
+    (:mod:`scaler.planning.starvation`): observed demand the need never goes under."""
+    node_starts: NodeStarts | None = None
+    """Per pool, when its nodes started; a pool with ``billing`` releases only nodes whose
+    paid period ends before the next cycle (:mod:`scaler.planning.billing`)."""
+    derated: Mapping[str, float] | None = None
+    """Per GPU model, the GPUs that throttled GPUs no longer serve
+    (:mod:`scaler.planning.power`), added to its need."""
+    kueue: KueueQuotaConfig | None = None
+    """The training ClusterQueue whose quota the plan sizes (``kubernetes.kueue``)."""
+    currency: str = "USD"
+    """What the placement notes price in (``finance.currency``)."""
+
+
+def plan_capacity(
+    inputs: CapacityInputs, *, solver: Solver = "auto", with_signals: bool = True
+) -> CapacityPlan:
+    """Plan every pool of ``inputs.fleet`` (:class:`CapacityInputs`).
+
     ``solver``: ``auto`` (MILP, greedy fallback), ``milp`` or ``greedy``.
     ``with_signals=False`` skips the per-signal summaries (the replay plans every
-    5 minutes and does not read them).
-    ``past``: what earlier cycles asked for (:class:`scaler.plans.PastCycle`, from the
-    run records), for the hysteresis across cycles (module docstring, "No flapping").
-    ``waiting``: per GPU model, the GPUs that run plus those that wait for capacity
-    (:mod:`scaler.planning.starvation`): observed demand the need never goes under.
-    ``node_starts``: per pool, when its nodes started; a pool with ``billing`` releases
-    only nodes whose paid period ends before the next cycle (:mod:`scaler.planning.billing`).
-    ``derated``: per GPU model, the GPUs that throttled GPUs no longer serve
-    (:mod:`scaler.planning.power`), added to its need; pools' ``max_power_kw`` caps their nodes.
+    5 minutes and does not read them). Pools' ``max_power_kw`` caps their nodes.
     """
-    policy = config.policy
-    now = pd.Timestamp(now)
-    stale = set(stale or ())
-    # Deferrable training and batch are placed afterwards into what this plan leaves idle.
-    config, whole_config = served_config(config), config
+    policy, now, forecasts = inputs.policy, pd.Timestamp(inputs.now), inputs.forecasts
+    history, stale = inputs.history or {}, set(inputs.stale)
     # A pool's max_power_kw is a ceiling on its nodes like max_nodes, named on its own.
-    capped, power_caps = power_capped(config.pools)
-    config = config.model_copy(update={"pools": capped})
-    whole_config = whole_config.model_copy(update={"pools": power_capped(whole_config.pools)[0]})
-    cycle = _planning_cycle(config, inventory, now, past)
-    learned, headroom = _signal_margins(config, forecasts, history or {}, margins)
-    levels = demand_levels(config, forecasts, history or {}, cycle.grid, learned, headroom)
-    levels = with_floor(levels, waiting)
-    held = held_models(config.workloads, forecasts, stale, suspect)
-    implausible = implausible_models(config.pools, levels)
-    if implausible:
-        # A need past anything the pools could hold is bad data: held, and its newest
-        # demand does not count either (it would buy every pool's maximum).
-        for model, why in implausible.items():
-            held[model] = f"{held[model]}; {why}" if model in held else why
-        levels = replace(levels, newest={**levels.newest, **dict.fromkeys(implausible, 0.0)})
-    quiet = quiet_models(config.workloads, forecasts, learned, past, now)
-    fleet = _Fleet(binding={p.name: [] for p in config.pools})
-    for model in sorted({gpu_model(p.gpu_model).name for p in config.pools}):
-        fleet.add(
-            plan_model(
-                model,
-                config.pools_for(model),
-                levels,
-                cycle,
-                held=model in held,
-                no_news=model not in held and model in quiet,
-                solver=solver,
-                lost=(derated or {}).get(model, 0.0),
-            )
-        )
-    first = {name: tl[0] for name, tl in fleet.timelines.items() if tl}
-    paid = keep_paid_nodes(
-        config.pools, first, cycle.current, node_starts or {}, now, policy.cycle_s
-    )
-    for name, keep in paid.items():
-        fleet.timelines[name][0] = keep.target
-        fleet.binding[name].append("billing")
-        fleet.notes.append(keep.note())
+    capped, power_caps = power_capped(inputs.fleet.pools)
+    whole = inputs.fleet.with_pools(tuple(capped))
+    # Deferrable training and batch are placed afterwards into what this plan leaves idle.
+    served = whole.served()
+    cycle = _planning_cycle(served.pools, policy, inputs.inventory, now, inputs.past)
+    learned, headroom = _signal_margins(served, inputs)
+    levels, held_why = _levels_and_held(served, inputs, cycle, learned, headroom)
+    # What the plan's risk says of each held model: its causes in English, one line.
+    held = {m: "; ".join(str(r) for r in why) for m, why in held_why.items()}
+    fleet = _plan_models(served, inputs, cycle, levels, held, learned, solver)
+    _keep_paid_nodes(fleet, served.pools, cycle, inputs.node_starts, now, policy.cycle_s)
     name_power_bounds(
         power_caps,
         fleet.timelines,
         fleet.binding,
         fleet.shortfalls,
-        {p.name: gpu_model(p.gpu_model).name for p in config.pools},
+        {p.name: gpu_model(p.gpu_model).name for p in served.pools},
     )
     actions, pool_plans = _pool_outputs(
-        config,
-        inventory,
+        served.pools,
+        policy,
+        inputs.inventory,
         fleet,
         held,
-        margin_notes(config.workloads, learned, headroom),
+        model_signals(served.workloads),
         learned,
         now,
     )
     deferred = plan_deferrable(
-        whole_config, forecasts, cycle, fleet.need, fleet.timelines, held, stale
+        whole,
+        forecasts,
+        cycle,
+        fleet.need,
+        fleet.timelines,
+        held,
+        stale,
+        kueue=inputs.kueue,
+        currency=inputs.currency,
     )
-    shared = sharing_report(config, forecasts, cycle.grid, history)
+    shared = sharing_report(served, policy, forecasts, cycle.grid, history)
     return CapacityPlan(
         created_at=iso(now),
         quantile=policy.quantile,
         horizon_s=policy.horizon_s,
         step_s=policy.cycle_s,
         timeline=[iso(t) for t in cycle.grid],
-        signals=_signal_summaries(config.signals, forecasts, policy.quantile, stale)
+        signals=_signal_summaries(served.signals, forecasts, policy.quantile, stale)
         if with_signals
         else [],
         demand_gpus={k: [round(float(x), 4) for x in v] for k, v in sorted(fleet.need.items())},
         pools=pool_plans,
         actions=actions,
-        cost=plan_cost(config.pools, fleet.timelines, inventory, policy.cycle_s / 3600.0),
-        risk=_risk(config, forecasts, cycle.grid, fleet, held, levels, learned, headroom),
-        notes=held_notes(held)
-        + inventory_notes(config.pools, inventory, cycle.current, policy.max_step_nodes)
+        cost=plan_cost(served.pools, fleet.timelines, inputs.inventory, policy.cycle_s / 3600.0),
+        risk=_risk(served, policy, forecasts, cycle.grid, fleet, held, levels, learned, headroom),
+        notes=held_notes(held_why)
+        + inventory_notes(served.pools, inputs.inventory, cycle.current, policy.max_step_nodes)
         + fleet.notes
         + deferred.notes
         + shared.notes,
@@ -360,17 +370,89 @@ def plan_capacity(
     )
 
 
+def _levels_and_held(
+    served: Fleet,
+    inputs: CapacityInputs,
+    cycle: PlanningCycle,
+    learned: Mapping[str, Margin],
+    headroom: Mapping[str, float],
+) -> tuple[DemandLevels, dict[str, list[Reason]]]:
+    """Every GPU model's demand levels (with what waits for capacity as a floor), and the
+    models held on stale, missing, suspect or implausible data, with why."""
+    forecasts = inputs.forecasts
+    levels = demand_levels(
+        served, inputs.policy, forecasts, inputs.history or {}, cycle.grid, learned, headroom
+    )
+    levels = with_floor(levels, inputs.waiting)
+    held = held_models(served.workloads, forecasts, set(inputs.stale), inputs.suspect)
+    implausible = implausible_models(served.pools, levels)
+    if implausible:
+        # A need past anything the pools could hold is bad data: held, and its newest
+        # demand does not count either (it would buy every pool's maximum).
+        for model, why in implausible.items():
+            held[model] = [*held.get(model, []), why]
+        levels = replace(levels, newest={**levels.newest, **dict.fromkeys(implausible, 0.0)})
+    return levels, held
+
+
+def _plan_models(
+    served: Fleet,
+    inputs: CapacityInputs,
+    cycle: PlanningCycle,
+    levels: DemandLevels,
+    held: Mapping[str, str],
+    learned: Mapping[str, Margin],
+    solver: Solver,
+) -> _Fleet:
+    """Every GPU model planned (:func:`plan_model`), in name order, merged."""
+    quiet = quiet_models(served.workloads, inputs.forecasts, learned, inputs.past, cycle.now)
+    fleet = _Fleet(binding={p.name: [] for p in served.pools})
+    for model in sorted({gpu_model(p.gpu_model).name for p in served.pools}):
+        fleet.add(
+            plan_model(
+                model,
+                served.pools_for(model),
+                levels,
+                cycle,
+                held=model in held,
+                no_news=model not in held and model in quiet,
+                solver=solver,
+                lost=(inputs.derated or {}).get(model, 0.0),
+            )
+        )
+    return fleet
+
+
+def _keep_paid_nodes(
+    fleet: _Fleet,
+    pools: Sequence[PoolConfig],
+    cycle: PlanningCycle,
+    node_starts: NodeStarts | None,
+    now: pd.Timestamp,
+    cycle_s: int,
+) -> None:
+    """Pools with ``billing`` keep the nodes whose paid period outlasts the next cycle
+    (:func:`scaler.planning.billing.keep_paid_nodes`), named as a bound."""
+    first = {name: tl[0] for name, tl in fleet.timelines.items() if tl}
+    paid = keep_paid_nodes(pools, first, cycle.current, node_starts or {}, now, cycle_s)
+    for name, keep in paid.items():
+        fleet.timelines[name][0] = keep.target
+        fleet.binding[name].append("billing")
+        fleet.notes.append(keep.note())
+
+
 def _planning_cycle(
-    config: Config, inventory: Mapping[str, int], now: pd.Timestamp, past: Sequence[PastCycle]
+    pools: Sequence[PoolConfig],
+    policy: PolicyConfig,
+    inventory: Mapping[str, int],
+    now: pd.Timestamp,
+    past: Sequence[PastCycle],
 ) -> PlanningCycle:
     """This cycle's grid, the nodes each pool is planned from, and the policy's rules."""
-    policy = config.policy
     # A pool above its max_nodes (a live inventory; a file inventory there is refused at
     # load) steps down by at most max_step_nodes a cycle, like any other change; one
     # below its min_nodes is planned from min_nodes.
-    current = {
-        p.name: max(p.min_nodes, int(inventory.get(p.name, p.min_nodes))) for p in config.pools
-    }
+    current = {p.name: max(p.min_nodes, int(inventory.get(p.name, p.min_nodes))) for p in pools}
     return PlanningCycle(
         now=now,
         grid=planning_grid(now, policy.horizon_s, policy.cycle_s),
@@ -381,24 +463,24 @@ def _planning_cycle(
         stabilization=pd.Timedelta(seconds=policy.scale_down_stabilization_s),
         max_step=policy.max_step_nodes,
         budget_per_hour=policy.budget_per_hour,
-        fleet=config.pools,
+        fleet=tuple(pools),
     )
 
 
 def _signal_margins(
-    config: Config,
-    forecasts: Mapping[str, SeriesForecast],
-    history: Mapping[str, pd.Series],
-    margins: Mapping[str, Margin | None] | None,
+    served: Fleet, inputs: CapacityInputs
 ) -> tuple[dict[str, Margin], dict[str, float]]:
     """The margins learnt (given, or learnt from ``history``), and one margin per signal:
     its learnt one, else the configured headroom."""
+    margins = inputs.margins
     if margins is None:
-        margins = learn_margins(config, forecasts, history)
+        margins = learn_margins(
+            served, inputs.policy, inputs.method, inputs.forecasts, inputs.history or {}
+        )
     learned = {k: v for k, v in margins.items() if v is not None}
     headroom = {
-        s.name: learned[s.name].margin if s.name in learned else config.policy.headroom_fraction
-        for s in config.signals
+        s.name: learned[s.name].margin if s.name in learned else inputs.policy.headroom_fraction
+        for s in served.signals
     }
     return learned, headroom
 
@@ -424,7 +506,7 @@ class ModelPlan:
     """Per pool, the bounds that keep its first step where it is (and the shortfall's)."""
     shortfall: dict[str, object] | None
     solver: str
-    notes: list[str]
+    notes: list[Reason | str]
 
 
 def plan_model(
@@ -462,8 +544,8 @@ def plan_model(
         pools, need, spares, cycle, reach.lead_max + stab, floor, held, no_news
     )
     sol = solve(prob, solver)
-    notes = [budget_note] if budget_note is not None else []
-    notes.extend(f"{model}: {n}" for n in sol.notes)
+    notes: list[Reason | str] = [budget_note] if budget_note is not None else []
+    notes.extend(n.with_params(model=model) for n in sol.notes)
     timelines = first_step_targets(prob, sol, reach.window, solver)
     at_lead = {
         p.name: pool_levels(p, need, reach, cycle.grid, cycle.now, cycle.cycle, stab) for p in pools
@@ -618,7 +700,7 @@ class _Fleet:
     levels: dict[str, PoolLevels] = field(default_factory=dict)
     shortfalls: list[dict[str, object]] = field(default_factory=list)
     solvers: set[str] = field(default_factory=set)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Reason | str] = field(default_factory=list)
 
     def add(self, plan: ModelPlan) -> None:
         self.need[plan.model] = plan.need
@@ -634,21 +716,19 @@ class _Fleet:
 
 
 def _pool_outputs(
-    config: Config,
+    pools: Sequence[PoolConfig],
+    policy: PolicyConfig,
     inventory: Mapping[str, int],
     fleet: _Fleet,
     held: Mapping[str, str],
-    margin_clauses: Mapping[str, str],
+    signals_of: Mapping[str, Sequence[str]],
     learned: Mapping[str, Margin],
     now: pd.Timestamp,
 ) -> tuple[list[Action], list[PoolPlan]]:
     """Per pool, its action (decision and reason) and its planned timeline."""
-    policy = config.policy
-    qname = quantile_column(policy.quantile)
-    sources = near_sources(config.workloads, learned, qname)
     actions: list[Action] = []
     pool_plans: list[PoolPlan] = []
-    for p in config.pools:
+    for p in pools:
         cur = int(inventory.get(p.name, p.min_nodes))
         target = fleet.timelines[p.name][0]
         model = gpu_model(p.gpu_model).name
@@ -660,12 +740,10 @@ def _pool_outputs(
             levels,
             fleet.binding[p.name],
             held.get(model),
-            sources.get(model, qname),
+            signals_of.get(model, ()),
             policy.max_step_nodes,
             policy.scale_down_stabilization_s,
         )
-        if model not in held and margin_clauses.get(model):
-            reason += "; " + margin_clauses[model]
         actions.append(
             Action(
                 pool=p.name,
@@ -695,7 +773,8 @@ def _pool_outputs(
 
 
 def _risk(
-    config: Config,
+    served: Fleet,
+    policy: PolicyConfig,
     forecasts: Mapping[str, SeriesForecast],
     grid: pd.DatetimeIndex,
     fleet: _Fleet,
@@ -706,7 +785,7 @@ def _risk(
 ) -> dict[str, object]:
     """The plan's risk section: unserved demand expected, what binds, what holds, the
     solver, spot spares, the near-term need recorded, and each signal's margin."""
-    unserved = expected_unserved(config, forecasts, grid, fleet.timelines, held, fleet.need)
+    unserved = expected_unserved(served, policy, forecasts, grid, fleet.timelines, held, fleet.need)
     return {
         "expected_unserved_gpu_hours": round(unserved, 3),
         "binding": {k: v for k, v in fleet.binding.items() if v},
@@ -723,7 +802,7 @@ def _risk(
                 if s.name in learned
                 else {"source": "policy.headroom_fraction", "margin": headroom[s.name]}
             )
-            for s in config.signals
+            for s in served.signals
         },
     }
 

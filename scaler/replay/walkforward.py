@@ -26,7 +26,7 @@ from scaler.planning.coverage import allocate
 from scaler.planning.growth import walk_forward
 from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.solver import Solver
-from scaler.planning.tiers import plan_capacity, signal_granule, signal_replica
+from scaler.planning.tiers import CapacityInputs, plan_capacity, signal_granule, signal_replica
 from scaler.plans import CapacityPlan, PastCycle
 from scaler.replay.fleets import FleetRun, SpotFleet
 from scaler.replay.protocol import STEP, STEP_H, STEPS_PER_DAY, ReplaySetup, Trace
@@ -213,8 +213,8 @@ def _training_margin(
         step=trace.hold * STEP,
         signal="demand",
         floor_window=memory,
-        granule=signal_granule(config, "demand"),
-        replica=signal_replica(config, "demand"),
+        granule=signal_granule(config.fleet, "demand"),
+        replica=signal_replica(config.workloads, "demand"),
         backtest=backtest,
     )
 
@@ -379,19 +379,23 @@ class _Planner:
         node_starts: dict[str, list[pd.Timestamp]] | None = None,
     ) -> CapacityPlan:
         stale = {"demand"} if now - forecast.last_timestamp > self.stale_after else set()
-        return plan_capacity(
-            self.config,
+        config = self.config
+        inputs = CapacityInputs(
+            config.fleet,
+            config.policy,
             {"demand": forecast},
             inventory,
             now,
             stale,
-            solver=self.solver,
-            with_signals=False,
             margins={"demand": self.margin},
+            method=config.forecast.method,
             history={"demand": window.iloc[-self.floor_steps :]},
             past=past,
             node_starts=node_starts,
+            kueue=config.kubernetes.kueue,
+            currency=config.finance.currency,
         )
+        return plan_capacity(inputs, solver=self.solver, with_signals=False)
 
 
 @dataclass

@@ -41,7 +41,6 @@ from scaler.reports.i18n import (
     month_label,
     t,
     translate_bound,
-    translate_reason,
     translate_source,
 )
 from scaler.reports.mig_review import add_mig
@@ -49,6 +48,7 @@ from scaler.reports.rightsizing import rightsizing_rows, rightsizing_section
 from scaler.reports.summary import capacity_recommendations, plan_figures, summary_section
 from scaler.reports.tokens import token_costs, token_section
 from scaler.reports.workload_costs import workload_cost_section
+from scaler.wording import Reason, render
 
 if TYPE_CHECKING:
     from forecaster.backtesting import Backtest
@@ -350,7 +350,7 @@ def _model_capacity(
 ) -> list[_ModelCapacity]:
     """Per GPU model of the plan (sorted): its pools' GPUs and its demand over the timeline."""
     pool_gpus = _pool_gpus(config.pools, config.policy, plan)
-    median = demand_by_model(config, dict(forecasts), grid, 0.5)
+    median = demand_by_model(config.fleet, dict(forecasts), grid, 0.5)
     n = len(grid)
     out = []
     for model in sorted({p.gpu_model for p in plan.pools}):
@@ -613,15 +613,16 @@ def _commitment_advice(
     return projection.commitments, projection.reserved_idle
 
 
-def _notes(notes: Sequence[str], lang: str) -> list[Section]:
-    """The planner's notes, translated where their phrases are known; none without notes."""
+def _notes(notes: Sequence[Reason | str], lang: str) -> list[Section]:
+    """The planner's notes in ``lang`` (typed ones rendered from their code, sentences as
+    they are); none without notes."""
     if not notes:
         return []
     return [
         Section(
             "notes",
             t(lang, "sec_notes"),
-            [t(lang, "notes_planner"), *[translate_reason(n, lang) or n for n in notes]],
+            [t(lang, "notes_planner"), *[render(n, lang) for n in notes]],
         )
     ]
 

@@ -24,6 +24,7 @@ from scaler.reports.finance import CommitmentAdvice, FinanceProjection, Reserved
 from scaler.reports.hindsight import hindsight_recommendation
 from scaler.reports.i18n import fmt_number, t, translate_bound
 from scaler.reports.reviewing import Hindsight
+from scaler.wording import NOTE_SOLVER_FALLBACK, Reason
 
 Recommendation = tuple[int, str, str]
 """(rank, text, key of the section that explains it)."""
@@ -68,14 +69,20 @@ def _bound_pools(
 
 
 FALLBACK_NOTE = "planned with the greedy fallback"
-"""The words of the planner's note (:func:`scaler.planning.solver.solve`) for a GPU model the
-optimizer gave no schedule for (a time limit, a failure), so the greedy allocator planned it."""
+"""The words of the planner's note for a GPU model the optimizer gave no schedule for, in
+plans written before notes were values (now :data:`scaler.wording.NOTE_SOLVER_FALLBACK`)."""
 
 
 def solver_fallbacks(plan: CapacityPlan) -> list[str]:
-    """GPU models the plan's optimizer gave up on, planned by the greedy fallback instead."""
+    """GPU models the plan's optimizer gave up on (a time limit, a failure), planned by the
+    greedy fallback instead (:func:`scaler.planning.solver.solve`)."""
     out = []
     for note in plan.notes:
+        if isinstance(note, Reason):
+            model = str(note.params.get("model", ""))
+            if note.code == NOTE_SOLVER_FALLBACK and model not in out:
+                out.append(model)
+            continue
         model, sep, rest = note.partition(": ")
         if sep and FALLBACK_NOTE in rest and model not in out:
             out.append(model)
@@ -86,7 +93,11 @@ def plan_shortfalls(config: Config, plan: CapacityPlan) -> dict[str, float]:
     """GPU-hours of the plan's need (the policy quantile with its margin) the plan leaves short,
     per GPU model."""
     return need_shortfall(
-        config, {p.pool: p.target_nodes for p in plan.pools}, plan.demand_gpus, plan.step_s
+        config.fleet,
+        config.policy,
+        {p.pool: p.target_nodes for p in plan.pools},
+        plan.demand_gpus,
+        plan.step_s,
     )
 
 

@@ -200,7 +200,7 @@ def workload_costs(
     usable = {
         w.signal: forecasts[w.signal] for w in config.served_workloads if missing[w.name] is None
     }
-    workloads, q_replicas, joint = quantile_replicas(config, usable, grid, plan.quantile, history)
+    workloads, q_replicas, joint = quantile_replicas(config.fleet, usable, grid, plan.quantile, history)
     quantile = dict(zip((w.name for w in workloads), q_replicas, strict=True))
     median = {w.name: replicas_for(w, on_grid(_median(usable[w.signal]), grid)) for w in workloads}
     planned: dict[str, np.ndarray] = {}

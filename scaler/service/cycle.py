@@ -5,9 +5,17 @@ call. It is the same code in dry-run: only the provider differs. Every action is
 re-validated against a fresh inventory read just before it is applied; an action
 whose pool changed underneath it is skipped and reported, never forced.
 
+:func:`run_cycle` reads as its steps, each a function that returns a value: collect
+(:func:`collect`: learn the ``auto`` lead times, screen the history, read footprints),
+:func:`forecast`, plan (:func:`plan_tiers`, then :func:`plan_mig_layouts`, then
+:func:`plan_sharing`), re-validate and :func:`act`, and record (the
+:class:`CycleResult`). The config is never rewritten: the planning steps take the fleet
+the cycle builds once from it (:class:`scaler.config.Fleet`) and the sections they read.
+The provider's optional capabilities are found once (:func:`scaler.actuation.protocol.capabilities_of`).
+
 Pools with ``lead_time_s: auto`` are planned with the lead time learned from the
-cluster (:mod:`scaler.service.lead_times`): the planner gets a config with whole
-seconds, and the plan a note per such pool.
+cluster (:mod:`scaler.service.lead_times`): the fleet carries whole seconds, and the
+plan a note per such pool.
 
 Before forecasting, the history is screened for suspect data
 (:func:`forecaster.suspect.screen_history`): suspect samples become gaps, and a signal
@@ -36,12 +44,22 @@ from forecaster.parallel import ForecastSpec, forecast_history_parallel
 from forecaster.series import History
 from forecaster.store import ModelStore
 from forecaster.suspect import screen_history
-from scaler.actuation.protocol import ActionResult, CapacityProvider
-from scaler.config import Config
+from scaler.actuation.protocol import (
+    ActionResult,
+    Capabilities,
+    CapacityProvider,
+    KueueQuotaReader,
+    MigInventoryReader,
+    SharingInventoryReader,
+    capabilities_of,
+)
+from scaler.config import Config, Fleet, PoolConfig
 from scaler.planning.billing import starts_from_past
 from scaler.planning.footprints import observed_footprints
+from scaler.planning.margins import Margin
 from scaler.planning.mig.plan import mig_pools, plan_mig
 from scaler.planning.power import PowerReading
+from scaler.planning.reasons import suspicion_reasons
 from scaler.planning.sharing_actions import (
     SharedNodeState,
     configured_shared_nodes,
@@ -49,11 +67,17 @@ from scaler.planning.sharing_actions import (
     plan_sharing_actions,
 )
 from scaler.planning.starvation import Starvation
-from scaler.planning.tiers import learn_margins, plan_capacity
+from scaler.planning.tiers import CapacityInputs, learn_margins, plan_capacity
 from scaler.plans import Action, CapacityPlan, PastCycle, iso, past_cycle
 from scaler.records import RunStore
 from scaler.service.growth_cache import growth_cache_for
-from scaler.service.lead_times import LeadTime, learn_lead_times, with_lead_times
+from scaler.service.lead_times import (
+    LeadTime,
+    learn_lead_times,
+    planned_seconds,
+    with_lead_times,
+)
+from scaler.wording import Reason
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +88,27 @@ class CycleResult:
     results: list[ActionResult] = field(default_factory=list)
     dry_run: bool = True
     forecasts: dict[str, SeriesForecast] = field(default_factory=dict)
-    config: Config | None = None
-    """The config the plan was made with: ``lead_time_s: auto`` resolved to seconds."""
+    loaded: Config | None = None
+    """The config the cycle was given, as loaded."""
+    fleet: Fleet | None = None
+    """The fleet the plan was made for: ``lead_time_s: auto`` resolved to seconds, observed
+    footprints filled in."""
     lead_times: dict[str, LeadTime] = field(default_factory=dict)
     """How each ``lead_time_s: auto`` pool's lead time was chosen."""
 
     @property
     def calls(self) -> list[dict]:
         return [c for r in self.results for c in r.calls]
+
+    @property
+    def config(self) -> Config | None:
+        """The config as planned, for what reads a whole config after the cycle (reports,
+        summaries, metrics): the loaded one with :attr:`fleet`'s pools and workloads."""
+        if self.loaded is None or self.fleet is None:
+            return self.loaded
+        return self.loaded.model_copy(
+            update={"pools": self.fleet.pools, "workloads": self.fleet.workloads}
+        )
 
 
 def stale_signals(
@@ -101,10 +138,14 @@ def model_store_for(config: Config) -> ModelStore:
 
 
 def forecast_for_plan(
-    config: Config, history: History, now: pd.Timestamp
+    config: Config,
+    history: History,
+    now: pd.Timestamp,
+    pools: Sequence[PoolConfig] | None = None,
 ) -> dict[str, SeriesForecast]:
-    """Forecast every signal far enough ahead to cover the horizon plus the longest lead time."""
-    lead = max(p.lead_time_s for p in config.pools)
+    """Forecast every signal far enough ahead to cover the horizon plus the longest lead time
+    of ``pools`` (default the config's; the cycle passes its fleet's, lead times learned)."""
+    lead = max(p.lead_time_s for p in (pools if pools is not None else config.pools))
     horizon = pd.Timedelta(seconds=config.policy.horizon_s + lead + config.policy.cycle_s)
     quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
     upto = {name: y[y.index < now] for name, y in history.items()}
@@ -160,14 +201,13 @@ def past_cycles(records: Sequence[Any]) -> list[PastCycle]:
 
 
 def with_kueue_quota(
-    plan: CapacityPlan, provider: CapacityProvider, now: pd.Timestamp
+    plan: CapacityPlan, reader: KueueQuotaReader | None, now: pd.Timestamp
 ) -> tuple[CapacityPlan, Action | None]:
     """The plan with its Kueue quota action (the training ClusterQueue's GPU quota to the
     spare capacity of the next hour, :mod:`scaler.actuation.kube.kueue`), where the plan
     has a ``workloads.kueue`` section and the provider can read the ClusterQueue."""
     section = plan.workloads.get("kueue")
-    reader = getattr(provider, "kueue_action", None)
-    quota = reader(section, iso(now)) if section and callable(reader) else None
+    quota = reader.kueue_action(section, iso(now)) if section and reader is not None else None
     if quota is None:
         return plan, None
     return dataclasses.replace(plan, actions=[*plan.actions, quota]), quota
@@ -178,7 +218,8 @@ MAX_BILLING_RECORDS = 5000
 
 
 def node_starts(
-    config: Config,
+    pools: Sequence[PoolConfig],
+    cycle_s: int,
     past: Sequence[PastCycle],
     records: RunStore | None,
     inventory: dict[str, int],
@@ -188,16 +229,16 @@ def node_starts(
 
     The hysteresis reads only the newest cycles; a node's paid period may have begun long
     before, so the records are read back over the longest billing period (at most
-    :data:`MAX_BILLING_RECORDS` cycles). Nodes older than every record are of unknown
-    start and are released as planned.
+    :data:`MAX_BILLING_RECORDS` cycles of ``cycle_s``). Nodes older than every record are
+    of unknown start and are released as planned.
     """
-    billed = [p for p in config.pools if p.billing is not None]
+    billed = [p for p in pools if p.billing is not None]
     if not billed:
         return {}
     cycles = list(past)
     if records is not None:
         span = max(max(p.billing.granularity_s, p.billing.minimum_s) for p in billed if p.billing)
-        limit = min(MAX_BILLING_RECORDS, span // config.policy.cycle_s + 24)
+        limit = min(MAX_BILLING_RECORDS, span // cycle_s + 24)
         try:
             cycles = past_cycles(records.recent(limit=limit, job="cycle")) or cycles
         except (TiercastError, TypeError, ValueError) as exc:
@@ -206,37 +247,276 @@ def node_starts(
 
 
 def shared_node_inventory(
-    provider: CapacityProvider, config: Config, inventory: dict[str, int]
+    reader: SharingInventoryReader | None, pools: Sequence[PoolConfig], inventory: dict[str, int]
 ) -> tuple[dict[str, list[SharedNodeState]] | None, str, str | None]:
     """The nodes the sharing plan chooses from, per pool without ``mig_layouts``; where they
     come from (``cluster`` or ``config``); and why no node's sharing can change, or None.
 
-    A provider that reads a cluster (the Kubernetes provider, alone or inside the service's
-    guard) gives the nodes as they are, read now; a pool it does not act on, and every pool
-    of a provider that reads none (``tiercast plan``), has the nodes its configured count
-    describes, unlabelled (:func:`configured_shared_nodes`). A cluster that cannot be read
-    gives None, and one whose GPU Operator names no device plugin config ConfigMap (no
-    ClusterPolicy, no ``devicePlugin.config.name``) the reason: the plan then changes no
-    node's sharing and says why, rather than failing an action every cycle.
+    A provider that reads a cluster (``reader``: the Kubernetes provider, alone or inside
+    the service's guard) gives the nodes as they are, read now; a pool it does not act on,
+    and every pool of a provider that reads none (``tiercast plan``), has the nodes its
+    configured count describes, unlabelled (:func:`configured_shared_nodes`). A cluster
+    that cannot be read gives None, and one whose GPU Operator names no device plugin
+    config ConfigMap (no ClusterPolicy, no ``devicePlugin.config.name``) the reason: the
+    plan then changes no node's sharing and says why, rather than failing an action every
+    cycle.
     """
     configured = {
         p.name: configured_shared_nodes(p, int(inventory.get(p.name, p.min_nodes)))
-        for p in config.pools
+        for p in pools
         if p.mig_layouts is None
     }
-    reader = getattr(provider, "sharing_inventory", None)
-    if not callable(reader):
+    if reader is None:
         return configured, "config", None
     try:
-        read, unavailable = reader()
+        read, unavailable = reader.sharing_inventory()
     except TiercastError as exc:
         log.warning("nodes unreadable for the sharing plan (%s): no node's sharing changes", exc)
         return None, "cluster", None
-    if read is None and unavailable is None:  # a guard around a provider that reads none
+    if read is None and unavailable is None:  # a cluster with nothing to read
         return configured, "config", None
     if read is None:
         return None, "cluster", unavailable
-    return {k: read.get(k, v) for k, v in configured.items()}, "cluster", None
+    return {k: list(read.get(k, v)) for k, v in configured.items()}, "cluster", None
+
+
+# --- the cycle's steps ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What the cycle plans from, once collected and screened."""
+
+    fleet: Fleet
+    """The config's fleet as planned: ``lead_time_s: auto`` pools at their learned lead
+    time, footprints read off the replicas' signals filled in."""
+    history: History
+    """The history with suspect samples as gaps (:func:`forecaster.suspect.screen_history`)."""
+    suspect: dict[str, list[Reason]]
+    """Signals whose newest data is suspect, and why (``suspect.*`` reasons): they hold
+    their pools."""
+    lead_times: dict[str, LeadTime]
+    notes: list[Reason | str]
+    """What the screen and the footprints say, for the plan's notes."""
+
+
+def collect(
+    config: Config,
+    history: History,
+    capabilities: Capabilities,
+    now: pd.Timestamp,
+    records: RunStore | None,
+) -> Collected:
+    """Learn the ``auto`` lead times, screen the history for suspect data, and read the
+    footprints the config leaves out off the replicas' memory and utilization."""
+    lead_times = learn_lead_times(config.pools, capabilities.lead_times, records)
+    # Suspect samples (spikes, zeros unlike the past, partial sums) are gaps from here on,
+    # and the signals whose newest data is suspect hold their pools (forecaster.suspect).
+    screened = screen_history(history, now, pd.Timedelta(seconds=config.policy.staleness_limit_s))
+    for name, why in sorted(screened.held.items()):
+        log.warning("signal %s: %s; its pools hold", name, why)
+    filled, footprint_notes = observed_footprints(config.workloads, screened.history)
+    fleet = config.fleet.with_lead_times(planned_seconds(lead_times)).with_workloads(filled)
+    suspect, suspect_notes = suspicion_reasons(screened.found)
+    notes: list[Reason | str] = [*suspect_notes, *footprint_notes]
+    return Collected(fleet, screened.history, suspect, lead_times, notes)
+
+
+@dataclass(frozen=True)
+class Forecasts:
+    """Every signal's forecast, the stale ones, and each signal's learnt margin."""
+
+    by_signal: dict[str, SeriesForecast]
+    stale: set[str]
+    margins: dict[str, Margin | None]
+
+    def held(self, collected: Collected) -> set[str]:
+        """Signals that hold their pools: stale, missing or suspect."""
+        return self.stale | set(collected.suspect)
+
+
+def forecast(config: Config, collected: Collected, now: pd.Timestamp) -> Forecasts:
+    """Forecast every signal, find the stale ones, and learn each signal's margin; the
+    margins' growth backtest keeps its forecasts between cycles (growth_cache)."""
+    by_signal = forecast_for_plan(config, collected.history, now, pools=collected.fleet.pools)
+    stale = stale_signals(config, by_signal, now)
+    policy = config.policy
+    cache = growth_cache_for(
+        model_store_for(config).path,
+        keep=pd.Timedelta(seconds=policy.growth_backtest_s + policy.growth_refresh_s),
+    )
+    method = config.forecast.method
+    margins = learn_margins(
+        collected.fleet,
+        policy,
+        method,
+        by_signal,
+        collected.history,
+        lambda signal: cache.forecaster(signal, method),
+    )
+    cache.save()
+    return Forecasts(by_signal, stale, margins)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the cluster shows now, beside the history: its nodes per pool, the cycles that
+    acted before, what waits for GPUs and what throttled GPUs no longer serve."""
+
+    inventory: dict[str, int]
+    past: Sequence[PastCycle] = ()
+    records: RunStore | None = None
+    starvation: Starvation | None = None
+    power: PowerReading | None = None
+
+
+def plan_tiers(
+    config: Config,
+    collected: Collected,
+    forecasts: Forecasts,
+    observed: Observed,
+    now: pd.Timestamp,
+) -> CapacityPlan:
+    """The tier plan (:func:`scaler.planning.tiers.plan_capacity`), with what the cycle
+    found on the way in its notes and risk: power, starvation, the screen and footprints,
+    and each ``auto`` pool's lead time."""
+    fleet, policy, inventory = collected.fleet, config.policy, observed.inventory
+    starvation, power = observed.starvation, observed.power
+    inputs = CapacityInputs(
+        fleet,
+        policy,
+        forecasts.by_signal,
+        inventory,
+        now,
+        stale=forecasts.stale,
+        suspect=collected.suspect,
+        history=collected.history,
+        past=observed.past,
+        margins=forecasts.margins,
+        method=config.forecast.method,
+        waiting=starvation.floor() if starvation is not None else None,
+        node_starts=node_starts(
+            fleet.pools, policy.cycle_s, observed.past, observed.records, inventory, now
+        ),
+        derated=power.lost_gpus() if power is not None else None,
+        kueue=config.kubernetes.kueue,
+        currency=config.finance.currency,
+    )
+    plan = plan_capacity(inputs)
+    notes, risk = list(plan.notes), dict(plan.risk)
+    if power is not None:
+        notes += power.notes()
+        risk["power"] = power.to_dict()
+    if starvation is not None:
+        notes += starvation.notes()
+        risk["starvation"] = starvation.to_dict()
+    plan = dataclasses.replace(plan, notes=notes + collected.notes, risk=risk)
+    return with_lead_times(plan, collected.lead_times)
+
+
+def _targets_now(plan: CapacityPlan) -> dict[str, int]:
+    """The node counts the tier plan targets now, per pool."""
+    return {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
+
+
+def plan_mig_layouts(
+    plan: CapacityPlan,
+    config: Config,
+    collected: Collected,
+    forecasts: Forecasts,
+    observed: Observed,
+    reader: MigInventoryReader | None,
+    now: pd.Timestamp,
+) -> CapacityPlan:
+    """``plan`` with the MIG layout actions and its ``mig`` section, planned on the node
+    counts the tier plan targets now; unchanged without MIG-managed pools."""
+    if not mig_pools(collected.fleet.pools):
+        return plan
+    # A provider that can read the cluster's MIG state gives the real nodes and the
+    # mig-parted entries the MIG manager can apply; otherwise the config's mig_layouts.
+    node_states, known = reader.mig_inventory() if reader is not None else (None, None)
+    mig = plan_mig(
+        collected.fleet,
+        config.policy,
+        forecasts.by_signal,
+        observed.inventory,
+        now,
+        _targets_now(plan),
+        stale=forecasts.held(collected),
+        node_states=node_states,
+        known_configs=known,
+    )
+    return dataclasses.replace(plan, actions=plan.actions + mig.actions, mig=mig.section)
+
+
+def plan_sharing(
+    plan: CapacityPlan,
+    config: Config,
+    collected: Collected,
+    forecasts: Forecasts,
+    observed: Observed,
+    reader: SharingInventoryReader | None,
+    now: pd.Timestamp,
+) -> CapacityPlan:
+    """``plan`` with the time-slicing and MPS actions (the nodes whose
+    nvidia.com/device-plugin.config must change) and its ``sharing`` section; unchanged
+    when no served workload is shared."""
+    if not has_shared_workloads(collected.fleet):
+        return plan
+    inventory = observed.inventory
+    shared_nodes, source, unavailable = shared_node_inventory(
+        reader, collected.fleet.pools, inventory
+    )
+    sharing = plan_sharing_actions(
+        collected.fleet,
+        config.policy,
+        forecasts.by_signal,
+        inventory,
+        now,
+        shared_nodes,
+        _targets_now(plan),
+        stale=forecasts.held(collected),
+        history=collected.history,
+        source=source,
+        unavailable=unavailable,
+    )
+    return dataclasses.replace(
+        plan,
+        actions=plan.actions + sharing.actions,
+        sharing={**plan.sharing, **sharing.section},
+        notes=[*plan.notes, *sharing.notes],
+    )
+
+
+def revalidated(provider: CapacityProvider, action: Action) -> ActionResult | None:
+    """A ``skipped`` result where the pool's nodes changed since planning (read fresh);
+    None where ``action`` may be applied."""
+    fresh = provider.inventory()
+    if fresh.get(action.pool) == action.current_nodes:
+        return None
+    return ActionResult(
+        action,
+        "skipped",
+        f"inventory changed since planning ({action.current_nodes} -> {fresh.get(action.pool)}); "
+        "will re-plan next cycle",
+    )
+
+
+def act(
+    plan: CapacityPlan,
+    provider: CapacityProvider,
+    capabilities: Capabilities,
+    now: pd.Timestamp,
+) -> tuple[CapacityPlan, list[ActionResult]]:
+    """Apply every change that still holds against a fresh inventory, then the Kueue quota;
+    the plan comes back with its quota action."""
+    results: list[ActionResult] = []
+    for action in plan.changes():
+        results.append(revalidated(provider, action) or provider.apply(action))
+    plan, quota = with_kueue_quota(plan, capabilities.kueue, now)
+    if quota is not None and quota.decision != "no-op":
+        results.append(provider.apply(quota))
+    return plan, results
 
 
 def run_cycle(
@@ -250,7 +530,7 @@ def run_cycle(
     starvation: Starvation | None = None,
     power: PowerReading | None = None,
 ) -> CycleResult:
-    """Forecast, plan against the provider's inventory, then apply the changes.
+    """Collect, forecast, plan (tiers, then MIG, then sharing), re-validate and act, record.
 
     ``past``: earlier cycles (:func:`past_cycles` of the run records), for the
     planner's hysteresis across cycles. ``lead_time_records``: where the node starts of
@@ -260,118 +540,20 @@ def run_cycle(
     floor under each GPU model's need. ``power``: the DCGM exporter's GPUs now
     (:func:`scaler.inputs.power.collect_power`); throttled GPUs count for less.
     """
-    config, lead_times = learn_lead_times(config, provider, lead_time_records)
-    # Suspect samples (spikes, zeros unlike the past, partial sums) are gaps from here on,
-    # and the signals whose newest data is suspect hold their pools (forecaster.suspect).
-    screened = screen_history(history, now, pd.Timedelta(seconds=config.policy.staleness_limit_s))
-    history = screened.history
-    for name, why in sorted(screened.held.items()):
-        log.warning("signal %s: %s; its pools hold", name, why)
-    # Footprints the config leaves out, read off the replicas' memory and utilization.
-    config, footprint_notes = observed_footprints(config, history)
-    forecasts = forecast_for_plan(config, history, now)
-    stale = stale_signals(config, forecasts, now)
-    inventory = provider.inventory()
-    # The history feeds the planner's learnt margins and observed floor (scaler.planning.tiers);
-    # the margins' growth backtest keeps its forecasts between cycles (growth_cache).
-    policy = config.policy
-    cache = growth_cache_for(
-        model_store_for(config).path,
-        keep=pd.Timedelta(seconds=policy.growth_backtest_s + policy.growth_refresh_s),
-    )
-    margins = learn_margins(
-        config, forecasts, history, lambda signal: cache.forecaster(signal, config.forecast.method)
-    )
-    cache.save()
-    plan = plan_capacity(
-        config,
-        forecasts,
-        inventory,
-        now,
-        stale=stale,
-        margins=margins,
-        suspect=screened.held,
-        history=history,
-        past=past,
-        waiting=starvation.floor() if starvation is not None else None,
-        node_starts=node_starts(config, past, lead_time_records, inventory, now),
-        derated=power.lost_gpus() if power is not None else None,
-    )
-    if power is not None:
-        plan = dataclasses.replace(
-            plan, notes=plan.notes + power.notes(), risk={**plan.risk, "power": power.to_dict()}
-        )
-    if starvation is not None:
-        plan = dataclasses.replace(
-            plan,
-            notes=plan.notes + starvation.notes(),
-            risk={**plan.risk, "starvation": starvation.to_dict()},
-        )
-    if screened.notes or footprint_notes:
-        plan = dataclasses.replace(plan, notes=plan.notes + screened.notes + footprint_notes)
-    plan = with_lead_times(plan, lead_times)
-    if mig_pools(config):
-        # MIG layouts are planned on the node counts the tier planner targets now.
-        targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
-        # A provider that can read the cluster's MIG state gives the real nodes and the
-        # mig-parted entries the MIG manager can apply; otherwise the config's mig_layouts.
-        reader = getattr(provider, "mig_inventory", None)
-        node_states, known = reader() if callable(reader) else (None, None)
-        mig = plan_mig(
-            config,
-            forecasts,
-            inventory,
-            now,
-            targets,
-            stale=stale | set(screened.held),
-            node_states=node_states,
-            known_configs=known,
-        )
-        plan = dataclasses.replace(plan, actions=plan.actions + mig.actions, mig=mig.section)
-    if has_shared_workloads(config):
-        # Time-slicing and MPS: the nodes whose nvidia.com/device-plugin.config must change.
-        targets = {p.pool: p.target_nodes[0] for p in plan.pools if p.target_nodes}
-        shared_nodes, source, unavailable = shared_node_inventory(provider, config, inventory)
-        sharing = plan_sharing_actions(
-            config,
-            forecasts,
-            inventory,
-            now,
-            shared_nodes,
-            targets,
-            stale=stale | set(screened.held),
-            history=history,
-            source=source,
-            unavailable=unavailable,
-        )
-        plan = dataclasses.replace(
-            plan,
-            actions=plan.actions + sharing.actions,
-            sharing={**plan.sharing, **sharing.section},
-            notes=plan.notes + sharing.notes,
-        )
-    results: list[ActionResult] = []
-    for action in plan.changes():
-        fresh = provider.inventory()
-        if fresh.get(action.pool) != action.current_nodes:
-            results.append(
-                ActionResult(
-                    action,
-                    "skipped",
-                    f"inventory changed since planning ({action.current_nodes} -> {fresh.get(action.pool)}); "
-                    "will re-plan next cycle",
-                )
-            )
-            continue
-        results.append(provider.apply(action))
-    plan, quota = with_kueue_quota(plan, provider, now)
-    if quota is not None and quota.decision != "no-op":
-        results.append(provider.apply(quota))
+    capabilities = capabilities_of(provider)
+    collected = collect(config, history, capabilities, now, lead_time_records)
+    forecasts = forecast(config, collected, now)
+    observed = Observed(provider.inventory(), past, lead_time_records, starvation, power)
+    plan = plan_tiers(config, collected, forecasts, observed, now)
+    plan = plan_mig_layouts(plan, config, collected, forecasts, observed, capabilities.mig, now)
+    plan = plan_sharing(plan, config, collected, forecasts, observed, capabilities.sharing, now)
+    plan, results = act(plan, provider, capabilities, now)
     return CycleResult(
         plan=plan,
         results=results,
         dry_run=dry_run,
-        forecasts=forecasts,
-        config=config,
-        lead_times=lead_times,
+        forecasts=forecasts.by_signal,
+        loaded=config,
+        fleet=collected.fleet,
+        lead_times=collected.lead_times,
     )

@@ -201,11 +201,9 @@ class CycleJob:
             store.path,
             keep=pd.Timedelta(seconds=policy.growth_backtest_s + policy.growth_refresh_s),
         )
-        provider = run.guard.provider if run.guard is not None else None
-        sink = (
-            provider if run.leader and callable(getattr(provider, "record_event", None)) else None
-        )
-        done = respond(judged, config, now, store, cache, state, sink)  # type: ignore[arg-type]
+        events = run.guard.inner.events if run.guard is not None else None
+        sink = events if run.leader else None
+        done = respond(judged, config, now, store, cache, state, sink)
         self.telemetry.observe_drift_refits(done)
         return done
 
@@ -223,7 +221,8 @@ class CycleJob:
         fields.update(
             forecast=forecast_summary(result.forecasts, quantiles, lead),
             plan=plan_summary(result.plan),
-            notes=list(result.plan.notes),
+            # The run record keeps the notes as English lines (typed ones rendered).
+            notes=[str(n) for n in result.plan.notes],
         )
         self.telemetry.observe_forecasts(config, result.forecasts, now)
         self.telemetry.observe_plan(config, result.plan)
@@ -322,7 +321,7 @@ def _action_rows(result: CycleResult | None) -> list[dict[str, Any]]:
             "kind": r.action.kind,
             "current_nodes": r.action.current_nodes,
             "target_nodes": r.action.target_nodes,
-            "reason": r.action.reason,
+            "reason": r.action.reason.to_dict(),
             "outcome": r.outcome,
             "message": r.message,
         }

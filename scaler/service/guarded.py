@@ -4,7 +4,9 @@
 leadership and shutdown; it retries temporary API failures only after re-reading the
 pool (an action that did land is not sent twice), and turns errors into ``failed``
 results rather than half-done cycles. A provider with ``stop_waits_on`` is given the
-shutdown flag, so its waits inside one action end at SIGTERM as well.
+shutdown flag, so its waits inside one action end at SIGTERM as well. It offers the
+wrapped provider's optional capabilities and no others (``capabilities()``,
+:mod:`scaler.actuation.protocol`), found once.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from typing import Any
 
 from forecaster.errors import BadInputError, TemporaryError
 from forecaster.retrying import Attempts, Retry, RetryPolicy
-from scaler.actuation.protocol import ActionResult, CapacityProvider
+from scaler.actuation.protocol import (
+    ActionResult,
+    Capabilities,
+    CapacityProvider,
+    capabilities_of,
+)
 from scaler.plans import Action
 from scaler.records import LeadTimeObservation
 from scaler.service.runs import Stop
@@ -50,10 +57,24 @@ class GuardedProvider:
         self._sleep = sleep or (lambda s: stop.event.wait(s))
         self.stage = "plan"
         self.abandoned = False
+        self.inner = capabilities_of(provider)
+        """What the wrapped provider can do beyond the required (checked once)."""
         # Waits inside one action (a MIG relayout's drain and MIG manager) end at shutdown too.
-        stop_waits_on = getattr(provider, "stop_waits_on", None)
-        if callable(stop_waits_on):
-            stop_waits_on(stop.event)
+        if self.inner.stop_waits is not None:
+            self.inner.stop_waits.stop_waits_on(stop.event)
+
+    def capabilities(self) -> Capabilities:
+        """The wrapped provider's optional capabilities, each read through this guard (its
+        stage says what the cycle waits on); Events and stop-waits go to it directly."""
+        inner = self.inner
+        return Capabilities(
+            mig=self if inner.mig is not None else None,
+            sharing=self if inner.sharing is not None else None,
+            kueue=self if inner.kueue is not None else None,
+            lead_times=self if inner.lead_times is not None else None,
+            events=inner.events,
+            stop_waits=inner.stop_waits,
+        )
 
     def inventory(self) -> dict[str, int]:
         stage, self.stage = self.stage, "inventory"
@@ -63,45 +84,41 @@ class GuardedProvider:
 
     def mig_inventory(self) -> tuple[Any, Any]:
         """The wrapped provider's MIG nodes and mig-parted entries, when it can read them."""
-        reader = getattr(self.provider, "mig_inventory", None)
-        if not callable(reader):
+        if self.inner.mig is None:
             return None, None
         stage, self.stage = self.stage, "inventory"
-        out = reader()
+        out = self.inner.mig.mig_inventory()
         self.stage = stage
         return out
 
     def sharing_inventory(self) -> tuple[Any, str | None]:
         """The wrapped provider's nodes for the sharing plan, when it can read them
         (``(None, None)``: it reads none; the plan then takes the configured nodes)."""
-        reader = getattr(self.provider, "sharing_inventory", None)
-        if not callable(reader):
+        if self.inner.sharing is None:
             return None, None
         stage, self.stage = self.stage, "inventory"
-        out = reader()
+        out = self.inner.sharing.sharing_inventory()
         self.stage = stage
         return out
 
     def kueue_action(self, section: dict[str, Any], at: str) -> Action | None:
         """The wrapped provider's Kueue quota action, when it can read the ClusterQueue."""
-        reader = getattr(self.provider, "kueue_action", None)
-        if not callable(reader):
+        if self.inner.kueue is None:
             return None
         stage, self.stage = self.stage, "inventory"
         try:
-            action: Action | None = reader(section, at)
+            action: Action | None = self.inner.kueue.kueue_action(section, at)
             return action
         finally:
             self.stage = stage
 
     def lead_time_observations(self, pools: Sequence[str]) -> list[LeadTimeObservation]:
         """The wrapped provider's node starts of ``pools``, when it can see a cluster."""
-        reader = getattr(self.provider, "lead_time_observations", None)
-        if not callable(reader):
+        if self.inner.lead_times is None:
             return []
         stage, self.stage = self.stage, "inventory"
         try:
-            return list(reader(pools))
+            return list(self.inner.lead_times.lead_time_observations(pools))
         finally:
             self.stage = stage
 

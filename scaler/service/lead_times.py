@@ -9,8 +9,8 @@ Before every plan (:func:`scaler.service.cycle.run_cycle`), :func:`learn_lead_ti
 2. keeps the new ones in the run records, once per object
    (:meth:`scaler.records.RunStore.add_lead_times`), and reads back the newest
    :data:`~scaler.records.LEAD_TIME_WINDOW` (30) of each pool;
-3. gives the planner a copy of the config whose ``auto`` pools carry whole seconds
-   (:func:`resolve_lead_times`): the q0.9 of those starts, rounded up, or the pool's
+3. resolves each ``auto`` pool's lead time to whole seconds (:func:`resolve_lead_times`),
+   which the cycle plans with (:meth:`scaler.config.Fleet.with_lead_times`): the q0.9 of those starts, rounded up, or the pool's
    ``lead_time_fallback_s`` while fewer than :data:`MIN_OBSERVATIONS` (5) are known.
 
 The planner itself never sees ``auto``; the plan gets one note per ``auto`` pool saying
@@ -23,15 +23,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
 from forecaster.errors import TiercastError
-from scaler.config import Config, PoolConfig
+from scaler import wording
+from scaler.actuation.protocol import LeadTimeReader
+from scaler.config import PoolConfig
 from scaler.plans import CapacityPlan, iso
 from scaler.records import LEAD_TIME_WINDOW, LeadTimeObservation, RunStore
+from scaler.wording import Reason
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +59,26 @@ class LeadTime:
     """Node starts it was learned from (at most 30), or known so far (below 5)."""
 
     @property
-    def note(self) -> str:
-        """The plan's one line about this pool's lead time."""
+    def note(self) -> Reason:
+        """The plan's one note about this pool's lead time."""
         if self.learned:
-            return (
-                f"pool {self.pool!r}: lead time {self.seconds:,} s learned "
-                f"(q{QUANTILE:g} of {self.observations} node starts)"
+            return Reason(
+                wording.NOTE_LEAD_LEARNED,
+                {
+                    "pool": self.pool,
+                    "lead_time_s": self.seconds,
+                    "quantile": f"q{QUANTILE:g}",
+                    "starts": self.observations,
+                },
             )
-        return (
-            f"pool {self.pool!r}: lead time {self.seconds:,} s fallback "
-            f"({self.observations} of {MIN_OBSERVATIONS} observations needed)"
+        return Reason(
+            wording.NOTE_LEAD_FALLBACK,
+            {
+                "pool": self.pool,
+                "lead_time_s": self.seconds,
+                "starts": self.observations,
+                "needed": MIN_OBSERVATIONS,
+            },
         )
 
 
@@ -91,27 +104,26 @@ def lead_time_of(pool: PoolConfig, observations: Sequence[LeadTimeObservation]) 
 
 
 def resolve_lead_times(
-    config: Config, observations: Mapping[str, Sequence[LeadTimeObservation]]
-) -> tuple[Config, dict[str, LeadTime]]:
-    """A copy of ``config`` whose ``auto`` pools carry whole seconds, and how each was chosen.
+    pools: Iterable[PoolConfig], observations: Mapping[str, Sequence[LeadTimeObservation]]
+) -> dict[str, LeadTime]:
+    """Per ``auto`` pool, in config order, the lead time it is planned with and how it was
+    chosen (none for a config without ``auto`` pools); :func:`planned_seconds` gives the
+    whole seconds a fleet takes (:meth:`scaler.config.Fleet.with_lead_times`).
 
     ``observations``: per pool, its node starts newest first (as
-    :meth:`RunStore.recent_lead_times` reads them). A config without ``auto`` pools comes
-    back as it is, with no lead times.
+    :meth:`RunStore.recent_lead_times` reads them).
     """
-    if not any(p.lead_time_auto for p in config.pools):
-        return config, {}
-    chosen: dict[str, LeadTime] = {}
-    pools = []
-    for p in config.pools:
-        if p.lead_time_auto:
-            chosen[p.name] = lead_time_of(p, observations.get(p.name, ()))
-            p = p.with_lead_time(chosen[p.name].seconds)
-        pools.append(p)
-    return config.model_copy(update={"pools": tuple(pools)}), chosen
+    return {
+        p.name: lead_time_of(p, observations.get(p.name, ())) for p in pools if p.lead_time_auto
+    }
 
 
-def lead_time_notes(lead_times: Mapping[str, LeadTime]) -> list[str]:
+def planned_seconds(lead_times: Mapping[str, LeadTime]) -> dict[str, int]:
+    """The whole seconds each ``auto`` pool is planned with."""
+    return {name: lt.seconds for name, lt in lead_times.items()}
+
+
+def lead_time_notes(lead_times: Mapping[str, LeadTime]) -> list[Reason]:
     """One plan note per ``auto`` pool, in config order."""
     return [lt.note for lt in lead_times.values()]
 
@@ -122,7 +134,13 @@ def with_lead_times(plan: CapacityPlan, lead_times: Mapping[str, LeadTime]) -> C
     if not lead_times:
         return plan
     actions = [
-        dataclasses.replace(a, reason=f"{a.reason}; {lead_times[a.pool].note}")
+        dataclasses.replace(
+            a,
+            reason=a.reason.with_params(
+                lead_from="learned" if lead_times[a.pool].learned else "fallback",
+                lead_starts=lead_times[a.pool].observations,
+            ),
+        )
         if a.pool in lead_times
         else a
         for a in plan.actions
@@ -132,34 +150,37 @@ def with_lead_times(plan: CapacityPlan, lead_times: Mapping[str, LeadTime]) -> C
     )
 
 
-def measured_starts(provider: object, pools: Sequence[str]) -> list[LeadTimeObservation]:
-    """The node starts ``provider`` can see for ``pools``; none when it cannot see a cluster."""
-    reader = getattr(provider, "lead_time_observations", None)
-    if not callable(reader):
+def measured_starts(
+    reader: LeadTimeReader | None, pools: Sequence[str]
+) -> list[LeadTimeObservation]:
+    """The node starts ``reader`` (a provider that can see a cluster) can see for ``pools``;
+    none without one."""
+    if reader is None:
         return []
     try:
-        return list(reader(pools))
+        return list(reader.lead_time_observations(pools))
     except TiercastError as exc:
         log.warning("node starts not read (%s); lead times from the run records", exc)
         return []
 
 
 def learn_lead_times(
-    config: Config,
-    provider: object,
+    pools: Sequence[PoolConfig],
+    reader: LeadTimeReader | None,
     records: RunStore | None = None,
     now: pd.Timestamp | None = None,
-) -> tuple[Config, dict[str, LeadTime]]:
+) -> dict[str, LeadTime]:
     """Measure, keep and resolve the ``auto`` pools' lead times (see the module docstring).
 
-    ``records``: where observations are kept between cycles; None keeps none, and only
+    ``reader``: the provider's node starts (:func:`scaler.actuation.protocol.capabilities_of`),
+    None where it sees no cluster. ``records``: where observations are kept between cycles; None keeps none, and only
     what the provider shows now counts. ``now``: the time the records' retention counts
     back from; default the wall clock.
     """
-    auto = [p.name for p in config.pools if p.lead_time_auto]
+    auto = [p.name for p in pools if p.lead_time_auto]
     if not auto:
-        return config, {}
-    measured = measured_starts(provider, auto)
+        return {}
+    measured = measured_starts(reader, auto)
     observed: dict[str, list[LeadTimeObservation]] = {}
     for o in sorted(measured, key=lambda o: (o.ready, o.object), reverse=True):
         observed.setdefault(o.pool, []).append(o)
@@ -171,4 +192,4 @@ def learn_lead_times(
             observed = records.recent_lead_times(pools=auto)
         except (TiercastError, OSError) as exc:
             log.warning("lead-time observations not kept or read (%s); using this cycle's", exc)
-    return resolve_lead_times(config, observed)
+    return resolve_lead_times(pools, observed)

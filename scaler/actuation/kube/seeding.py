@@ -54,7 +54,7 @@ def seed(store: MemoryTransport, config: Config, pools: dict[str, PoolProvider])
         _seed_nodes(store, pool, count, kube, configs)
         handler.seed(store, count)
     mig = any(p.mig_layouts is not None for p in config.pools)
-    shared = has_shared_workloads(config)
+    shared = has_shared_workloads(config.fleet)
     if mig or shared:
         _seed_gpu_operator(store, kube, configs if mig else None, shared)
 

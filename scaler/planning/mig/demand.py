@@ -20,7 +20,7 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
 from scaler.catalog.mig import resolve_profile
-from scaler.config import Config, WorkloadConfig
+from scaler.config import Fleet, WorkloadConfig
 from scaler.planning.demand import on_grid
 
 
@@ -39,7 +39,7 @@ def replicas_for(workload: WorkloadConfig, value: np.ndarray) -> np.ndarray:
 
 
 def slice_demand(
-    config: Config,
+    fleet: Fleet,
     forecasts: Mapping[str, SeriesForecast],
     grid: pd.DatetimeIndex,
     quantile: float,
@@ -47,7 +47,7 @@ def slice_demand(
     """Instances needed per GPU model and MIG profile at ``quantile`` on ``grid``."""
     col = quantile_column(quantile)
     out: dict[str, dict[str, np.ndarray]] = {}
-    for w in config.workloads:
+    for w in fleet.workloads:
         profile = workload_profile(w)
         fc = forecasts.get(w.signal)
         if profile is None or fc is None:

@@ -8,7 +8,7 @@ actions; then the ``nvidia.com/mig.config`` label per node and a mig-parted conf
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
 from scaler.catalog.mig import Layout, geometry
-from scaler.config import Config, PoolConfig
+from scaler.config import Fleet, PolicyConfig, PoolConfig
 from scaler.planning.demand import planning_grid
 from scaler.planning.mig.actions import (
     keep_reason,
@@ -47,13 +47,14 @@ class MigPlan:
     section: dict[str, Any] = field(default_factory=dict)
 
 
-def mig_pools(config: Config) -> list[PoolConfig]:
+def mig_pools(pools: Iterable[PoolConfig]) -> list[PoolConfig]:
     """The MIG-managed pools: those with ``mig_layouts`` set."""
-    return [p for p in config.pools if p.mig_layouts is not None]
+    return [p for p in pools if p.mig_layouts is not None]
 
 
 def plan_mig(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
     forecasts: Mapping[str, SeriesForecast],
     inventory: Mapping[str, int],
     now: pd.Timestamp,
@@ -77,14 +78,13 @@ def plan_mig(
     is the provider's choice; a node with ``mig.strategy=single`` only gets layouts of
     one profile on every GPU.
     """
-    pools = mig_pools(config)
+    pools = mig_pools(fleet.pools)
     if not pools:
         return MigPlan()
-    policy = config.policy
     now = pd.Timestamp(now)
     grid = planning_grid(now, policy.horizon_s, policy.cycle_s)
-    demand = slice_demand(config, forecasts, grid, policy.quantile)
-    held_by_model = held_signals(config.workloads, forecasts, stale or set())
+    demand = slice_demand(fleet, forecasts, grid, policy.quantile)
+    held_by_model = held_signals(fleet.workloads, forecasts, stale or set())
     plan = MigPlan()
     # Relayouts an earlier run started and did not finish come first: their nodes are
     # held, and only this action uncordons them (or rolls the change back).
