@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what the tests need, then run every check: lint, format, types,
-# layering, and the test suite. Safe to run again; installs are skipped when present.
+# layering, then the fast tier of the tests and, if it passes, the slow tier. Safe to run again; installs are skipped when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,11 +19,29 @@ fi
 # The Debian package starts a system service where systemd runs; the tests start their own.
 python -m pip install -q --disable-pip-version-check -e ".[test]"
 
-echo "== ruff"; ruff check . && ruff format --check .
-echo "== mypy"; mypy
-echo "== import-linter"; lint-imports
-# One process: under pytest-xdist (`-n 2`, installed with the test tools, fine for local runs)
-# the joblib worker-pool test once waited for ever on a pool with no workers (docs/testing.md).
-echo "== pytest"; python -m pytest -q "$@"
+# Cheapest first; each step stops the run when it fails.
+echo "== lint: ruff"; ruff check .; ruff format --check .
+echo "== types: mypy"; mypy
+echo "== layering: import-linter"; lint-imports
+
+# pytest's exit 5 (no test selected, e.g. a -k that matches nothing) is not a failure here.
+run_pytest() {
+    local rc=0
+    python -m pytest "$@" || rc=$?
+    if [ "$rc" -eq 5 ]; then rc=0; fi
+    return "$rc"
+}
+
+# The tiers (docs/testing.md). Fast: every test not marked slow, one process; where CI=true an
+# unmarked test over 2 s fails it (tests/duration_rule.py). It fails fast: nothing slow runs
+# after a fast failure.
+echo "== tests: fast tier"; run_pytest -q -m "not slow" "$@"
+# Slow: in two processes (pytest-xdist), except the tests of worker pools (joblib, Dask),
+# which run after them in one process: under xdist a joblib pool once waited for ever with no
+# workers left (tests/test_parallel.py, docs/testing.md).
+POOLS=(tests/test_parallel.py tests/test_global_model.py)
+echo "== tests: slow tier"
+run_pytest -q -m slow -n 2 "${POOLS[@]/#/--ignore=}" "$@"
+echo "== tests: slow tier, worker pools"; run_pytest -q -m slow "${POOLS[@]}" "$@"
 # The tests must leave the machine as they found it.
 [ -c /dev/null ] || { echo "tests left /dev/null as something other than a character device" >&2; exit 1; }
