@@ -80,6 +80,35 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="session")
+def demo_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built-in demo's model store after one ``tiercast run --dry-run``, made once per
+    session: its fitted models and the growth backtest's forecasts (``growth-backtests.json``).
+    Forecasting is most of a demo cycle's time; a cycle on a copy of this store fits nothing."""
+    import contextlib
+    import io
+
+    from scaler.cli import main
+
+    state = tmp_path_factory.mktemp("demo-state")
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        code = main(["run", "--dry-run", "--state-dir", str(state)])
+    assert code == 0, out.getvalue()
+    return state / "models"
+
+
+@pytest.fixture
+def warm_demo_models(demo_models: Path, workdir: Path, state_dir: Path) -> list[Path]:
+    """A copy of :func:`demo_models` where this test's demo cycles look for their store:
+    ``models`` in the working folder (the demo config's relative path, as ``run_cycle`` and
+    the cycle job read it) and in the state directory (``tiercast run``'s default). For
+    tests of planning, actuation and reports, which should not pay for forecasting."""
+    copies = [workdir / "models", state_dir / "models"]
+    for folder in copies:
+        shutil.copytree(demo_models, folder)
+    return copies
+
+
 @pytest.fixture
 def clock() -> Clock:
     """A :class:`tests.fake_kube.Clock`: sleeps return at once and move its time."""

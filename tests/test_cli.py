@@ -22,6 +22,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_demo_dry_run_prints_and_writes_a_valid_plan(
     workdir: Path, capsys: pytest.CaptureFixture[str], state_dir: Path
 ) -> None:
@@ -49,6 +50,7 @@ def test_demo_dry_run_prints_and_writes_a_valid_plan(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_demo_plan_is_deterministic(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run(["run", "--dry-run", "--plan-out", "a.json"], capsys)
     run(["run", "--dry-run", "--plan-out", "b.json"], capsys)

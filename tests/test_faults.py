@@ -243,6 +243,7 @@ def demo_inventory() -> dict[str, int]:
     ],
     ids=["timeout-after-write", "429", "409", "500"],
 )
+@pytest.mark.usefixtures("warm_demo_models")
 def test_api_errors_are_retried_without_duplicate_actions(
     when: str, error: TemporaryError, status: str, delay: float, tmp_path: Path
 ) -> None:
@@ -272,6 +273,7 @@ def test_api_errors_are_retried_without_duplicate_actions(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_persistent_api_failure_fails_the_cycle_then_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -291,6 +293,7 @@ def test_persistent_api_failure_fails_the_cycle_then_recovers(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_node_agent_or_api_unreachable_on_inventory_changes_nothing() -> None:
     provider, telemetry, sleeps = FlakyProvider(demo_inventory()), Telemetry(), []
     provider.inventory_down = TemporaryError("GET /api/v1/nodes: connection refused")
@@ -305,6 +308,7 @@ def test_node_agent_or_api_unreachable_on_inventory_changes_nothing() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_unwritable_run_records_fail_the_run_visibly_but_actions_stand(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -323,6 +327,7 @@ def test_unwritable_run_records_fail_the_run_visibly_but_actions_stand(tmp_path:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_clock_jump_forward_holds_and_backward_is_harmless() -> None:
     from scaler.inputs.demo import demo_inputs
 
@@ -365,6 +370,7 @@ class StopsOnFirstApply(RecordingProvider):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_sigterm_mid_cycle_finishes_the_action_in_flight_and_sends_no_more(
     tmp_path: Path,
 ) -> None:

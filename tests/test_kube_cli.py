@@ -18,6 +18,7 @@ MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/gpu-m
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_demo_dry_run_lists_the_exact_kubernetes_calls_per_action(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
