@@ -115,8 +115,11 @@ def test_a_drifted_signal_triggers_exactly_one_refit_and_one_event(tmp_path: Pat
     history = _history(300.0)  # demand tripled; the recorded forecasts said 100
     store = RunStore(tmp_path / "records.sqlite", keep_days=3650)
     _recorded(store, hours=6, median=100.0)
-    models = model_store_for(config)
-    forecast_for_plan(config, history, NOW)  # a stored model, fitted before the drift
+    models = model_store_for(config.model_store)
+    # a stored model, fitted before the drift
+    forecast_for_plan(
+        config.pools, config.policy, config.forecast, config.model_store, history, NOW
+    )
     fitted = models.stats["fitted"]
 
     job, provider, telemetry = _job(config, history, store, NOW)

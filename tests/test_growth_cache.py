@@ -39,7 +39,10 @@ def _inputs(now_shift: pd.Timedelta = NO_SHIFT) -> tuple[Config, dict, dict, pd.
     config = config.model_copy(update={"forecast": forecast})
     now = now + now_shift  # the demo's history ends at its "now": shift back, not ahead
     seen = {name: y[y.index < now] for name, y in history.items()}
-    return config, seen, forecast_for_plan(config, seen, now), now
+    forecasts = forecast_for_plan(
+        config.pools, config.policy, config.forecast, config.model_store, seen, now
+    )
+    return config, seen, forecasts, now
 
 
 def _counting(cache: GrowthCache, method: str, calls: list[str]) -> Callable[[str], Forecaster]:

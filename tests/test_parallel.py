@@ -397,6 +397,7 @@ def test_forecast_config_parallel_defaults_and_errors() -> None:
 
 @pytest.mark.slow
 def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
+    from scaler.config import Config
     from scaler.inputs.demo import demo_inputs
     from scaler.service.cycle import forecast_for_plan
 
@@ -422,8 +423,13 @@ def test_cycle_forecasts_in_worker_processes_as_in_one(tmp_path: Path) -> None:
             }
         )
 
-    serial = forecast_for_plan(with_forecast(str(tmp_path / "a")), history, now)
-    parallel = forecast_for_plan(with_forecast(str(tmp_path / "b"), jobs=2), history, now)
+    def forecast(config: Config) -> dict:
+        return forecast_for_plan(
+            config.pools, config.policy, config.forecast, config.model_store, history, now
+        )
+
+    serial = forecast(with_forecast(str(tmp_path / "a")))
+    parallel = forecast(with_forecast(str(tmp_path / "b"), jobs=2))
     assert sorted(serial) == sorted(parallel) == sorted(history)
     for name, fc in serial.items():
         assert parallel[name].estimator == fc.estimator

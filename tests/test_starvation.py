@@ -209,7 +209,10 @@ def test_the_cycle_notes_what_waited_and_records_it_in_the_plan_risk(tmp_path: P
         "pods": 2,
         "workloads": 0,
     }
-    assert any("16 GPU(s) wait (2 pod(s) Pending over 300 s)" in n for n in result.plan.notes)
+    assert any(
+        "16 GPU(s) wait;" in n and "; 2 pod(s) Pending over 300 s" in n
+        for n in map(str, result.plan.notes)
+    )
     assert result.plan.actions[0].target_nodes == 3
 
 
@@ -248,7 +251,7 @@ def test_a_refused_override_query_is_one_line_naming_the_field(ksm: PrometheusSe
 def test_several_gpu_models_without_a_label_are_reported_not_planned_on() -> None:
     got = Starvation("2026-03-02T00:00:00Z", 300, {}, unattributed_gpus=4.0, unattributed=("{}",))
     assert got.floor() == {}
-    assert "set starvation.gpu_model or starvation.gpu_model_label" in got.notes()[0]
+    assert "set starvation.gpu_model or starvation.gpu_model_label" in str(got.notes()[0])
 
 
 @pytest.mark.parametrize(
@@ -354,10 +357,10 @@ def test_the_waiting_gpus_are_a_metric_per_gpu_model() -> None:
     starving = Starvation("x", 300, {"H100-80GB": ModelWaiting(2.0, 10.0, pods=1)})
     telemetry = Telemetry()
     telemetry.observe_plan(
-        config, replace(plan, risk={**plan.risk, "starvation": starving.to_dict()})
+        config.pools, replace(plan, risk={**plan.risk, "starvation": starving.to_dict()})
     )
     assert 'tiercast_waiting_gpus{gpu_model="H100-80GB"} 10.0' in telemetry.exposition().decode()
     # The next cycle reads nothing waiting: the gauge goes to 0, not its old value.
     nothing = Starvation("y", 300).to_dict()
-    telemetry.observe_plan(config, replace(plan, risk={**plan.risk, "starvation": nothing}))
+    telemetry.observe_plan(config.pools, replace(plan, risk={**plan.risk, "starvation": nothing}))
     assert 'tiercast_waiting_gpus{gpu_model="H100-80GB"} 0.0' in telemetry.exposition().decode()

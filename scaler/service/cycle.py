@@ -53,7 +53,7 @@ from scaler.actuation.protocol import (
     SharingInventoryReader,
     capabilities_of,
 )
-from scaler.config import Config, Fleet, PoolConfig
+from scaler.config import Config, Fleet, ForecastConfig, ModelStoreConfig, PolicyConfig, PoolConfig
 from scaler.planning.billing import starts_from_past
 from scaler.planning.footprints import observed_footprints
 from scaler.planning.margins import Margin
@@ -112,50 +112,53 @@ class CycleResult:
 
 
 def stale_signals(
-    config: Config, forecasts: dict[str, SeriesForecast], now: pd.Timestamp
+    policy: PolicyConfig, forecasts: dict[str, SeriesForecast], now: pd.Timestamp
 ) -> set[str]:
-    limit = pd.Timedelta(seconds=config.policy.staleness_limit_s)
+    """Signals whose newest sample is older than ``policy.staleness_limit_s`` at ``now``."""
+    limit = pd.Timedelta(seconds=policy.staleness_limit_s)
     return {name for name, fc in forecasts.items() if now - fc.last_timestamp > limit}
 
 
 _STORES: dict[tuple[str, int, str | None], ModelStore] = {}
 
 
-def model_store_for(config: Config) -> ModelStore:
-    """The config's model store; one object per path and age limit in a process.
+def model_store_for(settings: ModelStoreConfig) -> ModelStore:
+    """The ``model_store`` section's store; one object per path and age limit in a process.
 
     Kept between cycles so a long-running service or a replay reads each stored
     model from disk once, not every cycle.
     """
-    path = Path(config.model_store.path).resolve()  # a relative path means the working dir
-    key_file = config.model_store.signing_key_file
-    key = (str(path), config.model_store.max_age_s, key_file)
+    path = Path(settings.path).resolve()  # a relative path means the working dir
+    key_file = settings.signing_key_file
+    key = (str(path), settings.max_age_s, key_file)
     if key not in _STORES:
         _STORES[key] = ModelStore(
-            path, max_age_s=config.model_store.max_age_s, signing_key=load_signing_key(key_file)
+            path, max_age_s=settings.max_age_s, signing_key=load_signing_key(key_file)
         )
     return _STORES[key]
 
 
 def forecast_for_plan(
-    config: Config,
+    pools: Sequence[PoolConfig],
+    policy: PolicyConfig,
+    settings: ForecastConfig,
+    models: ModelStoreConfig,
     history: History,
     now: pd.Timestamp,
-    pools: Sequence[PoolConfig] | None = None,
 ) -> dict[str, SeriesForecast]:
-    """Forecast every signal far enough ahead to cover the horizon plus the longest lead time
-    of ``pools`` (default the config's; the cycle passes its fleet's, lead times learned)."""
-    lead = max(p.lead_time_s for p in (pools if pools is not None else config.pools))
-    horizon = pd.Timedelta(seconds=config.policy.horizon_s + lead + config.policy.cycle_s)
-    quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
+    """Forecast every signal far enough ahead to cover the policy's horizon plus the longest
+    lead time of ``pools`` (the cycle passes its fleet's, lead times learned), with the
+    ``forecast`` section's method and workers and the models of the ``model_store`` section."""
+    lead = max(p.lead_time_s for p in pools)
+    horizon = pd.Timedelta(seconds=policy.horizon_s + lead + policy.cycle_s)
+    quantiles = sorted(set(settings.quantiles) | {policy.quantile})
     upto = {name: y[y.index < now] for name, y in history.items()}
     usable = {name: y for name, y in upto.items() if y.notna().sum() >= 2}
     for name in sorted(set(upto) - set(usable)):
         log.warning("signal %s has no usable history before %s", name, now)
     # Forecast from the newest sample to now + horizon: a stale series needs more steps.
     out = {}
-    store = model_store_for(config)
-    settings = config.forecast
+    store = model_store_for(models)
     if settings.jobs != 1 or settings.backend == "dask":
         # Many signals: worker processes or a Dask cluster share the on-disk store.
         spec = ForecastSpec(
@@ -165,7 +168,7 @@ def forecast_for_plan(
             str(store.path) if store.path is not None else None,
             store.max_age_s,
             now,
-            signing_key_file=config.model_store.signing_key_file,
+            signing_key_file=models.signing_key_file,
         )
         return forecast_history_parallel(
             usable, spec, settings.backend, settings.jobs, settings.scheduler, settings.batch_size
@@ -174,7 +177,7 @@ def forecast_for_plan(
         gap = max(pd.Timedelta(0), now - y.dropna().index[-1])
         try:
             out.update(
-                forecast_history({name: y}, horizon + gap, quantiles, config.forecast.method, store)
+                forecast_history({name: y}, horizon + gap, quantiles, settings.method, store)
             )
         except BadInputError as exc:
             # One malformed signal holds only the pools it feeds (the planner holds a
@@ -338,11 +341,13 @@ class Forecasts:
 def forecast(config: Config, collected: Collected, now: pd.Timestamp) -> Forecasts:
     """Forecast every signal, find the stale ones, and learn each signal's margin; the
     margins' growth backtest keeps its forecasts between cycles (growth_cache)."""
-    by_signal = forecast_for_plan(config, collected.history, now, pools=collected.fleet.pools)
-    stale = stale_signals(config, by_signal, now)
     policy = config.policy
+    by_signal = forecast_for_plan(
+        collected.fleet.pools, policy, config.forecast, config.model_store, collected.history, now
+    )
+    stale = stale_signals(policy, by_signal, now)
     cache = growth_cache_for(
-        model_store_for(config).path,
+        model_store_for(config.model_store).path,
         keep=pd.Timedelta(seconds=policy.growth_backtest_s + policy.growth_refresh_s),
     )
     method = config.forecast.method

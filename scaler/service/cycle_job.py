@@ -33,7 +33,7 @@ import pandas as pd
 from forecaster.errors import TemporaryError, TiercastError
 from forecaster.files import write_atomic
 from scaler.actuation.protocol import CapacityProvider
-from scaler.config import Config
+from scaler.config import Config, Fleet, ModelStoreConfig, PolicyConfig
 from scaler.inputs.pending import collect_starvation
 from scaler.inputs.power import collect_power
 from scaler.planning.power import PowerReading
@@ -51,6 +51,7 @@ from scaler.service.cycle import CycleResult, model_store_for, past_cycles, run_
 from scaler.service.drift import (
     STATE_FILE,
     DriftState,
+    DriftWatch,
     SignalDrift,
     judge_records,
     records_needed,
@@ -156,7 +157,9 @@ class CycleJob:
             sleep=self.sleep,
         )
         run.stage = "forecast"
-        drifted = self._refit_drifted(config, inputs.history, now, run)
+        policy = config.policy
+        watch = DriftWatch.over(config.drift, config.pools, policy.cycle_s, config.forecast.method)
+        drifted = self._refit_drifted(watch, policy, config.model_store, inputs.history, now, run)
         run.result = run_cycle(
             config,
             inputs.history,
@@ -177,33 +180,42 @@ class CycleJob:
             )
         run.abandoned = run.guard.abandoned
         run.stage = "record"
-        # Summaries and metrics read the config as planned: auto lead times resolved.
-        self._observe(run.result, run.guard, run.result.config or config, now, run.fields)
+        # Summaries and metrics read the fleet as planned: auto lead times resolved.
+        quantiles = sorted(set(config.forecast.quantiles) | {policy.quantile})
+        fleet = run.result.fleet or config.fleet
+        self._observe(run.result, run.guard, fleet, quantiles, now, run.fields)
 
     def _refit_drifted(
-        self, config: Config, history: Any, now: pd.Timestamp, run: _CycleRun
+        self,
+        watch: DriftWatch,
+        policy: PolicyConfig,
+        models: ModelStoreConfig,
+        history: Any,
+        now: pd.Timestamp,
+        run: _CycleRun,
     ) -> dict[str, SignalDrift]:
         """Judge each signal's forecasts against what happened (scaler.service.drift) and
-        refit the drifted ones before this cycle forecasts; an Event from the leader."""
-        if self.store is None or not config.drift.enabled:
+        refit the drifted ones before this cycle forecasts; an Event from the leader.
+        ``policy``: how long the growth backtest keeps its forecasts; ``models``: the store
+        whose models a refit evicts."""
+        if self.store is None or not watch.settings.enabled:
             return {}
         try:
-            records = self.store.recent(limit=records_needed(config), job="cycle")
+            records = self.store.recent(limit=records_needed(watch), job="cycle")
         except (TiercastError, TypeError, ValueError) as exc:
             log.info("no run records to judge drift: %s", str(exc)[:200])
             return {}
-        store = model_store_for(config)
+        store = model_store_for(models)
         state = DriftState(store.path / STATE_FILE if store.path is not None else None)
-        judged = judge_records(config, records, history, now, state)
+        judged = judge_records(watch, records, history, now, state)
         self.telemetry.observe_drift(judged)
-        policy = config.policy
         cache = growth_cache_for(
             store.path,
             keep=pd.Timedelta(seconds=policy.growth_backtest_s + policy.growth_refresh_s),
         )
         events = run.guard.inner.events if run.guard is not None else None
         sink = events if run.leader else None
-        done = respond(judged, config, now, store, cache, state, sink)
+        done = respond(judged, watch, now, store, cache, state, sink)
         self.telemetry.observe_drift_refits(done)
         return done
 
@@ -211,26 +223,27 @@ class CycleJob:
         self,
         result: CycleResult,
         guard: GuardedProvider,
-        config: Config,
+        fleet: Fleet,
+        quantiles: list[float],
         now: pd.Timestamp,
         fields: dict[str, Any],
     ) -> None:
-        """The run record's summaries, the self-metrics, ``plan_out`` and the inventory gauge."""
-        quantiles = sorted(set(config.forecast.quantiles) | {config.policy.quantile})
-        lead = max(p.lead_time_s for p in config.pools)
+        """The run record's summaries, the self-metrics, ``plan_out`` and the inventory gauge,
+        for ``fleet`` as planned; ``quantiles``: those the forecast summary keeps."""
+        lead = max(p.lead_time_s for p in fleet.pools)
         fields.update(
             forecast=forecast_summary(result.forecasts, quantiles, lead),
             plan=plan_summary(result.plan),
             # The run record keeps the notes as English lines (typed ones rendered).
             notes=[str(n) for n in result.plan.notes],
         )
-        self.telemetry.observe_forecasts(config, result.forecasts, now)
-        self.telemetry.observe_plan(config, result.plan)
+        self.telemetry.observe_forecasts(fleet, result.forecasts, now)
+        self.telemetry.observe_plan(fleet.pools, result.plan)
         self.telemetry.observe_actions(result.results)
         if self.plan_out:
             write_atomic(self.plan_out, result.plan.to_json(), parents=True)
         try:
-            self.telemetry.observe_inventory(config, guard.provider.inventory())
+            self.telemetry.observe_inventory(fleet.pools, guard.provider.inventory())
         except TemporaryError as exc:
             self.telemetry.error(exc, "inventory")
 

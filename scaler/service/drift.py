@@ -37,7 +37,7 @@ from forecaster.errors import BadInputError
 from forecaster.files import read_bounded, write_atomic
 from forecaster.series import History
 from forecaster.store import ModelStore
-from scaler.config import Config, DriftConfig
+from scaler.config import DriftConfig, PoolConfig
 from scaler.plans import iso
 from scaler.service.growth_cache import GrowthCache
 
@@ -47,6 +47,25 @@ STATE_FILE = "drift-state.json"
 MAX_STATE_BYTES = 1024 * 1024
 MAX_RECORDS = 5000
 """Most cycle records read to judge drift (17 days of 5-minute cycles)."""
+
+
+@dataclass(frozen=True)
+class DriftWatch:
+    """What judging drift reads: the ``drift`` section, the lead time the forecasts are
+    judged at (the largest pool lead time), the planning cycle and the forecast method
+    whose stored models a refit evicts."""
+
+    settings: DriftConfig
+    lead_s: int
+    cycle_s: int
+    method: str
+
+    @classmethod
+    def over(
+        cls, settings: DriftConfig, pools: Sequence[PoolConfig], cycle_s: int, method: str
+    ) -> DriftWatch:
+        """The watch over ``pools``, judged at their largest lead time."""
+        return cls(settings, max(p.lead_time_s for p in pools), cycle_s, method)
 
 
 class EventSink(Protocol):
@@ -227,7 +246,7 @@ class DriftState:
 
 def respond(
     drifts: Mapping[str, SignalDrift],
-    config: Config,
+    watch: DriftWatch,
     now: pd.Timestamp,
     store: ModelStore,
     cache: GrowthCache,
@@ -240,11 +259,11 @@ def respond(
     for name, d in sorted(drifts.items()):
         if not d.drifted:
             continue
-        store.evict(name, config.forecast.method)
+        store.evict(name, watch.method)
         cache.forget(name)
         cache.save()
         state.mark(name, now)
-        why = d.why(config.drift)
+        why = d.why(watch.settings)
         log.warning("%s", why)
         if events is not None:
             events.record_event("ForecastDrift", why)
@@ -253,20 +272,18 @@ def respond(
 
 
 def judge_records(
-    config: Config,
+    watch: DriftWatch,
     records: Sequence[Any],
     history: History,
     now: pd.Timestamp,
     state: DriftState,
 ) -> dict[str, SignalDrift]:
     """:func:`judge` over ``records`` (newest first or not) and ``history``."""
-    lead = max(p.lead_time_s for p in config.pools)
-    pairs = forecast_pairs(records, history, lead)
-    return judge(pairs, config.drift, now, config.policy.cycle_s, state.refitted_at)
+    pairs = forecast_pairs(records, history, watch.lead_s)
+    return judge(pairs, watch.settings, now, watch.cycle_s, state.refitted_at)
 
 
-def records_needed(config: Config) -> int:
+def records_needed(watch: DriftWatch) -> int:
     """Cycle records that cover the window and ``for_s`` (at most :data:`MAX_RECORDS`)."""
-    span = config.drift.window_s + config.drift.for_s
-    lead = max(p.lead_time_s for p in config.pools)
-    return int(min(MAX_RECORDS, (span + lead) // config.policy.cycle_s + 12))
+    span = watch.settings.window_s + watch.settings.for_s
+    return int(min(MAX_RECORDS, (span + watch.lead_s) // watch.cycle_s + 12))

@@ -17,13 +17,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import pandas as pd
 
 from forecaster.series import History
-from scaler.config import Config
+from scaler.config import Config, SignalConfig
 from scaler.records import RunRecord
 from scaler.service.cycle import CycleResult
 
@@ -46,9 +47,9 @@ def utc_now() -> pd.Timestamp:
     return pd.Timestamp.now(tz="UTC").tz_localize(None)
 
 
-def live_signals(config: Config) -> bool:
-    """Whether any signal is read from Prometheus (then ``now`` is the wall clock)."""
-    return any(s.query is not None for s in config.signals)
+def live_signals(signals: Sequence[SignalConfig]) -> bool:
+    """Whether any of ``signals`` is read from Prometheus (then ``now`` is the wall clock)."""
+    return any(s.query is not None for s in signals)
 
 
 class Stop:

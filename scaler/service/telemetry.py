@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,7 +36,7 @@ from forecaster.forecasting import SeriesForecast
 from forecaster.secrets import RedactSecrets
 from forecaster.secrets import redact as redact  # re-exported: the service masks with it
 from scaler.actuation.protocol import ActionResult
-from scaler.config import Config
+from scaler.config import Fleet, PoolConfig
 from scaler.plans import CapacityPlan
 from scaler.serving import IDLE_TIMEOUT_S, BoundedHTTPServer
 
@@ -218,11 +218,13 @@ class Telemetry:
 
     def observe_forecasts(
         self,
-        config: Config,
+        fleet: Fleet,
         forecasts: Mapping[str, SeriesForecast],
         now: pd.Timestamp,
     ) -> None:
-        lead = pd.Timedelta(seconds=max(p.lead_time_s for p in config.pools))
+        """Each signal's last value, staleness and forecast (one lead time ahead, the
+        fleet's largest, and at its peak); a signal of ``fleet`` with none is stale."""
+        lead = pd.Timedelta(seconds=max(p.lead_time_s for p in fleet.pools))
         for name, fc in forecasts.items():
             self.signal_last.labels(signal=name).set(fc.last_value)
             self.staleness.labels(signal=name).set(
@@ -238,12 +240,13 @@ class Telemetry:
                 )
         # A signal with no usable history has no forecast: its staleness is unknown, and
         # the planner holds its pools; make that visible rather than leave an old value.
-        for s in config.signals:
+        for s in fleet.signals:
             if s.name not in forecasts:
                 self.staleness.labels(signal=s.name).set(float("inf"))
 
-    def observe_plan(self, config: Config, plan: CapacityPlan) -> None:
-        tiers = {p.name: p.tier for p in config.pools}
+    def observe_plan(self, pools: Sequence[PoolConfig], plan: CapacityPlan) -> None:
+        """The plan's targets (by the tier of ``pools``), holds, cost, risk and starvation."""
+        tiers = {p.name: p.tier for p in pools}
         for p in plan.pools:
             target = p.target_nodes[0] if p.target_nodes else p.current_nodes
             self.planned.labels(pool=p.pool, tier=tiers.get(p.pool, p.tier)).set(target)
@@ -275,8 +278,8 @@ class Telemetry:
         for r in results:
             self.actions.labels(decision=r.action.decision, result=r.outcome).inc()
 
-    def observe_inventory(self, config: Config, inventory: Mapping[str, int]) -> None:
-        for p in config.pools:
+    def observe_inventory(self, pools: Sequence[PoolConfig], inventory: Mapping[str, int]) -> None:
+        for p in pools:
             if p.name in inventory:
                 self.actual.labels(pool=p.name, tier=p.tier).set(inventory[p.name])
 

@@ -222,7 +222,7 @@ def _serve_loader(args: argparse.Namespace) -> Callable[[], Inputs]:
             args.now = (utc_now() - offset).isoformat()
         config, history, now, label = load_inputs(args)
         # Files, the demo and --now carry their own time; live data is planned at the wall clock.
-        live = live_signals(config) and not args.now
+        live = live_signals(config.signals) and not args.now
         return Inputs(config, history, None if live else now, label)
 
     return load
