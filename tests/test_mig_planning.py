@@ -212,6 +212,7 @@ def test_config_rejects_bad_mig_fields_in_one_line() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_demo_cycle_shows_mig_layout_actions(workdir: Path) -> None:
     """(In a temporary folder: the demo config's model store is the relative ``models``.)"""
     import jsonschema

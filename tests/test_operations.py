@@ -530,6 +530,7 @@ def test_a_missing_config_from_the_environment_is_one_line_exit_2(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_run_plan_and_history_print_json_or_yaml_on_stdout_alone(
     workdir: Path, capsys: pytest.CaptureFixture[str], state_dir: Path
 ) -> None:

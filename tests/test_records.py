@@ -117,6 +117,7 @@ def test_unwritable_and_corrupt_files_are_one_line_records_errors(tmp_path: Path
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("warm_demo_models")
 def test_history_command_table_json_and_full_plan(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
