@@ -30,7 +30,8 @@ label set drop rides with the summed series itself, as a mark in ``Series.attrs`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,13 @@ DROP_SHARE = 0.1
 replicas) are no sign of a partial answer."""
 _MARK = "tiercast.suspect"
 
+# What each rule found, as a code with its parameters: ``scaler.wording`` renders them in
+# every language it speaks (the forecaster never imports scaler; a test there checks the
+# codes are its own).
+SPIKE = "suspect.spike"
+ZEROS = "suspect.zeros"
+LABEL_SETS = "suspect.label-sets-stopped"
+
 
 @dataclass(frozen=True)
 class Suspicion:
@@ -55,9 +63,13 @@ class Suspicion:
     since: pd.Timestamp
     """The first timestamp treated as missing."""
     why: str
-    """One line: what was found, from when."""
+    """One line: what was found, from when (English, for the log)."""
     hold: bool = True
     """Whether the newest data is affected, so that the signal's pools hold."""
+    code: str = ""
+    """Which rule found it (:data:`SPIKE`, :data:`ZEROS`, :data:`LABEL_SETS`)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """The figures ``why`` states, by name (JSON scalars), for ``code``'s wording."""
 
 
 @dataclass
@@ -69,6 +81,8 @@ class Screened:
     """Signal -> why its pools hold (one line)."""
     notes: list[str]
     """Suspect samples treated as missing that hold nothing (an old spike)."""
+    found: dict[str, list[Suspicion]] = field(default_factory=dict)
+    """Signal -> what the rules found in it, holding or not (their codes and figures)."""
 
 
 def _when(ts: pd.Timestamp) -> str:
@@ -106,12 +120,21 @@ def spikes(series: pd.Series, recent: pd.Timedelta) -> tuple[pd.Series, Suspicio
     newest = values.index[-1]
     hold = bool((bad.index >= newest - recent).any())
     first = pd.Timestamp(bad.index[-1] if hold else bad.index[0])
+    which, value = ("newest", bad.iloc[-1]) if hold else ("first", bad.iloc[0])
+    params = {
+        "samples": len(bad),
+        "factor": SPIKE_FACTOR,
+        "quantile": f"q{SPIKE_QUANTILE:g}",
+        "reference": ref,
+        "which": which,
+        "value": float(value),
+        "at": _when(first),
+    }
     why = (
         f"{len(bad)} sample(s) over {SPIKE_FACTOR:g}x its q{SPIKE_QUANTILE:g} ({ref:.4g}), "
-        f"the {'newest' if hold else 'first'} {bad.iloc[-1 if hold else 0]:.4g} at {_when(first)}; "
-        "treated as missing"
+        f"the {which} {value:.4g} at {_when(first)}; treated as missing"
     )
-    return out, Suspicion(first, why, hold)
+    return out, Suspicion(first, why, hold, SPIKE, params)
 
 
 def _zero_runs(values: pd.Series) -> list[tuple[pd.Timestamp, pd.Timedelta]]:
@@ -148,11 +171,13 @@ def zero_run(series: pd.Series, now: pd.Timestamp) -> tuple[pd.Series, Suspicion
     out = series.copy()
     out[out.index >= start] = np.nan
     points = int((values.index >= start).sum())
+    longest_min = round(longest.total_seconds() / 60)
     why = (
         f"zeros since {_when(start)} ({points} sample(s)), unlike its past (longest run of "
-        f"zeros before: {longest.total_seconds() / 60:.0f} min); treated as missing"
+        f"zeros before: {longest_min} min); treated as missing"
     )
-    return out, Suspicion(start, why)
+    params = {"since": _when(start), "samples": points, "longest_min": longest_min}
+    return out, Suspicion(start, why, True, ZEROS, params)
 
 
 def stopped_label_sets(
@@ -197,6 +222,15 @@ def stopped_label_sets(
         f"{len(stopped)} of {total} label sets stopped reporting at {_when(since)} "
         f"(they carried {carried:.4g} of {before:.4g}); the sum since is partial, "
         "treated as missing",
+        True,
+        LABEL_SETS,
+        {
+            "stopped": len(stopped),
+            "total": total,
+            "at": _when(since),
+            "carried": carried,
+            "before": before,
+        },
     )
 
 
@@ -228,11 +262,14 @@ def screen_history(
     out: dict[str, pd.Series] = {}
     held: dict[str, str] = {}
     notes: list[str] = []
+    by_signal: dict[str, list[Suspicion]] = {}
     for name, y in history.items():
         cleaned, found = screen(y, now, recent)
         out[name] = cleaned
+        if found:
+            by_signal[name] = found
         holding = [s.why for s in found if s.hold]
         if holding:
             held[name] = "; ".join(holding)
         notes += [f"signal {name!r}: {s.why}" for s in found if not s.hold]
-    return Screened(out, held, notes)
+    return Screened(out, held, notes, by_signal)

@@ -82,7 +82,7 @@ def test_a_node_is_kept_to_the_end_of_its_paid_hour_when_releasing_saves_nothing
     assert "billing" in plan.pools[0].binding
     assert any(
         "od: 1 node(s) kept to the end of their paid period" in n and "paid until 00:40Z" in n
-        for n in plan.notes
+        for n in map(str, plan.notes)
     )
     # The cost saved is the plan's own: one node released.
     assert action.cost_delta_per_hour == pytest.approx(-32.0)

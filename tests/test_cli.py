@@ -9,6 +9,7 @@ import jsonschema
 import pandas as pd
 import pytest
 
+from scaler import wording
 from scaler.cli import main
 from tests.conftest import REPO, trace_path
 
@@ -41,12 +42,15 @@ def test_demo_dry_run_prints_and_writes_a_valid_plan(
     tiers = {p["tier"] for p in plan["pools"]}
     assert {"on-demand", "spot"} <= tiers
     for action in plan["actions"]:
-        # Each reason says where its number comes from: the forecast's growth quantile,
-        # the newest observation x margin, or the q0.9 forecast (MIG layouts).
-        sources = ("forecast growth q", "newest observation x margin", "q0.9")
-        assert any(s in action["reason"] for s in sources) and "lead time" in action["reason"]
-        if action["decision"] != "no-op":
-            assert "/h" in action["reason"]
+        # Each pool reason names its signals and refers to their margins (stated once, in
+        # risk.margins); a MIG layout's refers to its GPU model's MIG demand.
+        reason = action["reason"]
+        assert reason["refs"] and all(
+            r.startswith(("risk.margins.", "risk.binding.", "mig.models.")) for r in reason["refs"]
+        )
+        assert len(reason["text"]) <= 160 and reason["code"] in wording.CODES
+        if action["decision"] != "no-op" and action["kind"] == "nodes":
+            assert "/h" in reason["text"]
 
 
 @pytest.mark.slow

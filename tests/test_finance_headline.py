@@ -176,7 +176,7 @@ def test_a_solver_that_times_out_is_named_in_the_headline_and_figures(
     _, report = _report(config, TRADE_LEVELS, plan)
     assert report.figure("solver_fallback_models").value == 1
     assert any("greedy allocator planned it" in x for x in _summary(report))
-    assert any("planned with the greedy fallback" in n for n in plan.notes)
+    assert any("planned with the greedy fallback" in n for n in map(str, plan.notes))
     # Without a fallback there is no such figure and no such item.
     monkeypatch.undo()
     plan = _plan(config, TRADE_LEVELS, monkeypatch, timeout=False)

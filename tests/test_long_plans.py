@@ -67,4 +67,4 @@ def test_a_long_plan_falls_back_to_greedy_alone_when_the_milp_gives_nothing(
     config, forecasts, inventory = _fleet(3)
     plan = plan_for(config, forecasts, inventory, NOW)
     assert plan.risk["solver"] == "greedy"
-    assert any("greedy fallback" in n for n in plan.notes)
+    assert any("greedy fallback" in n for n in map(str, plan.notes))

@@ -332,7 +332,7 @@ def test_greedy_fallback_when_the_optimizer_fails(monkeypatch) -> None:
     config, forecasts, inventory = _fleet()
     plan = plan_for(config, forecasts, inventory, NOW)
     assert plan.risk["solver"] == "greedy"
-    assert any("greedy fallback" in n for n in plan.notes)
+    assert any("greedy fallback" in n for n in map(str, plan.notes))
     assert math.isfinite(plan.cost["horizon_total"])
 
 

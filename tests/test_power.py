@@ -107,7 +107,7 @@ def test_a_throttled_node_counts_for_less_and_the_next_plan_keeps_a_node_more() 
     assert derated.demand_gpus["H100-80GB"][0] == pytest.approx(
         without.demand_gpus["H100-80GB"][0] + 2.0
     )
-    note = reading.notes()[0]
+    note = str(reading.notes()[0])
     assert note.startswith("H100-80GB: 4 GPU(s) on 1 node(s) throttled (thermal)")
     assert "need raised by 2 GPU(s)" in note
 

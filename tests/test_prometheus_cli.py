@@ -156,7 +156,10 @@ def test_stale_prometheus_signal_holds_the_pool(
     assert stale["signals"][0]["stale"]
     assert stale["actions"][0]["decision"] == "no-op"
     assert stale["actions"][0]["target_nodes"] == 30
-    assert any("stale" in n for n in stale["notes"]) and "STALE" in out
+    assert (
+        any("stale" in (n["text"] if isinstance(n, dict) else n) for n in stale["notes"])
+        and "STALE" in out
+    )
 
 
 def test_query_with_no_data_holds_the_pool_and_says_why(
@@ -170,5 +173,8 @@ def test_query_with_no_data_holds_the_pool_and_says_why(
     plan = run_plan(workdir, workdir / "cfg.yaml", "2000-01-15T00:00:00", exit_code=1)
     err = capsys.readouterr().err
     assert plan["actions"][0]["decision"] == "no-op" and plan["actions"][0]["target_nodes"] == 30
-    assert any("no data for signal 'm_small_rps'" in n for n in plan["notes"])
+    assert any(
+        "no data for signal 'm_small_rps'" in (n["text"] if isinstance(n, dict) else n)
+        for n in plan["notes"]
+    )
     assert "cycle held" in err

@@ -479,4 +479,4 @@ def test_the_offline_dry_run_refuses_mps_beside_the_mixed_mig_strategy(tmp_path:
     cfg = config(store=tmp_path / "models")
     result = run_cycle(cfg, history(16.0), build_provider(cfg, dry_run=True), NOW, dry_run=True)
     assert not [a for a in result.plan.actions if a.kind == ACTION_KIND]
-    assert any("mixed" in n for n in result.plan.notes), result.plan.notes
+    assert any("mixed" in n for n in map(str, result.plan.notes)), result.plan.notes

@@ -126,7 +126,7 @@ def test_a_shared_workload_without_a_footprint_keeps_whole_gpus() -> None:
     config = _config({"name": "a", "sharing": "time-slicing"})
     assert float(gpus_for(config.workloads[0], 10.0)) == 10.0
     plan = plan_for(config, {"a": _forecast("a", 10)}, {"h100": 2}, NOW)
-    assert any("no second replica fits" in n for n in plan.notes)
+    assert any("no second replica fits" in n for n in map(str, plan.notes))
 
 
 def test_co_located_time_sliced_workloads_whose_memory_does_not_fit_are_refused() -> None:
@@ -213,7 +213,8 @@ def test_the_plan_shows_what_pooling_saves_in_gpus_and_money() -> None:
         },
     }
     assert any(
-        n.startswith("pooling H100-80GB/mps (a, b, c, 4 replicas per GPU)") for n in plan.notes
+        n.startswith("pooling H100-80GB/mps (a, b, c, 4 replicas per GPU)")
+        for n in map(str, plan.notes)
     )
 
 

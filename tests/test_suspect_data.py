@@ -264,7 +264,7 @@ def test_an_hour_of_zeros_holds_the_pool_where_it_released_all(tmp_path: Path) -
     assert result.plan.risk["held_models"]["H100-80GB"].startswith(
         "signal 'demand': zeros since 2026-11-30 11:00Z"
     )
-    assert any("zeros since" in n and "no scale-down" in n for n in result.plan.notes)
+    assert any("zeros since" in str(n) and "no scale-down" in str(n) for n in result.plan.notes)
 
 
 def test_a_1e14_spike_holds_the_pool_where_it_bought_the_maximum(tmp_path: Path) -> None:
@@ -283,7 +283,7 @@ def test_an_old_spike_is_a_gap_and_noted_not_held(tmp_path: Path) -> None:
     y.iloc[-300] = 1e14
     result = _cycle(config, y)
     assert result.plan.risk["held_models"] == {}
-    assert any("over 1000x its q0.99" in n for n in result.plan.notes)
+    assert any("over 1000x its q0.99" in str(n) for n in result.plan.notes)
     assert _decision(result) == ("no-op", 5)
 
 

@@ -19,7 +19,7 @@ def _fields(template: str) -> set[str]:
     names: set[str] = set()
     for _, name, _, _ in string.Formatter().parse(template):
         if name:
-            names.update(name.split("*"))
+            names.update(name.rstrip("@").split("*"))
     return names
 
 
@@ -37,7 +37,9 @@ def _sample(name: str) -> object:
         return (2, 3)
     if name in {"text", "model", "pool", "node", "queue", "resource", "config", "label", "mode"}:
         return "x"
-    if name in {"at", "until", "window", "since", "step", "from_layout", "to_layout", "why"}:
+    if name == "why":
+        return wording.SUSPECT_SPIKE  # a held model's cause: another code, rendered inside
+    if name in {"at", "until", "window", "since", "step", "from_layout", "to_layout"}:
         return "x"
     if name in {"quantile", "level", "method", "error", "lead_from", "group"}:
         return "learned"
@@ -135,3 +137,47 @@ def test_an_event_note_carries_the_reason_whole_and_shortens_only_the_message() 
     assert body["note"] == note and " the end -> applied" in body["note"]
     with pytest.raises(ValueError, match="does not fit an Event note"):
         action_note(_action(Reason(wording.LEGACY, {"text": "r" * 2000})), "applied", "")
+
+
+def test_the_list_of_codes_in_the_docs_is_the_tables() -> None:
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "reasons.md"
+    assert docs.read_text(encoding="utf-8") == wording.codes_markdown(), (
+        "docs/reasons.md differs from scaler/wording.py: python -m scaler.wording --docs "
+        "> docs/reasons.md"
+    )
+    for code in CODES:
+        assert f"| `{code}` |" in wording.codes_markdown()
+
+
+def test_suspect_data_codes_are_wording_codes_and_say_what_the_forecaster_says() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from forecaster import suspect
+    from scaler.planning.reasons import suspicion_reasons
+
+    assert {suspect.SPIKE, suspect.ZEROS, suspect.LABEL_SETS} <= set(CODES)
+    idx = pd.date_range("2026-03-01", periods=300, freq="5min")
+    spiky = pd.Series(np.full(300, 10.0), index=idx)
+    spiky.iloc[-1] = 1e6
+    zeros = pd.Series(np.r_[np.full(290, 10.0), np.zeros(10)], index=idx)
+    screened = suspect.screen_history({"a": spiky, "b": zeros}, idx[-1], pd.Timedelta(minutes=15))
+    found = screened.found
+    held, notes = suspicion_reasons(found)
+    assert set(held) == {"a", "b"} and notes == []
+    for signal, reasons in held.items():
+        for reason, s in zip(reasons, found[signal], strict=True):
+            # English from the table is the forecaster's own line, number for number.
+            assert reason.text("en") == f"signal {signal!r}: {s.why}"
+            assert re.search("[а-яА-Я]", reason.text("ru"))
+    # The held model's note states its cause in the cause's words, in either language.
+    note = wording.Reason(
+        wording.NOTE_HELD, {**held["b"][0].params, "model": "H100", "why": held["b"][0].code}
+    )
+    assert (
+        note.text("en")
+        == f"H100: {held['b'][0].text('en')}; holding current capacity (no scale-down)"
+    )
+    assert held["b"][0].text("ru") in note.text("ru")

@@ -144,7 +144,7 @@ def test_deferrable_work_fills_the_idle_reserved_gpus_and_meets_its_deadline() -
     assert hourly[0]["deferrable_gpu_hours"] == pytest.approx(24.0)
     assert hourly[0]["idle_gpu_hours"] == pytest.approx(0.0)
     assert sum(h["deferrable_gpu_hours"] for h in hourly) == pytest.approx(100, abs=0.01)
-    assert any("'train' (training): 100.0 of 100.0" in n for n in result.notes)
+    assert any("'train' (training): 100.0 of 100.0" in n for n in map(str, result.notes))
 
 
 def test_a_deadline_troughs_cannot_meet_is_reported_with_the_capacity_it_needs() -> None:
@@ -234,7 +234,7 @@ def test_a_queue_signal_gives_pending_gpu_hours_and_a_stale_one_places_nothing()
     assert max(entry["gpus"]) == 16 and entry["meets_deadline"]
     stale = plan(cfg, 8.0, forecasts=queue, stale={"queue"})
     assert stale.workloads["deferrable"] == {}
-    assert any("queue signal 'queue' is stale" in n for n in stale.notes)
+    assert any("queue signal 'queue' is stale" in n for n in map(str, stale.notes))
     # The stale queue holds nothing else: the inference pools plan as before.
     assert [p.target_nodes for p in stale.pools] == [
         p.target_nodes for p in plan(cfg, 8.0, forecasts=queue).pools

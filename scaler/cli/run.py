@@ -19,6 +19,7 @@ from scaler.cli.common import (
 from scaler.inputs.loading import load_inputs, shown_path
 
 if TYPE_CHECKING:
+    from scaler.plans import CapacityPlan
     from scaler.service.cycle import CycleResult
 
 
@@ -84,6 +85,7 @@ def print_cycle(
         print(
             f"  {s.name:<16} {s.estimator:<22} last {s.last_value:,.2f} {s.unit} at {s.last_timestamp}; peak q{plan.quantile:g} {s.peak_at_quantile:,.2f}{flag}"
         )
+        _print_margin(plan, s.name, "en")
     print()
     print(actions_table(plan))
     print()
@@ -110,11 +112,22 @@ def print_cycle(
         print(written_line(result, out, records))
 
 
+def _print_margin(plan: CapacityPlan, signal: str, lang: str) -> None:
+    """The signal's near-term rule and its evidence, stated once under the signal (every
+    pool reason naming the signal refers to it); nothing where the plan has no margin."""
+    from scaler.wording import margin_reason
+
+    entry = (plan.risk.get("margins") or {}).get(signal)
+    if entry:
+        print(f"  {'':<16} {margin_reason(signal, entry).text(lang)}")
+
+
 def _print_localized(result: CycleResult, label: str, out: str | None, lang: str) -> None:
     """What ``plan`` prints, in ``lang``: the forecast lines, the actions with their reasons
     translated (:func:`scaler.reports.actions.actions_text_table`), the notes and the cost."""
     from scaler.reports.actions import actions_text_table
-    from scaler.reports.i18n import fmt_number, t, translate_reason, translate_source
+    from scaler.reports.i18n import fmt_number, t, translate_source
+    from scaler.wording import render
 
     plan = result.plan
     q = f"q{plan.quantile:g}"
@@ -144,11 +157,12 @@ def _print_localized(result: CycleResult, label: str, out: str | None, lang: str
             )
             + flag
         )
+        _print_margin(plan, s.name, lang)
     print()
     print(actions_text_table(plan, lang))
     print()
     for note in plan.notes:
-        print(f"{t(lang, 'plan_note')}: {translate_reason(note, lang) or note}")
+        print(f"{t(lang, 'plan_note')}: {render(note, lang)}")
     c = plan.cost
     print(
         t(

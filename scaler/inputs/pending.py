@@ -36,7 +36,7 @@ import pandas as pd
 from forecaster.errors import BadInputError
 from forecaster.sources import LabelledSeries, MetricSource
 from scaler.catalog.gpus import gpu_model, product_matches
-from scaler.config import Config, PoolConfig, StarvationConfig
+from scaler.config import Config, PoolConfig, PrometheusConfig, SignalConfig, StarvationConfig
 from scaler.inputs.instant import prometheus_source, reads_prometheus
 from scaler.planning.starvation import ModelWaiting, Starvation
 from scaler.plans import iso
@@ -107,9 +107,14 @@ def kueue_query(s: StarvationConfig) -> str:
     return f"min_over_time({pending}[{t}s]) and on (cluster_queue) ({pending} offset {t}s)"
 
 
-def wanted(config: Config) -> bool:
-    """Whether this config reads starvation: enabled, and signals read from Prometheus."""
-    return reads_prometheus(config.prometheus, config.signals, config.starvation.enabled)
+def wanted(
+    prometheus: PrometheusConfig | None,
+    signals: Sequence[SignalConfig],
+    starvation: StarvationConfig,
+) -> bool:
+    """Whether starvation is read: the section is enabled, and ``signals`` are read from
+    ``prometheus``."""
+    return reads_prometheus(prometheus, signals, starvation.enabled)
 
 
 def collect_starvation(
@@ -117,7 +122,7 @@ def collect_starvation(
 ) -> Starvation | None:
     """What waits for GPUs at ``now`` (None where :func:`wanted` says no)."""
     if source is None:
-        if not wanted(config):
+        if not wanted(config.prometheus, config.signals, config.starvation):
             return None
         source = prometheus_source(config.prometheus)
     s = config.starvation
@@ -168,7 +173,7 @@ def collect_starvation(
         unattributed=tuple(sorted(unattributed)),
     )
     if out.waiting_gpus > 0:
-        log.warning("GPU demand waits for capacity: %s", "; ".join(out.notes()))
+        log.warning("GPU demand waits for capacity: %s", "; ".join(map(str, out.notes())))
     return out
 
 

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.sources import LabelledSeries, MetricSource
 from scaler.catalog.gpus import gpu_model, product_matches
-from scaler.config import Config, PowerConfig
+from scaler.config import Config, PowerConfig, PrometheusConfig, SignalConfig
 from scaler.inputs.instant import prometheus_source, reads_prometheus
 from scaler.planning.power import GpuPower, PowerReading
 from scaler.plans import iso
@@ -75,9 +76,12 @@ def _by_gpu(power: PowerConfig, metric: str) -> str:
     return f"max by ({_by(power)}) ({metric})"
 
 
-def wanted(config: Config) -> bool:
-    """Whether this config reads DCGM: enabled, and signals read from Prometheus."""
-    return reads_prometheus(config.prometheus, config.signals, config.power.enabled)
+def wanted(
+    prometheus: PrometheusConfig | None, signals: Sequence[SignalConfig], power: PowerConfig
+) -> bool:
+    """Whether DCGM is read: the ``power`` section is enabled, and ``signals`` are read from
+    ``prometheus``."""
+    return reads_prometheus(prometheus, signals, power.enabled)
 
 
 def collect_power(
@@ -85,7 +89,7 @@ def collect_power(
 ) -> PowerReading | None:
     """The fleet's GPUs at ``now`` (None where :func:`wanted` says no, or nothing answers)."""
     if source is None:
-        if not wanted(config):
+        if not wanted(config.prometheus, config.signals, config.power):
             return None
         source = prometheus_source(config.prometheus)
     now = pd.Timestamp(now)
@@ -128,7 +132,7 @@ def collect_power(
         gpus.append(g)
     out = PowerReading(at=iso(now), gpus=tuple(gpus), unattributed=unattributed)
     if out.lost_gpus():
-        log.warning("throttled GPUs: %s", "; ".join(out.notes()))
+        log.warning("throttled GPUs: %s", "; ".join(map(str, out.notes())))
     return out
 
 

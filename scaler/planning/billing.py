@@ -28,6 +28,7 @@ import pandas as pd
 
 from scaler.config import BillingConfig, PoolConfig
 from scaler.plans import PastCycle
+from scaler.wording import NOTE_PAID_PERIOD, Reason
 
 NodeStarts = Mapping[str, Sequence[pd.Timestamp]]
 """Per pool, when each of its nodes started (was asked for), as far as known."""
@@ -60,13 +61,18 @@ class PaidKeep:
     """The latest end of a paid period among the kept nodes."""
     billing: BillingConfig
 
-    def note(self) -> str:
+    def note(self) -> Reason:
         """The plan's note: how many nodes wait for the end of their paid period, and why."""
-        kept, billing = self.target - self.planned, self.billing
-        return (
-            f"{self.pool}: {kept} node(s) kept to the end of their paid period (billed per "
-            f"{billing.granularity_s} s, at least {billing.minimum_s} s; paid until "
-            f"{self.kept_until.strftime('%H:%MZ')}): releasing them now saves nothing"
+        return Reason(
+            NOTE_PAID_PERIOD,
+            {
+                "pool": self.pool,
+                "nodes": self.target - self.planned,
+                "granularity_s": self.billing.granularity_s,
+                "minimum_s": self.billing.minimum_s,
+                "until": self.kept_until.strftime("%H:%MZ"),
+            },
+            (f"risk.binding.{self.pool}",),
         )
 
 

@@ -26,6 +26,7 @@ from scaler.planning.margins import Margin
 from scaler.planning.reasons import budget_note
 from scaler.planning.solver import ModelProblem
 from scaler.plans import PastCycle, naive_utc
+from scaler.wording import Reason
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def model_problem(
     floor: float,
     held: bool,
     no_news: bool,
-) -> tuple[ModelProblem, str | None]:
+) -> tuple[ModelProblem, Reason | None]:
     """The problem of the GPU model whose pools are ``pools``, and a note where the
     budget is below what they cannot shed.
 
@@ -116,7 +117,7 @@ def model_problem(
 
 def _within_budget(
     prob: ModelProblem, model: str, budget_per_hour: float | None
-) -> tuple[ModelProblem, str | None]:
+) -> tuple[ModelProblem, Reason | None]:
     """``prob`` with its budget raised to what its pools cannot shed this cycle, and a
     note saying so; never force a scale-down for money: the cap stops growth, it does
     not evict."""

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from scaler.config import PoolConfig
+from scaler.wording import NOTE_THROTTLED, NOTE_THROTTLED_UNKNOWN, Reason
 
 SW_POWER_CAP = 0x4
 HW_SLOWDOWN = 0x8
@@ -146,24 +147,24 @@ class PowerReading:
             "unattributed": self.unattributed,
         }
 
-    def notes(self) -> list[str]:
-        """One line per GPU model with throttled GPUs, one for those of no known model."""
+    def notes(self) -> list[Reason]:
+        """One note per GPU model with throttled GPUs, one for those of no known model."""
         nodes = self.throttled_nodes()
         out = []
         for model, lost in self.lost_gpus().items():
             mine = {n: r for n, r in nodes.items() if r["gpu_model"] == model}
             gpus = sum(r["gpus"] for r in mine.values())
-            why = sorted({w for r in mine.values() for w in r["why"]})
-            out.append(
-                f"{model}: {gpus} GPU(s) on {len(mine)} node(s) throttled ({', '.join(why)}); "
-                f"they count for {gpus - lost:g} GPU(s) by their clocks, need raised by "
-                f"{lost:g} GPU(s)"
-            )
+            params = {
+                "model": model,
+                "gpus": gpus,
+                "nodes": len(mine),
+                "causes": tuple(sorted({w for r in mine.values() for w in r["why"]})),
+                "counted_gpus": gpus - lost,
+                "lost_gpus": lost,
+            }
+            out.append(Reason(NOTE_THROTTLED, params, ("risk.power.throttled_nodes",)))
         if self.unattributed:
-            out.append(
-                f"{self.unattributed} throttled GPU(s) of no known GPU model; set "
-                "power.gpu_model to plan on them"
-            )
+            out.append(Reason(NOTE_THROTTLED_UNKNOWN, {"gpus": self.unattributed}, ("risk.power",)))
         return out
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from forecaster.suspect import Suspicion
 from scaler import wording as w
 from scaler.catalog.gpus import gpu_model
 from scaler.config import PoolConfig, WorkloadConfig
@@ -25,12 +26,42 @@ def hhmm(ts: pd.Timestamp) -> str:
     return w.hhmm(ts)
 
 
-def held_notes(held: Mapping[str, str]) -> list[Reason]:
-    """One note per GPU model held on stale or missing data."""
+def held_notes(held: Mapping[str, Sequence[Reason]]) -> list[Reason]:
+    """One note per cause of each GPU model held on stale, missing, suspect or implausible
+    data: the cause's code is the note's ``why``, rendered with its parameters."""
     return [
-        Reason(w.NOTE_HELD, {"model": key, "why": why}, (f"risk.held_models.{key}",))
-        for key, why in sorted(held.items())
+        Reason(
+            w.NOTE_HELD,
+            {**cause.params, "model": key, "why": cause.code},
+            (f"risk.held_models.{key}", *cause.refs),
+        )
+        for key, causes in sorted(held.items())
+        for cause in causes
     ]
+
+
+def suspicion_reason(signal: str, found: Suspicion) -> Reason:
+    """What :mod:`forecaster.suspect` found in ``signal``, as a reason of its code (a
+    sentence where the rule gave none)."""
+    if found.code in w.CODES:
+        return Reason(found.code, {**found.params, "signal": signal})
+    return w.legacy(f"signal {signal!r}: {found.why}")
+
+
+def suspicion_reasons(
+    found: Mapping[str, Sequence[Suspicion]],
+) -> tuple[dict[str, list[Reason]], list[Reason]]:
+    """Per signal whose newest data is suspect, why (its pools hold); and the notes for
+    suspect samples that hold nothing (an old spike, treated as missing)."""
+    held: dict[str, list[Reason]] = {}
+    notes: list[Reason] = []
+    for signal, suspicions in found.items():
+        for s in suspicions:
+            if s.hold:
+                held.setdefault(signal, []).append(suspicion_reason(signal, s))
+            else:
+                notes.append(suspicion_reason(signal, s))
+    return held, notes
 
 
 def inventory_notes(
@@ -154,7 +185,7 @@ def decide(
                 "price_per_node_hour": p.price_per_node_hour,
                 "cost_per_hour": delta_cost,
             },
-            refs,
+            tuple(refs),
         )
     if target < cur and cur > p.max_nodes:
         return "scale-down", Reason(
@@ -167,7 +198,7 @@ def decide(
                 "nodes": cur - target,
                 "saves_per_hour": -delta_cost,
             },
-            refs[len(signals) :],
+            tuple(refs[len(signals) :]),
         )
     if target < cur:
         return "scale-down", Reason(
@@ -182,7 +213,7 @@ def decide(
                 "nodes": cur - target,
                 "saves_per_hour": -delta_cost,
             },
-            refs,
+            tuple(refs),
         )
     held = held_why is not None
     return "no-op", Reason(

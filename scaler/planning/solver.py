@@ -29,6 +29,7 @@ from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, milp
 
 from scaler.config import PoolConfig
 from scaler.planning.coverage import allocate, covered_gpus, lead_steps
+from scaler.wording import NOTE_SOLVER_FALLBACK, NOTE_SOLVER_NODE_LIMIT, Reason
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,8 @@ class ModelSolution:
     shortfall: np.ndarray
     """GPUs of need left uncovered per grid step."""
     solver: str
-    notes: list[str] = field(default_factory=list)
+    notes: list[Reason] = field(default_factory=list)
+    """What the plan's notes say of the solve (the GPU model is the caller's to add)."""
 
 
 MILP_SPAN_S = 86400
@@ -306,13 +308,11 @@ def _run_milp(program: _Program) -> OptimizeResult | None:
 
 def _read_solution(prob: ModelProblem, cols: _Columns, res: OptimizeResult) -> ModelSolution | None:
     """Nodes and shortfall from the solver's answer; None when it found no schedule."""
-    notes: list[str] = []
+    notes: list[Reason] = []
     timed_out = "time limit" in str(res.message).lower()
     if res.x is not None and res.status == 1 and not timed_out:
         # The node limit: the best schedule found within a fixed amount of search.
-        notes.append(
-            f"the optimizer stopped at its node limit ({MILP_NODE_LIMIT}); best plan found"
-        )
+        notes.append(Reason(NOTE_SOLVER_NODE_LIMIT, {"node_limit": MILP_NODE_LIMIT}))
     elif res.x is None or res.status != 0:
         log.warning("milp gave no solution: %s", res.message)
         return None
@@ -435,6 +435,6 @@ def solve(prob: ModelProblem, solver: Solver = "auto") -> ModelSolution:
         if sol is not None:
             return sol
         greedy = _solve_greedy(prob)
-        greedy.notes.append("the optimizer gave no solution; planned with the greedy fallback")
+        greedy.notes.append(Reason(NOTE_SOLVER_FALLBACK))
         return greedy
     return _solve_greedy(prob)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scaler.planning.need import DemandLevels
+from scaler.wording import NOTE_WAITING, NOTE_WAITING_UNKNOWN, Reason
 
 
 @dataclass(frozen=True)
@@ -80,29 +81,30 @@ class Starvation:
             "unattributed_gpus": round(self.unattributed_gpus, 4),
         }
 
-    def notes(self) -> list[str]:
-        """One line per GPU model with waiting GPUs, and one for what cannot be attributed."""
+    def notes(self) -> list[Reason]:
+        """One note per GPU model with waiting GPUs, and one for what cannot be attributed."""
         out = []
         for model, w in sorted(self.models.items()):
             if w.waiting_gpus <= 0:
                 continue
-            parts = []
-            if w.pods:
-                parts.append(f"{w.pods} pod(s) Pending over {self.threshold_s} s")
-            if w.workloads:
-                parts.append(f"{w.workloads} Kueue workload(s) pending")
-            out.append(
-                f"{model}: {w.waiting_gpus:g} GPU(s) wait ({', '.join(parts) or 'pending'}); "
-                f"need kept at least {w.floor_gpus:g} GPUs (running {w.running_gpus:g} + "
-                f"waiting {w.waiting_gpus:g})"
-            )
+            params = {
+                "model": model,
+                "waiting_gpus": w.waiting_gpus,
+                "floor_gpus": w.floor_gpus,
+                "running_gpus": w.running_gpus,
+                "pending_pods": w.pods,
+                "threshold_s": self.threshold_s,
+                "pending_workloads": w.workloads,
+            }
+            out.append(Reason(NOTE_WAITING, params, (f"risk.starvation.models.{model}",)))
         if self.unattributed_gpus > 0:
-            shown = ", ".join(self.unattributed[:3]) + (
-                " ..." if len(self.unattributed) > 3 else ""
-            )
+            shown = (*self.unattributed[:3], *(("...",) if len(self.unattributed) > 3 else ()))
             out.append(
-                f"{self.unattributed_gpus:g} waiting GPU(s) of no known GPU model ({shown}); "
-                "set starvation.gpu_model or starvation.gpu_model_label to plan on them"
+                Reason(
+                    NOTE_WAITING_UNKNOWN,
+                    {"waiting_gpus": self.unattributed_gpus, "series": shown},
+                    ("risk.starvation",),
+                )
             )
         return out
 

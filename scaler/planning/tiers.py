@@ -360,11 +360,13 @@ def plan_capacity(
         actions=actions,
         cost=plan_cost(served.pools, fleet.timelines, inputs.inventory, policy.cycle_s / 3600.0),
         risk=_risk(served, policy, forecasts, cycle.grid, fleet, held, levels, learned, headroom),
-        notes=held_notes(held_why)
-        + inventory_notes(served.pools, inputs.inventory, cycle.current, policy.max_step_nodes)
-        + fleet.notes
-        + deferred.notes
-        + shared.notes,
+        notes=[
+            *held_notes(held_why),
+            *inventory_notes(served.pools, inputs.inventory, cycle.current, policy.max_step_nodes),
+            *fleet.notes,
+            *deferred.notes,
+            *shared.notes,
+        ],
         workloads=deferred.section,
         sharing=shared.section,
     )

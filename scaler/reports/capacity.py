@@ -23,7 +23,15 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from forecaster.progress import Progress
 from forecaster.series import History
-from scaler.config import TIER_ORDER, Config, ForecastConfig, PolicyConfig, PoolConfig, SignalConfig
+from scaler.config import (
+    TIER_ORDER,
+    Config,
+    Fleet,
+    ForecastConfig,
+    PolicyConfig,
+    PoolConfig,
+    SignalConfig,
+)
 from scaler.planning.coverage import effective_gpus
 from scaler.planning.demand import demand_by_model
 from scaler.plans import CapacityPlan
@@ -33,7 +41,7 @@ from scaler.reports.actions import actions_section
 from scaler.reports.capacity_charts import capacity_chart, signal_chart, tier_cost_chart
 from scaler.reports.commitments import commitment_section
 from scaler.reports.document import Column, KeyFigure, Report, Section, Table, money_label
-from scaler.reports.finance import CommitmentAdvice, PricedFleet, ReservedIdle, project
+from scaler.reports.finance import CommitmentAdvice, PricedFleet, ReservedIdle, project_fleet
 from scaler.reports.hindsight import hindsight_section
 from scaler.reports.horizon_accuracy import add_horizon_accuracy, horizon_accuracy, lead_days_asked
 from scaler.reports.i18n import (
@@ -163,7 +171,7 @@ def build_capacity_report(
     sections.append(hindsight_section(hindsight, config.finance, frame.low, frame.high, lang))
     bar.update(label="capacity")
 
-    models = _model_capacity(config, plan, forecasts, frame.grid)
+    models = _model_capacity(config.fleet, config.policy, plan, forecasts, frame.grid)
     utilization = _utilization_rows(models, frame.step_h)
     sections.append(
         _capacity_section(config.pools, config.finance.currency, plan, models, frame, lang)
@@ -179,19 +187,19 @@ def build_capacity_report(
     sizing = rightsizing_section(rightsizing_rows(served, history), lang)
     if sizing is not None:
         sections.append(sizing)
-    by_workload = workload_cost_section(config, plan, forecasts, lang, history)
+    currency = config.finance.currency
+    by_workload = workload_cost_section(config.fleet, currency, plan, forecasts, lang, history)
     if by_workload is not None:
         sections.append(by_workload)
     sections.append(_utilization_section(utilization, frame.q, lang))
     bar.update(label="commitment advice")
 
-    currency = config.finance.currency
-    advice, idle = _commitment_advice(config, plan, forecasts, bar)
+    advice, idle = _commitment_advice(fleet, config.signals, config.forecast, plan, forecasts, bar)
     if advice:
         unserved_price = config.finance.unserved_price_per_gpu_hour
         sections.append(commitment_section(advice, unserved_price, lang, currency))
     recommendations = capacity_recommendations(
-        config, plan, advice, scores, hindsight, lang, reserved_idle=idle
+        config.fleet, config.policy, currency, plan, advice, scores, hindsight, lang, idle
     )
     return Report(
         kind="report",
@@ -199,7 +207,7 @@ def build_capacity_report(
         title=t(lang, "title_report"),
         subtitle=_subtitle(plan, source, lang),
         created_at=plan.created_at,
-        figures=_key_figures(config, plan, utilization, lang),
+        figures=_key_figures(config.fleet, config.policy, currency, plan, utilization, lang),
         sections=[summary_section(recommendations, lang), *sections, *_notes(plan.notes, lang)],
         data={"plan": plan.to_dict()},
     )
@@ -343,14 +351,15 @@ def _forecast_over_plan(fc: SeriesForecast, grid: pd.DatetimeIndex, step_s: int)
 
 
 def _model_capacity(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
     plan: CapacityPlan,
     forecasts: Mapping[str, SeriesForecast],
     grid: pd.DatetimeIndex,
 ) -> list[_ModelCapacity]:
     """Per GPU model of the plan (sorted): its pools' GPUs and its demand over the timeline."""
-    pool_gpus = _pool_gpus(config.pools, config.policy, plan)
-    median = demand_by_model(config.fleet, dict(forecasts), grid, 0.5)
+    pool_gpus = _pool_gpus(fleet.pools, policy, plan)
+    median = demand_by_model(fleet, dict(forecasts), grid, 0.5)
     n = len(grid)
     out = []
     for model in sorted({p.gpu_model for p in plan.pools}):
@@ -598,18 +607,20 @@ def _utilization_section(rows: list[dict[str, Any]], q: float, lang: str) -> Sec
 
 
 def _commitment_advice(
-    config: Config,
+    fleet: PricedFleet,
+    signals: Sequence[SignalConfig],
+    settings: ForecastConfig,
     plan: CapacityPlan,
     forecasts: Mapping[str, SeriesForecast],
     bar: Progress,
 ) -> tuple[list[CommitmentAdvice], list[ReservedIdle]]:
     """Commitment advice and idle reserved capacity over the plan's horizon, from the same
     forecasts and pools; none when the horizon is under an hour or no pool is reserved."""
-    if plan.horizon_s < 3600 or not any(p.tier == "reserved" for p in config.pools):
+    if plan.horizon_s < 3600 or not any(p.tier == "reserved" for p in fleet.pools):
         return [], []
     now = pd.Timestamp(plan.created_at).tz_localize(None)
     horizon = pd.Timedelta(seconds=plan.horizon_s)
-    projection = project(config, forecasts, now, horizon, progress=bar)
+    projection = project_fleet(fleet, signals, settings, forecasts, now, horizon, progress=bar)
     return projection.commitments, projection.reserved_idle
 
 
@@ -640,7 +651,12 @@ def _subtitle(plan: CapacityPlan, source: str, lang: str) -> str:
 
 
 def _key_figures(
-    config: Config, plan: CapacityPlan, util_rows: Sequence[Mapping[str, Any]], lang: str
+    fleet: Fleet,
+    policy: PolicyConfig,
+    currency: str,
+    plan: CapacityPlan,
+    util_rows: Sequence[Mapping[str, Any]],
+    lang: str,
 ) -> list[KeyFigure]:
     """Spend now and planned, cost over the horizon, changes, unserved GPU-hours expected and
     left short by the plan (and a fallback planner), idle GPU-hours, utilization."""
@@ -653,7 +669,6 @@ def _key_figures(
         if paid_total
         else 0.0
     )
-    currency = config.finance.currency
     per_hour, gpu_hours = currency + t(lang, "unit_per_hour"), t(lang, "unit_gpu_hours")
     horizon_h = fmt_number(plan.horizon_s / 3600, lang, 0)
     return [
@@ -682,7 +697,7 @@ def _key_figures(
             float(plan.risk["expected_unserved_gpu_hours"]),
             gpu_hours,
         ),
-        *plan_figures(config, plan, lang),
+        *plan_figures(fleet, policy, plan, lang),
         KeyFigure(
             "idle_gpu_hours",
             t(lang, "fig_idle"),

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from forecaster.estimators import quantile_column
-from scaler.config import Config, PoolConfig
+from scaler.config import Fleet, PolicyConfig, PoolConfig
 from scaler.planning.cost_and_risk import need_shortfall
 from scaler.plans import CapacityPlan
 from scaler.reports.commitments import commitment_recommendations, reserved_idle_recommendations
@@ -89,12 +89,12 @@ def solver_fallbacks(plan: CapacityPlan) -> list[str]:
     return out
 
 
-def plan_shortfalls(config: Config, plan: CapacityPlan) -> dict[str, float]:
+def plan_shortfalls(fleet: Fleet, policy: PolicyConfig, plan: CapacityPlan) -> dict[str, float]:
     """GPU-hours of the plan's need (the policy quantile with its margin) the plan leaves short,
     per GPU model."""
     return need_shortfall(
-        config.fleet,
-        config.policy,
+        fleet,
+        policy,
         {p.pool: p.target_nodes for p in plan.pools},
         plan.demand_gpus,
         plan.step_s,
@@ -102,7 +102,8 @@ def plan_shortfalls(config: Config, plan: CapacityPlan) -> dict[str, float]:
 
 
 def plan_recommendations(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
     plan: CapacityPlan,
     lang: str,
     link: str = "capacity",
@@ -112,7 +113,7 @@ def plan_recommendations(
     binds; linking to ``link``) and GPU models planned by the greedy fallback rather than the
     optimizer (linking to ``fallback_link``: the review's notes, where the planner says so)."""
     out: list[Recommendation] = []
-    short = plan_shortfalls(config, plan)
+    short = plan_shortfalls(fleet, policy, plan)
     records = {str(r.get("gpu_model")): r for r in plan.risk.get("shortfall", []) or []}
     q = quantile_column(plan.quantile)
     for model in sorted(set(short) | set(records)):
@@ -142,14 +143,16 @@ def plan_recommendations(
     return out
 
 
-def plan_figures(config: Config, plan: CapacityPlan, lang: str) -> list[KeyFigure]:
+def plan_figures(
+    fleet: Fleet, policy: PolicyConfig, plan: CapacityPlan, lang: str
+) -> list[KeyFigure]:
     """What the plan's figures rest on: the GPU-hours of its need it leaves short, and (when
     any) the GPU models the greedy fallback planned instead of the optimizer."""
     figures = [
         KeyFigure(
             "plan_short_gpu_hours",
             t(lang, "fig_plan_short", q=quantile_column(plan.quantile)),
-            round(sum(plan_shortfalls(config, plan).values()), 2),
+            round(sum(plan_shortfalls(fleet, policy, plan).values()), 2),
             t(lang, "unit_gpu_hours"),
         )
     ]
@@ -198,7 +201,9 @@ def _lost_to_baseline(rows: Sequence[Mapping[str, Any]], lang: str) -> list[Reco
 
 
 def capacity_recommendations(
-    config: Config,
+    fleet: Fleet,
+    policy: PolicyConfig,
+    currency: str,
     plan: CapacityPlan,
     advice: Sequence[CommitmentAdvice],
     accuracy: Sequence[Mapping[str, Any]],
@@ -209,14 +214,13 @@ def capacity_recommendations(
     """The capacity review's: a plan that falls short or fell back, pools at their limit,
     commitments and idle reserved capacity, forecasts that lost to a baseline, and what the
     review period cost."""
-    currency = config.finance.currency
     return [
-        *plan_recommendations(config, plan, lang),
-        *_bound_pools(config.pools, plan, lang),
+        *plan_recommendations(fleet, policy, plan, lang),
+        *_bound_pools(fleet.pools, plan, lang),
         *commitment_recommendations(advice, lang, currency),
         *reserved_idle_recommendations(reserved_idle, currency, lang),
         *_lost_to_baseline(accuracy, lang),
-        *hindsight_recommendation(hindsight, config.finance.currency, lang),
+        *hindsight_recommendation(hindsight, currency, lang),
     ]
 
 

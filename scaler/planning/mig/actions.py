@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from scaler import wording as w
 from scaler.catalog.mig import Layout, mig_parted_entry, needs_mixed_strategy
 from scaler.config import PoolConfig
 from scaler.planning.mig.context import MigContext
@@ -21,6 +22,7 @@ from scaler.planning.mig.layouts import LayoutSolution
 from scaler.planning.mig.state import MigNode, MigNodeState, resolve_config_name
 from scaler.planning.mig.timing import Timing
 from scaler.plans import Action, iso
+from scaler.wording import Reason, pairs
 
 
 def node_targets(nodes: Sequence[MigNode], chosen: LayoutSolution) -> list[list[Layout]]:
@@ -88,30 +90,33 @@ def relayout_action(
 ) -> Action:
     """The ``mig-layout`` action of a node whose layouts change: now, in a later window,
     or on arrival for a node still to come."""
-    n, model, change_s = t.node, ctx.model, ctx.change_s
-    window_txt = f"{timing.window_at:%H:%M}-{timing.window_end:%H:%M}Z"
+    n, change_s = t.node, ctx.change_s
     current_nodes = int(ctx.inventory.get(n.pool.name, n.pool.min_nodes))
     if n.new:
         # A node still booting is labelled when it joins: nothing to drain.
-        decision, at, when = "no-op", ctx.now, "label it when the node joins (no drain)"
+        decision, at, code = "no-op", ctx.now, w.MIG_RELAYOUT_ON_JOIN
     elif timing.act_now:
-        decision, at, when = (
-            "relayout",
-            ctx.now,
-            f"now, in the lowest-demand window {window_txt}",
-        )
+        decision, at, code = "relayout", ctx.now, w.MIG_RELAYOUT_NOW
     else:
-        decision, at, when = (
-            "no-op",
-            timing.window_at,
-            f"scheduled for the lowest-demand window {window_txt}",
-        )
-    if n.strategy == "single":
-        when += " (one layout on every GPU: the node's mig.strategy is single)"
+        decision, at, code = "no-op", timing.window_at, w.MIG_RELAYOUT_SCHEDULED
+    params: dict[str, object] = {
+        "node": n.name,
+        "from_layout": t.current,
+        "to_layout": t.target,
+        "gpus_changed": t.changed,
+        "change_min": round(change_s / 60),
+        "lead_min": round(ctx.lead_s / 60),
+        "window": f"{timing.window_at:%H:%M}-{timing.window_end:%H:%M}Z",
+        "model": ctx.model,
+        "quantile": ctx.qname,
+        "single": n.strategy == "single",
+    }
     if timing.mode == "cover":
-        why = "needed before the current layouts fall short"
+        params["cover"] = True
     else:
-        why = f"saves {timing.saved_h:.1f} GPU-h against {timing.drain_h:.1f} GPU-h of drain"
+        params.update(saved_h=round(timing.saved_h, 4), drain_h=round(timing.drain_h, 4))
+    # The demand per profile is the plan's mig section's, stated once per GPU model.
+    reason = Reason(code, params, (f"mig.models.{ctx.model}.demand_peak_instances",))
     return Action(
         pool=n.pool.name,
         decision=decision,  # type: ignore[arg-type]
@@ -120,12 +125,7 @@ def relayout_action(
         at=iso(at),
         needed_at=iso(at + pd.Timedelta(seconds=change_s)),
         cost_delta_per_hour=0.0,
-        reason=(
-            f"{ctx.qname} MIG demand for {model} peaks at {_demand_text(need)}; node {n.name} "
-            f"{t.current} -> {t.target} ({t.changed} GPU(s); drain + re-partition "
-            f"{change_s / 60:.0f} min, lead time {ctx.lead_s / 60:.0f} min) {when}; {why}; "
-            "spend unchanged (+0.00/h)"
-        ),
+        reason=reason,
         kind="mig-layout",
         details={
             "node": n.name,
@@ -164,9 +164,15 @@ def resume_action(
         at=iso(now),
         needed_at=iso(now),
         cost_delta_per_hour=0.0,
-        reason=(
-            f"finish the relayout of node {node.name} started {r.since}: "
-            f"{r.previous} -> {r.target}, {r.step}; spend unchanged (+0.00/h)"
+        reason=Reason(
+            w.MIG_RESUME,
+            {
+                "node": node.name,
+                "since": str(r.since),
+                "from_layout": r.previous,
+                "to_layout": r.target,
+                "step": str(r.step),
+            },
         ),
         kind="mig-layout",
         details={
@@ -180,35 +186,23 @@ def resume_action(
     )
 
 
-def _demand_text(need: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} x {p}" for p, n in sorted(need.items())) or "no instances"
-
-
 def keep_reason(
     timing: Timing, chosen: LayoutSolution, best: LayoutSolution, nodes: Sequence[MigNode]
-) -> str:
-    """Why the nodes that keep their layouts keep them."""
+) -> dict[str, object]:
+    """Why the nodes that keep their layouts keep them: the parameters of their reason."""
+    out: dict[str, object] = {}
     if timing.mode == "held":
-        keep_why = f"signal(s) {', '.join(timing.held)} stale or missing; holding the layouts"
+        out["held_signals"] = tuple(timing.held)
     elif timing.mode == "not-worth":
-        keep_why = (
-            f"a relayout would save {timing.saved_h:.1f} GPU-h but cost {timing.drain_h:.1f} GPU-h "
-            "of drain; keeping the current layouts"
-        )
+        out.update(not_worth_h=round(timing.saved_h, 4), drain_h=round(timing.drain_h, 4))
     elif chosen.shortfall:
-        short = ", ".join(f"{n} x {p}" for p, n in sorted(chosen.shortfall.items()))
-        keep_why = f"the pool's GPUs cannot hold it all: short {short}"
-    else:
-        keep_why = "the layouts cover it"
+        out["short"], out["short_profiles"] = pairs(chosen.shortfall)
     holds = sorted({f"{n.name}: {n.held}" for n in nodes if n.held})
     if holds:
-        keep_why += "; held: " + "; ".join(holds)
+        out["held_nodes"] = tuple(holds)
     if best.blocked:
-        keep_why += (
-            f"; {', '.join(best.blocked)} would need mig.strategy=mixed "
-            "(the GPU Operator's ClusterPolicy has single): not re-partitioned"
-        )
-    return keep_why
+        out["blocked"] = tuple(best.blocked)
+    return out
 
 
 def unchanged_action(
@@ -217,12 +211,25 @@ def unchanged_action(
     unchanged: list[str],
     need: Mapping[str, int],
     cap: Mapping[str, int],
-    keep_why: str,
+    keep_why: Mapping[str, object],
 ) -> Action:
     """The pool's ``no-op`` action for its nodes that keep their layouts."""
     p = pool
-    cap_txt = ", ".join(f"{cap.get(x, 0)} x {x}" for x in sorted(need)) or "none"
     current_nodes = int(ctx.inventory.get(p.name, p.min_nodes))
+    capacity, profiles = pairs({x: cap.get(x, 0) for x in need})
+    reason = Reason(
+        w.MIG_KEEP,
+        {
+            "nodes": len(unchanged),
+            "model": ctx.model,
+            "quantile": ctx.qname,
+            "lead_min": round(p.lead_time_s / 60),
+            "capacity": capacity,
+            "profiles": profiles,
+            **keep_why,
+        },
+        (f"mig.models.{ctx.model}.demand_peak_instances",),
+    )
     return Action(
         pool=p.name,
         decision="no-op",
@@ -231,11 +238,7 @@ def unchanged_action(
         at=iso(ctx.now),
         needed_at=iso(ctx.now + pd.Timedelta(seconds=p.lead_time_s)),
         cost_delta_per_hour=0.0,
-        reason=(
-            f"{len(unchanged)} node(s) keep their MIG layouts: {ctx.qname} MIG "
-            f"demand for {ctx.model} peaks at {_demand_text(need)}, capacity {cap_txt} "
-            f"(lead time {p.lead_time_s / 60:.0f} min); {keep_why}"
-        ),
+        reason=reason,
         kind="mig-layout",
         details={"layout": "unchanged", "nodes": unchanged},
     )
