@@ -143,6 +143,7 @@ def test_a_drifted_signal_triggers_exactly_one_refit_and_one_event(tmp_path: Pat
     assert provider2.events == []
 
 
+@pytest.mark.slow
 def test_forecasts_within_their_band_refit_nothing(tmp_path: Path) -> None:
     config = _config(tmp_path)
     history = _history(100.0)
@@ -199,6 +200,7 @@ def test_bad_drift_config_is_one_line(drift: dict[str, Any], expected: str) -> N
     assert "\n" not in message and expected in message
 
 
+@pytest.mark.slow
 def test_the_review_lists_each_drift_refit() -> None:
     from scaler.config import FinanceConfig
     from scaler.reports import reviewing

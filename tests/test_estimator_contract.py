@@ -21,7 +21,7 @@ from forecaster.estimators import BaseEstimator, clone, make, quantile_column, r
 NAMES = [*sorted(registered()), 'ensemble(combine="median")']
 """Every registered estimator, and the settings that change how one forecasts."""
 SLOW = {"prophet", "prophet_default"}
-COSTLY = {*SLOW, "auto", "auto_mix", "auto_thorough", "ets_auto", "gbm", "theta"}
+COSTLY = {*SLOW, "auto", "auto_mix", "auto_thorough", "ets_auto", "gbm", "mstl", "theta"}
 """Estimators whose fit on the 10-day series takes about half a second of CPU or more (the
 ``auto`` selections tens of times that): their fitting checks run in the slow tier, every
 other estimator's in the fast tier."""

@@ -35,6 +35,7 @@ def test_linear_quantiles_with_ties_and_nan_defer_to_numpy() -> None:
     np.testing.assert_array_equal(linear_quantiles(with_nan, QS), np.quantile(with_nan, QS))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(arrays(np.float64, st.tuples(st.integers(1, 30), st.integers(1, 6)), elements=finite))
 def test_median_rows_equal_numpy(block: np.ndarray) -> None:

@@ -147,6 +147,7 @@ def test_prometheus_unavailable_changes_nothing_and_the_next_cycle_recovers(
     assert [r.status for r in store.recent()] == ["ok", "failed"]
 
 
+@pytest.mark.slow
 def test_prometheus_partial_data_holds_capacity(tmp_path: Path) -> None:
     # The series stops an hour before now: stale. The planner must not scale down on it.
     body = {"b": gauge_values(NOW, 8.0, upto=NOW - pd.Timedelta(hours=1))}

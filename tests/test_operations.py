@@ -356,6 +356,7 @@ def test_every_alert_has_a_promtool_test_and_names_exported_metrics() -> None:
         assert rule["annotations"]["summary"]
 
 
+@pytest.mark.slow
 def test_servicemonitor_selects_the_service_overlay_metrics_port() -> None:
     monitor = yaml.safe_load((MONITORING / "servicemonitor.yaml").read_text())
     docs = _render(DEPLOY / "overlays" / "service")
