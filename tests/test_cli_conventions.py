@@ -303,8 +303,8 @@ def test_run_reads_the_signals_from_the_prometheus_url(
 
     monkeypatch.setattr(loading, "_collect_prometheus", collect)
     # Nothing listens there: the cycle's instant queries (pending GPU pods, DCGM) are off too.
-    monkeypatch.setattr("scaler.inputs.pending.wanted", lambda config: False)
-    monkeypatch.setattr("scaler.inputs.power.wanted", lambda config: False)
+    monkeypatch.setattr("scaler.inputs.pending.wanted", lambda *sections: False)
+    monkeypatch.setattr("scaler.inputs.power.wanted", lambda *sections: False)
     argv = ["run", "--dry-run", "-c", "c.yaml", "--prometheus-url", "http://localhost:9090"]
     argv += ["--now", "2026-01-04T00:00:00"]
     assert main(argv) == 0, capsys.readouterr()

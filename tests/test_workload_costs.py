@@ -87,7 +87,7 @@ def test_a_workload_on_reserved_gpus_shows_its_idle_gpu_hours_and_their_cost() -
     # 10 replicas at the median, 11 at q0.9: one GPU of eleven idle at every step.
     forecasts = {"rps": _forecast("rps", 10.0, 0.1), "tok": _forecast("tok", 5000.0, 0.0)}
     plan = plan_for(config, forecasts, {"reserved": 2, "on-demand": 0}, NOW)
-    (row,) = workload_costs(config, plan, forecasts).rows
+    (row,) = workload_costs(config.fleet, plan, forecasts).rows
     hours = len(plan.timeline) * plan.step_s / 3600
     assert row.mode == "whole" and row.replicas_per_gpu == 1 and row.missing is None
     assert row.planned_gpu_hours == pytest.approx(11 * hours)
@@ -101,7 +101,7 @@ def test_a_workload_on_reserved_gpus_shows_its_idle_gpu_hours_and_their_cost() -
     # The price is the one the cost per 1M tokens is priced at: cost over GPU-hours.
     (tokens,) = token_costs(config.served_workloads, plan, forecasts)
     assert tokens["cost"] / tokens["gpu_hours"] == pytest.approx(row.price_per_gpu_hour)
-    section = workload_cost_section(config, plan, forecasts, "en")
+    section = workload_cost_section(config.fleet, config.finance.currency, plan, forecasts, "en")
     assert section is not None and section.key == "workload_costs"
     shown = _row(_table(section), "chat")
     assert shown["idle_gpu_hours"] == pytest.approx(hours) and shown["mode"] == "whole GPUs"
@@ -117,7 +117,7 @@ def test_a_mixed_plan_prices_every_gpu_hour_at_its_mix_of_tiers() -> None:
     assert paid["on-demand"] > 0
     mix = (paid["reserved"] * 2.4 + paid["on-demand"] * 4.0) / sum(paid.values())
     assert plan_price_per_gpu_hour(plan) == {"H100-80GB": pytest.approx(mix)}
-    (row,) = workload_costs(config, plan, forecasts).rows
+    (row,) = workload_costs(config.fleet, plan, forecasts).rows
     assert 2.4 < row.price_per_gpu_hour < 4.0
     assert row.planned_cost == pytest.approx(row.planned_gpu_hours * mix)
 
@@ -152,7 +152,7 @@ def test_pooled_mps_workloads_share_the_physical_gpu_hours_priced_per_physical_g
     config, forecasts, history, plan = _mps_fleet()
     group = plan.sharing["pools"]["H100-80GB/mps"]
     assert group["replicas_per_gpu"] == 4 and group["saved_gpu_hours"] > 0
-    costs = workload_costs(config, plan, forecasts, history)
+    costs = workload_costs(config.fleet, plan, forecasts, history)
     (pooled,) = costs.groups
     a, b = costs.rows
     assert (a.group, b.group) == ("H100-80GB/mps", "H100-80GB/mps")
@@ -181,10 +181,12 @@ def test_pooled_mps_workloads_share_the_physical_gpu_hours_priced_per_physical_g
     assert b.used_gpu_hours == pytest.approx(1 / 4 * hours)
     assert a.idle_gpu_hours == pytest.approx(a.planned_gpu_hours - a.used_gpu_hours)
     # Without the history (the finance report) the group's GPU-hours are still the plan's.
-    blind = workload_costs(config, plan, forecasts)
+    blind = workload_costs(config.fleet, plan, forecasts)
     assert blind.groups[0].gpu_hours == pytest.approx(physical, abs=1e-3)
     assert sum(r.planned_gpu_hours for r in blind.rows) == pytest.approx(physical, abs=1e-3)
-    section = workload_cost_section(config, plan, forecasts, "en", history)
+    section = workload_cost_section(
+        config.fleet, config.finance.currency, plan, forecasts, "en", history
+    )
     assert section is not None
     assert any(p.startswith("Pooling group H100-80GB/mps (a, b, 4 ") for p in section.paragraphs)
     assert _row(_table(section), "a")["mode"] == "MPS"
@@ -205,8 +207,8 @@ def test_without_the_history_a_group_keeps_the_plans_pooled_gpu_hours() -> None:
     plan = plan_for(config, forecasts, {"h100": 1}, NOW, history=history)
     hours = len(plan.timeline) * plan.step_s / 3600
     assert plan.sharing["pools"]["H100-80GB/mps"]["saved_gpu_hours"] == pytest.approx(hours)
-    seen = workload_costs(config, plan, forecasts, history)
-    blind = workload_costs(config, plan, forecasts)
+    seen = workload_costs(config.fleet, plan, forecasts, history)
+    blind = workload_costs(config.fleet, plan, forecasts)
     for costs in (seen, blind):
         assert costs.groups[0].gpu_hours == pytest.approx(2 * hours, abs=1e-3)
         a, b = costs.rows
@@ -229,7 +231,7 @@ def test_a_workload_without_data_claims_no_idle() -> None:
     forecasts = {"rps": _forecast("rps", 10.0, 0.1), "batch_rps": gaps}
     # code_rps: no forecast; batch_rps: a forecast without a number in it.
     plan = plan_for(config, forecasts, {"reserved": 2, "on-demand": 0}, NOW)
-    chat, code, batch = workload_costs(config, plan, forecasts).rows
+    chat, code, batch = workload_costs(config.fleet, plan, forecasts).rows
     assert chat.missing is None and chat.idle_gpu_hours > 0
     assert (code.missing, batch.missing) == ("no_forecast", "no_median")
     for row in (code, batch):
@@ -237,8 +239,8 @@ def test_a_workload_without_data_claims_no_idle() -> None:
         assert np.isnan(row.idle_share)
     # A stale signal's forecast is not followed by the planner: no data either.
     stale = plan_for(config, forecasts, {"reserved": 2}, NOW, stale={"rps"})
-    assert workload_costs(config, stale, forecasts).rows[0].missing == "stale"
-    section = workload_cost_section(config, plan, forecasts, "en")
+    assert workload_costs(config.fleet, stale, forecasts).rows[0].missing == "stale"
+    section = workload_cost_section(config.fleet, config.finance.currency, plan, forecasts, "en")
     assert section is not None
     rows = _table(section)
     for name in ("code", "batch"):
@@ -281,7 +283,7 @@ def _every_kind() -> tuple[Config, CapacityPlan, dict[str, SeriesForecast], dict
 @pytest.mark.parametrize("lang", ["en", "ru"])
 def test_the_section_renders_in_both_writers_with_the_currency(lang: str) -> None:
     config, plan, forecasts, _ = _every_kind()
-    section = workload_cost_section(config, plan, forecasts, lang)
+    section = workload_cost_section(config.fleet, config.finance.currency, plan, forecasts, lang)
     assert section is not None
     (table,) = section.tables
     money = [
@@ -300,7 +302,7 @@ def test_the_section_renders_in_both_writers_with_the_currency(lang: str) -> Non
 
 def test_a_russian_section_has_no_english_words() -> None:
     config, plan, forecasts, _ = _every_kind()
-    section = workload_cost_section(config, plan, forecasts, "ru")
+    section = workload_cost_section(config.fleet, config.finance.currency, plan, forecasts, "ru")
     assert section is not None
     report = Report("report", "ru", "Т", "", "2026-03-02T00:00:00Z", [], [section])
     names = {w.name for w in config.workloads} | {p.gpu_model for p in plan.pools}

@@ -62,6 +62,7 @@ from scaler.config import (
     Config,
     ForecastConfig,
     PoolConfig,
+    SignalConfig,
     WorkloadConfig,
 )
 from scaler.planning.billing import billed_node_seconds
@@ -1224,15 +1225,38 @@ def project(
 
     ``progress`` counts one unit per scenario (the baseline included) and one for the advice.
     """
+    return project_fleet(
+        PricedFleet.of(config),
+        config.signals,
+        config.forecast,
+        forecasts,
+        now,
+        horizon,
+        scenarios,
+        progress,
+    )
+
+
+def project_fleet(
+    fleet: PricedFleet,
+    signals: Sequence[SignalConfig],
+    settings: ForecastConfig,
+    forecasts: Mapping[str, SeriesForecast],
+    now: pd.Timestamp,
+    horizon: pd.Timedelta,
+    scenarios: Sequence[Scenario] = (),
+    progress: Progress | None = None,
+) -> FinanceProjection:
+    """:func:`project` for ``fleet``: the ``signals`` it forecasts (one without a forecast, or
+    with a short one, gets a note) and the ``forecast`` section's quantiles for the bands."""
     horizon = check_horizon(horizon)
     now = pd.Timestamp(now)
     grid = hourly_grid(now, horizon)
     end = now + horizon
-    bands = bands_for(config.forecast)
-    fleet = PricedFleet.of(config)
-    signals = signal_bands(forecasts, grid, bands)
+    bands = bands_for(settings)
+    banded = signal_bands(forecasts, grid, bands)
     notes: list[Note] = []
-    for s in config.signals:
+    for s in signals:
         if s.name not in forecasts:
             notes.append(Note("no_forecast", {"signal": s.name}))
         else:
@@ -1250,7 +1274,7 @@ def project(
     bar.add_total(len(names) + 1)
     for i, sc in enumerate([Scenario("baseline", text="baseline"), *scenarios]):
         bar.describe(f"scenario {sc.name}")
-        proj, fills = project_scenario(fleet, signals, grid, end, sc)
+        proj, fills = project_scenario(fleet, banded, grid, end, sc)
         results.append(proj)
         if i == 0:
             base_fills = fills

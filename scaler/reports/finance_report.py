@@ -59,8 +59,9 @@ def build_finance_report(
     workloads with a token signal (:mod:`scaler.reports.tokens`) and the idle GPU-hours and
     their cost per workload (:mod:`scaler.reports.workload_costs`)."""
     currency = config.finance.currency
+    fleet = config.fleet
     plan_items = (
-        plan_recommendations(config, plan, lang, "projection", "projection")
+        plan_recommendations(fleet, config.policy, plan, lang, "projection", "projection")
         if plan is not None
         else []
     )
@@ -78,12 +79,12 @@ def build_finance_report(
         tokens = token_section(token_costs(served, plan, forecasts), currency, lang)
         if tokens is not None:
             sections.insert(3, tokens)
-        idle = workload_cost_section(config, plan, forecasts, lang)
+        idle = workload_cost_section(fleet, currency, plan, forecasts, lang)
         if idle is not None:
             sections.insert(4 if tokens is not None else 3, idle)
     figures = _key_figures(projection, currency, lang)
     if plan is not None:
-        figures += plan_figures(config, plan, lang)
+        figures += plan_figures(fleet, config.policy, plan, lang)
     return Report(
         kind="finance",
         lang=lang,

@@ -38,7 +38,7 @@ import pandas as pd
 
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
-from scaler.config import Config, WorkloadConfig
+from scaler.config import Fleet, WorkloadConfig
 from scaler.planning.demand import (
     gpus_of_replicas,
     on_grid,
@@ -186,21 +186,20 @@ def _plan_group_hours(plan: CapacityPlan, group: PoolingGroup, dedicated_h: floa
 
 
 def workload_costs(
-    config: Config,
+    fleet: Fleet,
     plan: CapacityPlan,
     forecasts: Mapping[str, SeriesForecast],
     history: Mapping[str, pd.Series] | None = None,
 ) -> WorkloadCosts:
-    """A row per served workload (module docstring); ``history`` for the pooling groups'
-    joint quantile as the planner estimates it."""
+    """A row per served workload of ``fleet`` (module docstring); ``history`` for the pooling
+    groups' joint quantile as the planner estimates it."""
     grid = pd.DatetimeIndex(pd.to_datetime(plan.timeline)).tz_localize(None)
     step_h = plan.step_s / 3600.0
     stale = {s.name for s in plan.signals if s.stale}
-    missing = {w.name: _missing(w, forecasts, stale, grid) for w in config.served_workloads}
-    usable = {
-        w.signal: forecasts[w.signal] for w in config.served_workloads if missing[w.name] is None
-    }
-    workloads, q_replicas, joint = quantile_replicas(config.fleet, usable, grid, plan.quantile, history)
+    served = fleet.served_workloads
+    missing = {w.name: _missing(w, forecasts, stale, grid) for w in served}
+    usable = {w.signal: forecasts[w.signal] for w in served if missing[w.name] is None}
+    workloads, q_replicas, joint = quantile_replicas(fleet, usable, grid, plan.quantile, history)
     quantile = dict(zip((w.name for w in workloads), q_replicas, strict=True))
     median = {w.name: replicas_for(w, on_grid(_median(usable[w.signal]), grid)) for w in workloads}
     planned: dict[str, np.ndarray] = {}
@@ -212,7 +211,7 @@ def workload_costs(
     prices = plan_price_per_gpu_hour(plan)
     in_group = {name: g for g in groups for name in g.workloads}
     rows = []
-    for w in config.served_workloads:
+    for w in served:
         model = gpu_model(w.gpu_model).name
         group = in_group.get(w.name)
         per_gpu = group.replicas_per_gpu if group else 1.0 / _per_replica(w)
@@ -394,15 +393,16 @@ def workload_section(costs: WorkloadCosts, quantile: float, currency: str, lang:
 
 
 def workload_cost_section(
-    config: Config,
+    fleet: Fleet,
+    currency: str,
     plan: CapacityPlan,
     forecasts: Mapping[str, SeriesForecast],
     lang: str,
     history: Mapping[str, pd.Series] | None = None,
 ) -> Section | None:
-    """The section both reports show; None when the config serves no workload or the plan
-    has no timeline."""
-    if not config.served_workloads or not plan.timeline:
+    """The section both reports show, priced in ``currency``; None when ``fleet`` serves no
+    workload or the plan has no timeline."""
+    if not fleet.served_workloads or not plan.timeline:
         return None
-    costs = workload_costs(config, plan, forecasts, history)
-    return workload_section(costs, plan.quantile, config.finance.currency, lang)
+    costs = workload_costs(fleet, plan, forecasts, history)
+    return workload_section(costs, plan.quantile, currency, lang)
