@@ -408,7 +408,7 @@ def test_file_signals_read_no_power_and_the_cycle_records_a_reading(tmp_path: Pa
         config, history, RecordingProvider({"on-demand": 2}), PLAN_NOW, power=_throttled_node()
     )
     assert result.plan.risk["power"]["lost_gpus"] == {"H100-80GB": 2.0}
-    assert any("throttled (thermal)" in n for n in result.plan.notes)
+    assert any("throttled (thermal)" in str(n) for n in result.plan.notes)
     assert result.plan.actions[0].target_nodes >= plain.plan.actions[0].target_nodes
 
 
