@@ -112,9 +112,7 @@ def need_shortfall(
         for p in fleet.pools_for(model):
             nodes = list(timelines.get(p.name, ()))[: len(n)]
             if nodes:
-                cap[: len(nodes)] += np.array(
-                    [effective_gpus(p, k, policy.cycle_s) for k in nodes]
-                )
+                cap[: len(nodes)] += np.array([effective_gpus(p, k, policy.cycle_s) for k in nodes])
         short = float(np.maximum(0.0, n - cap - 1e-9).sum()) * step_h
         if short > 0:
             out[model] = short

@@ -269,9 +269,7 @@ def current_demand_by_model(
     return _summed_by_model(fleet, forecasts, level)
 
 
-def newest_demand_by_model(
-    fleet: Fleet, forecasts: dict[str, SeriesForecast]
-) -> dict[str, float]:
+def newest_demand_by_model(fleet: Fleet, forecasts: dict[str, SeriesForecast]) -> dict[str, float]:
     """GPUs per GPU model for the newest observation of each signal, no margin.
 
     What a pool held on stale or missing data may still scale up to: the demand

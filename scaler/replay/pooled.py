@@ -227,7 +227,9 @@ def _capacity_levels(
     history = {str(c): train[c] for c in train.columns}
     out: dict[str, np.ndarray] = {}
     for name, config in (("whole", whole), ("shared", shared)):
-        workloads, replicas, joint = quantile_replicas(config.fleet, forecasts, grid, quantile, history)
+        workloads, replicas, joint = quantile_replicas(
+            config.fleet, forecasts, grid, quantile, history
+        )
         newest = [
             np.full(
                 len(grid),
