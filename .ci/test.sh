@@ -42,7 +42,7 @@ echo "== tests: fast tier"; run_pytest -q -m "not slow" "$@"
 POOLS=(tests/test_parallel.py tests/test_global_model.py)
 # pytest-benchmark, where a machine has it, warns under xdist, and warnings are errors here.
 echo "== tests: slow tier"
-run_pytest -q -m slow -n 2 -p no:benchmark "${POOLS[@]/#/--ignore=}" "$@"
-echo "== tests: slow tier, worker pools"; run_pytest -q -m slow "${POOLS[@]}" "$@"
+run_pytest -q -m slow -n 2 -p no:benchmark --durations=25 "${POOLS[@]/#/--ignore=}" "$@"
+echo "== tests: slow tier, worker pools"; run_pytest -q -m slow --durations=10 "${POOLS[@]}" "$@"
 # The tests must leave the machine as they found it.
 [ -c /dev/null ] || { echo "tests left /dev/null as something other than a character device" >&2; exit 1; }
