@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "scaler.cli.history",
         "list recent runs (status, actions, errors) from the run records",
     ),
+    "shadow": (
+        "scaler.cli.shadow",
+        "the capacity the cluster ran against tiercast's plan: cost, unserved, verdict",
+    ),
     "serve": ("scaler.cli.serve", "run the cycle, refit and report on schedules, with /metrics"),
     "report": ("scaler.cli.report", "write the capacity review (HTML, Markdown, CSV, JSON)"),
     "agent": ("scaler.cli.agent", "the node agent: GPU and MIG state through NVML, apply layouts"),

@@ -45,7 +45,9 @@ from scaler.records import (
     RunStore,
     forecast_summary,
     inputs_summary,
+    observed_capacity,
     plan_summary,
+    shadow_summary,
 )
 from scaler.service.cycle import CycleResult, model_store_for, past_cycles, run_cycle
 from scaler.service.drift import (
@@ -160,6 +162,8 @@ class CycleJob:
         policy = config.policy
         watch = DriftWatch.over(config.drift, config.pools, policy.cycle_s, config.forecast.method)
         drifted = self._refit_drifted(watch, policy, config.model_store, inputs.history, now, run)
+        # What the cluster had, read before any action (the shadow scorecard's incumbent).
+        capacity = observed_capacity(run.guard.provider, config.pools)
         run.result = run_cycle(
             config,
             inputs.history,
@@ -184,6 +188,15 @@ class CycleJob:
         quantiles = sorted(set(config.forecast.quantiles) | {policy.quantile})
         fleet = run.result.fleet or config.fleet
         self._observe(run.result, run.guard, fleet, quantiles, now, run.fields)
+        run.fields["shadow"] = shadow_summary(
+            run.result.plan,
+            fleet,
+            run.result.forecasts,
+            capacity,
+            now,
+            config.finance.currency,
+            policy.cycle_s,
+        )
 
     def _refit_drifted(
         self,

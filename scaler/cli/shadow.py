@@ -1,0 +1,116 @@
+"""``tiercast shadow``: the shadow scorecard from the run records.
+
+Every cycle records, per pool, the capacity the cluster actually had beside the plan and
+the demand (``RunRecord.shadow``). This command scores them over a period
+(:mod:`scaler.reports.shadow`): the GPU-hours and money of what the cluster ran and of
+tiercast's plan, the demand each left unserved, the changes each made, and one verdict
+line. ``tiercast simulate --prometheus-url`` prints the same scorecard from the cluster's
+Prometheus instead of the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import pandas as pd
+
+MAX_RECORDS = 50_000
+"""Most cycle records read (30 days of 1-minute cycles fit)."""
+
+
+def cmd_shadow(args: argparse.Namespace) -> int:
+    from scaler.records import RunStore
+    from scaler.reports.shadow import (
+        format_scorecard,
+        period,
+        score_shadow,
+        shadow_input_from_records,
+        within,
+    )
+
+    path, keep = _records_path(args)
+    store = RunStore(path, keep_days=keep)
+    records = store.recent(limit=MAX_RECORDS, job="cycle")
+    newest = _newest(records)
+    start, end = period(args.since, args.until, newest)
+    chosen = within(records, start, end)
+    data = shadow_input_from_records(chosen, source=f"run records {path}")
+    if data is None:
+        print(
+            f"tiercast shadow: no cycle in {str(path)!r} between {start:%Y-%m-%d %H:%M}Z and "
+            f"{end:%Y-%m-%d %H:%M}Z recorded the cluster's capacity; nothing to compare "
+            "(cycles of this version record it, dry-run or not)",
+            file=sys.stderr,
+        )
+        return 1
+    card = score_shadow(data)
+    if args.output == "table":
+        print(format_scorecard(card))
+    else:
+        from scaler.cli.common import print_document
+
+        print_document(card.to_dict(), args.output)
+    return 0
+
+
+def _records_path(args: argparse.Namespace) -> tuple[str, int]:
+    """``--records``, else the config's ``service.records_path`` (state directory applied)."""
+    if args.records is not None:
+        return args.records, 30
+    from scaler.config import ServiceConfig, load_config
+    from scaler.inputs.loading import resolve_config_path, service_with_state_paths
+
+    config_path = resolve_config_path(args)
+    service = load_config(config_path).service if config_path else ServiceConfig()
+    service = service_with_state_paths(service, args)
+    return service.records_path, service.records_keep_days
+
+
+def _newest(records: list[Any]) -> pd.Timestamp:
+    """The newest cycle's time: the default end of the period (the wall clock without one)."""
+    from scaler.reports.shadow import newest_at
+
+    found = newest_at(records)
+    return found if found is not None else pd.Timestamp.now(tz="UTC").tz_localize(None)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "shadow",
+        help="the capacity the cluster ran against tiercast's plan: cost, unserved, verdict",
+        description=(
+            "Score the run records over a period: per pool and in total, the GPU-hours and "
+            "money of the capacity the cluster ran and of tiercast's plan (each plan serving "
+            "after its pool's lead time), the demand each left unserved, the changes each "
+            "made, and whether acting would have cost less. Steps without capacity history "
+            "are said, never filled in."
+        ),
+    )
+    p.add_argument("--config", "-c", help="YAML config; its service.records_path is read")
+    p.add_argument(
+        "--records",
+        help="SQLite run-record file (default: service.records_path of --config, else "
+        "tiercast-records.sqlite in the state directory)",
+    )
+    from scaler.cli.common import add_state_flag
+
+    add_state_flag(p)
+    p.add_argument(
+        "--since",
+        default="14d",
+        help="start of the period: a duration before its end (14d) or a UTC time "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--until", help="end of the period, a UTC time (default: the newest recorded cycle)"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="table (default), or every figure as json or yaml",
+    )
+    p.set_defaults(func=cmd_shadow)
