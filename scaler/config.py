@@ -1506,10 +1506,31 @@ def parse_config(data: Any, source: str = "config") -> Config:
         raise ConfigError(
             f"{source}: expected a mapping at the top level, got {type(data).__name__}"
         )
+    nul = _nul_field(data)
+    if nul is not None:
+        # A path with a NUL byte fails deep in the cycle (os calls refuse it): say so here.
+        raise ConfigError(f"{source}: {nul}: holds a NUL byte")
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_error(source, exc)) from None
+
+
+def _nul_field(data: Any) -> str | None:
+    """The dotted field of the first key or text value holding a NUL byte, if any."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return where or "the document"
+        if isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(key, str) and "\x00" in key:
+                    return f"{where}.{key!r}".lstrip(".")
+                stack.append((f"{where}.{key}".lstrip("."), value))
+    return None
 
 
 class _YamlLimit(yaml.YAMLError):

@@ -239,3 +239,135 @@ def test_a_signing_key_that_is_a_device_or_too_large_is_one_line(tmp_path: Path)
         with pytest.raises(BadInputError) as err:
             load_signing_key(path)
         assert "model_store.signing_key_file" in str(err.value) and "\n" not in str(err.value)
+
+
+# Node lists and mig-parted configs (#50 finding 5): one line naming the file and the field.
+
+
+def _inventory(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    from scaler.cli import main
+
+    capsys.readouterr()
+    code = main(["inventory", *argv])
+    err = capsys.readouterr().err
+    return code, err
+
+
+NODE = {"kind": "Node", "metadata": {"name": "gpu-1", "labels": {"tiercast.io/pool": "h100"}}}
+
+
+def _node_list(**changes: object) -> bytes:
+    import copy
+    import json
+
+    node: dict[str, object] = copy.deepcopy(NODE)
+    for path, value in changes.items():
+        target: dict[str, object] = node
+        parts = path.split("__")
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})  # type: ignore[assignment]
+        target[parts[-1]] = value
+    return json.dumps({"kind": "List", "items": [node]}).encode()
+
+
+BAD_NODES = [
+    ("labels-a-list", _node_list(metadata__labels=["a"]), "items[0].metadata.labels"),
+    ("label-value-int", _node_list(metadata__labels={"x": 1}), "items[0].metadata.labels.x"),
+    ("metadata-a-string", _node_list(metadata="gpu-1"), "items[0].metadata"),
+    ("status-a-list", _node_list(status=[]), "items[0].status"),
+    ("spec-a-string", _node_list(spec="x"), "items[0].spec"),
+    ("allocatable-a-list", _node_list(status__allocatable=[1]), "items[0].status.allocatable"),
+    ("conditions-a-mapping", _node_list(status__conditions={}), "items[0].status.conditions"),
+    ("unschedulable-a-string", _node_list(spec__unschedulable="yes"), "spec.unschedulable"),
+    ("items-a-mapping", b'{"kind": "List", "items": {"a": 1}}', "items"),
+    ("item-a-number", b'{"kind": "List", "items": [7]}', "items[0]"),
+    ("not-utf-8", b'\xff\xfe{"items": []}', "UTF-8"),
+    ("json-nested-past-the-limit", b"[" * 100_000 + b"]" * 100_000, "nested"),
+    ("yaml-nested-past-the-limit", b"a: " + b"[" * 5000 + b"]" * 5000, "nested"),
+    ("unparseable-yaml", b"items: [\n", "neither JSON nor YAML"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "field"), BAD_NODES, ids=[b[0] for b in BAD_NODES])
+def test_a_malformed_node_list_is_one_line_naming_the_field(
+    name: str, content: bytes, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "nodes.json"
+    path.write_bytes(content)
+    code, err = _inventory(capsys, "--nodes", str(path))
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 300, err
+    assert "nodes.json" in lines[0] and field in lines[0], lines[0]
+
+
+def test_a_node_list_that_is_a_device_or_a_fifo_is_refused_without_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scaler.cli.inventory import nodes_from_file
+
+    message = one_line_error(lambda: nodes_from_file("/dev/zero"), BadInputError)
+    assert "character device" in message
+    fifo = tmp_path / "nodes.json"
+    os.mkfifo(fifo)
+    message = one_line_error(lambda: nodes_from_file(str(fifo)), BadInputError, fifo)
+    assert "FIFO" in message
+
+
+def test_a_well_formed_node_list_still_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scaler.cli.inventory import nodes_from_file
+
+    path = tmp_path / "nodes.yaml"
+    path.write_bytes(
+        _node_list(
+            status={"allocatable": {"nvidia.com/gpu": "8", "cpu": 96}, "conditions": []},
+            spec={"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+        )
+    )
+    (node,) = nodes_from_file(str(path))
+    assert node["metadata"]["labels"] == {"tiercast.io/pool": "h100"}
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert node["spec"]["taints"][0]["key"] == "k"
+
+
+MIG = b"version: v1\nmig-configs:\n  all-1g:\n  - devices: all\n    mig-enabled: true\n"
+BAD_MIG_PARTED = [
+    ("unparseable-yaml", b"version: v1\nmig-configs: {a: [\n", "neither JSON nor YAML"),
+    ("not-utf-8", b"\xff\xfeversion: v1\n", "UTF-8"),
+    ("configs-a-number", b"version: v1\nmig-configs:\n  a: 5\n", "mig-configs.a"),
+    ("mig-enabled-a-string", MIG.replace(b"true", b"'yes'"), "mig-configs.all-1g[0].mig-enabled"),
+    ("devices-a-string", MIG.replace(b"all\n", b"some\n"), "mig-configs.all-1g[0].devices"),
+    (
+        "configmap-unparseable",
+        b'data:\n  config.yaml: "mig-configs: {a: [\\n"\n',
+        "neither JSON nor YAML",
+    ),
+    ("configmap-config-a-list", b"data:\n  config.yaml: [1]\n", "data.config.yaml"),
+    ("nested-past-the-limit", b"mig-configs: " + b"[" * 5000 + b"]" * 5000, "nested"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "field"), BAD_MIG_PARTED, ids=[b[0] for b in BAD_MIG_PARTED]
+)
+def test_a_malformed_mig_parted_config_is_one_line_naming_the_field(
+    name: str, content: bytes, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.json"
+    nodes.write_bytes(_node_list())
+    path = tmp_path / "mig.yaml"
+    path.write_bytes(content)
+    code, err = _inventory(capsys, "--nodes", str(nodes), "--mig-parted", str(path))
+    assert code == 2, err
+    lines = [line for line in err.strip().splitlines() if "note:" not in line]
+    assert len(lines) == 1 and len(lines[0]) < 300, err
+    assert "mig.yaml" in lines[0] and field in lines[0], lines[0]
+
+
+def test_a_nul_byte_in_a_path_is_one_line() -> None:
+    from forecaster.documents import read_document
+
+    message = one_line_error(lambda: read_document("a\x00b", 100, "--nodes"), BadInputError)
+    assert "NUL" in message and "--nodes" in message

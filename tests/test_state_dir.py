@@ -222,3 +222,22 @@ def test_shown_paths_read_the_same_on_every_machine(
     assert shown_path("rel/plan.json") == "rel/plan.json"
     assert shown_path("/elsewhere/plan.json") == "/elsewhere/plan.json"
     assert service_with_state_paths(ServiceConfig(records_path="r.db")).records_path == "r.db"
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [("service", "state_dir"), ("service", "records_path"), ("model_store", "path")],
+)
+def test_a_nul_byte_in_a_state_path_is_one_line_naming_the_field(
+    section: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """#50 finding 5: ``ValueError: embedded null byte`` from deep in the cycle was a traceback."""
+    signals = [{"name": "rps", "file": str(_history(tmp_path)), "step_s": 300}]
+    config = {**SMALL, "signals": signals, section: {key: "state\x00dir"}}
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config))
+    capsys.readouterr()
+    code = main(["run", "--dry-run", "--config", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    assert len(err) == 1 and f"{section}.{key}" in err[0] and "NUL" in err[0], err

@@ -10,58 +10,153 @@ check it before letting tiercast act.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
+from forecaster.documents import parse_document, read_document, shape_problem, shown
 from forecaster.errors import BadInputError
 
 log = logging.getLogger(__name__)
 
 
-def _read_file(path: str, what: str) -> Any:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise BadInputError(f"{what} {path!r}: {exc.strerror or exc}") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"{what} {path!r} is neither JSON nor YAML: {exc}") from exc
+MAX_NODES_BYTES = 64 * 1024 * 1024
+"""Most bytes of a ``--nodes`` file (5,000 nodes of ``kubectl get nodes -o json`` are ~50 MB)."""
+MAX_MIG_PARTED_BYTES = 4 * 1024 * 1024
+"""Most bytes of a ``--mig-parted`` file (the operator's own config is ~20 KB)."""
+MAX_NODES = 50_000
+
+
+class _Lenient(BaseModel):
+    """The parts of an object tiercast reads, typed; the rest passes through unread."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class NodeMeta(_Lenient):
+    name: StrictStr = Field(min_length=1, max_length=253)
+    labels: dict[StrictStr, StrictStr] | None = None
+    annotations: dict[StrictStr, StrictStr] | None = None
+
+
+class NodeSpec(_Lenient):
+    unschedulable: StrictBool | None = None
+
+
+class NodeCondition(_Lenient):
+    type: StrictStr | None = None
+    status: StrictStr | None = None
+
+
+Quantity = StrictStr | StrictInt
+"""A resource quantity as the API serves it (``"8"``); an integer as YAML may give it."""
+
+
+class NodeStatus(_Lenient):
+    allocatable: dict[StrictStr, Quantity] | None = None
+    capacity: dict[StrictStr, Quantity] | None = None
+    conditions: list[NodeCondition] | None = None
+
+
+class NodeDoc(_Lenient):
+    """What the inventory reads of a Node (``kubernetes/api/core/v1/types.go``: ``Node``,
+    ``ObjectMeta``, ``NodeSpec``, ``NodeStatus``, ``NodeCondition``)."""
+
+    kind: StrictStr = "Node"
+    metadata: NodeMeta
+    spec: NodeSpec | None = None
+    status: NodeStatus | None = None
+
+
+class MigDeviceSpec(_Lenient):
+    """One entry of a mig-parted config (NVIDIA/mig-parted ``api/spec/v1/spec.go``:
+    ``MigConfigSpec``: ``device-filter``, ``devices``, ``mig-enabled``, ``mig-devices``)."""
+
+    devices: Literal["all"] | list[StrictInt]
+    mig_enabled: StrictBool = Field(alias="mig-enabled")
+    mig_devices: dict[StrictStr, StrictInt] | None = Field(default=None, alias="mig-devices")
+    device_filter: StrictStr | list[StrictStr] | None = Field(default=None, alias="device-filter")
+
+
+class MigPartedDoc(_Lenient):
+    """A mig-parted config (``Spec``: ``version``, ``mig-configs``)."""
+
+    version: StrictStr | None = None
+    mig_configs: dict[StrictStr, list[MigDeviceSpec]] = Field(alias="mig-configs")
+
+
+def _read_file(path: str, what: str, max_bytes: int) -> Any:
+    """The JSON or YAML document at ``path``, read the one bounded way (one line otherwise)."""
+    return read_document(path, max_bytes, what)
 
 
 def nodes_from_file(path: str) -> list[dict[str, Any]]:
-    """The Nodes of ``kubectl get nodes -o json`` (a List), or of one ``kubectl get node``."""
-    doc = _read_file(path, "--nodes")
-    items = doc.get("items") if isinstance(doc, dict) and "items" in doc else [doc]
-    nodes = [o for o in items or [] if isinstance(o, dict) and o.get("kind", "Node") == "Node"]
-    if not nodes or any(not (o.get("metadata") or {}).get("name") for o in nodes):
-        raise BadInputError(
-            f"--nodes {path!r}: expected the output of 'kubectl get nodes -o json' "
-            "(a List of Nodes, each with metadata.name)"
-        )
+    """The Nodes of ``kubectl get nodes -o json`` (a List), or of one ``kubectl get node``;
+    each checked against :class:`NodeDoc`, so a bad file is one line naming the field."""
+    doc = _read_file(path, "--nodes", MAX_NODES_BYTES)
+    listed = isinstance(doc, dict) and "items" in doc
+    items = doc.get("items") if listed else [doc]
+    usage = (
+        f"--nodes {shown(path)}: expected the output of 'kubectl get nodes -o json' "
+        "(a List of Nodes, each with metadata.name)"
+    )
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise BadInputError(f"{usage}; items is {type(items).__name__}")
+    if len(items) > MAX_NODES:
+        raise BadInputError(f"--nodes {shown(path)}: items: more than {MAX_NODES} nodes")
+    nodes: list[dict[str, Any]] = []
+    for i, obj in enumerate(items):
+        where = f"items[{i}]" if listed else "the document"
+        if not isinstance(obj, dict):
+            raise BadInputError(f"--nodes {shown(path)}: {where}: expected a Node object")
+        if obj.get("kind", "Node") != "Node":
+            continue
+        try:
+            node = NodeDoc.model_validate(obj)
+        except ValidationError as exc:
+            prefix = f"items[{i}]" if listed else ""
+            raise BadInputError(f"--nodes {shown(path)}: {shape_problem(exc, prefix)}") from None
+        nodes.append(node.model_dump(by_alias=True, exclude_none=True))
+    if not nodes:
+        raise BadInputError(usage)
     return nodes
 
 
 def mig_configs_from_file(path: str) -> dict[str, Any]:
-    """The ``mig-configs`` of a mig-parted ``config.yaml``, or of a ConfigMap holding one."""
-    doc = _read_file(path, "--mig-parted")
+    """The ``mig-configs`` of a mig-parted ``config.yaml``, or of a ConfigMap holding one,
+    checked against :class:`MigPartedDoc`."""
+    doc = _read_file(path, "--mig-parted", MAX_MIG_PARTED_BYTES)
+    where = ""
     if isinstance(doc, dict) and isinstance(doc.get("data"), dict):
-        doc = yaml.safe_load(doc["data"].get("config.yaml") or "") or {}
-    configs = doc.get("mig-configs") if isinstance(doc, dict) else None
-    if not isinstance(configs, dict):
+        inner = doc["data"].get("config.yaml")
+        if not isinstance(inner, str):
+            raise BadInputError(
+                f"--mig-parted {shown(path)}: data.config.yaml: expected the config as text"
+            )
+        doc = parse_document(inner, path, "--mig-parted") or {}
+        where = "data.config.yaml"
+    if not isinstance(doc, dict) or "mig-configs" not in doc:
         raise BadInputError(
-            f"--mig-parted {path!r}: expected a mig-parted config (version, mig-configs) "
+            f"--mig-parted {shown(path)}: expected a mig-parted config (version, mig-configs) "
             "or the ConfigMap holding it in config.yaml"
         )
+    try:
+        MigPartedDoc.model_validate(doc)
+    except ValidationError as exc:
+        raise BadInputError(f"--mig-parted {shown(path)}: {shape_problem(exc, where)}") from None
+    configs: dict[str, Any] = doc["mig-configs"]
     return configs
 
 
