@@ -26,6 +26,13 @@ Follows NVIDIA/k8s-device-plugin (commit 1b826ac, 2026-08-19):
 
 A config the device plugin would refuse leaves the node as it was (the plugin exits and
 restarts on the old config) and is recorded in ``refused``.
+
+Under MPS the GPU Operator runs an MPS control daemon pod on the node (NVIDIA/gpu-operator
+commit a22dbf6, ``assets/state-mps-control-daemon/0400_daemonset.yaml``: DaemonSet
+``nvidia-device-plugin-mps-control-daemon``, pods labelled ``app`` so); the daemon creates
+``/mps/.ready`` once its per-device daemons run (k8s-device-plugin
+``cmd/mps-control-daemon/main.go``). The fake starts that pod not Ready and makes it Ready
+``mps_ready_after`` requests later, so a test sees whether tiercast waits for it.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from tests.fake_kube import FakeKube, Request
+from tests.fake_kube import FakeKube, Request, pod
 from tests.gpu_operator import CLUSTER_POLICY, OPERATOR_NS
 
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -104,7 +111,10 @@ class DevicePlugin:
     """On a change of a node's ``nvidia.com/device-plugin.config``: read the named key,
     validate it, and relabel and re-advertise the node as GPU feature discovery does."""
 
-    def __init__(self) -> None:
+    def __init__(self, mps_ready_after: int = 2) -> None:
+        self.mps_ready_after = mps_ready_after
+        self._starting: dict[str, int] = {}
+        """Node -> requests left until its MPS daemon pod is Ready."""
         self.applied: list[tuple[str, str]] = []
         """(node, config) of every config applied."""
         self.refused: list[tuple[str, str, str]] = []
@@ -112,6 +122,11 @@ class DevicePlugin:
         self._seen: dict[str, str | None] = {}
 
     def __call__(self, fake: FakeKube, request: Request) -> None:
+        for node_name in list(self._starting):
+            self._starting[node_name] -= 1
+            if self._starting[node_name] <= 0:
+                del self._starting[node_name]
+                fake.mutate(mps_daemon_path(node_name), _ready)
         for (api, plural, _, name), node in list(fake.state.objects.items()):
             if (api, plural) != ("v1", "nodes"):
                 continue
@@ -142,6 +157,34 @@ class DevicePlugin:
             return
         fake.mutate(f"/api/v1/nodes/{node}", shared_labels(strategy, replicas))
         self.applied.append((node, key))
+        path = mps_daemon_path(node)
+        if strategy == "mps" and not fake.exists(path):
+            daemon = pod(path.rsplit("/", 1)[-1], OPERATOR_NS, node, {"app": MPS_DAEMON_APP})
+            daemon["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+            fake.create(f"/api/v1/namespaces/{OPERATOR_NS}/pods", daemon)
+            self._starting[node] = self.mps_ready_after
+        elif strategy != "mps" and fake.exists(path):
+            fake.delete_object(path)
+
+
+MPS_DAEMON_APP = "nvidia-device-plugin-mps-control-daemon"
+
+
+def mps_daemon_path(node: str) -> str:
+    """The MPS control daemon pod on ``node`` (one per node, as a DaemonSet's)."""
+    return f"/api/v1/namespaces/{OPERATOR_NS}/pods/{MPS_DAEMON_APP}-{node}"
+
+
+def mps_daemon_ready(fake: FakeKube, node: str) -> bool:
+    path = mps_daemon_path(node)
+    if not fake.exists(path):
+        return False
+    conditions = fake.get(path)["status"].get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _ready(obj: dict[str, Any]) -> None:
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
 
 
 def shared_labels(strategy: str, replicas: int) -> Any:

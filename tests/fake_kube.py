@@ -758,6 +758,9 @@ class FakeKube:
         self.without_scale: set[str] = set()
         """Plurals served without a scale subresource (a NodePool CRD before Karpenter v1.8)."""
         self.unserved: set[str] = {"cluster.x-k8s.io/v1beta2"}
+        self.forbidden: set[str] = set()
+        """Object paths RBAC does not grant (403 Forbidden on every verb), as a Role's
+        ``resourceNames`` leaves out an object."""
         """Group/versions this cluster does not serve (a CRD not installed): 404 for
         discovery and for every path under them. Cluster API ``v1beta2`` is here until a
         test serves it (a cluster before Cluster API v1.11)."""
@@ -974,6 +977,13 @@ class FakeKube:
         if p.res.api in self.unserved:
             raise ApiError(
                 404, "NotFound", f"the server could not find the requested resource ({r.path})"
+            )
+        if r.path in self.forbidden:
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{p.res.plural} "{p.name}" is forbidden: User cannot {r.method.lower()} '
+                f"resource {p.res.plural!r}",
             )
         dry = r.query.get("dryRun")
         if dry not in (None, "All"):

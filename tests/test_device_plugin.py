@@ -18,7 +18,7 @@ from scaler.actuation.kube.device_plugin import (
     render,
     sharing_config,
 )
-from scaler.actuation.kube.inventory import node_info
+from scaler.actuation.kube.inventory import SHARING_ANNOTATION, node_info
 from scaler.actuation.kube.providers import KubeProvider
 from scaler.actuation.kube.transport import Session
 from scaler.plans import Action
@@ -255,7 +255,10 @@ def test_dry_run_shows_the_config_map_data_and_label_and_writes_nothing(
     assert "would share" in result.message and "replicas: 4" in result.message
     patches = [c for c in session.journal if c["verb"] == "PATCH"]
     assert {"tiercast-mps-4": render(sharing_config("mps", 4))} == patches[0]["body"]["data"]
-    assert patches[-1]["body"] == {"metadata": {"labels": {CONFIG_LABEL: "tiercast-mps-4"}}}
+    relabel = patches[-2]["body"]["metadata"]
+    assert relabel["labels"] == {CONFIG_LABEL: "tiercast-mps-4"}
+    assert "relabelled" in relabel["annotations"][SHARING_ANNOTATION]
+    assert patches[-1]["body"] == {"metadata": {"annotations": {SHARING_ANNOTATION: None}}}
     assert all(c.get("query", {}).get("dryRun") == "All" for c in patches)
     assert CONFIG_LABEL not in fake.get(NODE)["metadata"]["labels"]
     assert "tiercast-mps-4" not in fake.get(DP_PATH)["data"]

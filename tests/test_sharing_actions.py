@@ -22,7 +22,12 @@ import yaml
 from forecaster.errors import BadInputError
 from forecaster.forecasting import SeriesForecast
 from scaler.actuation.kube.device_plugin import render, sharing_config
-from scaler.actuation.kube.inventory import read_nodes, shared_inventory, shared_node_states
+from scaler.actuation.kube.inventory import (
+    SHARING_ANNOTATION,
+    read_nodes,
+    shared_inventory,
+    shared_node_states,
+)
 from scaler.actuation.kube.providers import KubeProvider, build_provider
 from scaler.actuation.kube.transport import RetryPolicy, Session
 from scaler.config import Config, parse_config
@@ -425,7 +430,9 @@ def test_a_dry_run_cycle_shows_the_config_and_label_and_changes_nothing(
         assert "would share each GPU 4 ways by mps" in r.message
         assert f"{CONFIG_LABEL}=tiercast-mps-4" in r.message
         patches = [c for c in r.calls if c["verb"] == "PATCH"]
-        assert patches[-1]["body"] == {"metadata": {"labels": {CONFIG_LABEL: "tiercast-mps-4"}}}
+        relabel = patches[-2]["body"]["metadata"]
+        assert relabel["labels"] == {CONFIG_LABEL: "tiercast-mps-4"}
+        assert patches[-1]["body"] == {"metadata": {"annotations": {SHARING_ANNOTATION: None}}}
         assert all(c.get("query", {}).get("dryRun") == "All" for c in patches)
     data = [
         c["body"]["data"] for c in shares[0].calls if c["verb"] == "PATCH" and "data" in c["body"]
@@ -466,7 +473,9 @@ def test_the_offline_dry_run_shows_the_config_and_labels_on_its_in_memory_cluste
     for r in shares:
         assert r.outcome == "recorded", r.message
         patches = [c for c in r.calls if c["verb"] == "PATCH"]
-        assert patches[-1]["body"] == {"metadata": {"labels": {CONFIG_LABEL: "tiercast-mps-4"}}}
+        relabel = patches[-2]["body"]["metadata"]
+        assert relabel["labels"] == {CONFIG_LABEL: "tiercast-mps-4"}
+        assert patches[-1]["body"] == {"metadata": {"annotations": {SHARING_ANNOTATION: None}}}
     data = [
         c["body"]["data"] for c in shares[0].calls if c["verb"] == "PATCH" and "data" in c["body"]
     ]

@@ -35,16 +35,18 @@ waits are noted instead of awaited.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import yaml
 
-from scaler.actuation.kube.inventory import NODES_PATH
+from scaler.actuation.kube.inventory import NODES_PATH, SHARING_ANNOTATION
 from scaler.actuation.kube.karpenter import DO_NOT_DISRUPT, karpenter_managed
 from scaler.actuation.kube.mig_parted import CLUSTER_POLICIES
-from scaler.actuation.kube.mig_relabel import CORDONED_BY, MigRelabel
+from scaler.actuation.kube.mig_relabel import CORDONED_BY, MigRelabel, Stopped
 from scaler.actuation.kube.transport import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
@@ -183,12 +185,69 @@ class DevicePluginConfigMap:
         raise still_conflicting(path, self.kube.conflict_retries)
 
 
+MPS_DAEMON_APP = "nvidia-device-plugin-mps-control-daemon"
+"""The ``app`` label of the GPU Operator's MPS control daemon pods
+(NVIDIA/gpu-operator ``assets/state-mps-control-daemon/0400_daemonset.yaml``)."""
+
+
+@dataclass(frozen=True)
+class SharingChange:
+    """A sharing change tiercast started on a node, as :data:`SHARING_ANNOTATION` records it.
+
+    Written in the patch that cordons (or, with no cordon, the one that relabels), moved on
+    to ``relabelled`` in the patch that sets ``nvidia.com/device-plugin.config``, removed in
+    the patch that uncordons; so a run killed at any step leaves the node saying what to
+    undo, and the next run finishes or rolls it back (:meth:`SharingRelabel.resume`).
+    """
+
+    step: str
+    """``draining`` (label unchanged) or ``relabelled`` (label at ``target``)."""
+    target: str
+    previous: str | None
+    mode: str
+    replicas: int
+    since: str
+    cordoned: bool = False
+    """Whether tiercast cordoned the node (and alone uncordons it)."""
+    do_not_disrupt: bool = False
+    """Whether tiercast set ``karpenter.sh/do-not-disrupt`` (and alone removes it)."""
+
+    def to_annotation(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_annotations(cls, annotations: dict[str, str] | None) -> SharingChange | None:
+        """The change a node's annotations record; None when none or unreadable."""
+        raw = (annotations or {}).get(SHARING_ANNOTATION)
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+            out = cls(
+                step=str(data["step"]),
+                target=str(data["target"]),
+                previous=None if data.get("previous") is None else str(data["previous"]),
+                mode=str(data["mode"]),
+                replicas=int(data["replicas"]),
+                since=str(data["since"]),
+                cordoned=bool(data.get("cordoned", False)),
+                do_not_disrupt=bool(data.get("do_not_disrupt", False)),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+        return out if out.step in ("draining", "relabelled") else None
+
+
 class SharingRelabel:
     """Applies ``device-plugin-config`` actions; ``dry_run`` notes the waits instead.
 
     The drain is the MIG relabel's (``nodes``) and the cordon marks the node the same way,
     so a node someone else cordoned stays cordoned; a node Karpenter launched gets
     ``karpenter.sh/do-not-disrupt`` while it drains, removed after if tiercast set it.
+    Every wait is the MIG relabel's stop-aware pause, so a shutdown request ends it
+    (:class:`~scaler.actuation.kube.mig_relabel.Stopped`): the change is then rolled
+    back at once; a run killed outright leaves its :class:`SharingChange` on the node
+    for :meth:`resume`.
     """
 
     def __init__(
@@ -229,79 +288,177 @@ class SharingRelabel:
                 return False, f"node {name} not found; nothing changed"
             raise
         key = config_name(str(mode), replicas)
-        labels = node.get("metadata", {}).get("labels") or {}
+        meta = node.get("metadata", {})
+        labels = meta.get("labels") or {}
+        pending = SharingChange.from_annotations(meta.get("annotations"))
+        if pending is not None:
+            # An earlier run's change first (a stale plan, or a run that skipped the
+            # inventory): finished or rolled back, then this action from what is left.
+            log.warning("%s", self.resume(str(name), labels, pending)[1])
+            node = self.session.get(path)
+            meta = node.get("metadata", {})
+            labels = meta.get("labels") or {}
         if labels.get(CONFIG_LABEL) == key and _advertised(labels, str(mode), replicas):
             return True, f"node {name} already shares its GPUs {replicas} ways by {mode}"
         try:
-            policy = self.config_map.policy()
-            self.config_map.check_mode(policy, str(mode))
-            cm_path = self.config_map.path(policy)
-            added = self.config_map.ensure(cm_path, key, entry)
+            cm_path = self._ensure_config(key, str(mode), entry)
         except DevicePluginRefused as exc:
             return False, f"node {name}: {exc}; nothing changed"
-        if added:
-            self._pause(self.kube.mig_config_sync_s, f"the mounted copy of {key}")
-        cordoned = guarded = False
-        if self._loses_devices(name, labels, str(mode), replicas):
-            cordoned, guarded = self._cordon(path, node)
-            record = Relayout("draining", key, labels.get(CONFIG_LABEL), utc_text(self.wall()))
-            why = self.nodes._drain(str(name), record)
-            if why is not None:
-                self._release(path, cordoned, guarded)
-                return False, f"node {name}: {why}; sharing not changed"
-        previous = labels.get(CONFIG_LABEL)
-        if previous != key:
-            # The config manager acts on a change of the value only: a node labelled
-            # already (an earlier run stopped while waiting) is waited for, not relabelled.
-            self.session.request(
-                "PATCH", path, {"metadata": {"labels": {CONFIG_LABEL: key}}}, MERGE_PATCH
-            )
-        done = self._await_labels(path, str(mode), replicas)
-        if done is not None and previous != key:
-            self.session.request(
-                "PATCH", path, {"metadata": {"labels": {CONFIG_LABEL: previous}}}, MERGE_PATCH
-            )
-        self._release(path, cordoned, guarded)
-        if done is not None:
-            return False, f"node {name}: {done}; {CONFIG_LABEL} restored to {previous or 'unset'}"
+        except Stopped:
+            return False, f"node {name}: stopped by shutdown before any node change"
+        change = SharingChange(
+            "draining", key, labels.get(CONFIG_LABEL), str(mode), replicas, utc_text(self.wall())
+        )
+        why = self._change(str(name), path, node, change)
+        if why is not None:
+            return False, why
         verb = "would share" if self.dry_run else "shares"
         return True, (
             f"node {name} {verb} each GPU {replicas} ways by {mode} ({CONFIG_LABEL}={key}, "
             f"ConfigMap {cm_path.rsplit('/', 1)[-1]} key {key}: {render(entry).strip()!r})"
         )
 
-    def _cordon(self, path: str, node: dict[str, Any]) -> tuple[bool, bool]:
+    def _ensure_config(self, key: str, mode: str, entry: dict[str, Any]) -> str:
+        """The ConfigMap holding ``key`` (added where missing, its refresh waited out).
+
+        A ConfigMap tiercast may not read or write (403: the ClusterPolicy names one outside
+        RBAC's ``resourceNames``) refuses this action, not the cycle.
+        """
+        policy = self.config_map.policy()
+        self.config_map.check_mode(policy, mode)
+        cm_path = self.config_map.path(policy)
+        try:
+            added = self.config_map.ensure(cm_path, key, entry)
+        except KubeApiError as exc:
+            if exc.status != 403:
+                raise
+            raise DevicePluginRefused(
+                f"ConfigMap {cm_path.rsplit('/', 1)[-1]} (the ClusterPolicy's "
+                "devicePlugin.config.name) is not one tiercast's RBAC grants; point the "
+                f"ClusterPolicy at {SEEDED_DEVICE_PLUGIN_CONFIG} or add it to the Role's "
+                "resourceNames"
+            ) from exc
+        if added:
+            self._pause(self.kube.mig_config_sync_s, f"the mounted copy of {key}")
+        return cm_path
+
+    def _change(
+        self, name: str, path: str, node: dict[str, Any], change: SharingChange
+    ) -> str | None:
+        """Cordon and drain where pods would lose devices, relabel, wait, uncordon; why it
+        failed (rolled back), or None when done."""
+        labels = node.get("metadata", {}).get("labels") or {}
+        recorded = False
+        if self._loses_devices(name, labels, change.mode, change.replicas):
+            change, recorded = self._cordon(path, node, change), True
+            drain = Relayout("draining", change.target, change.previous, change.since)
+            try:
+                why = self.nodes._drain(name, drain)
+            except Stopped:
+                self._end(path, change, restore=False)
+                return (
+                    f"node {name}: stopped by shutdown during the drain; node uncordoned, "
+                    "sharing not changed"
+                )
+            if why is not None:
+                self._end(path, change, restore=False)
+                return f"node {name}: {why}; sharing not changed"
+        relabel = change.previous != change.target
+        if relabel or recorded:
+            # The config manager acts on a change of the value only: a node labelled
+            # already (an earlier run stopped while waiting) is waited for, not relabelled.
+            change, recorded = self._relabel(path, change, relabel), True
+        try:
+            done = self._await_labels(path, change.mode, change.replicas)
+            if done is None and change.mode == "mps":
+                done = self._await_mps_daemon(name)
+        except Stopped as stop:
+            if recorded:
+                self._end(path, change, restore=relabel)
+            return (
+                f"node {name}: stopped by shutdown while waiting for {stop.step}; "
+                f"{CONFIG_LABEL} {'restored to ' + (change.previous or 'unset') if relabel else 'unchanged'}"
+                f"{', node uncordoned' if change.cordoned else ''}"
+            )
+        if recorded:
+            self._end(path, change, restore=done is not None and relabel)
+        if done is not None:
+            if not relabel:
+                return f"node {name}: {done}"
+            return f"node {name}: {done}; {CONFIG_LABEL} restored to {change.previous or 'unset'}"
+        return None
+
+    def resume(self, name: str, labels: dict[str, str], change: SharingChange) -> tuple[bool, str]:
+        """Finish or roll back the change an earlier run left recorded on ``node``: finished
+        (uncordoned) where the node shows the target shared, and for MPS its daemon up; rolled
+        back otherwise (the previous label put back, uncordoned). No wait: whatever the
+        node's ``labels`` show now decides. Returns whether the target was reached, and a
+        line."""
+        path = f"{NODES_PATH}/{name}"
+        reached = (
+            change.step == "relabelled"
+            and labels.get(CONFIG_LABEL) == change.target
+            and _advertised(labels, change.mode, change.replicas)
+            and (change.mode != "mps" or self._mps_daemon_ready(name))
+        )
+        foreign = labels.get(CONFIG_LABEL) not in (change.target, change.previous)
+        restore = change.step == "relabelled" and not reached and not foreign
+        self._end(path, change, restore=restore)
+        if reached:
+            return True, (
+                f"node {name}: the sharing change to {change.target} an earlier run left "
+                f"({change.step} since {change.since}) is finished; node uncordoned"
+            )
+        return False, (
+            f"node {name}: the sharing change to {change.target} an earlier run left "
+            f"({change.step} since {change.since}) is rolled back; {CONFIG_LABEL} "
+            f"{'restored to ' + (change.previous or 'unset') if restore else 'unchanged'}, "
+            "node uncordoned"
+        )
+
+    def _cordon(self, path: str, node: dict[str, Any], change: SharingChange) -> SharingChange:
         """Cordon the node (marked as tiercast's) and, on a node Karpenter launched, set
-        ``karpenter.sh/do-not-disrupt`` (Karpenter's disruption ignores cordon); whether
-        each was tiercast's doing."""
+        ``karpenter.sh/do-not-disrupt`` (Karpenter's disruption ignores cordon), with the
+        change recorded, in one patch; the change with what tiercast did."""
         meta = node.get("metadata", {})
         annotations = meta.get("annotations") or {}
         cordon = not node.get("spec", {}).get("unschedulable")
         guard = karpenter_managed(meta.get("labels") or {}) and (
             annotations.get(DO_NOT_DISRUPT) != "true"
         )
-        written: dict[str, Any] = {}
+        change = replace(change, cordoned=cordon, do_not_disrupt=guard)
+        written: dict[str, Any] = {SHARING_ANNOTATION: change.to_annotation()}
         body: dict[str, Any] = {"metadata": {"annotations": written}}
         if cordon:
             body["spec"] = {"unschedulable": True}
             written[CORDONED_BY] = "true"
         if guard:
             written[DO_NOT_DISRUPT] = "true"
-        if written:
-            self.session.request("PATCH", path, body, STRATEGIC_MERGE_PATCH)
-        return cordon, guard
+        self.session.request("PATCH", path, body, STRATEGIC_MERGE_PATCH)
+        return change
 
-    def _release(self, path: str, cordoned: bool, guarded: bool) -> None:
-        """Undo what :meth:`_cordon` did, and only that."""
-        annotations: dict[str, Any] = {}
+    def _relabel(self, path: str, change: SharingChange, relabel: bool) -> SharingChange:
+        """Set the label (where it changes) and move the record on, in one patch."""
+        moved = replace(change, step="relabelled", since=utc_text(self.wall()))
+        meta: dict[str, Any] = {"annotations": {SHARING_ANNOTATION: moved.to_annotation()}}
+        if relabel:
+            meta["labels"] = {CONFIG_LABEL: change.target}
+        self.session.request("PATCH", path, {"metadata": meta}, MERGE_PATCH)
+        return moved
+
+    def _end(self, path: str, change: SharingChange, restore: bool) -> None:
+        """End the change in one patch: its record, tiercast's cordon and do-not-disrupt
+        removed, and with ``restore`` the previous label put back."""
+        annotations: dict[str, Any] = {SHARING_ANNOTATION: None}
         body: dict[str, Any] = {"metadata": {"annotations": annotations}}
-        if cordoned:
+        if change.cordoned:
             body["spec"] = {"unschedulable": None}
             annotations[CORDONED_BY] = None
-        if guarded:
+        if change.do_not_disrupt:
             annotations[DO_NOT_DISRUPT] = None
-        if annotations:
-            self.session.request("PATCH", path, body, MERGE_PATCH)
+        if restore:
+            body["metadata"]["labels"] = {CONFIG_LABEL: change.previous}
+        self.session.request("PATCH", path, body, MERGE_PATCH)
 
     def _loses_devices(self, name: str, labels: dict[str, str], mode: str, replicas: int) -> bool:
         """Whether running pods on ``name`` use GPUs the new config takes away: fewer devices
@@ -327,7 +484,9 @@ class SharingRelabel:
         return False
 
     def _await_labels(self, path: str, mode: str, replicas: int) -> str | None:
-        """Wait for GPU feature discovery's labels to show the sharing; why not, or None."""
+        """Wait for GPU feature discovery's labels to show the sharing; why not, or None.
+
+        A shutdown request ends the wait (:class:`Stopped`)."""
         timeout = self.kube.mig_timeout_s
         if self.dry_run:
             self.session.note(
@@ -347,13 +506,44 @@ class SharingRelabel:
                     f"GPU feature discovery showed no {SHARING_STRATEGY}={mode} with "
                     f"{REPLICAS}={replicas} within {timeout} s"
                 )
-            self.sleep(self.kube.poll_interval_s)
+            self._pause(self.kube.poll_interval_s, "GPU feature discovery's labels")
+
+    def _mps_daemon_ready(self, name: str) -> bool:
+        """Whether the GPU Operator's MPS control daemon pod on ``name`` is Ready: the device
+        plugin serves MPS devices only once the daemon is up (NVIDIA/k8s-device-plugin
+        ``cmd/mps-control-daemon/main.go`` writes ``/mps/.ready`` when its daemons started)."""
+        pods = self.session.get(
+            f"/api/v1/namespaces/{self.kube.gpu_operator_namespace}/pods",
+            {"labelSelector": f"app={MPS_DAEMON_APP}", "fieldSelector": f"spec.nodeName={name}"},
+        )
+        for pod in pods.get("items", []):
+            for cond in (pod.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "Ready" and cond.get("status") == "True":
+                    return True
+        return False
+
+    def _await_mps_daemon(self, name: str) -> str | None:
+        """Wait (``mig_timeout_s``) for the MPS control daemon on ``name`` to be Ready, so
+        the node is not uncordoned before MPS clients can start; why not, or None."""
+        timeout = self.kube.mig_timeout_s
+        if self.dry_run:
+            self.session.note(
+                "WAIT", name, until=f"pod app={MPS_DAEMON_APP} Ready", timeout_s=timeout
+            )
+            return None
+        deadline = self.clock() + timeout
+        while not self._mps_daemon_ready(name):
+            if self.clock() >= deadline:
+                return f"the MPS control daemon on {name} was not Ready within {timeout} s"
+            self._pause(self.kube.poll_interval_s, "the MPS control daemon")
+        return None
 
     def _pause(self, seconds: float, what: str) -> None:
+        """The MIG relabel's pause: a shutdown request ends it (:class:`Stopped`)."""
         if self.dry_run:
             self.session.note("WAIT", what, seconds=seconds)
             return
-        self.sleep(seconds)
+        self.nodes._pause(seconds, what)
 
 
 def _advertised(labels: dict[str, str], mode: str, replicas: int) -> bool:

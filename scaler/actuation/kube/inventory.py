@@ -88,6 +88,9 @@ GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STATE = "nvidia.com/mig.config.state"
+SHARING_ANNOTATION = "tiercast.io/sharing-change"
+"""Node annotation holding the sharing change tiercast has in progress there (JSON,
+``scaler.actuation.kube.device_plugin.SharingChange``)."""
 MIG_STRATEGY = "nvidia.com/mig.strategy"
 GPU_COUNT = "nvidia.com/gpu.count"
 GPU_REPLICAS = REPLICAS_LABEL
@@ -692,6 +695,8 @@ def shared_node_state(
         held = "MIG devices on the node: its GPUs are not whole"
     elif RELAYOUT_ANNOTATION in node.annotations:
         held = "a MIG relayout tiercast started is in progress"
+    elif SHARING_ANNOTATION in node.annotations:
+        held = "a sharing change tiercast started is in progress"
     elif unknown is not None:
         held = unknown
     elif strategy not in (None, "", "none", "time-slicing", "mps"):

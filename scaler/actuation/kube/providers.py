@@ -74,10 +74,12 @@ from scaler.actuation.kube.device_plugin import (
     DEVICE_PLUGIN_CONFIG,
     DevicePluginConfigMap,
     DevicePluginRefused,
+    SharingChange,
     SharingRelabel,
 )
 from scaler.actuation.kube.events import change_events, notice_event
 from scaler.actuation.kube.inventory import (
+    SHARING_ANNOTATION,
     NodeInfo,
     mig_node_states,
     node_mig_configs,
@@ -190,13 +192,45 @@ class KubeProvider:
         return read_nodes(self.session, self.config.pools, self.kube)
 
     def inventory(self) -> dict[str, int]:
-        """Nodes per pool: counted from node labels (Kubernetes pools), configured otherwise."""
+        """Nodes per pool: counted from node labels (Kubernetes pools), configured otherwise.
+
+        A sharing change an earlier run left on a node (killed mid-change) is finished or
+        rolled back first (:meth:`SharingRelabel.resume`), so no node stays cordoned by it.
+        """
         self.session.calls = []
-        counts = nodes_per_pool(self.nodes(), self.config.pools)
+        nodes = self.nodes()
+        if not self.dry_run and self.finish_sharing_changes(nodes):
+            nodes = self.nodes()
+        counts = nodes_per_pool(nodes, self.config.pools)
         out = {name: counts[name] for name in self.pools}
         if self.recording is not None:
             out.update(self.recording.inventory())
         return out
+
+    def finish_sharing_changes(self, nodes: list[NodeInfo]) -> int:
+        """Finish or roll back every sharing change recorded on ``nodes``; how many.
+
+        An API error is logged and leaves the record for the next run (the cycle goes on)."""
+        done = 0
+        for node in nodes:
+            if SHARING_ANNOTATION not in node.annotations:
+                continue
+            change = SharingChange.from_annotations(node.annotations)
+            if change is None:
+                log.warning(
+                    "node %s: %s does not read; remove it and uncordon the node by hand",
+                    node.name,
+                    SHARING_ANNOTATION,
+                )
+                continue
+            try:
+                _, line = self.sharing.resume(node.name, node.labels, change)
+            except KubeApiError as exc:
+                log.error("node %s: sharing change left as it was (%s)", node.name, exc)
+                continue
+            log.warning("%s", line)
+            done += 1
+        return done
 
     def apply(self, action: Action) -> ActionResult:
         self.session.calls = []
@@ -278,8 +312,10 @@ class KubeProvider:
             log.warning("event %s not recorded: %s", reason, exc)
 
     def stop_waits_on(self, stop: threading.Event) -> None:
-        """End the MIG relabel's long waits (ConfigMap refresh, drain, MIG manager) when
-        ``stop`` is set: the node keeps its recorded step and the next run finishes it."""
+        """End the long waits when ``stop`` is set: the MIG relabel's (ConfigMap refresh,
+        drain, MIG manager; the node keeps its recorded step and the next run finishes it)
+        and the sharing change's, which share them (ConfigMap refresh, drain, GPU feature
+        discovery, the MPS daemon; the change is rolled back at once)."""
         self.mig.stopping = stop.is_set
         if self.sleep is time.sleep:
             self.mig.sleep = stop.wait
