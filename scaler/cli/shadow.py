@@ -76,6 +76,84 @@ def _newest(records: list[Any]) -> pd.Timestamp:
     return found if found is not None else pd.Timestamp.now(tz="UTC").tz_localize(None)
 
 
+def cmd_simulate_prometheus(args: argparse.Namespace) -> int:
+    """``tiercast simulate --prometheus-url URL --config FILE --since 14d``: the user-fleet
+    replay on the signal read from Prometheus, its table, and the shadow scorecard of
+    tiercast's replayed plans against the nodes the cluster ran
+    (:mod:`scaler.replay.from_prometheus`)."""
+    from forecaster.errors import BadInputError
+    from scaler.cli.simulate import (
+        _fleet_setup,
+        _policies,
+        _replay_showing_progress,
+        _user_fleet,
+        _write_files,
+    )
+    from scaler.replay.forecast_store import kept_forecasts
+    from scaler.replay.from_prometheus import read_cluster_history, shadow_from_replay
+    from scaler.replay.protocol import prepare_trace
+    from scaler.replay.tables import format_table, format_tiers
+    from scaler.reports.shadow import format_scorecard, period, score_shadow
+
+    if args.config is None:
+        raise BadInputError(
+            "simulate: --prometheus-url replays the signal and pools of --config; give --config FILE"
+        )
+    if args.history is not None or args.suite is not None:
+        raise BadInputError("simulate: give one of --history, --suite or --prometheus-url")
+    args.method_given = args.method is not None
+    fleet = _user_fleet(args)
+    assert fleet is not None
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None).floor("5min")
+    start, end = period(args.since, args.until, now)
+    cluster = read_cluster_history(args.config, fleet, args.prometheus_url, start, end)
+    setup = _fleet_setup(args, fleet)
+    trace = prepare_trace(cluster.history[fleet.signal], fleet.units_per_gpu, setup)
+    tiers = bool(args.tiers or fleet.tiers)
+    policies = _policies(args)
+    test = trace.test_index
+    print(
+        f"tiercast simulate | {cluster.url}, signal {fleet.signal!r}, {start:%Y-%m-%d %H:%M}Z to "
+        f"{end:%Y-%m-%d %H:%M}Z | demand = ceil(value / {fleet.units_per_gpu:g}) GPUs | test "
+        f"{test[0]:%Y-%m-%d %H:%M} to {test[-1]:%Y-%m-%d %H:%M} ({len(test)} steps of 5 min) | "
+        f"config {args.config}: {fleet.describe()} | reforecast every {args.reforecast}"
+    )
+    with kept_forecasts(args.forecast_cache, trace, [setup]) as cache:
+        replay = _replay_showing_progress(args, trace, setup, policies, cache, tiers, fleet.config)
+    print(format_table(replay))
+    if tiers:
+        print(format_tiers(replay))
+    planner = "predictive-tiers" if tiers else "predictive"
+    if planner in replay.runs:
+        print()
+        print(format_scorecard(score_shadow(shadow_from_replay(cluster, replay, fleet, planner))))
+    else:
+        print(f"shadow scorecard: --policies has no {planner}; tiercast was not replayed")
+    _write_files(replay, args.timeline_out, args.chart_out)
+    return 0
+
+
+def add_prometheus_flags(p: argparse.ArgumentParser) -> None:
+    """``simulate``'s flags to replay straight from the cluster's Prometheus."""
+    p.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="with --config: read the signal's query and kube-state-metrics' node series of "
+        "each pool from this Prometheus, replay, and score tiercast against what the cluster "
+        "ran (no CSV export; docs/operations.md)",
+    )
+    p.add_argument(
+        "--since",
+        default="14d",
+        help="with --prometheus-url: start of the history, a duration before --until (14d) "
+        "or a UTC time (default: %(default)s)",
+    )
+    p.add_argument(
+        "--until",
+        help="with --prometheus-url: end of the history, a UTC time (default: now)",
+    )
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "shadow",

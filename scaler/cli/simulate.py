@@ -174,6 +174,10 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    if getattr(args, "prometheus_url", None) is not None:
+        from scaler.cli.shadow import cmd_simulate_prometheus
+
+        return cmd_simulate_prometheus(args)
     if (args.history is None) == (args.suite is None):
         raise BadInputError("simulate: give exactly one of --history CSV or --suite DIR")
     args.method_given = args.method is not None
@@ -389,6 +393,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     _add_input_flags(p)
+    from scaler.cli.shadow import add_prometheus_flags
+
+    add_prometheus_flags(p)
     _add_policy_flags(p)
     _add_output_flags(p)
     add_progress_flag(p)
