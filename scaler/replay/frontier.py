@@ -3,33 +3,54 @@
 One fixed reactive headroom is a poor yardstick: a policy that spends more than the
 20% rule where the unserved budget needs it, or less where it does not, is neither
 better nor worse for it. So the reactive rule is replayed on the same test period at
-every headroom from 0% to 100% in steps of 2.5% (:data:`HEADROOMS`, the same hold
-rule), which traces what reacting costs at each level of unserved demand.
+every headroom from 0% to 100% in steps of 2.5% (:data:`HEADROOMS`), which traces what
+reacting costs at each level of unserved demand.
+
+Nor is one fixed hold: the planner keeps capacity for lead time + stabilization
+(:func:`scaler.replay.protocol.planner_hold_s`: 60 minutes at a 40-minute lead), and a
+reactive rule held only 30 minutes would pay for its shorter memory in unserved demand,
+flattering the planner. So every headroom is replayed at each hold of
+:func:`frontier_holds` (the reactive rule's own 30 minutes and the planner's hold), and
+each hold traces its own frontier; at a policy's service the cheaper of them is the
+yardstick, so the reactive rule holds at least as long as the planner wherever that is
+cheaper, and the replay tables print the hold of the point used.
 
 A policy's *saving at matched service* is the frontier's cost at the policy's
-unserved share, interpolated linearly between the frontier's efficient points
+unserved share, interpolated linearly between one hold's efficient points
 (those no other point beats on both cost and unserved), minus the policy's cost, as
-a share of the former. Where the policy leaves less unserved than any headroom
-does, the frontier's best-serving point stands in (the saving is then understated,
-and :attr:`Matched.beyond` says so); where it leaves more than headroom 0%, the
-cost at 0%. Reversals are compared with those of the efficient point of the same
-service: the one with the least headroom leaving no more unserved than the policy.
+a share of the former. Where the policy leaves less unserved than any point does,
+the frontier's best-serving point stands in (the saving is then understated, and
+:attr:`Matched.beyond` says so; with several holds the cheaper stand-in, so the saving
+stays understated); where it leaves more than every point, the cheapest point's cost. Reversals are compared with those of the efficient point of the same
+service: the cheapest one leaving no more unserved than the policy, whose headroom and
+hold the replay tables print.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from scaler.replay.baselines import reactive_requests
-from scaler.replay.fleets import single_pool_run
-from scaler.replay.protocol import STEP, ReplaySetup, Trace
+from scaler.replay.fleets import FleetRun, single_pool_run
+from scaler.replay.protocol import STEP, ReplaySetup, Trace, planner_hold_s
 from scaler.replay.scoring import Score, score
 
 HEADROOMS: tuple[float, ...] = tuple(round(0.025 * k, 3) for k in range(41))
 """Reactive headrooms the frontier is traced at: 0% to 100% in steps of 2.5%."""
+
+RunOf = Callable[[np.ndarray, ReplaySetup], FleetRun]
+"""A fleet run of the reactive rule's requests (nodes per test step) under a setup."""
+
+
+def frontier_holds(setup: ReplaySetup) -> tuple[int, ...]:
+    """The holds (seconds) the frontier is traced at: the reactive rule's own
+    (``reactive_hold_s``, 30 minutes) and the planner's (lead time + stabilization),
+    ascending and without repeats (one hold at the 10-minute lead)."""
+    return tuple(sorted({setup.reactive_hold_s, planner_hold_s(setup)}))
 
 
 @dataclass(frozen=True)
@@ -45,53 +66,91 @@ class Matched:
     reversals: int
     """That point's reversals."""
     beyond: bool
-    """True where the policy serves better than any headroom of the frontier."""
+    """True where the policy serves better than any point of the frontier."""
+    hold_s: int = 1800
+    """That point's hold, seconds."""
 
 
 @dataclass(frozen=True)
 class Frontier:
-    """The reactive rule's score at each headroom of :data:`HEADROOMS` on one test period."""
+    """The reactive rule's score at each headroom and hold on one test period (point k
+    is ``headrooms[k]`` held ``holds[k]`` seconds)."""
 
     headrooms: tuple[float, ...]
     scores: tuple[Score, ...]
+    holds: tuple[int, ...] = ()
+    """Each point's hold, seconds (empty: every point held ``reactive_hold_s``, 1800)."""
 
-    def efficient(self) -> list[tuple[float, Score]]:
+    def points(self) -> list[tuple[float, int, Score]]:
+        """``(headroom, hold_s, score)`` of every point."""
+        holds = self.holds or (1800,) * len(self.headrooms)
+        return list(zip(self.headrooms, holds, self.scores, strict=True))
+
+    def efficient(self) -> list[tuple[float, int, Score]]:
         """The points no other beats on both cost and unserved, by unserved share ascending."""
-        pts = sorted(zip(self.headrooms, self.scores, strict=True), key=lambda p: p[1].cost)
-        out: list[tuple[float, Score]] = []
+        pts = sorted(self.points(), key=lambda p: p[2].cost)
+        out: list[tuple[float, int, Score]] = []
         best = math.inf
-        for h, s in pts:
+        for h, hold, s in pts:
             if s.unserved_share < best - 1e-15:
-                out.append((h, s))
+                out.append((h, hold, s))
                 best = s.unserved_share
-        return sorted(out, key=lambda p: p[1].unserved_share)
+        return sorted(out, key=lambda p: p[2].unserved_share)
 
     def match(self, policy: Score) -> Matched:
-        """``policy`` at matched service (module docstring)."""
+        """``policy`` at matched service (module docstring): against each hold's frontier,
+        then the cheapest of those at the policy's service."""
+        holds = sorted(set(h for _, h, _ in self.points()))
+        if len(holds) == 1:
+            return self._match_one(policy)
+        each = [self.at_hold(h)._match_one(policy) for h in holds]
+        return min(each, key=lambda m: m.frontier_cost)
+
+    def at_hold(self, hold_s: int) -> Frontier:
+        """The points held ``hold_s`` seconds."""
+        pts = [p for p in self.points() if p[1] == hold_s]
+        return Frontier(
+            tuple(p[0] for p in pts), tuple(p[2] for p in pts), tuple(p[1] for p in pts)
+        )
+
+    def _match_one(self, policy: Score) -> Matched:
         eff = self.efficient()
         u = policy.unserved_share
-        us = np.array([s.unserved_share for _, s in eff])
-        cs = np.array([s.cost for _, s in eff])
+        us = np.array([s.unserved_share for _, _, s in eff])
+        cs = np.array([s.cost for _, _, s in eff])
         beyond = u < us[0] - 1e-15
         # np.interp holds the end values outside the range: the best-serving point below,
-        # headroom 0%'s cost above.
+        # the cheapest point's cost above.
         cost = float(np.interp(u, us, cs))
-        at_or_better = [(h, s) for h, s in eff if s.unserved_share <= u + 1e-15]
-        h, point = max(at_or_better, key=lambda p: p[1].unserved_share) if at_or_better else eff[0]
+        at_or_better = [p for p in eff if p[2].unserved_share <= u + 1e-15]
+        h, hold, point = (
+            max(at_or_better, key=lambda p: p[2].unserved_share) if at_or_better else eff[0]
+        )
         saving = (cost - policy.cost) / cost if cost > 0 else math.nan
-        return Matched(cost, saving, h, point.reversals, beyond)
+        return Matched(cost, saving, h, point.reversals, beyond, hold)
 
 
 def reactive_frontier(
-    trace: Trace, setup: ReplaySetup, headrooms: tuple[float, ...] = HEADROOMS
+    trace: Trace,
+    setup: ReplaySetup,
+    headrooms: tuple[float, ...] = HEADROOMS,
+    holds: Sequence[int] | None = None,
+    run_of: RunOf | None = None,
 ) -> Frontier:
-    """The reactive rule replayed at each of ``headrooms`` on ``trace``'s test period."""
+    """The reactive rule replayed at each of ``headrooms`` and ``holds`` (default
+    :func:`frontier_holds`) on ``trace``'s test period, each run on one on-demand pool
+    or as ``run_of`` runs its requests (the tiered reactive baseline,
+    :mod:`scaler.replay.tiers`)."""
     demand = trace.demand[trace.test_start :]
     window = max(1, round(setup.reversal_window_s / STEP.total_seconds()))
-    scores = []
-    for h in headrooms:
-        run = single_pool_run(
-            "reactive", reactive_requests(trace, replace(setup, reactive_headroom=h)), setup
-        )
-        scores.append(score(run, demand, setup.gpus_per_node, math.nan, math.nan, window))
-    return Frontier(tuple(headrooms), tuple(scores))
+    holds = tuple(holds) if holds is not None else frontier_holds(setup)
+    run_of = run_of or (lambda requests, s: single_pool_run("reactive", requests, s))
+    hs, held, scores = [], [], []
+    for hold in holds:
+        for h in headrooms:
+            at = replace(setup, reactive_headroom=h, reactive_hold_s=hold)
+            run = run_of(reactive_requests(trace, at), at)
+            scores.append(score(run, demand, setup.gpus_per_node, math.nan, math.nan, window))
+            hs.append(h)
+            held.append(hold)
+    return Frontier(tuple(hs), tuple(scores), tuple(held))

@@ -34,7 +34,9 @@ class ReplaySetup:
     reactive_headroom: float = 0.2
     """Reactive: last demand times (1 + this)."""
     reactive_hold_s: int = 1800
-    """Reactive: the target must have been lower this long before it is lowered."""
+    """Reactive: the target must have been lower this long before it is lowered. The
+    frontier (scaler.replay.frontier) also holds it as long as the planner does
+    (:func:`planner_hold_s`) and takes the cheaper at each level of service."""
     test_days: int = 7
     """Days replayed; ``short_test_days`` for series of ``short_series_days`` or less."""
     short_test_days: int = 4
@@ -122,6 +124,14 @@ class Trace:
     @property
     def test_index(self) -> pd.DatetimeIndex:
         return self.index[self.test_start :]
+
+
+def planner_hold_s(setup: ReplaySetup) -> int:
+    """Seconds the replayed planner holds capacity: lead time + stabilization, the window
+    its hysteresis and observed floor look back over (``_hold_window`` of
+    :mod:`scaler.replay.walkforward`, from the same setup): 30 minutes at the 10-minute
+    lead, 40 at 20, 60 at 40."""
+    return setup.lead_time_s + setup.stabilization_s
 
 
 def prepare_trace(

@@ -57,6 +57,7 @@ from scaler.replay.fleets import FleetRun, single_pool_run
 from scaler.replay.frontier import Frontier, Matched, reactive_frontier
 from scaler.replay.protocol import STEP, STEPS_PER_DAY, ReplaySetup, Trace
 from scaler.replay.scoring import Score, score
+from scaler.replay.tiers import RESERVED_RULES, tiered_reactive_frontier
 from scaler.replay.walkforward import ForecastCache, replay_config, tiercast_run
 
 POLICIES: tuple[str, ...] = ("static", "reactive", "predictive", "clairvoyant", "oracle")
@@ -88,6 +89,9 @@ class Replay:
     frontier: Frontier | None = None
     matched: dict[str, Matched] = field(default_factory=dict)
     """Each real policy at matched service against the frontier (scaler.replay.frontier)."""
+    tier_matched: dict[str, Matched] = field(default_factory=dict)
+    """The tiered planner at matched service against the tiered reactive baseline, its
+    commitment sized by rule and at hindsight (scaler.replay.tiers.RESERVED_RULES)."""
 
 
 def run_replay(
@@ -117,7 +121,14 @@ def run_replay(
     scores = _scores(trace, setup, runs)
     frontier = reactive_frontier(trace, setup)
     matched = {p: frontier.match(s) for p, s in scores.items() if p not in YARDSTICKS}
-    return Replay(trace, setup, runs, scores, frontier, matched)
+    tiered = scores.get("predictive-tiers")
+    # The baseline takes the replay's own tiers: not a user's pools (--config).
+    tier_matched = (
+        {r: tiered_reactive_frontier(trace, setup, r).match(tiered) for r in RESERVED_RULES}
+        if tiered is not None and fleet is None
+        else {}
+    )
+    return Replay(trace, setup, runs, scores, frontier, matched, tier_matched)
 
 
 def planner_days(trace: Trace, policies: Sequence[str], tiers: bool) -> int:

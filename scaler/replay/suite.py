@@ -94,6 +94,9 @@ class SuiteResult:
     """The lead time the series was replayed at."""
     test_days: float = 7.0
     """Days in the test period."""
+    tier_matched: dict[str, Matched] = field(default_factory=dict)
+    """The tiered planner at matched service against the tiered reactive baseline, by how
+    its commitment is sized (``rule``, ``hindsight``: scaler.replay.tiers)."""
 
 
 def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
@@ -122,4 +125,5 @@ def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
         dict(replay.matched),
         replay.setup.lead_time_s,
         len(replay.trace.test_index) / STEPS_PER_DAY,
+        dict(replay.tier_matched),
     )

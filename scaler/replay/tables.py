@@ -34,6 +34,7 @@ _TABLE_HEADER = (
     "reversals",
     "saving at matched %",
     "frontier headroom %",
+    "frontier hold min",
     "frontier reversals",
 )
 
@@ -52,10 +53,11 @@ def _policy_row(s: Score, m: Matched | None) -> tuple[str, ...]:
         (
             f"{'>=' if m.beyond else ''}{100 * m.saving:.2f}",
             f"{100 * m.headroom:.1f}",
+            f"{m.hold_s // 60}",
             str(m.reversals),
         )
         if m is not None
-        else ("-", "-", "-")
+        else ("-", "-", "-", "-")
     )
     return (
         s.policy,
@@ -102,7 +104,24 @@ def format_tiers(replay: Replay) -> str:
         f"(clairvoyant tiers at these prices: {100 * clairvoyant:.1f}%, so {100 * captured:.0f}% of "
         f"theirs); unserved {tiered.unserved_gpu_hours:.2f} vs {single.unserved_gpu_hours:.2f} GPU-h "
         f"({verdict} unserved); {split}; spot nodes reclaimed: {run.reclaimed}"
+        + "".join(f"\n{line}" for line in _tier_baseline_lines(replay.tier_matched, tiered))
     )
+
+
+def _tier_baseline_lines(tier_matched: dict[str, Matched], tiered: Score) -> list[str]:
+    """The tiered plan against the tiered reactive baseline at matched service, a line per
+    way of sizing the baseline's commitment."""
+    how = {
+        "rule": "commitment by tiercast's rule on the training period",
+        "hindsight": "commitment chosen at hindsight on the test period",
+    }
+    return [
+        f"tiers vs tiered reactive ({how.get(r, r)}): ${tiered.cost:,.0f} vs "
+        f"${m.frontier_cost:,.0f} at {100 * tiered.unserved_share:.3f}% unserved: saving at "
+        f"matched service {'>=' if m.beyond else ''}{100 * m.saving:.2f}% (its point: "
+        f"headroom {100 * m.headroom:.1f}%, hold {m.hold_s // 60} min)"
+        for r, m in tier_matched.items()
+    ]
 
 
 # --------------------------------------------------------------------------- a suite
@@ -113,6 +132,7 @@ _SUMMARY_HEADER = (
     "x clairv. pred/react",
     "unserved % pred/react",
     "saving at matched %",
+    "frontier hold min",
     "ablations at matched %",
     "reversals pred/frontier",
     "reversals<=frontier+1/wk",
@@ -120,6 +140,7 @@ _SUMMARY_HEADER = (
     "clairv. tiers %",
     "captured %",
     "unserved GPU-h tiers/od",
+    "tiers vs tiered reactive % rule/hindsight",
     "tiers ok",
 )
 
@@ -181,6 +202,7 @@ def _series_row(r: SuiteResult) -> tuple[tuple[str, ...], bool | None] | None:
         f"{p.cost_vs_clairvoyant:.3f}/{re_.cost_vs_clairvoyant:.3f}",
         f"{100 * p.unserved_share:.3f}/{100 * re_.unserved_share:.3f}",
         f"{'>=' if m.beyond else ''}{100 * m.saving:.2f}",
+        f"{m.hold_s // 60}",
         abl or "-",
         f"{p.reversals}/{m.reversals}",
         "yes" if reversals_ok(r) else "NO",
@@ -188,6 +210,10 @@ def _series_row(r: SuiteResult) -> tuple[tuple[str, ...], bool | None] | None:
         f"{100 * r.tiers_clairvoyant:.1f}" if math.isfinite(r.tiers_clairvoyant) else "-",
         f"{100 * tier[1]:.0f}" if tier is not None and math.isfinite(tier[1]) else "-",
         f"{t.unserved_gpu_hours:.2f}/{p.unserved_gpu_hours:.2f}" if t is not None else "-",
+        "/".join(
+            f"{'>=' if tm.beyond else ''}{100 * tm.saving:.1f}" for tm in r.tier_matched.values()
+        )
+        or "-",
         ("yes" if tier[2] else "NO") if tier is not None else "-",
     )
     return cells, (tier[2] if tier is not None else None)
@@ -224,6 +250,12 @@ def _group_averages(results: Sequence[SuiteResult], suite: Suite) -> list[str]:
             saving = group_mean(results, which, lambda r, p=policy: _saving(r, p))
             if not math.isnan(saving):
                 parts.append(f"{policy} saving at matched service {100 * saving:.2f}%")
+        for rule in _tier_rules(results):
+            saving = group_mean(results, which, lambda r, rule=rule: _tier_saving(r, rule))
+            if not math.isnan(saving):
+                parts.append(
+                    f"predictive-tiers saving against tiered reactive ({rule}) {100 * saving:.2f}%"
+                )
         lines.append(f"average over groups, {label}: " + "; ".join(parts))
     return lines
 
@@ -231,6 +263,21 @@ def _group_averages(results: Sequence[SuiteResult], suite: Suite) -> list[str]:
 def _saving(r: SuiteResult, policy: str) -> float:
     m = r.matched.get(policy)
     return m.saving if m is not None else math.nan
+
+
+def _tier_saving(r: SuiteResult, rule: str) -> float:
+    """The tiered plan's saving at matched service against the tiered reactive baseline
+    with its commitment sized by ``rule``."""
+    m = r.tier_matched.get(rule)
+    return m.saving if m is not None else math.nan
+
+
+def _tier_rules(results: Sequence[SuiteResult]) -> list[str]:
+    """The ways the tiered reactive baseline was sized in ``results``, in the order first seen."""
+    seen: list[str] = []
+    for r in results:
+        seen += [k for k in r.tier_matched if k not in seen]
+    return seen
 
 
 def group_mean(results: Sequence[SuiteResult], which: Sequence[str], value: object) -> float:
@@ -318,4 +365,41 @@ def format_leads(results: Sequence[SuiteResult], suite: Suite) -> str:
             lines.append(
                 f"{lead // 60} min: predictive beats {a} on {wins} of {len(groups)} groups"
             )
+    lines += _tier_leads(results, suite, leads, order)
     return "\n".join(lines)
+
+
+def _tier_leads(
+    results: Sequence[SuiteResult],
+    suite: Suite,
+    leads: Sequence[int],
+    order: Sequence[tuple[str, Sequence[str]]],
+) -> list[str]:
+    """Groups by lead time: the tiered plan's saving at matched service against the tiered
+    reactive baseline (commitment by rule / at hindsight), and the groups it is >= 0 on."""
+    rules = _tier_rules(results)
+    if not rules:
+        return []
+    rows: list[tuple[str, ...]] = [("group", *(f"{lead // 60} min" for lead in leads))]
+    for label, which in order:
+        cells = [label]
+        for lead in leads:
+            at = [r for r in results if r.lead_time_s == lead]
+            vals = [group_mean(at, which, lambda r, k=k: _tier_saving(r, k)) for k in rules]
+            cells.append("/".join(f"{100 * v:.1f}" if math.isfinite(v) else "-" for v in vals))
+        rows.append(tuple(cells))
+    groups = [label for label, which in order if len(which) == 1 and which[0] == label]
+    lines = [
+        "",
+        f"tiers against the tiered reactive baseline, saving at matched service % "
+        f"({'/'.join(rules)}), by lead time:",
+        *aligned(rows, right=range(1, len(leads) + 1)),
+    ]
+    for lead in leads:
+        at = [r for r in results if r.lead_time_s == lead]
+        for k in rules:
+            ok = sum(group_mean(at, [g], lambda r, k=k: _tier_saving(r, k)) >= 0 for g in groups)
+            lines.append(
+                f"{lead // 60} min: tiers >= tiered reactive ({k}) on {ok} of {len(groups)} groups"
+            )
+    return lines

@@ -1,5 +1,18 @@
-"""The tier replay's fleet sizes and yardstick: how many reserved nodes to commit and how deep
-the spot market is (from the training period only), and what clairvoyant tiers would save."""
+"""The tier replay's fleet sizes and yardsticks: how many reserved nodes to commit and how deep
+the spot market is (from the training period only), what clairvoyant tiers would save, and
+the tiered reactive baseline tiercast's tiered plan is scored against.
+
+The tiered reactive baseline (:func:`tiered_reactive_run`) is what a team without a
+forecast would run on the same three tiers: the reserved commitment, sized either by
+the rule tiercast's replay uses (:func:`tier_sizes`, on the training period) or at
+hindsight (the cheapest for the baseline's own requests on the test period, reported
+beside it); the reactive rule's target (newest demand x (1 + headroom), held) with
+the rest on spot, up to the same market depth and with the same reclaim spares, and
+on-demand above that. Spot nodes are reclaimed as in the tiered planner's replay (the
+same seeded rate) and replaced after the lead time; the spares cover the gap.
+:func:`tiered_reactive_frontier` traces it at every headroom and hold of the reactive
+frontier, so the tiered plan is scored against it at matched service.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +22,8 @@ import numpy as np
 
 from scaler.planning.coverage import reclaim_spares
 from scaler.replay.baselines import oracle_requests
+from scaler.replay.fleets import FleetRun, SpotFleet, usable_nodes
+from scaler.replay.frontier import Frontier, RunOf, reactive_frontier
 from scaler.replay.protocol import STEP, STEP_H, ReplaySetup, Trace
 
 TIER_CAPTURE_TARGET = 0.8
@@ -40,11 +55,17 @@ def _commitment_steps(setup: ReplaySetup) -> int:
     return max(1, math.ceil(setup.commitment_history_s / STEP.total_seconds()))
 
 
+def _spot_spare(spot_max: int, setup: ReplaySetup) -> int:
+    """Spare spot nodes held against reclaims once spot holds any: the policy quantile of
+    the reclaims of a full market over a replacement window, at least one (N+1)."""
+    loss = min(0.5, setup.spot_interruption_rate_per_hour * (setup.lead_time_s / 3600 + STEP_H))
+    return reclaim_spares(spot_max, loss, setup.quantile)
+
+
 def _cheapest_tiers(need: np.ndarray, spot_max: int, setup: ReplaySetup) -> tuple[int, float]:
     """(reserved nodes, cost) of the cheapest tier split serving ``need`` nodes per step exactly:
     reserved first, then spot up to the market depth less its reclaim spares, then on-demand."""
-    loss = min(0.5, setup.spot_interruption_rate_per_hour * (setup.lead_time_s / 3600 + STEP_H))
-    spare = reclaim_spares(spot_max, loss, setup.quantile)
+    spare = _spot_spare(spot_max, setup)
     per_node_h = setup.gpus_per_node * STEP_H
     best, best_cost = 0, math.inf
     for n in range(int(need.max()) + 1 if need.size else 1):
@@ -80,3 +101,79 @@ def clairvoyant_tier_saving(trace: Trace, setup: ReplaySetup) -> float:
     _, spot_max = tier_sizes(trace, setup)
     _, cost = _cheapest_tiers(need, spot_max, setup)
     return 1.0 - cost / on_demand
+
+
+# --------------------------------------------------------------------------- tiered reactive
+
+RESERVED_RULES: tuple[str, ...] = ("rule", "hindsight")
+"""How the tiered reactive baseline's commitment is sized: by tiercast's replay rule on the
+training period (:func:`tier_sizes`), or at hindsight on the test period."""
+
+
+def tier_split(
+    target: np.ndarray, reserved: int, spot_max: int, setup: ReplaySetup
+) -> dict[str, np.ndarray]:
+    """Nodes per tier for ``target`` nodes per step: ``reserved`` always, then spot up to
+    the market depth less its spares (plus the spares, once it holds any) where that is
+    cheaper than on-demand, then on-demand."""
+    spare = _spot_spare(spot_max, setup)
+    rest = np.maximum(0, np.asarray(target, dtype=np.int64) - reserved)
+    spot = np.minimum(rest, max(0, spot_max - spare))
+    # A node of spot counts with its spares: worth it only where cheaper than on-demand.
+    pays = (spot + spare) * setup.spot_price_per_gpu_hour < spot * setup.price_per_gpu_hour
+    spot = np.where(pays, spot, 0)
+    return {
+        "reserved": np.full(len(rest), reserved, dtype=np.int64),
+        "spot": np.where(spot > 0, spot + spare, 0).astype(np.int64),
+        "on-demand": (rest - spot).astype(np.int64),
+    }
+
+
+def tiered_reactive_run(
+    target: np.ndarray, reserved: int, spot_max: int, setup: ReplaySetup
+) -> FleetRun:
+    """The tiered reactive baseline's run of ``target`` nodes per test step (module
+    docstring): reserved always serving, spot reclaimed at the replay's seeded rate,
+    on-demand under the lead-time rule; all warm at their first request."""
+    requested = tier_split(target, reserved, spot_max, setup)
+    rate = 1 - (1 - setup.spot_interruption_rate_per_hour) ** STEP_H
+    spot = SpotFleet(setup.lead_steps, rate, np.random.default_rng(setup.seed))
+    first = int(requested["spot"][0]) if len(target) else 0
+    spot.ready_at = [-setup.lead_steps] * first
+    spot_usable = np.array([spot.step(t, int(n)) for t, n in enumerate(requested["spot"])])
+    usable = {
+        "reserved": requested["reserved"].copy(),
+        "spot": spot_usable.astype(np.int64),
+        "on-demand": usable_nodes(requested["on-demand"], setup.lead_steps),
+    }
+    node_h = setup.gpus_per_node * STEP_H
+    prices = {
+        "reserved": node_h * setup.reserved_price_per_gpu_hour,
+        "spot": node_h * setup.spot_price_per_gpu_hour,
+        "on-demand": node_h * setup.price_per_gpu_hour,
+    }
+    return FleetRun("tiered-reactive", requested, usable, prices, reclaimed=spot.reclaimed)
+
+
+def tiered_reactive_frontier(
+    trace: Trace,
+    setup: ReplaySetup,
+    reserved: str = "rule",
+    headrooms: tuple[float, ...] | None = None,
+) -> Frontier:
+    """The tiered reactive baseline at every headroom and hold of the reactive frontier, its
+    commitment sized by ``reserved`` (:data:`RESERVED_RULES`): ``rule``, tiercast's
+    (:func:`tier_sizes`); ``hindsight``, for each point the count that serves that point's
+    own requests on the test period cheapest (:func:`_cheapest_tiers`)."""
+    if reserved not in RESERVED_RULES:
+        raise ValueError(f"reserved must be one of {RESERVED_RULES}; got {reserved!r}")
+    committed, spot_max = tier_sizes(trace, setup)
+
+    def run_of(requests: np.ndarray, at: ReplaySetup) -> FleetRun:
+        n = committed if reserved == "rule" else _cheapest_tiers(requests, spot_max, at)[0]
+        return tiered_reactive_run(requests, n, spot_max, at)
+
+    run: RunOf = run_of
+    if headrooms is None:
+        return reactive_frontier(trace, setup, run_of=run)
+    return reactive_frontier(trace, setup, headrooms, run_of=run)
