@@ -849,8 +849,9 @@ class ServiceConfig(_Model):
     """Folder the scheduled report job writes to. Default ``reports`` in the state directory."""
     metrics_port: int = Field(default=9108, ge=0, le=65535)
     """Port of ``/metrics``, ``/healthz`` and ``/readyz``; 0 turns the endpoint off."""
-    metrics_host: str = "0.0.0.0"
-    """Address the metrics endpoint listens on."""
+    metrics_host: str = "127.0.0.1"
+    """Address the metrics endpoint listens on. Default loopback only; a pod scraped by
+    Prometheus sets ``0.0.0.0`` (deploy/base/configmap.yaml does, behind its NetworkPolicy)."""
     log_format: Literal["text", "json"] = "text"
     """``json`` writes one JSON object per log line (secrets redacted)."""
     leader_election: bool = False

@@ -197,7 +197,8 @@ def shared_labels(strategy: str, replicas: int) -> Any:
         count = int(labels.get("nvidia.com/gpu.count", "0"))
         product = labels.get("nvidia.com/gpu.product", "").removesuffix("-SHARED")
         shared = replicas > 1
-        labels["nvidia.com/gpu.product"] = f"{product}-SHARED" if shared else product
+        if product:  # GPU feature discovery labels the product only where NVML names one
+            labels["nvidia.com/gpu.product"] = f"{product}-SHARED" if shared else product
         labels["nvidia.com/gpu.replicas"] = str(replicas)
         labels["nvidia.com/gpu.sharing-strategy"] = strategy if shared else "none"
         alloc["nvidia.com/gpu"] = str(count * replicas)

@@ -85,6 +85,15 @@ def documents() -> list[dict[str, Any]]:
     return [d for p in manifests() for d in yaml.safe_load_all(p.read_text()) if d]
 
 
+ACTING = DEPLOY / "components" / "acting"
+
+
+def acting_documents() -> list[dict[str, Any]]:
+    """What the acting component adds (its ``resources``): RBAC an acting install alone has."""
+    names = yaml.safe_load((ACTING / "kustomization.yaml").read_text()).get("resources", [])
+    return [d for n in names for d in yaml.safe_load_all((ACTING / n).read_text()) if d]
+
+
 def test_kustomization_lists_every_manifest_and_nothing_else() -> None:
     listed = set(kustomization()["resources"])
     present = {p.name for p in BASE.glob("*.yaml")} - {"kustomization.yaml"}
@@ -132,7 +141,8 @@ def test_cronjob_runs_the_configured_cycle() -> None:
     pod_spec = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     container = pod_spec["containers"][0]
     # The base plans without acting: deploy/overlays/acting drops the last flag.
-    assert container["args"] == ["run", "--config", "/etc/tiercast/config.yaml", "--dry-run"]
+    base_args = ["run", "--config", "/etc/tiercast/config.yaml", "--log-level", "INFO"]
+    assert container["args"] == [*base_args, "--dry-run"]
     assert pod_spec["serviceAccountName"] == "tiercast"
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/tiercast")
@@ -147,8 +157,10 @@ def test_cronjob_runs_the_configured_cycle() -> None:
 
 
 def manifest_grants() -> set[Grant]:
-    """Every (account, scope, group, resource, verb) the bindings give a ServiceAccount."""
-    docs = documents()
+    """Every (account, scope, group, resource, verb) the bindings give a ServiceAccount;
+    the acting component's with scope ``cluster (acting)``."""
+    acting = acting_documents()
+    docs = documents() + acting
     roles = {
         (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")): d
         for d in docs
@@ -162,6 +174,8 @@ def manifest_grants() -> set[Grant]:
         namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
         role = roles[(ref["kind"], ref["name"], namespace)]
         scope = "cluster" if binding["kind"] == "ClusterRoleBinding" else namespace
+        if any(binding is d for d in acting):
+            scope = f"{scope} (acting)"
         for subject in binding["subjects"]:
             assert subject["kind"] == "ServiceAccount"
             home = (
@@ -325,7 +339,8 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
         details={"node": "md-b", "mode": "time-slicing", "replicas": 2},
     )  # fmt: skip
     provider.changes = 0  # the next cycle's change cap
-    assert provider.apply(shared).outcome == "applied"
+    shared_result = provider.apply(shared)
+    assert shared_result.outcome == "applied", shared_result.message
     # Node starts of `lead_time_s: auto` pools (lists NodeClaims, Machines and Nodes).
     assert provider.lead_time_observations(["capi", "static", "spot", "hold"]) == []
     # What the admission policies let tiercast's account write is what the code writes.
@@ -343,9 +358,12 @@ def test_every_call_the_code_makes_is_granted_and_every_grant_is_used(
                 "cluster-policy",
             ), r.path
         cluster = ("tiercast", "cluster", group, resource, verb)
+        acting = ("tiercast", "cluster (acting)", group, resource, verb)
         namespaced = ("tiercast", ns or "", group, resource, verb)
         if cluster in grants:
             used.add(cluster)
+        elif acting in grants:
+            used.add(acting)  # this run acts: the acting install's grants
         elif namespaced in grants:
             used.add(namespaced)
         else:
@@ -389,7 +407,8 @@ def test_the_privileged_agent_is_alone_in_its_namespace_and_tiercast_is_restrict
     # tiercast's namespaced rights (Deployments for placeholders) are in the restricted zone;
     # in the GPU Operator's namespace it may read and patch one named ConfigMap, nothing else.
     grants = manifest_grants()
-    assert {scope for _, scope, *_ in grants} <= {"cluster", "tiercast-system", "gpu-operator"}
+    scopes = {"cluster", "cluster (acting)", "tiercast-system", "gpu-operator"}
+    assert {scope for _, scope, *_ in grants} <= scopes
     assert {g[2:] for g in grants if g[1] == "gpu-operator"} == {
         ("", "configmaps", "get"),
         ("", "configmaps", "patch"),
@@ -559,9 +578,87 @@ def test_the_install_plans_first_and_acts_only_through_the_acting_overlay(
     assert container["args"][0] == command and not acts(container)
     assert container["args"][-1] == "--dry-run"
     assert acts(cycle_container(acted))
-    # The acting form differs from the dry-run form by that one flag, nothing else.
+    # Listing every pod and evicting: only the acting form's account may.
+    assert not pod_rights(planned) and pod_rights(acted) == {
+        ("pods", "list"),
+        ("pods/eviction", "create"),
+    }
+    # The acting form differs from the dry-run form by that one flag and that RBAC, nothing else.
     container["args"] = container["args"][:-1]
-    assert planned == acted
+    extra = [d for d in acted if d["metadata"]["name"] == "tiercast-acting"]
+    assert sorted(d["kind"] for d in extra) == ["ClusterRole", "ClusterRoleBinding"]
+    assert planned == [d for d in acted if d["metadata"]["name"] != "tiercast-acting"]
+
+
+def pod_rights(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(resource, verb) on pods that the rendered bindings give tiercast's account, cluster-wide."""
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    out: set[tuple[str, str]] = set()
+    for b in docs:
+        if b["kind"] != "ClusterRoleBinding":
+            continue
+        if not any(s["name"] == "tiercast" for s in b["subjects"]):
+            continue
+        for rule in roles[b["roleRef"]["name"]]["rules"]:
+            for resource in rule["resources"]:
+                if resource.startswith("pods"):
+                    out |= {(resource, verb) for verb in rule["verbs"]}
+    return out
+
+
+@pytest.mark.parametrize("form", ["base", "overlays/service"])
+def test_metrics_listen_on_loopback_unless_the_config_says_otherwise(form: str) -> None:
+    """The default binds 127.0.0.1; the shipped ConfigMap asks for every address, for the
+    probes and Prometheus behind its NetworkPolicy."""
+    assert ServiceConfig().metrics_host == "127.0.0.1"
+    docs = render(DEPLOY / form)
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    config = parse_config(yaml.safe_load(configmap["data"]["config.yaml"]), "configmap.yaml")
+    assert config.service.metrics_host == "0.0.0.0"
+    policy = next(
+        d
+        for d in docs
+        if d["kind"] == "NetworkPolicy" and d["metadata"]["namespace"] == "tiercast-system"
+    )
+    assert policy["spec"]["ingress"][0]["from"]  # the port is reachable from one namespace only
+
+
+def test_a_dry_run_without_pod_rights_shows_its_actions_and_does_not_halt(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    """The dry-run install lists no pods: a drain, a sharing change and placeholder headroom
+    are shown without them, and no action stops the cycle."""
+    fake.mutate(
+        "/api/v1/nodes/md-a",
+        lambda o: o["metadata"]["labels"].update(
+            {MIG_CONFIG: "all-disabled", MIG_STATE: "success"}
+        ),
+    )
+    seed_operator_cluster(fake, config_map=SEEDED_CONFIG)
+    fake.forbidden.add("/api/v1/pods")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+    clock = Clock()
+    transport = connect(str(kubeconfig), None, RetryPolicy(1, 0.01, 0.01, sleep=clock.sleep))
+    from scaler.actuation.kube.transport import MemoryTransport
+
+    provider = KubeProvider(
+        make_config(),
+        Session(MemoryTransport(upstream=transport)),
+        dry_run=True,
+        clock=clock.now,
+        sleep=clock.sleep,
+    )
+    plan = [
+        action("capi", 3, 3, decision="relayout", kind="mig-layout",
+               details={"node": "md-a", "layout": "tiercast-all-7g.80gb",
+                        "mig_parted_entry": [{"devices": "all", "mig-enabled": True,
+                                              "mig-devices": {"7g.80gb": 1}}]}),
+        action("hold", 2, 3),
+    ]  # fmt: skip
+    results = [provider.apply(a) for a in plan]
+    assert [r.outcome for r in results] == ["recorded", "recorded"], results
+    assert provider.halted is None
 
 
 def test_the_acting_component_refuses_a_base_it_does_not_know(tmp_path: Path) -> None:
@@ -570,8 +667,8 @@ def test_the_acting_component_refuses_a_base_it_does_not_know(tmp_path: Path) ->
     cronjob = copy / "base" / "cronjob.yaml"
     text = cronjob.read_text()
     moved = text.replace(
-        '["run", "--config", "/etc/tiercast/config.yaml", "--dry-run"]',
-        '["run", "--dry-run", "--config", "/etc/tiercast/config.yaml"]',
+        '["run", "--config", "/etc/tiercast/config.yaml", "--log-level", "INFO", "--dry-run"]',
+        '["run", "--dry-run", "--config", "/etc/tiercast/config.yaml", "--log-level", "INFO"]',
     )
     assert moved != text
     cronjob.write_text(moved)

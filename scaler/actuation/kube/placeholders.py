@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,8 @@ from scaler.actuation.kube.transport import (
 from scaler.actuation.kube.writes import still_conflicting
 from scaler.config import KubernetesConfig, PlaceholderProviderConfig, PoolConfig
 from scaler.plans import Action
+
+log = logging.getLogger(__name__)
 
 PLACEHOLDER_NAME = "tiercast-placeholder"
 TEMPLATE_HASH = "tiercast.io/template-hash"
@@ -120,13 +123,24 @@ class PlaceholderPool:
         names = {n.name for n in nodes() if n.pool == self.pool.name}
         if not names:
             return 0
-        pods = session.get(
-            "/api/v1/pods",
-            {
-                "fieldSelector": "status.phase!=Succeeded,status.phase!=Failed",
-                "labelSelector": f"app.kubernetes.io/name!={PLACEHOLDER_NAME}",
-            },
-        )
+        try:
+            pods = session.get(
+                "/api/v1/pods",
+                {
+                    "fieldSelector": "status.phase!=Succeeded,status.phase!=Failed",
+                    "labelSelector": f"app.kubernetes.io/name!={PLACEHOLDER_NAME}",
+                },
+            )
+        except KubeApiError as exc:
+            if exc.status != 403:
+                raise
+            # The dry-run install lists no pods (deploy/components/acting grants it): the
+            # headroom then counts no running pod, more placeholders, never fewer nodes.
+            log.warning(
+                "pool %s: pods cannot be listed (no RBAC grant): headroom counts no running pods",
+                self.pool.name,
+            )
+            return 0
         used = 0
         for pod in pods.get("items", []):
             if pod.get("spec", {}).get("nodeName") not in names:
