@@ -39,6 +39,11 @@ STEP_H = 5 / 60
 PRICE = 4.0
 
 
+def _up(t: pd.DatetimeIndex) -> np.ndarray:
+    """Steps at which kube-state-metrics reported (all but the outage)."""
+    return np.asarray((t < OUTAGE[0]) | (t >= OUTAGE[1]))
+
+
 def _rps(t: pd.DatetimeIndex) -> np.ndarray:
     """100 rps at night (10 GPUs at 10 rps each), 300 from 08:00 to 20:00 (30 GPUs)."""
     day = (t.hour >= 8) & (t.hour < 20)
@@ -66,7 +71,7 @@ def _ts(labels: dict[str, str], t: pd.DatetimeIndex, v: np.ndarray) -> TraceSeri
 
 
 def _backfill(tsdb: Path) -> None:
-    up = ~((GRID >= OUTAGE[0]) & (GRID < OUTAGE[1]))
+    up = _up(GRID)
     nodes, ready = _incumbent(GRID)
     labels, conditions, allocatable = [], [], []
     # The pool's nodes h100-0..3 (h100-3 only while there are 4), one of another pool,
@@ -140,7 +145,7 @@ def _config_data(tmp_path: Path) -> dict[str, Any]:
                 "provider": {"kind": "karpenter", "node_pool": "gpu-h100"},
             }
         ],
-        "policy": {"growth_backtest_s": 0},
+        "policy": {"growth_backtest_s": 0, "horizon_s": 3600},
         "forecast": {"method": "seasonal_naive_1d"},
         "model_store": {"path": str(tmp_path / "models")},
     }
@@ -199,7 +204,7 @@ def test_simulate_from_prometheus_scores_the_incumbent_against_tiercast_by_hand(
     demand = np.ceil(_rps(test) / 10.0)
     assert (mine["demand_gpus"].to_numpy() == demand).all()
     # The hand computation, over the steps kube-state-metrics reported (both sides).
-    up = ~((test >= OUTAGE[0]) & (test < OUTAGE[1]))
+    up = _up(test)
     nodes, ready = _incumbent(test)
     ran_gpu_h = (nodes[up] * 8).sum() * STEP_H
     ran_short = np.maximum(0.0, demand - 8 * ready)[up]
