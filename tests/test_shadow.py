@@ -331,3 +331,40 @@ def test_dry_run_cycles_record_the_cluster_and_shadow_scores_them(
     saving = ran_gpu_h * 4.0 - plan_gpu_h * 4.0
     assert f"acting would have cost {abs(saving):,.2f} USD " in text
     assert math.isfinite(saving)
+    # The capacity review has the same scorecard as a section (its table in the JSON).
+    csv = tmp_path / "rps.csv"
+    last = start + pd.Timedelta(minutes=5 * len(counts))
+    _history(last)["rps"].rename("value").rename_axis("timestamp").to_csv(csv)
+    out = tmp_path / "review"
+    review = ["report", "-c", str(tmp_path / "config.yaml"), "--history", str(csv)]
+    assert main([*review, "--out-dir", str(out), "-o", "json", "--backtest-origins", "0"]) == 0
+    doc = json.loads((out / "report.json").read_text())
+    section = next(x for x in doc["sections"] if x["key"] == "shadow")
+    rows = {(r["pool"], r["side"]): r for r in section["tables"][0]["rows"]}
+    assert rows["h100", "cluster"]["gpu_hours"] == pytest.approx(ran_gpu_h)
+    assert rows["TOTAL", "tiercast"]["cost"] == pytest.approx(plan_gpu_h * 4.0)
+    assert rows["TOTAL", "cluster"]["unserved_gpu_hours"] == pytest.approx(sum(ran_short) * STEP_H)
+    assert section["paragraphs"][-1].startswith("verdict: over 0.5 hours")
+
+
+@pytest.mark.slow  # the completion script builds every command's parser
+def test_shadow_has_help_completion_and_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["shadow", "--help"])
+    assert done.value.code == 0 and "--since" in capsys.readouterr().out
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    assert "shadow" in script and "--prometheus-url" in script and "--until" in script
+    store = RunStore(tmp_path / "r.sqlite")
+    store.add(_record(0, {}))  # a cycle of an older version: no capacity recorded
+    records = str(tmp_path / "r.sqlite")
+    assert main(["shadow", "--records", records]) == 1
+    err = capsys.readouterr().err
+    assert "recorded the cluster's capacity; nothing to compare" in err
+    assert main(["shadow", "--records", records, "--since", "soon"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--since: 'soon'" in err and "\n" not in err
+    assert main(["simulate", "--prometheus-url", "http://127.0.0.1:9", "--since", "1d"]) == 2
+    assert "give --config FILE" in capsys.readouterr().err

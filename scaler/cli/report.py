@@ -68,6 +68,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             recorded=recorded,
             progress=bar,
         )
+        # What the cluster ran against the plans, from the cycles' records (tiercast shadow).
+        from scaler.reports.shadow import records_scorecard, review_section
+
+        shadow = records_scorecard(records, now - period, now)
+        report.sections.append(review_section(shadow, lang))
         bar.describe("writing files")
         written = write_report(report, out_dir, formats)
         write_file(str(Path(out_dir) / "plan.json"), result.plan.to_json())

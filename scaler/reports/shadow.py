@@ -535,3 +535,114 @@ def newest_at(records: Sequence[Any]) -> pd.Timestamp | None:
         except (ValueError, TypeError):
             continue
     return max(stamps) if stamps else None
+
+
+# --------------------------------------------------------------------------- the review
+
+
+_WORDS = {
+    "en": {
+        "title": "Shadow scorecard: the cluster against tiercast's plan",
+        "intro": (
+            "What the cluster ran, as each cycle read it, against what tiercast planned "
+            "(each plan serving after its pool's lead time), over the review period. "
+            "`tiercast shadow` prints the same table."
+        ),
+        "none": (
+            "No cycle in the review period recorded the cluster's capacity; there is nothing "
+            "to compare (cycles record it, dry-run or not, where the provider reads the "
+            "cluster's nodes)."
+        ),
+        "pool": "Pool",
+        "side": "Side",
+        "gpu_hours": "GPU-hours",
+        "cost": "Cost",
+        "changes": "Changes",
+        "unserved": "Unserved GPU-hours",
+        "short": "Steps short",
+        "table": "The cluster and tiercast's plan",
+    },
+    "ru": {
+        "title": "Теневая оценка: кластер против плана tiercast",
+        "intro": (
+            "Что работало в кластере по данным каждого цикла, против плана tiercast "
+            "(каждый план действует после времени запуска узлов пула), за период обзора. "
+            "`tiercast shadow` печатает ту же таблицу."
+        ),
+        "none": (
+            "Ни один цикл за период обзора не записал мощность кластера; сравнивать не с "
+            "чем (циклы записывают её, в том числе в режиме dry-run, когда провайдер читает "
+            "узлы кластера)."
+        ),
+        "pool": "Пул",
+        "side": "Сторона",
+        "gpu_hours": "GPU-часы",
+        "cost": "Стоимость",
+        "changes": "Изменения",
+        "unserved": "Необслуженные GPU-часы",
+        "short": "Доля шагов с нехваткой",
+        "table": "Кластер и план tiercast",
+    },
+}
+
+
+def review_section(card: Scorecard | None, lang: str = "en") -> Any:
+    """The capacity review's section (:class:`scaler.reports.document.Section`): the
+    scorecard as a table with its verdict and what is missing, or why there is none."""
+    from scaler.reports.document import Column, Section, Table
+
+    words = _WORDS.get(lang, _WORDS["en"])
+    section = Section("shadow", words["title"])
+    if card is None or not card.scored_steps:
+        section.paragraphs.append(words["none"])
+        section.paragraphs += [f"missing: {m}" for m in (card.missing if card else [])]
+        return section
+    section.paragraphs.append(words["intro"])
+    rows = []
+    alone = {m.gpu_model: m for m in card.models if len(m.pools) == 1}
+    for p in card.pools:
+        m = alone.get(p.gpu_model)
+        rows.append(_table_row(p.pool, "cluster", p.ran, m.ran if m else None))
+        rows.append(_table_row(p.pool, "tiercast", p.plan, m.plan if m else None))
+    rows.append(_table_row("TOTAL", "cluster", card.ran, card.ran_unserved))
+    rows.append(_table_row("TOTAL", "tiercast", card.plan, card.plan_unserved))
+    cur = card.currency or "$"
+    columns = [
+        Column("pool", words["pool"]),
+        Column("side", words["side"]),
+        Column("gpu_hours", words["gpu_hours"], 1),
+        Column("cost", f"{words['cost']} ({cur})", 2),
+        Column("changes", words["changes"], 0),
+        Column("unserved_gpu_hours", words["unserved"], 1),
+        Column("steps_short", words["short"], 1, percent=True),
+    ]
+    section.tables.append(Table("shadow", words["table"], columns, rows))
+    section.paragraphs += [f"missing: {m}" for m in card.missing]
+    section.paragraphs.append(card.verdict())
+    return section
+
+
+def _table_row(pool: str, side: str, s: Side, u: Unserved | None) -> dict[str, Any]:
+    return {
+        "pool": pool,
+        "side": side,
+        "gpu_hours": s.gpu_hours,
+        "cost": s.cost,
+        "changes": s.changes,
+        "unserved_gpu_hours": None if u is None else u.gpu_hours,
+        "steps_short": None if u is None else u.share_short,
+    }
+
+
+def records_scorecard(path: str | Any, start: pd.Timestamp, end: pd.Timestamp) -> Scorecard | None:
+    """The scorecard of the cycles recorded in ``path`` between ``start`` and ``end``; None
+    when the file does not exist or no cycle there recorded the cluster's capacity."""
+    from pathlib import Path
+
+    from scaler.records import RunStore
+
+    if not Path(path).is_file():
+        return None
+    records = RunStore(path).recent(limit=100_000, job="cycle")
+    data = shadow_input_from_records(within(records, start, end), source=f"run records {path}")
+    return score_shadow(data) if data is not None else None
