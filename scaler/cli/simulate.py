@@ -21,6 +21,7 @@ from scaler.cli.common import select_series
 from scaler.config import Config
 from scaler.replay.deferrable import deferrable_replay, format_deferrable
 from scaler.replay.forecast_store import kept_forecasts
+from scaler.replay.mig_report import add_mig_flags, cmd_mig
 from scaler.replay.protocol import ReplaySetup, Trace, prepare_trace
 from scaler.replay.simulating import POLICIES, Replay, ablation, planner_days, run_replay
 from scaler.replay.suite import SuiteResult, load_suite
@@ -178,6 +179,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from scaler.cli.shadow import cmd_simulate_prometheus
 
         return cmd_simulate_prometheus(args)
+    if args.mig is not None:
+        return cmd_mig(args)
     if (args.history is None) == (args.suite is None):
         raise BadInputError("simulate: give exactly one of --history CSV or --suite DIR")
     args.method_given = args.method is not None
@@ -393,6 +396,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     _add_input_flags(p)
+    add_mig_flags(p)
     from scaler.cli.shadow import add_prometheus_flags
 
     add_prometheus_flags(p)
