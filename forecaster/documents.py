@@ -26,12 +26,15 @@ the file were absent, so the next write rebuilds it.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from forecaster.errors import BadInputError
@@ -41,8 +44,9 @@ MAX_DEPTH = 64
 """Most levels of nesting in a document (a Node is about 8 deep)."""
 MAX_VALUES = 2_000_000
 """Most values in a parsed document (a list of 5,000 nodes holds about 1,000,000)."""
-MAX_ALIASES = 100
-"""Most YAML ``*alias`` references in one document."""
+MAX_ALIASES = 64
+"""Most YAML ``*alias`` references in one document (a node list or a mig-parted config
+needs none; a billion-laughs file needs a few dozen)."""
 SET_ASIDE_SUFFIX = ".bad"
 
 
@@ -118,15 +122,22 @@ def _over_bounds(data: Any) -> str | None:
 
 
 def parse_document(
-    text: str, path: str | Path, what: str, error: type[BadInputError] = BadInputError
+    text: str,
+    path: str | Path,
+    what: str,
+    error: type[BadInputError] = BadInputError,
+    json_only: bool = False,
 ) -> Any:
-    """``text`` parsed as JSON, else as YAML, within the bounds; one line otherwise."""
+    """``text`` parsed as JSON, else (unless ``json_only``) as YAML, within the bounds; one
+    line otherwise."""
     data: Any
     try:
         data = json.loads(text)
     except RecursionError:
         raise error(f"{what} {shown(path)}: nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError:
+    except ValueError as exc:
+        if json_only:
+            raise error(f"{what} {shown(path)} is not JSON: {str(exc)[:120]}") from None
         data = _yaml(text, path, what, error)
     problem = _over_bounds(data)
     if problem is not None:
@@ -134,7 +145,21 @@ def parse_document(
     return data
 
 
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``text``, quotes not told apart: YAML's scanner
+    reads a whole deep flow collection before the composer sees its depth, so a file of
+    ``[`` x 5000 is refused here instead (no node list or config nests brackets 64 deep,
+    quoted or not)."""
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    steps = np.zeros(len(raw), dtype=np.int32)
+    steps[(raw == ord("[")) | (raw == ord("{"))] = 1
+    steps[(raw == ord("]")) | (raw == ord("}"))] = -1
+    return int(np.cumsum(steps).max(initial=0))
+
+
 def _yaml(text: str, path: str | Path, what: str, error: type[BadInputError]) -> Any:
+    if _flow_depth(text) > MAX_DEPTH:
+        raise error(f"{what} {shown(path)}: nested deeper than {MAX_DEPTH} levels")
     try:
         return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader: no tag runs code
     except _Limit as exc:
@@ -157,15 +182,17 @@ def read_document(
     what: str = "file",
     error: type[BadInputError] = BadInputError,
     follow: bool = True,
+    json_only: bool = False,
 ) -> Any:
     """The JSON or YAML document in the regular file at ``path`` (see the module docstring).
 
     ``what`` names the file in the error (``"--nodes"``), ``error`` is the class raised
-    (one line); without ``follow`` a symbolic link at ``path`` is refused too.
+    (one line); without ``follow`` a symbolic link at ``path`` is refused too; with
+    ``json_only`` (state tiercast wrote itself) text that is not JSON is refused.
     """
     check_path(path, what, error)
     raw = read_bounded(path, max_bytes, what, error, follow)
-    return parse_document(decode(raw, path, what, error), path, what, error)
+    return parse_document(decode(raw, path, what, error), path, what, error, json_only)
 
 
 def shape_problem(exc: Any, prefix: str = "") -> str:
@@ -185,16 +212,20 @@ def shape_problem(exc: Any, prefix: str = "") -> str:
 
 def set_aside(path: str | Path, why: str, log: logging.Logger) -> Path | None:
     """Rename the unusable state file ``path`` to ``NAME.bad`` (replacing an earlier one)
-    with one warning, so the next cycle rebuilds it; the new path, or None when it could
-    not be renamed (then it is only ignored, with the same warning)."""
+    with one warning, so the next cycle rebuilds it; the new path, or None when it was
+    not renamed (a link, folder or special file is never moved: it is only ignored, with
+    the same warning, and the owned-path writer refuses to write through it)."""
     p = Path(path)
     target = p.with_name(p.name + SET_ASIDE_SUFFIX)
     why = " ".join(str(why).split())[:200]
     try:
-        # rename moves the directory entry itself: a link at either name is never followed.
+        if not stat.S_ISREG(p.lstat().st_mode):
+            # A link, folder or special file someone put there is left as it is.
+            raise OSError(errno.EPERM, "only a regular file is moved", str(p))
+        # rename moves the directory entry itself: a link at the target is never followed.
         os.replace(p, target)
     except OSError as exc:
-        log.warning("%s unusable (%s); ignored and rebuilt (not set aside: %s)", p, why, exc)
+        log.warning("%s unusable (%s); ignored (not set aside: %s)", p, why, exc.strerror or exc)
         return None
     log.warning("%s unusable (%s); set aside as %s and rebuilt", p, why, target.name)
     return target

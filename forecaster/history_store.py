@@ -13,9 +13,11 @@ store and Prometheus together (:meth:`HistoryStore.extend`): the store only befo
 first sample Prometheus returned, Prometheus from there on. Partitions older than
 ``max_days`` are removed when a cycle appends.
 
-Nothing here may stop a cycle: an unreadable or corrupt partition is skipped with a
-warning (less history, never a failed plan), a failed write is logged and the cycle goes
-on. Every partition is a file tiercast created: links and special files in the store are
+Nothing here may stop a cycle: an unreadable or corrupt partition is set aside
+(``DAY.parquet.bad``) with a warning and the day is rebuilt from what the cycle reads
+(less history, never a failed plan); a partition's Parquet footer is checked (rows,
+decompressed size, columns) before any page is read, so a small file that inflates to
+gigabytes is refused unread. A failed write is logged and the cycle goes on. Every partition is a file tiercast created: links and special files in the store are
 refused, never written through or replaced.
 """
 
@@ -31,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecaster.documents import set_aside
 from forecaster.errors import BadInputError
 from forecaster.files import read_bounded, write_atomic
 
@@ -38,6 +41,11 @@ log = logging.getLogger(__name__)
 
 MAX_PARTITION_BYTES = 16 * 1024 * 1024
 """A day of one signal at a 1-second step is under 2 MB; anything larger is not ours."""
+MAX_PARTITION_ROWS = 2 * 86_400
+"""A day at a 1-second step, with room for a repeated stamp; more rows are not ours."""
+MAX_PARTITION_INFLATED = 64 * 1024 * 1024
+"""Most bytes a partition's two columns may decompress to (a full day is about 1.4 MB)."""
+COLUMNS = ("timestamp", "value")
 DEFAULT_MAX_DAYS = 400
 
 
@@ -196,16 +204,50 @@ class HistoryStore:
             return None
         try:
             raw = read_bounded(path, MAX_PARTITION_BYTES, "history partition", follow=False)
-            frame = pd.read_parquet(io.BytesIO(raw))
+            _check_partition(raw, path)
+            frame = pd.read_parquet(io.BytesIO(raw), columns=list(COLUMNS))
             index = pd.DatetimeIndex(frame["timestamp"])
             values = pd.to_numeric(frame["value"], errors="coerce").to_numpy(dtype=float)
         except (OSError, ValueError, KeyError, TypeError, BadInputError) as exc:
-            log.warning("history store: skipping %s: %s", path, str(exc)[:200])
+            # Set aside, not skipped every cycle: the cycle's append rebuilds the day.
+            set_aside(path, f"history partition: {exc}", log)
             return None
         if index.tz is not None:
             index = index.tz_convert("UTC").tz_localize(None)
         s = pd.Series(values, index=index.rename("timestamp")).dropna()
         return s[np.isfinite(s.to_numpy())]
+
+
+def _check_partition(raw: bytes, path: Path) -> None:
+    """Refuse a partition by its Parquet footer before any page is read: more rows than a
+    day holds at a 1-second step, columns that would inflate past
+    :data:`MAX_PARTITION_INFLATED`, or no ``timestamp`` and ``value`` columns (a small file
+    that decompresses to gigabytes never gets that far)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(io.BytesIO(raw)).metadata
+    except Exception as exc:  # pyarrow raises its own error classes for a bad footer
+        raise BadInputError(f"{path.name}: not a Parquet file: {str(exc)[:120]}") from None
+    names = set(meta.schema.names)
+    if not set(COLUMNS) <= names:
+        raise BadInputError(f"{path.name}: columns {sorted(names)[:5]}; expected {COLUMNS}")
+    if meta.num_rows > MAX_PARTITION_ROWS:
+        raise BadInputError(
+            f"{path.name}: {meta.num_rows} rows; a day holds at most {MAX_PARTITION_ROWS}"
+        )
+    inflated = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            if column.path_in_schema in COLUMNS:
+                inflated += max(column.total_uncompressed_size, 0)
+    if inflated > MAX_PARTITION_INFLATED:
+        raise BadInputError(
+            f"{path.name}: {inflated} bytes once decompressed; at most "
+            f"{MAX_PARTITION_INFLATED} are read"
+        )
 
 
 def _partition_name(day: pd.Timestamp) -> str:

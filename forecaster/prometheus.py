@@ -517,13 +517,17 @@ class PrometheusSource:
             raise BadInputError(f"range: end {end} is before start {start}")
         step_i = int(step_s)
         per_chunk = self.settings.max_points
-        pieces: dict[tuple[tuple[str, str], ...], list[pd.Series]] = {}
+        pieces: dict[tuple[tuple[tuple[str, str], ...], int], list[pd.Series]] = {}
         chunk_start = first
         while chunk_start <= last:
             chunk_end = min(chunk_start + (per_chunk - 1) * step_i, last)
+            copies: dict[tuple[tuple[str, str], ...], int] = {}
             for item in self._query_range(query, chunk_start, chunk_end, step_i):
                 labels = tuple(sorted((str(k), str(v)) for k, v in item["metric"].items()))
-                pieces.setdefault(labels, []).append(_to_series(item.get("values", [])))
+                # A label set answered twice in one chunk stays two series, never
+                # last-one-wins: scaler.inputs.collecting judges the copies.
+                copy = copies[labels] = copies.get(labels, -1) + 1
+                pieces.setdefault((labels, copy), []).append(_to_series(item.get("values", [])))
             chunk_start = chunk_end + step_i
             if len(pieces) > self.settings.max_series:
                 raise PrometheusAnswerTooLarge(
@@ -532,7 +536,7 @@ class PrometheusSource:
                     "are read: aggregate the query"
                 )
         out = []
-        for labels, parts in sorted(pieces.items()):
+        for (labels, _copy), parts in sorted(pieces.items()):
             s = pd.concat(parts) if len(parts) > 1 else parts[0]
             s = s[~s.index.duplicated(keep="last")].sort_index()
             out.append(LabelledSeries(labels=dict(labels), values=s))

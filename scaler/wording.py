@@ -98,6 +98,11 @@ SUSPECT_ZEROS = "suspect.zeros"
 """Suspect data: a run of zeros longer than any in the series' past."""
 SUSPECT_LABEL_SETS = "suspect.label-sets-stopped"
 """Suspect data: label sets of a summed signal stopped reporting; the sum is partial."""
+# -- suspect inputs (#50): duplicate label sets, implausible footprints ----------------
+SUSPECT_DUPLICATE_LABEL_SETS = "suspect.duplicate-label-sets"
+"""Suspect data: Prometheus returned one label set twice with different values."""
+SUSPECT_FOOTPRINT = "suspect.footprint"
+"""Suspect data: a workload's footprint signal reads far below what any replica uses."""
 NOTE_SOLVER_NODE_LIMIT = "note.solver-node-limit"
 """Plan note: the optimizer stopped at its node limit; its best plan is used."""
 NOTE_SOLVER_FALLBACK = "note.solver-fallback"
@@ -164,6 +169,8 @@ CODES: tuple[str, ...] = (
     SUSPECT_SPIKE,
     SUSPECT_ZEROS,
     SUSPECT_LABEL_SETS,
+    SUSPECT_DUPLICATE_LABEL_SETS,
+    SUSPECT_FOOTPRINT,
     NOTE_SOLVER_NODE_LIMIT,
     NOTE_SOLVER_FALLBACK,
     NOTE_PAID_PERIOD,
@@ -479,6 +486,15 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "(they carried {carried:.4g} of {before:.4g}); the sum since is partial, treated "
             "as missing"
         ),
+        SUSPECT_DUPLICATE_LABEL_SETS: (
+            "signal '{signal}': Prometheus returned {copies} series with the labels {labels} "
+            "and different values (first at {at}); treated as missing"
+        ),
+        SUSPECT_FOOTPRINT: (
+            "signal '{signal}': workload '{workload}' reads {value:.4g} {unit} per replica on "
+            "'{footprint_signal}' (q0.99), under the {floor:.4g} {unit} any replica of it "
+            "uses; its footprint is not read and its pools hold"
+        ),
         NOTE_SOLVER_NODE_LIMIT: (
             "{model}: the optimizer stopped at its node limit ({node_limit}); best plan found"
         ),
@@ -662,6 +678,15 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "сигнал '{signal}': {stopped} из {total} наборов меток перестали отвечать в {at} "
             "(на них приходилось {carried:.4g} из {before:.4g}); сумма с тех пор неполная, "
             "считается пропущенной"
+        ),
+        SUSPECT_DUPLICATE_LABEL_SETS: (
+            "сигнал '{signal}': Prometheus вернул рядов с метками {labels}: {copies}, с "
+            "разными значениями (впервые в {at}); считаются пропущенными"
+        ),
+        SUSPECT_FOOTPRINT: (
+            "сигнал '{signal}': нагрузка '{workload}' показывает {value:.4g} {unit} на реплику "
+            "по '{footprint_signal}' (q0.99), меньше {floor:.4g} {unit}, которые занимает "
+            "любая её реплика; её след не читается, её пулы удерживаются"
         ),
         NOTE_SOLVER_NODE_LIMIT: (
             "{model}: оптимизатор остановился на пределе узлов поиска ({node_limit}); взят "

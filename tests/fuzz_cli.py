@@ -29,22 +29,35 @@ from fuzz_corpus import (
     Case,
     hand_config_cases,
     hand_history_cases,
+    hand_input_cases,
     hand_output_cases,
     judge,
     left_in,
+    place_files,
     random_config_cases,
+    serve_prometheus,
+    state_cases,
     stray_files,
+    suspect_input_cases,
 )
 
 
 def run_case(case: Case, command: list[str], timeout_s: float) -> tuple[str, str, float]:
+    if case.prometheus is None:
+        return _run_case(case, command, timeout_s, None)
+    with serve_prometheus(case.prometheus) as url:
+        return _run_case(case, command, timeout_s, url)
+
+
+def _run_case(
+    case: Case, command: list[str], timeout_s: float, url: str | None
+) -> tuple[str, str, float]:
     with tempfile.TemporaryDirectory(prefix="tiercast-fuzz-") as tmp:
         # The case's folder, and beside it a state directory of its own (never the user's).
         folder = Path(tmp) / "work"
         folder.mkdir()
         state = Path(tmp) / "state"
-        for name, content in case.files.items():
-            (folder / name).write_bytes(content)
+        place_files(case, folder, url)
         began = time.monotonic()
         try:
             done = subprocess.run(
@@ -87,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = shlex.split(args.command)
     cases = [*hand_config_cases(), *hand_history_cases(), *hand_output_cases()]
+    cases += [*hand_input_cases(), *state_cases(), *suspect_input_cases()]
     cases += list(random_config_cases(args.random, args.seed))
     if args.skip_slow:
         cases = [c for c in cases if not c.slow]

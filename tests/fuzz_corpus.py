@@ -99,6 +99,11 @@ class Case:
     outputs: tuple[str, ...] | None = None
     """What may be left in the case's folder besides its files: paths, or folders ending
     in ``/`` (anything under them but a ``tiercast-plan.json``). None: not checked."""
+    fifos: tuple[str, ...] = ()
+    """Named pipes the runner makes in the case's folder (no writer ever opens them)."""
+    prometheus: Callable[[float], bytes] | None = None
+    """A Prometheus answer, made from the wall-clock time: the runner serves it to every
+    query (:func:`serve_prometheus`) and puts its URL where a file holds ``@PROMETHEUS@``."""
 
 
 RUN = ["run", "--dry-run", "--config", "config.yaml", "--plan-out", "plan.json"]
@@ -645,3 +650,279 @@ def judge(
             return "wrong-success"
         return "clean" if code == 1 else "traceback"
     return "clean" if code == 0 else "traceback"
+
+
+# -- #50: new inputs (node lists, mig-parted configs), NUL bytes, corrupt state, suspect
+# duplicates and footprints -----------------------------------------------------------
+
+INVENTORY = ["inventory", "--nodes", "nodes.json"]
+
+
+def _node(**changes: Any) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "kind": "Node",
+        "metadata": {"name": "gpu-1", "labels": {"tiercast.io/pool": "h100"}},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}, "conditions": []},
+    }
+    for path, value in changes.items():
+        target = node
+        parts = path.split("__")
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+        target[parts[-1]] = value
+    return node
+
+
+def _node_list(*nodes: dict[str, Any]) -> bytes:
+    return json.dumps({"kind": "List", "items": list(nodes)}).encode()
+
+
+def _inventory_case(name: str, nodes: bytes, field_name: str, **kw: Any) -> Case:
+    return Case(f"nodes/{name}", {"nodes.json": nodes}, list(INVENTORY), "error", field_name, **kw)
+
+
+def _mig_case(name: str, content: bytes, field_name: str) -> Case:
+    files = {"nodes.json": _node_list(_node()), "mig.yaml": content}
+    argv = [*INVENTORY, "--mig-parted", "mig.yaml"]
+    return Case(f"mig-parted/{name}", files, argv, "error", field_name)
+
+
+MIG_OK = b"version: v1\nmig-configs:\n  all-1g:\n  - devices: all\n    mig-enabled: true\n"
+
+
+def hand_input_cases() -> list[Case]:
+    """#50 finding 5: malformed node lists and mig-parted configs, special files and NUL
+    bytes are one line naming the file and the field, exit 2."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    cases = [
+        _inventory_case("labels-a-list", _node_list(_node(metadata__labels=["a"])), "labels"),
+        _inventory_case("label-value-int", _node_list(_node(metadata__labels={"x": 1})), "x"),
+        _inventory_case("metadata-a-string", _node_list(_node(metadata="gpu-1")), "metadata"),
+        _inventory_case("metadata-null", _node_list(_node(metadata=None)), "metadata"),
+        _inventory_case("name-missing", _node_list(_node(metadata={"labels": {}})), "name"),
+        _inventory_case("name-an-int", _node_list(_node(metadata__name=7)), "name"),
+        _inventory_case("status-a-list", _node_list(_node(status=[])), "status"),
+        _inventory_case("spec-a-string", _node_list(_node(spec="x")), "spec"),
+        _inventory_case(
+            "unschedulable-a-string", _node_list(_node(spec__unschedulable="yes")), "unschedulable"
+        ),
+        _inventory_case(
+            "allocatable-a-list", _node_list(_node(status__allocatable=[1])), "allocatable"
+        ),
+        _inventory_case(
+            "allocatable-a-float",
+            _node_list(_node(status__allocatable={"nvidia.com/gpu": 1.5})),
+            "allocatable",
+        ),
+        _inventory_case(
+            "conditions-a-mapping", _node_list(_node(status__conditions={})), "conditions"
+        ),
+        _inventory_case(
+            "condition-a-string", _node_list(_node(status__conditions=["Ready"])), "conditions"
+        ),
+        _inventory_case(
+            "annotations-a-list", _node_list(_node(metadata__annotations=[1])), "annotations"
+        ),
+        _inventory_case("items-a-mapping", b'{"kind": "List", "items": {"a": 1}}', "items"),
+        _inventory_case("items-a-string", b'{"kind": "List", "items": "x"}', "items"),
+        _inventory_case("item-a-number", b'{"kind": "List", "items": [7]}', "items[0]"),
+        _inventory_case("empty-list", b'{"kind": "List", "items": []}', "nodes"),
+        _inventory_case("top-level-a-number", b"7", "nodes"),
+        _inventory_case("empty-file", b"", "nodes"),
+        _inventory_case("not-utf-8", b'\xff\xfe{"items": []}', "UTF-8"),
+        _inventory_case("binary-garbage", bytes(range(256)) * 4, "nodes.json"),
+        _inventory_case("json-nested-100000", deep, "nested"),
+        _inventory_case("yaml-nested-5000", b"a: " + b"[" * 5000 + b"]" * 5000, "nested"),
+        _inventory_case("yaml-block-nested", _block_nested(3000), "nested"),
+        _inventory_case("alias-bomb", _alias_bomb(), "alias"),
+        _inventory_case("unparseable-yaml", b"items: [\n", "line"),
+        _inventory_case("python-tag", b"items: !!python/object/apply:os.system ['x']\n", "line"),
+        _inventory_case("over-the-size-bound", b" " * (64 * 1024 * 1024 + 1), "bytes", slow=True),
+        Case("nodes/dev-zero", {}, ["inventory", "--nodes", "/dev/zero"], "error", "device"),
+        Case("nodes/a-folder", {}, ["inventory", "--nodes", "."], "error", "directory"),
+        Case("nodes/missing", {}, list(INVENTORY), "error", "does not exist"),
+        Case("nodes/fifo", {}, list(INVENTORY), "error", "FIFO", fifos=("nodes.json",)),
+        _mig_case("unparseable-yaml", b"version: v1\nmig-configs: {a: [\n", "line"),
+        _mig_case("not-utf-8", b"\xff\xfeversion: v1\n", "UTF-8"),
+        _mig_case("configs-a-number", b"version: v1\nmig-configs:\n  a: 5\n", "mig-configs.a"),
+        _mig_case("configs-a-list", b"version: v1\nmig-configs: [1]\n", "mig-configs"),
+        _mig_case("no-configs", b"version: v1\n", "mig-configs"),
+        _mig_case("mig-enabled-a-string", MIG_OK.replace(b"true", b"'yes'"), "mig-enabled"),
+        _mig_case("devices-a-string", MIG_OK.replace(b"all\n", b"some\n"), "devices"),
+        _mig_case(
+            "mig-devices-a-list",
+            MIG_OK + b"    mig-devices: [1g.10gb]\n",
+            "mig-devices",
+        ),
+        _mig_case(
+            "configmap-unparseable", b'data:\n  config.yaml: "mig-configs: {a: [\\n"\n', "line"
+        ),
+        _mig_case("configmap-config-a-list", b"data:\n  config.yaml: [1]\n", "config.yaml"),
+        _mig_case("nested-5000", b"mig-configs: " + b"[" * 5000 + b"]" * 5000, "nested"),
+        _mig_case("binary-garbage", bytes(range(256)) * 4, "mig.yaml"),
+    ]
+    cases.append(
+        Case(
+            "mig-parted/fifo",
+            {"nodes.json": _node_list(_node())},
+            [*INVENTORY, "--mig-parted", "mig.yaml"],
+            "error",
+            "FIFO",
+            fifos=("mig.yaml",),
+        )
+    )
+    for key in ("service.state_dir", "service.records_path", "model_store.path", "signals.0.file"):
+        cases.append(config_case(f"nul-byte:{key}", mutated(key, "a\x00b"), key.split(".")[-1]))
+    cases.append(config_case("nul-byte:key", mutated("pools.0.na\x00me", "x"), "NUL"))
+    return cases
+
+
+def _block_nested(depth: int) -> bytes:
+    return ("a:\n" + "".join(" " * i + "- \n" for i in range(1, depth))).encode()
+
+
+def _state_case(name: str, path: str, content: bytes) -> Case:
+    """A fresh dry run whose model store holds a corrupt state file: the file is set aside
+    and the cycle plans (exit 0), this run and the next."""
+    made = config_case(f"state/{name}", fresh_config(), "", expect="ok")
+    made.files["rps.csv"] = history_csv(days=3, step_s=300)
+    made.files[path] = content
+    return made
+
+
+def state_cases() -> list[Case]:
+    """#50 finding 10: state files that failed every cycle until someone deleted them."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    entry = {
+        "origin": "2026-11-02T23:55:00",
+        "estimator": "seasonal_naive_1d",
+        "start": "2026-11-03T00:00:00",
+        "step_s": 300.0,
+        "median": [1.0],
+    }
+
+    def cache(**changes: Any) -> bytes:
+        return json.dumps({"format": 1, "entries": {"k": {**entry, **changes}}}).encode()
+
+    growth = "models/growth-backtests.json"
+    drift = "models/drift-state.json"
+    return [
+        _state_case("growth-cache-nested", growth, b'{"format": 1, "entries": ' + deep + b"}"),
+        _state_case("growth-cache-offset-origin", growth, cache(origin="2026-11-02T23:55+05:00")),
+        _state_case("growth-cache-bad-origin", growth, cache(origin="yesterday")),
+        _state_case("growth-cache-huge-step", growth, cache(step_s=1e20)),
+        _state_case("growth-cache-binary", growth, bytes(range(256)) * 4),
+        _state_case("drift-state-bad-time", drift, b'{"refitted_at": {"rps": "soon"}}'),
+    ]
+
+
+def _prometheus_body(now: float, copies: list[float]) -> bytes:
+    """Three days at 5 minutes ending now, one series per value in ``copies``, all with
+    the same labels (the first keeps its level; the others read their own)."""
+    start = int(now // 300 * 300) - 3 * 86400
+    result = []
+    for level in copies:
+        values = [
+            [start + i * 300, f"{level + 20 * math.sin(2 * math.pi * (i % 288) / 288):.3f}"]
+            for i in range(3 * 288 + 1)
+        ]
+        result.append({"metric": {"pod": "chat-0"}, "values": values})
+    return json.dumps(
+        {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    ).encode()
+
+
+def _prometheus_config(current_nodes: int = 12) -> dict[str, Any]:
+    data = fresh_config()
+    data["signals"] = [{"name": "rps", "query": "sum by (pod) (rps)", "step_s": 300}]
+    data["prometheus"] = {"url": "@PROMETHEUS@", "allow_insecure": True}
+    data["pools"][0]["current_nodes"] = current_nodes
+    return data
+
+
+def suspect_input_cases() -> list[Case]:
+    """#50 findings 6 and 8: duplicate label sets with different values and footprints far
+    below what a replica uses are suspect data: held (exit 1), never a scale-down."""
+    duplicate = config_case("duplicate-label-sets", _prometheus_config(), "", expect="held")
+    duplicate.files.pop("rps.csv")
+    duplicate.prometheus = lambda now: _prometheus_body(now, [60.0, 0.0])
+    agree = config_case("duplicate-label-sets-equal", _prometheus_config(2), "", expect="ok")
+    agree.files.pop("rps.csv")
+    agree.prometheus = lambda now: _prometheus_body(now, [60.0, 60.0])
+    cases = [duplicate, agree]
+    for name, mem, util in (
+        ("footprint-0.05GB-0pct", 0.05, 0.0),
+        ("footprint-0.1GB", 0.1, 30.0),
+        ("footprint-0.5pct", 20.0, 0.5),
+    ):
+        data = fresh_config()
+        data["signals"] += [
+            {"name": "mem", "file": "mem.csv", "step_s": 300},
+            {"name": "util", "file": "util.csv", "step_s": 300},
+        ]
+        data["workloads"][0].update(memory_signal="mem", utilization_signal="util")
+        data["pools"][0]["current_nodes"] = 12
+        made = config_case(f"suspect/{name}", data, "", expect="held")
+        made.files["rps.csv"] = history_csv(days=3, step_s=300, level=600.0)
+        made.files["mem.csv"] = _flat_csv(mem)
+        made.files["util.csv"] = _flat_csv(util)
+        cases.append(made)
+    return cases
+
+
+def _flat_csv(level: float) -> bytes:
+    """The fresh 5-minute history's stamps at one value throughout."""
+    rows = history_csv(days=3, step_s=300).decode().strip().splitlines()
+    body = [rows[0]] + [f"{row.split(',')[0]},{level}" for row in rows[1:]]
+    return ("\n".join(body) + "\n").encode()
+
+
+def serve_prometheus(answer: Callable[[float], bytes]) -> Any:
+    """A local HTTP server answering every request with ``answer(time.time())`` (a
+    context manager giving its URL)."""
+    import contextlib
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = answer(time.time())
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    @contextlib.contextmanager
+    def running() -> Iterator[str]:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+            server.server_close()
+
+    return running()
+
+
+def place_files(case: Case, folder: Any, url: str | None = None) -> None:
+    """Write ``case``'s files (and make its FIFOs) in ``folder`` (a :class:`pathlib.Path`),
+    with ``url`` for ``@PROMETHEUS@``."""
+    import os
+
+    for name, content in case.files.items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if url is not None:
+            content = content.replace(b"@PROMETHEUS@", url.encode())
+        target.write_bytes(content)
+    for name in case.fifos:
+        os.mkfifo(folder / name)

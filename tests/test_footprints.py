@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from scaler import wording
 from scaler.actuation.protocol import RecordingProvider
 from scaler.config import Config, parse_config
-from scaler.planning.footprints import observed_footprint, observed_footprints
+from scaler.planning.footprints import (
+    implausible_footprints,
+    observed_footprint,
+    observed_footprints,
+)
 from scaler.planning.sharing import resolved_mode, workload_replicas_per_gpu
 from scaler.service.cycle import run_cycle
 
@@ -137,3 +143,56 @@ def test_the_cycle_plans_with_the_observed_footprint_and_says_so(tmp_path) -> No
     assert cfg.workloads[0].compute_share is None
     assert any("footprint from its signals" in n for n in result.plan.notes)
     assert result.plan.sharing["workloads"]["chat"]["mode"] == "mps"
+
+
+# Implausible footprints are suspect data (#50 finding 6): never packed, never a scale-down.
+
+
+@pytest.mark.parametrize(
+    ("workload", "hist", "signal", "floor"),
+    [
+        ({}, history(mem=0.05, util=0.0), "mem", 0.5),  # the issue's case
+        ({}, history(mem=0.2, util=18.0), "mem", 0.5),  # under a CUDA context
+        ({"model_params_b": 70}, history(mem=12.0, util=18.0), "mem", 35.0),  # under INT4 weights
+        ({}, history(mem=14.0, util=0.4), "util", 1.0),  # never busy
+        ({"memory_gb": 16}, history(mem=0.05, util=0.0), "util", 1.0),  # the share still read
+    ],
+    ids=["issue", "under-a-context", "under-the-weights", "never-busy", "declared-memory"],
+)
+def test_a_footprint_far_below_what_a_replica_uses_is_held_not_packed(
+    workload: dict[str, Any], hist: dict[str, pd.Series], signal: str, floor: float
+) -> None:
+    cfg = config(**workload)
+    w, note = observed_footprint(cfg.workloads[0], hist)
+    assert note is None and w == cfg.workloads[0]
+    assert workload_replicas_per_gpu(w) == 1
+    held = implausible_footprints(cfg.workloads, hist)
+    [why] = held["rps"]
+    assert why.code == wording.SUSPECT_FOOTPRINT
+    assert why.params["footprint_signal"] == signal and why.params["floor"] == floor
+    for lang in wording.LANGS:
+        text = why.text(lang)
+        assert "chat" in text and signal in text and "\n" not in text
+
+
+def test_a_plausible_or_declared_footprint_is_not_suspect() -> None:
+    assert implausible_footprints(config().workloads, history()) == {}
+    declared = config(memory_gb=1, compute_share=0.05)
+    assert implausible_footprints(declared.workloads, history(mem=0.05, util=0.0)) == {}
+    # Too little history judges nothing (and reads nothing).
+    assert implausible_footprints(config().workloads, history(0.05, 0.0, days=0.5)) == {}
+
+
+def test_an_implausible_footprint_holds_the_pool_instead_of_releasing_it(tmp_path) -> None:
+    """The issue's fleet in small: 0.05 GB and 0% packed 20 replicas a GPU and released
+    nodes, exit 0. Now the pool holds, with the reason in the plan."""
+    cfg = config().model_copy(
+        update={"model_store": config().model_store.model_copy(update={"path": tmp_path})}
+    )
+    hist = history(mem=0.05, util=0.0)
+    hist["rps"] = series(300.0, 3.0, "rps")  # 30 replicas: 30 whole GPUs, 4 nodes
+    result = run_cycle(cfg, hist, RecordingProvider({"h100": 4}), NOW, dry_run=True)
+    [action] = [a for a in result.plan.actions if a.pool == "h100"]
+    assert action.decision != "scale-down" and action.target_nodes >= 4
+    assert result.fleet is not None and result.fleet.workloads[0].compute_share is None
+    assert "suspect.footprint" in json.dumps(result.plan.to_dict(), default=str)

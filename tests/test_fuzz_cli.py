@@ -23,16 +23,29 @@ from tests.fuzz_corpus import (
     absurd_case,
     hand_config_cases,
     hand_history_cases,
+    hand_input_cases,
     hand_output_cases,
     is_absurd,
     judge,
     left_in,
+    place_files,
+    serve_prometheus,
+    state_cases,
+    suspect_input_cases,
 )
 
 
 def run_in_process(case: Case, folder: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    for name, content in case.files.items():
-        (folder / name).write_bytes(content)
+    if case.prometheus is None:
+        return _run_in_process(case, folder, capsys, None)
+    with serve_prometheus(case.prometheus) as url:
+        return _run_in_process(case, folder, capsys, url)
+
+
+def _run_in_process(
+    case: Case, folder: Path, capsys: pytest.CaptureFixture[str], url: str | None
+) -> str:
+    place_files(case, folder, url)
     capsys.readouterr()
     try:
         code: int | None = main(case.argv)
@@ -49,6 +62,9 @@ def run_in_process(case: Case, folder: Path, capsys: pytest.CaptureFixture[str])
 CASES = [
     c for c in (*hand_config_cases(), *hand_history_cases(), *hand_output_cases()) if not c.slow
 ]
+INPUT_CASES = [
+    c for c in (*hand_input_cases(), *state_cases(), *suspect_input_cases()) if not c.slow
+]
 
 
 @pytest.mark.slow
@@ -59,6 +75,40 @@ def test_every_hand_written_case_fails_safe(
     monkeypatch.setattr(cycle, "_STORES", {})
     run_in_process(case, workdir, capsys)
     assert not (workdir / "pwned").exists()
+
+
+FAST_INPUTS = [c for c in INPUT_CASES if not c.name.startswith(("state/", "suspect/", "dup"))]
+CYCLE_INPUTS = [c for c in INPUT_CASES if c not in FAST_INPUTS]
+
+
+@pytest.mark.parametrize("case", FAST_INPUTS, ids=[c.name for c in FAST_INPUTS])
+def test_a_malformed_node_list_mig_parted_config_or_path_is_one_line(
+    case: Case, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """#50 finding 5: each was a traceback, a read until MemoryError, or a wait for ever."""
+    run_in_process(case, workdir, capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CYCLE_INPUTS, ids=[c.name for c in CYCLE_INPUTS])
+def test_corrupt_state_and_suspect_inputs_fail_safe(
+    case: Case, workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#50 findings 6, 8 and 10: corrupt state is set aside and the cycle plans (this run
+    and the next); duplicate label sets and implausible footprints hold (exit 1)."""
+    from scaler.service import growth_cache
+
+    monkeypatch.setattr(cycle, "_STORES", {})
+    monkeypatch.setattr(growth_cache, "_CACHES", {})
+    run_in_process(case, workdir, capsys)
+    state = [name for name in case.files if name.startswith("models/")]
+    for name in state:
+        if case.name.endswith(("-nested", "-binary")):  # the whole file set aside
+            assert (workdir / f"{name}.bad").read_bytes() == case.files[name]
+    if state:  # the next cycle runs on what this one rebuilt, without a word about it
+        monkeypatch.setattr(growth_cache, "_CACHES", {})
+        err = run_in_process(Case(case.name, {}, case.argv, "ok"), workdir, capsys)
+        assert "set aside" not in err
 
 
 @settings(

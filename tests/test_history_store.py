@@ -68,7 +68,7 @@ def test_a_corrupt_partition_is_skipped_with_a_warning_never_a_failure(
     bad.write_bytes(b"not parquet")
     with caplog.at_level(logging.WARNING):
         held = store.read("rps")
-    assert held.index[0] == pd.Timestamp("2026-03-02") and "skipping" in caplog.text
+    assert held.index[0] == pd.Timestamp("2026-03-02") and "set aside" in caplog.text
     # extend falls back to what Prometheus returned.
     fresh = minutely("2026-03-03", 1).resample(STEP).mean()
     assert store.extend({"rps": fresh})["rps"].index[0] == pd.Timestamp("2026-03-02")

@@ -12,7 +12,10 @@ because a signal is one demand figure that one set of workloads serves; a
 timestamp where no series has a value stays missing rather than reading as zero.
 When label sets that carried part of the sum stop reporting while others go on, the
 sum from then on is partial: the series is marked (:func:`forecaster.suspect.mark`),
-the cycle treats it as missing from then on and holds the pools it feeds.
+the cycle treats it as missing from then on and holds the pools it feeds. A label set
+Prometheus returns twice with different values (a federation or remote-read overlap, a
+relabelling that dropped the label telling them apart) is suspect the same way from the
+first timestamp the copies disagree at: never last-one-wins.
 The cleaned per-label series are returned too, under ``"<signal>{label="v",...}"``
 keys, for reports; :func:`scaler.service.cycle.bind_history` keeps only the signal names
 for planning. Write ``sum by (...)`` in the query to choose the split yourself.
@@ -29,13 +32,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from forecaster.errors import BadInputError
 from forecaster.hygiene import HygienePolicy, HygieneReport, clean, counter_problem
 from forecaster.prometheus import PrometheusSettings, PrometheusSource
-from forecaster.sources import MetricSource
-from forecaster.suspect import mark, stopped_label_sets
+from forecaster.sources import LabelledSeries, MetricSource
+from forecaster.suspect import Suspicion, mark, stopped_label_sets
 from scaler.config import Config, PrometheusConfig
 
 log = logging.getLogger(__name__)
@@ -135,16 +139,23 @@ def collect(
     collection = Collection(
         signal=signal_name, query=signal.query, start=start, end=end, series=_empty(signal_name)
     )
+    results, conflict = _without_duplicates(signal_name, results)
+    gappy: list[HygieneReport] = []
     for item in results:
         label = signal_name if not item.labels else f"{signal_name}{item.key}"
         report = clean(item.values, step, now=end, policy=policy, name=label)
         collection.reports.append(report)
         collection.by_labels[item.key] = report.series
-        level = logging.WARNING if (report.long_gaps or report.stale) else logging.INFO
-        log.log(level, "collected %s", report.summary())
+        if report.long_gaps or report.stale:
+            gappy.append(report)
+        log.log(logging.INFO, "collected %s", report.summary())
+    _warn_gaps(signal_name, gappy, len(results))
     if not results:
         log.warning(
-            "signal %s: query %r returned no series between %s and %s; pools it feeds are held",
+            # Not "held": the history store may cover the signal; the cycle's note says
+            # what the plan did with its pools (scaler.service.cycle.said_as_planned).
+            "signal %s: query %r returned no series between %s and %s (a misspelt metric or "
+            "label?)",
             signal_name,
             signal.query,
             start,
@@ -164,6 +175,9 @@ def collect(
         if dropped is not None:
             log.warning("signal %s: %s; pools it feeds are held", signal_name, dropped.why)
             collection.series = mark(collection.series, dropped)
+        if conflict is not None and (dropped is None or conflict.since <= dropped.since):
+            # Held by the cycle's screen, which says so in one line (forecaster.suspect).
+            collection.series = mark(collection.series, conflict)
     if frames and collection.stale:
         log.warning(
             "signal %s is stale: newest sample %s is older than %d s before %s; no scale-down",
@@ -173,6 +187,62 @@ def collect(
             end,
         )
     return collection
+
+
+DUPLICATE_LABEL_SETS = "suspect.duplicate-label-sets"
+"""The code of :func:`_without_duplicates`' suspicion (``scaler.wording`` words it)."""
+
+
+def _without_duplicates(
+    signal: str, results: list[LabelledSeries]
+) -> tuple[list[LabelledSeries], Suspicion | None]:
+    """``results`` with one series per label set, and the suspicion where Prometheus
+    returned a label set more than once with different values.
+
+    Copies that agree wherever both have a value are one series (merged). Copies that
+    disagree leave no way to tell which is the demand: the first copy is kept and the
+    signal is marked suspect from the first timestamp they disagree at, so it is treated
+    as missing from there and its pools hold, never last-one-wins (a pool went 5 -> 0).
+    """
+    kept: dict[str, LabelledSeries] = {}
+    copies: dict[str, int] = {}
+    first: tuple[pd.Timestamp, str] | None = None
+    for item in results:
+        held = kept.get(item.key)
+        if held is None:
+            kept[item.key] = item
+            continue
+        copies[item.key] = copies.get(item.key, 1) + 1
+        at = _first_disagreement(held.values, item.values)
+        if at is None:
+            merged = held.values.combine_first(item.values)
+            kept[item.key] = LabelledSeries(held.labels, merged)
+        elif first is None or at < first[0]:
+            first = (at, item.key)
+    if first is None:
+        if copies:
+            log.info(
+                "signal %s: %d label set(s) returned twice with equal values", signal, len(copies)
+            )
+        return list(kept.values()), None
+    at, key = first
+    n = copies[key]
+    why = (
+        f"Prometheus returned {n} series with the labels {key[:120]} and different values "
+        f"(first at {at:%Y-%m-%d %H:%MZ}); treated as missing"
+    )
+    params = {"copies": n, "labels": key[:120], "at": f"{at:%Y-%m-%d %H:%MZ}"}
+    return list(kept.values()), Suspicion(at, why, True, DUPLICATE_LABEL_SETS, params)
+
+
+def _first_disagreement(a: pd.Series, b: pd.Series) -> pd.Timestamp | None:
+    """The first timestamp where both series have a value and the values differ."""
+    left, right = a.dropna().align(b.dropna(), join="inner")
+    x, y = left.to_numpy(dtype=float), right.to_numpy(dtype=float)
+    differ = ~np.isclose(x, y, rtol=1e-9, atol=0.0, equal_nan=True)
+    if not differ.any():
+        return None
+    return pd.Timestamp(left.index[int(np.argmax(differ))])
 
 
 def collect_signal(
@@ -187,6 +257,24 @@ def collect_signal(
     config's ``prometheus.lookback_s`` before it.
     """
     return collect(config, signal_name, now=now, source=source).history()
+
+
+def _warn_gaps(signal_name: str, gappy: list[HygieneReport], total: int) -> None:
+    """One warning for the label sets with long gaps or that stopped, however many: pods
+    that come and go make one label set each (thousands of lines otherwise)."""
+    if not gappy:
+        return
+    if total == 1:
+        log.warning("collected %s", gappy[0].summary())
+        return
+    log.warning(
+        "signal %s: %d of %d label sets have long gaps or stopped reporting (pods that "
+        "came and went?); e.g. %s (each at INFO)",
+        signal_name,
+        len(gappy),
+        total,
+        gappy[0].summary()[:200],
+    )
 
 
 def _empty(name: str) -> pd.Series:

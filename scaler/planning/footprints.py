@@ -17,6 +17,15 @@ not fit the GPU: such a workload keeps the whole-GPU footprint. A share is only 
 with a memory (declared or observed) and the other way round, since a footprint that
 declares one of the two still counts the other as the whole GPU and packs nothing:
 missing data never packs replicas tighter, so it never releases capacity.
+
+Footprint signals are screened like demand signals (:func:`implausible_footprints`): a
+replica whose memory reads under :data:`MIN_MEMORY_GB` (a CUDA context alone takes about
+that) or under the weights of its model at INT4 (``model_params_b`` x
+:data:`MIN_GB_PER_B_PARAMS`), or whose utilization never reaches
+:data:`MIN_UTILIZATION_PCT`, is a broken exporter or a wrong query, not a replica that
+fits twenty to a GPU. Such a footprint is not read (the workload keeps a whole GPU) and
+the workload's demand signal is suspect (``suspect.footprint``): its pools hold, never a
+scale-down on it.
 """
 
 from __future__ import annotations
@@ -27,8 +36,10 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from scaler import wording
 from scaler.catalog.gpus import gpu_model
 from scaler.config import WorkloadConfig
+from scaler.wording import Reason
 
 OBSERVED_QUANTILE = 0.99
 """The quantile of a replica's use its footprint is sized on."""
@@ -38,6 +49,12 @@ SHARE_STEP = 0.05
 """The compute share is rounded up to a multiple of this."""
 MIN_HISTORY = pd.Timedelta(days=1)
 """The least span of history a footprint is read from."""
+MIN_MEMORY_GB = 0.5
+"""The least GPU memory a replica plausibly uses: its CUDA context alone takes about this."""
+MIN_GB_PER_B_PARAMS = 0.5
+"""GB per billion parameters of the smallest weights a replica loads (INT4)."""
+MIN_UTILIZATION_PCT = 1.0
+"""A serving replica's q0.99 utilization under this percent is not a measurement of it."""
 
 
 def _observed(y: pd.Series | None) -> tuple[float, pd.Timedelta] | None:
@@ -63,12 +80,54 @@ def _may_share(w: WorkloadConfig) -> bool:
     )
 
 
+def implausible_footprint(w: WorkloadConfig, history: Mapping[str, pd.Series]) -> Reason | None:
+    """Why the footprint ``w``'s signals show is implausibly small (see the module), or None."""
+    if not _may_share(w) or (w.memory_signal is None and w.utilization_signal is None):
+        return None
+    checks: list[tuple[str | None, float, str]] = []
+    if w.memory_gb is None:
+        floor = max(MIN_MEMORY_GB, MIN_GB_PER_B_PARAMS * (w.model_params_b or 0.0))
+        checks.append((w.memory_signal, floor, "GB"))
+    if w.compute_share is None and w.replicas_per_gpu is None:
+        checks.append((w.utilization_signal, MIN_UTILIZATION_PCT, "%"))
+    for name, floor, unit in checks:
+        seen = _observed(history.get(name)) if name is not None else None
+        if seen is None or seen[1] < MIN_HISTORY or seen[0] >= floor:
+            continue
+        params = {
+            "signal": w.signal,
+            "workload": w.name,
+            "footprint_signal": name,
+            "value": round(seen[0], 6),
+            "floor": round(floor, 6),
+            "unit": unit,
+        }
+        return Reason(wording.SUSPECT_FOOTPRINT, params)
+    return None
+
+
+def implausible_footprints(
+    workloads: Iterable[WorkloadConfig], history: Mapping[str, pd.Series]
+) -> dict[str, list[Reason]]:
+    """Per demand signal, why the footprints of its workloads are suspect: the cycle holds
+    the signal's pools as it does for suspect demand (``Collected.suspect``)."""
+    out: dict[str, list[Reason]] = {}
+    for w in workloads:
+        why = implausible_footprint(w, history)
+        if why is not None:
+            out.setdefault(w.signal, []).append(why)
+    return out
+
+
 def observed_footprint(
     w: WorkloadConfig, history: Mapping[str, pd.Series]
 ) -> tuple[WorkloadConfig, str | None]:
     """``w`` with the footprint its signals show filled in where it declares none, and a
-    note saying what was read; ``(w, None)`` where nothing is filled in."""
+    note saying what was read; ``(w, None)`` where nothing is filled in (an implausible
+    footprint included: it is never packed)."""
     if not _may_share(w) or (w.memory_signal is None and w.utilization_signal is None):
+        return w, None
+    if implausible_footprint(w, history) is not None:
         return w, None
     gpu = gpu_model(w.gpu_model)
     memory, share = w.memory_gb, w.compute_share

@@ -55,7 +55,7 @@ from scaler.actuation.protocol import (
 )
 from scaler.config import Config, Fleet, ForecastConfig, ModelStoreConfig, PolicyConfig, PoolConfig
 from scaler.planning.billing import starts_from_past
-from scaler.planning.footprints import observed_footprints
+from scaler.planning.footprints import implausible_footprints, observed_footprints
 from scaler.planning.margins import Margin
 from scaler.planning.mig.plan import mig_pools, plan_mig
 from scaler.planning.power import PowerReading
@@ -321,6 +321,12 @@ def collect(
     filled, footprint_notes = observed_footprints(config.workloads, screened.history)
     fleet = config.fleet.with_lead_times(planned_seconds(lead_times)).with_workloads(filled)
     suspect, suspect_notes = suspicion_reasons(screened.found)
+    # Footprints far below what any replica uses are suspect data: never packed, and the
+    # workload's demand signal holds its pools (scaler.planning.footprints).
+    for signal, causes in implausible_footprints(config.workloads, screened.history).items():
+        for cause in causes:
+            log.warning("%s", cause.text())
+        suspect.setdefault(signal, []).extend(causes)
     notes: list[Reason | str] = [*suspect_notes, *footprint_notes]
     return Collected(fleet, screened.history, suspect, lead_times, notes)
 

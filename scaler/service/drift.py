@@ -33,8 +33,9 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from forecaster.documents import read_document, set_aside
 from forecaster.errors import BadInputError
-from forecaster.files import read_bounded, write_atomic
+from forecaster.files import write_atomic
 from forecaster.series import History
 from forecaster.store import ModelStore
 from scaler.config import DriftConfig, PoolConfig
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 STATE_FILE = "drift-state.json"
 MAX_STATE_BYTES = 1024 * 1024
+EARLIEST, LATEST = pd.Timestamp("1970-01-01"), pd.Timestamp("2200-01-01")
+"""The refit times a drift state may hold."""
 MAX_RECORDS = 5000
 """Most cycle records read to judge drift (17 days of 5-minute cycles)."""
 
@@ -225,13 +228,8 @@ class DriftState:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.refitted_at: dict[str, pd.Timestamp] = {}
-        if path is not None and path.is_file():
-            try:
-                body = json.loads(read_bounded(path, MAX_STATE_BYTES, "drift state", BadInputError))
-                for k, v in dict(body.get("refitted_at", {})).items():
-                    self.refitted_at[str(k)] = _naive(str(v))
-            except (BadInputError, OSError, ValueError, TypeError, AttributeError) as exc:
-                log.warning("drift state %s unreadable (%s); starting afresh", path, exc)
+        if path is not None and (path.exists() or path.is_symlink()):
+            self.refitted_at = _read_state(path)
 
     def mark(self, signal: str, at: pd.Timestamp) -> None:
         self.refitted_at[signal] = pd.Timestamp(at)
@@ -242,6 +240,27 @@ class DriftState:
             write_atomic(self.path, body, parents=True, owned=True)
         except OSError as exc:
             log.warning("drift state %s not written: %s", self.path, exc)
+
+
+def _read_state(path: Path) -> dict[str, pd.Timestamp]:
+    """The refit times in the drift state file; a file that cannot be read or used (too
+    large, nested too deep, not JSON, a time that is not one) is set aside as
+    ``drift-state.json.bad`` with a warning and drift starts afresh: never a failed cycle."""
+    try:
+        body = read_document(path, MAX_STATE_BYTES, "drift state", follow=False, json_only=True)
+        given = body.get("refitted_at", {}) if isinstance(body, dict) else None
+        if not isinstance(given, dict):
+            raise BadInputError(f"drift state {str(path)!r}: refitted_at: expected a mapping")
+        out: dict[str, pd.Timestamp] = {}
+        for k, v in given.items():
+            at = _naive(v) if isinstance(v, str) and len(v) <= 64 else None
+            if not isinstance(at, pd.Timestamp) or not EARLIEST <= at <= LATEST:
+                raise BadInputError(f"drift state: refitted_at.{str(k)[:60]}: not a time")
+            out[str(k)] = at
+        return out
+    except (BadInputError, ValueError, TypeError, OverflowError) as exc:
+        set_aside(path, str(exc), log)
+        return {}
 
 
 def respond(

@@ -16,8 +16,11 @@ because the forecast made at that time saw them. Entries older than ``keep`` bef
 the newest origin asked for are dropped when the cache is saved.
 
 The cache is one JSON file beside the model store (``growth-backtests.json``), read
-once per process within a size bound and written atomically; a missing, unreadable or
-malformed file is an empty cache (the forecasts are made again), never a failed cycle.
+once per process within a size and nesting bound and written atomically; a missing
+file is an empty cache, an unreadable or malformed one is set aside as
+``growth-backtests.json.bad`` with a warning and the cache starts empty, and a malformed
+entry (a bad or offset origin, a huge step) is dropped: the forecasts are made again,
+never a failed cycle.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from forecaster.documents import read_document, set_aside
 from forecaster.errors import BadInputError
-from forecaster.files import read_bounded, write_atomic
+from forecaster.files import write_atomic
 from forecaster.forecasting import SeriesForecast, forecast_series
 from scaler.planning.growth import Forecaster
 
@@ -58,7 +62,8 @@ class GrowthCache:
         self._changed = False
         self.stats = {"kept": 0, "made": 0}
         if path is not None:
-            self._entries = _read(path)
+            # Dropped entries rewrite the file at the next save, so the warning is once.
+            self._entries, self._changed = _read(path)
 
     def forecaster(
         self, signal: str, method: str, quantiles: tuple[float, ...] = (0.5,)
@@ -151,9 +156,12 @@ def _forecast(signal: str, window: pd.Series, entry: dict[str, Any]) -> SeriesFo
         if step <= pd.Timedelta(0):
             return None
         estimator = str(entry["estimator"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
-    index = pd.date_range(start, periods=len(values), freq=step)
+    try:
+        index = pd.date_range(start, periods=len(values), freq=step)
+    except (ValueError, OverflowError):
+        return None
     observed = window.dropna()
     if observed.empty:
         return None
@@ -172,23 +180,76 @@ def _forecast(signal: str, window: pd.Series, entry: dict[str, Any]) -> SeriesFo
     )
 
 
-def _read(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.exists():
-        return {}
+MAX_MEDIAN = 100_000
+"""Most values in one kept median (a week at a 1-minute step is 10,080)."""
+MAX_STEP = pd.Timedelta(days=366)
+"""The largest step a kept forecast may have."""
+_EARLIEST = pd.Timestamp("1970-01-01")
+_LATEST = pd.Timestamp("2200-01-01")
+
+
+def _instant(value: Any) -> pd.Timestamp | None:
+    """A naive timestamp in 1970-2200 written as text, else None (an offset one included:
+    the cache writes naive UTC times, and an offset one cannot be ordered against them)."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
     try:
-        data = json.loads(read_bounded(path, MAX_BYTES, "growth backtest cache", follow=False))
-    except (BadInputError, ValueError) as exc:
-        log.warning("growth backtest cache not used (%s); its forecasts are made again", exc)
-        return {}
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if ts is pd.NaT or ts.tzinfo is not None or not _EARLIEST <= ts <= _LATEST:
+        return None
+    return ts
+
+
+def _usable(entry: Any) -> bool:
+    """Whether ``entry`` is a kept forecast :func:`_forecast` and :meth:`GrowthCache.save`
+    can use: a bounded median of numbers, a sane step, and its times in range."""
+    if not isinstance(entry, dict) or _instant(entry.get("origin")) is None:
+        return False
+    start = _instant(entry.get("start"))
+    step_s, median = entry.get("step_s"), entry.get("median")
+    if start is None or not isinstance(entry.get("estimator"), str):
+        return False
+    if isinstance(step_s, bool) or not isinstance(step_s, int | float):
+        return False
+    if not (math.isfinite(step_s) and 0 < step_s <= MAX_STEP.total_seconds()):
+        return False
+    if not isinstance(median, list) or len(median) > MAX_MEDIAN:
+        return False
+    if start + pd.Timedelta(seconds=float(step_s)) * len(median) > _LATEST:
+        return False
+    return all(
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in median
+    )
+
+
+def _read(path: Path) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The usable entries of the cache file, and whether any were dropped. A file that
+    cannot be read or is not a cache is set aside (``NAME.bad``) and the cache starts
+    empty: its forecasts are made again, never a failed cycle."""
+    if not path.exists() and not path.is_symlink():
+        return {}, False
+    try:
+        data = read_document(path, MAX_BYTES, "growth backtest cache", follow=False, json_only=True)
+    except BadInputError as exc:
+        set_aside(path, str(exc), log)
+        return {}, False
     entries = data.get("entries") if isinstance(data, dict) else None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(entries, dict):
-        log.warning("growth backtest cache %s is not of format %d; not used", path, FORMAT)
-        return {}
-    return {
-        k: e
-        for k, e in entries.items()
-        if isinstance(k, str) and isinstance(e, dict) and isinstance(e.get("origin"), str)
-    }
+        set_aside(path, f"not a growth backtest cache of format {FORMAT}", log)
+        return {}, False
+    usable = {k: e for k, e in entries.items() if isinstance(k, str) and _usable(e)}
+    dropped = len(entries) - len(usable)
+    if dropped:
+        log.warning(
+            "growth backtest cache %s: %d malformed entr%s dropped (bad origin, start, step "
+            "or median); made again",
+            path,
+            dropped,
+            "y" if dropped == 1 else "ies",
+        )
+    return usable, bool(dropped)
 
 
 _CACHES: dict[str, GrowthCache] = {}
