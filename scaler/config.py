@@ -222,6 +222,12 @@ class WorkloadConfig(_Model):
     """A declared signal of the tokens per second this workload serves (vLLM:
     ``sum(rate(vllm:generation_tokens_total[5m])) + sum(rate(vllm:prompt_tokens_total[5m]))``),
     for its cost per 1M tokens in the review and the finance report; optional."""
+    leading_signal: str | None = None
+    """A declared signal of demand that waits now and becomes this workload's ``signal`` after
+    a delay, in the same units (Kueue pending GPU-hours, pending GPU pods, vLLM's
+    ``vllm:num_requests_waiting``, running plus queued jobs): the near-term rule tries it on
+    the signal's own history and uses it where it serves as well for less
+    (``scaler.planning.leading``); optional."""
 
     workload_class: WorkloadClass = Field(default="inference", alias="class")
     """``inference`` (latency-bound, planned from its signal's forecast), ``training`` or
@@ -1270,7 +1276,12 @@ class Config(_Model):
                     f"workloads[{i}].signal: {w.signal!r} is not a declared signal "
                     f"(declared: {', '.join(sorted(signals))})"
                 )
-            for key in ("token_signal", "memory_signal", "utilization_signal"):
+            if w.leading_signal is not None and w.leading_signal == w.signal:
+                raise ValueError(
+                    f"workloads[{i}].leading_signal: {w.leading_signal!r} is the workload's own "
+                    "signal; a leading signal is another series that runs ahead of it"
+                )
+            for key in ("token_signal", "memory_signal", "utilization_signal", "leading_signal"):
                 named = getattr(w, key)
                 if named is not None and named not in signals:
                     raise ValueError(

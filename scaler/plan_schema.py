@@ -321,6 +321,23 @@ class GrowthError(_Part):
     no_growth: float | None = Field(description="Of assuming none.")
 
 
+class LeadingCalibration(_Part):
+    """The leading signal's part in a signal's near-term rule (``scaler.planning.leading``):
+    ``share`` of its arrival measure added to the newest observation."""
+
+    signal: str = Field(description="The leading signal.")
+    measure: Literal["excess", "rise"] = Field(
+        description="excess: leading minus current; rise: what joined the leading signal "
+        "over window_s."
+    )
+    window_s: NonNegInt = Field(description="Seconds the rise is taken over (0 for excess).")
+    share: float = Field(description="Share of the measure provisioned within the lead time.")
+    arrived_share: float | None = Field(
+        description="On the history: the share of the measure demand rose by within the lead."
+    )
+    boost: float = Field(description="Signal units added to the newest observation now.")
+
+
 class SignalMargin(_Part):
     """How far above the newest observation a signal is provisioned near term, and the
     evidence (``scaler.planning.margins.Margin``). Shares are fractions of demand, cost
@@ -357,6 +374,17 @@ class SignalMargin(_Part):
     flat_cost_ratio: float | None = None
     growth_error: GrowthError | None = None
     growth: GrowthCalibration | None = None
+    leading_signal: str | None = Field(
+        default=None, description="The workload's leading signal the rule was tried with."
+    )
+    leading_cost_ratio: float | None = Field(
+        default=None,
+        description="The cheapest rule with the workload's leading signal at the same service "
+        "(null: none served as well).",
+    )
+    leading: LeadingCalibration | None = Field(
+        default=None, description="The leading signal's part, where its rule was chosen."
+    )
 
 
 class ThrottledNode(_Part):

@@ -86,6 +86,9 @@ MARGIN_FLAT = "margin.newest-observation"
 """A signal's near-term rule: the newest observation with its margin, as reacting does."""
 MARGIN_POLICY = "margin.policy"
 """A signal with too little history to learn a margin: ``policy.headroom_fraction``."""
+MARGIN_LEADING = "margin.leading-signal"
+"""A signal's near-term rule: the newest observation plus a share of its workload's leading
+signal (queued demand that runs after a delay, ``scaler.planning.leading``)."""
 HELD_NO_DATA = "held.no-data"
 """Why a GPU model holds: a signal that feeds it has no data."""
 HELD_STALE = "held.stale"
@@ -135,6 +138,13 @@ NOTE_WAITING = "note.waiting"
 """Plan note: GPUs of a model wait for capacity; its need is kept at least what runs and waits."""
 NOTE_WAITING_UNKNOWN = "note.waiting-unknown-model"
 """Plan note: waiting GPUs of no known GPU model, not planned on."""
+NOTE_STORE_COVERED = "note.history-store-covered"
+"""Plan note: Prometheus returned no series for a signal, and tiercast's own history store
+covered it; the plan acts on its pools (a typo in the query would show only here)."""
+NOTE_NO_SERIES_HELD = "note.no-series-held"
+"""Plan note: Prometheus returned no series for a signal; its pools hold (no scale-down)."""
+NOTE_REVIEW_HORIZON = "note.review-horizon"
+"""Review note: the review's horizon and why a cycle's actions can differ from its own."""
 LEGACY = "legacy.text"
 """A sentence from a plan written before reasons were values, shown as it is."""
 
@@ -163,6 +173,7 @@ CODES: tuple[str, ...] = (
     MARGIN_MEDIAN,
     MARGIN_FLAT,
     MARGIN_POLICY,
+    MARGIN_LEADING,
     HELD_NO_DATA,
     HELD_STALE,
     HELD_IMPLAUSIBLE,
@@ -187,6 +198,9 @@ CODES: tuple[str, ...] = (
     NOTE_THROTTLED_UNKNOWN,
     NOTE_WAITING,
     NOTE_WAITING_UNKNOWN,
+    NOTE_STORE_COVERED,
+    NOTE_NO_SERIES_HELD,
+    NOTE_REVIEW_HORIZON,
     LEGACY,
 )
 
@@ -234,6 +248,11 @@ class Reason:
 
     def __str__(self) -> str:
         return render(self, "en")
+
+    def short(self, lang: str = "en", **context: object) -> str:
+        """The short form for a table cell (:data:`SHORT`); ``context`` fills parameters
+        the reason does not carry (the plan's ``quantile``)."""
+        return render_short(self, lang, context)
 
     def with_params(self, refs: Sequence[str] = (), **params: object) -> Reason:
         """This reason with more parameters (and references)."""
@@ -293,6 +312,11 @@ def margin_reason(signal: str, entry: Mapping[str, Any]) -> Reason:
     }
     g, f = entry.get("growth_cost_ratio"), entry.get("flat_cost_ratio")
     growth = entry.get("growth")
+    leading = entry.get("leading")
+    if isinstance(leading, Mapping):
+        return _leading_reason(params, leading, entry.get("leading_cost_ratio"), f, ref)
+    if entry.get("leading_signal"):
+        params["leading_unused"] = entry.get("leading_signal")
     if isinstance(growth, Mapping):
         params.update(
             level=f"q{float(growth.get('level', 0.0)):g}",
@@ -305,6 +329,27 @@ def margin_reason(signal: str, entry: Mapping[str, Any]) -> Reason:
     if g is not None and f:
         params["growth_costs_pct"] = round(100 * (float(g) / float(f) - 1), 4)
     return Reason(MARGIN_MEDIAN if entry.get("forecast_shape") else MARGIN_FLAT, params, ref)
+
+
+def _leading_reason(
+    params: dict[str, Any],
+    leading: Mapping[str, Any],
+    cost: Any,
+    flat: Any,
+    ref: tuple[str, ...],
+) -> Reason:
+    """:data:`MARGIN_LEADING` from a margin entry's ``leading`` part."""
+    window = int(leading.get("window_s") or 0)
+    params.update(
+        leading=leading.get("signal"),
+        share=float(leading.get("share") or 0.0),
+        measure="leading-excess" if leading.get("measure") == "excess" else "leading-rise",
+        window_min=window // 60,
+        boost=float(leading.get("boost") or 0.0),
+    )
+    if cost is not None and flat:
+        params["leading_saves_pct"] = round(100 * (1 - float(cost) / float(flat)), 4)
+    return Reason(MARGIN_LEADING, params, ref)
 
 
 # --- rendering ----------------------------------------------------------------------
@@ -356,6 +401,8 @@ class _Formatter(string.Formatter):
         return super().get_value(key, args, kwargs)
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
+        if conversion == "p":  # ``node{nodes!p}``: the English plural ending
+            return "" if self.lang != "en" or value == 1 else "s"
         if conversion == "t":
             if isinstance(value, tuple):
                 return tuple(term(str(v), self.lang) for v in value)
@@ -367,7 +414,10 @@ class _Formatter(string.Formatter):
             return ", ".join(self.format_field(v, format_spec) for v in value)
         if value is None:
             return "–"
-        text = format(value, format_spec)
+        trim = format_spec.endswith("~")  # ``{gpus:.1f~}``: 57.0 -> 57, 2.93 stays
+        text = format(value, format_spec.removesuffix("~"))
+        if trim and "." in text:
+            text = text.rstrip("0").rstrip(".")
         if self.lang == "ru" and isinstance(value, (int, float)) and not isinstance(value, bool):
             text = text.replace(",", "\u00a0").replace(".", ",")
         return text
@@ -466,6 +516,12 @@ TEMPLATES: dict[str, dict[str, str]] = {
         MARGIN_POLICY: (
             "near term: newest x (1 + {margin_pct:.1f}%), policy.headroom_fraction (too "
             "little history to learn one)"
+        ),
+        MARGIN_LEADING: (
+            "near term: (newest + {share:g} x leading signal '{leading}': {measure!t}, now "
+            "{boost:.4g}) x (1 + {margin_pct:.1f}%), learnt on {days:.1f} d: {unserved_pct:.2f}% "
+            "unserved, {cost_ratio:.2f}x demand (reactive {reactive_unserved_pct:.2f}%, "
+            "{reactive_cost_ratio:.2f}x)"
         ),
         HELD_NO_DATA: "no data for signal '{signal}'",
         HELD_STALE: "signal '{signal}' is stale",
@@ -569,6 +625,21 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "{waiting_gpus:g} waiting GPU(s) of no known GPU model ({series}); set "
             "starvation.gpu_model or starvation.gpu_model_label to plan on them"
         ),
+        NOTE_STORE_COVERED: (
+            "signal '{signal}': Prometheus returned no data for its query (a misspelt metric "
+            "or label?); planned from tiercast's history store up to {newest}, so its pools "
+            "({pools}) are planned as usual; fix the query before that data grows stale"
+        ),
+        NOTE_NO_SERIES_HELD: (
+            "signal '{signal}': Prometheus returned no data for its query (a misspelt metric "
+            "or label?); its pools ({pools}) are held (no scale-down)"
+        ),
+        NOTE_REVIEW_HORIZON: (
+            "this review plans {review_h:g} h ahead from the config's node counts; a cycle "
+            "plans {cycle_h:g} h ahead (policy.horizon_s) from the cluster's nodes and its "
+            "earlier cycles' holds, so its actions can differ: a relayout or scale-down that "
+            "pays off over one horizon may not over the other"
+        ),
         LEGACY: "{text}",
     },
     "ru": {
@@ -659,6 +730,12 @@ TEMPLATES: dict[str, dict[str, str]] = {
         MARGIN_POLICY: (
             "ближайшее время: последнее x (1 + {margin_pct:.1f}%), policy.headroom_fraction "
             "(истории мало, чтобы выучить запас)"
+        ),
+        MARGIN_LEADING: (
+            "ближайшее время: (последнее + {share:g} x опережающий сигнал '{leading}': "
+            "{measure!t}, сейчас {boost:.4g}) x (1 + {margin_pct:.1f}%), по {days:.1f} дн.: "
+            "{unserved_pct:.2f}% не обслужено, {cost_ratio:.2f}x спроса (реактивно "
+            "{reactive_unserved_pct:.2f}%, {reactive_cost_ratio:.2f}x)"
         ),
         HELD_NO_DATA: "нет данных сигнала '{signal}'",
         HELD_STALE: "сигнал '{signal}' устарел",
@@ -764,6 +841,22 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "ждущих GPU неизвестной модели: {waiting_gpus:g} ({series}); задайте "
             "starvation.gpu_model или starvation.gpu_model_label, чтобы планировать с их учётом"
         ),
+        NOTE_STORE_COVERED: (
+            "сигнал '{signal}': Prometheus не вернул данных по запросу (опечатка в "
+            "метрике или метке?); план построен по хранилищу истории tiercast до {newest}, "
+            "поэтому его пулы ({pools}) планируются как обычно; исправьте запрос, пока "
+            "эти данные не устарели"
+        ),
+        NOTE_NO_SERIES_HELD: (
+            "сигнал '{signal}': Prometheus не вернул данных по запросу (опечатка в "
+            "метрике или метке?); его пулы ({pools}) удерживаются (без сокращения)"
+        ),
+        NOTE_REVIEW_HORIZON: (
+            "этот обзор планирует на {review_h:g} ч вперёд от числа узлов в конфигурации; "
+            "цикл планирует на {cycle_h:g} ч вперёд (policy.horizon_s) от узлов кластера и "
+            "удержаний прошлых циклов, поэтому его действия могут отличаться: переразметка "
+            "или сокращение, выгодные на одном горизонте, могут быть невыгодны на другом"
+        ),
         LEGACY: "{text}",
     },
 }
@@ -787,6 +880,8 @@ CLAUSES: dict[str, dict[str, str]] = {
         "unnamed": "; name the ResourceFlavor of {unnamed} in kubernetes.kueue.flavors",
         "growth_saves_pct": "; growth {growth_saves_pct:.1f}% cheaper than newest x margin",
         "growth_costs_pct": "; forecast growth not used: {growth_costs_pct:.1f}% costlier",
+        "leading_saves_pct": "; leading signal {leading_saves_pct:.1f}% cheaper than newest x margin",
+        "leading_unused": "; leading signal '{leading_unused}' not used: no cheaper here",
         "pending_pods": "; {pending_pods} pod(s) Pending over {threshold_s} s",
         "pending_workloads": "; {pending_workloads} Kueue workload(s) pending",
     },
@@ -807,6 +902,8 @@ CLAUSES: dict[str, dict[str, str]] = {
         "unnamed": "; укажите ResourceFlavor для {unnamed} в kubernetes.kueue.flavors",
         "growth_saves_pct": "; рост на {growth_saves_pct:.1f}% дешевле, чем последнее x запас",
         "growth_costs_pct": "; рост по прогнозу не используется: на {growth_costs_pct:.1f}% дороже",
+        "leading_saves_pct": "; опережающий сигнал на {leading_saves_pct:.1f}% дешевле, чем последнее x запас",
+        "leading_unused": "; опережающий сигнал '{leading_unused}' не используется: не дешевле",
         "pending_pods": "; подов в Pending дольше {threshold_s} с: {pending_pods}",
         "pending_workloads": "; нагрузок Kueue в ожидании: {pending_workloads}",
     },
@@ -815,8 +912,13 @@ CLAUSES: dict[str, dict[str, str]] = {
 in this order."""
 
 TERMS: dict[str, dict[str, str]] = {
-    "en": {},
+    "en": {
+        "leading-excess": "its excess over the newest",
+        "leading-rise": "its recent rise",
+    },
     "ru": {
+        "leading-excess": "его превышение над последним",
+        "leading-rise": "его недавний рост",
         "bridging": "переходный период",
         "stabilization": "стабилизация",
         "released-recently": "недавно освобождён",
@@ -840,6 +942,85 @@ TERMS: dict[str, dict[str, str]] = {
 }
 """Value words per language; ``max_nodes``, ``max_step`` and profile names read the same
 everywhere."""
+
+
+# --- short forms: one table cell per decision ---------------------------------------
+
+SHORT: dict[str, dict[str, str]] = {
+    "en": {
+        SCALE_UP_FORECAST: "{quantile} {gpus:.1f~} GPUs by {at}, lead {lead_min}m: +{nodes} node{nodes!p}",
+        SCALE_UP_HELD: "held data, newest needs {gpus:.1f~} GPUs: +{nodes} node{nodes!p}",
+        SCALE_DOWN_DEMAND: (
+            "{quantile} <={gpus:.1f~} GPUs until {until}, lead {lead_min}m+{stabilization_min}m: "
+            "-{nodes} node{nodes!p}"
+        ),
+        SCALE_DOWN_MAX_NODES: "above max_nodes {max_nodes}: -{nodes} node{nodes!p} a cycle",
+        NO_OP_FITS: "{quantile} {gpus:.1f~} GPUs at {at}, lead {lead_min}m: fits",
+        MIG_RELAYOUT_NOW: "{node} -> {to_layout} now ({gpus_changed} GPUs, drain {change_min}m)",
+        MIG_RELAYOUT_SCHEDULED: "{node} -> {to_layout} at {window} (drain {change_min}m)",
+        MIG_RELAYOUT_ON_JOIN: "{node} -> {to_layout} when it joins",
+        MIG_RESUME: "finish {node} -> {to_layout}: {step}",
+        MIG_KEEP: "layouts kept on {nodes} node{nodes!p} ({quantile} MIG demand)",
+        SHARING_LABEL: "label {node} {label}={config} ({mode}, {replicas} ways)",
+        KUEUE_QUOTA: "{queue} {resource} quota {quota_from} -> {quota_to}",
+        KUEUE_UNREADABLE: "{queue} unreadable: quota kept",
+        MARGIN_GROWTH: "newest x growth {level} x (1+{margin_pct:.1f~}%), learnt",
+        MARGIN_MEDIAN: "newest x median change x (1+{margin_pct:.1f~}%), learnt",
+        MARGIN_FLAT: "newest x (1+{margin_pct:.1f~}%), learnt",
+        MARGIN_POLICY: "newest x (1+{margin_pct:.1f~}%), policy",
+    },
+    "ru": {
+        SCALE_UP_FORECAST: (
+            "{quantile} {gpus:.1f~} GPU к {at}, подготовка {lead_min} мин: +{nodes} узл."
+        ),
+        SCALE_UP_HELD: "данные удержаны, последнему нужно {gpus:.1f~} GPU: +{nodes} узл.",
+        SCALE_DOWN_DEMAND: (
+            "{quantile} <={gpus:.1f~} GPU до {until}, подготовка {lead_min}+{stabilization_min} "
+            "мин: -{nodes} узл."
+        ),
+        SCALE_DOWN_MAX_NODES: "больше max_nodes {max_nodes}: -{nodes} узл. за цикл",
+        NO_OP_FITS: "{quantile} {gpus:.1f~} GPU к {at}, подготовка {lead_min} мин: хватает",
+        MIG_RELAYOUT_NOW: "{node} → {to_layout} сейчас ({gpus_changed} GPU, вывод {change_min} мин)",
+        MIG_RELAYOUT_SCHEDULED: "{node} → {to_layout} в {window} (вывод {change_min} мин)",
+        MIG_RELAYOUT_ON_JOIN: "{node} → {to_layout} при появлении",
+        MIG_RESUME: "завершить {node} → {to_layout}: {step}",
+        MIG_KEEP: "разметка сохранена на {nodes} узл. (спрос MIG {quantile})",
+        SHARING_LABEL: "разметить {node} {label}={config} ({mode}, на {replicas})",
+        KUEUE_QUOTA: "{queue} {resource} квота {quota_from} → {quota_to}",
+        KUEUE_UNREADABLE: "{queue} не читается: квота не меняется",
+        MARGIN_GROWTH: "последнее x рост {level} x (1+{margin_pct:.1f~}%), выучено",
+        MARGIN_MEDIAN: "последнее x изменение медианы x (1+{margin_pct:.1f~}%), выучено",
+        MARGIN_FLAT: "последнее x (1+{margin_pct:.1f~}%), выучено",
+        MARGIN_POLICY: "последнее x (1+{margin_pct:.1f~}%), политика",
+    },
+}
+"""Language -> code -> the short form a table cell shows (``tiercast run``'s REASON);
+a code without one is shown in full. The detail is in ``-o wide`` and ``tiercast explain``."""
+
+SHORT_CLAUSES: dict[str, dict[str, str]] = {
+    "en": {"held": "; held", "bound": "; bound {bound!t}"},
+    "ru": {"held": "; удержано", "bound": "; ограничение {bound!t}"},
+}
+"""Language -> optional parameter -> the clause a short form appends where it is set."""
+
+
+def render_short(
+    reason: Reason | str, lang: str = "en", context: Mapping[str, object] | None = None
+) -> str:
+    """``reason``'s short form in ``lang`` (:data:`SHORT`), else its full rendering;
+    ``context``: parameters the reason does not carry (the plan's ``quantile``)."""
+    if isinstance(reason, str):
+        return reason
+    template = SHORT.get(lang, SHORT["en"]).get(reason.code)
+    if template is None:
+        return render(reason, lang)
+    params = {**dict(context or {}), **reason.params}
+    fmt = _Formatter(lang)
+    text = fmt.format(template, **params)
+    for key, clause in SHORT_CLAUSES.get(lang, SHORT_CLAUSES["en"]).items():
+        if key in params and params[key] not in (None, False, (), ""):
+            text += fmt.format(clause, **params)
+    return text
 
 
 # --- the list of codes, for the docs ------------------------------------------------
@@ -900,6 +1081,21 @@ def codes_markdown() -> str:
     ]
     for key, en in CLAUSES["en"].items():
         lines.append(f"| `{key}` | `{cell(en)}` | `{cell(CLAUSES['ru'][key])}` |")
+    lines += [
+        "",
+        "## Short forms",
+        "",
+        "What a table cell shows (`tiercast run`, `plan`); a code not listed is shown in full. "
+        "`{quantile}` is the plan's; `-o wide` and `tiercast explain` show the rest.",
+        "",
+        "| Code | English | Russian |",
+        "| --- | --- | --- |",
+    ]
+    for code, en in SHORT["en"].items():
+        lines.append(f"| `{code}` | `{cell(en)}` | `{cell(SHORT['ru'][code])}` |")
+    for key, en in SHORT_CLAUSES["en"].items():
+        ru = SHORT_CLAUSES["ru"][key]
+        lines.append(f"| clause `{key}` | `{cell(en)}` | `{cell(ru)}` |")
     return "\n".join(lines) + "\n"
 
 

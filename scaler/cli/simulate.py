@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from forecaster.errors import BadInputError, DataError
+from forecaster.files import check_output, check_output_folder, write_output
 from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration, read_history_csv
 from scaler.cli.common import select_series
@@ -186,9 +187,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     args.method_given = args.method is not None
     if args.config is not None and args.suite is not None:
         raise BadInputError("simulate: --config replays one --history, not a --suite")
+    if getattr(args, "leading", None) is not None and (args.suite or args.pooled):
+        raise BadInputError("simulate: --leading goes with one --history, not --suite or --pooled")
     if args.config is None and args.units_per_gpu is None:
         args.units_per_gpu = 1.0
     _check_deferrable(args)
+    _check_outputs(args)
     if args.suite is not None:
         return cmd_suite(args)
     if args.pooled is not None:
@@ -207,6 +211,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     units = args.units_per_gpu if fleet is None else fleet.units_per_gpu
     tiers = args.tiers or (fleet is not None and fleet.tiers)
     traces = [prepare_trace(series.rename(name), units, s) for s in setups]
+    traces = _leading_traces(args, traces)
     with kept_forecasts(args.forecast_cache, traces[0], setups) as cache:
         for k, (setup, trace) in enumerate(zip(setups, traces, strict=True)):
             test = trace.test_index
@@ -240,6 +245,28 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             if k == 0:
                 _write_files(replay, args.timeline_out, args.chart_out)
     return 0
+
+
+def _leading_traces(args: argparse.Namespace, traces: list[Trace]) -> list[Trace]:
+    """``--leading``: each trace with the leading series on its grid (as it is without)."""
+    if getattr(args, "leading", None) is None:
+        return traces
+    from scaler.replay.walkforward import with_leading
+
+    try:
+        data = read_history_csv(args.leading)
+    except DataError as exc:
+        raise BadInputError(f"--leading: {exc}") from exc
+    if len(data) != 1:
+        raise BadInputError(f"--leading: {args.leading!r} holds {len(data)} series; give one")
+    leading = next(iter(data.values()))
+    out = [with_leading(t, leading, Path(args.leading).stem) for t in traces]
+    training = out[0].leading.iloc[: out[0].test_start] if out[0].leading is not None else None
+    if training is None or not training.notna().any():
+        raise BadInputError(
+            f"--leading: {args.leading!r} has no value on the training steps of --history"
+        )
+    return list(out)
 
 
 def _check_deferrable(args: argparse.Namespace) -> None:
@@ -324,15 +351,23 @@ def _fleet_setup(args: argparse.Namespace, fleet: UserFleet) -> ReplaySetup:
     )
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Outputs that can never be written are refused before the replay runs, not after."""
+    if args.forecast_cache:
+        check_output_folder(args.forecast_cache, "--forecast-cache")
+    if args.suite is None:
+        for flag, path in (("--timeline-out", args.timeline_out), ("--chart-out", args.chart_out)):
+            if path:
+                check_output(path, flag)
+
+
 def _write_files(replay: Replay, timeline_out: str, chart_out: str) -> None:
     """The timeline CSV and the chart, each where asked ('' for none)."""
     if timeline_out:
-        Path(timeline_out).parent.mkdir(parents=True, exist_ok=True)
-        timeline_frame(replay).to_csv(timeline_out, index=False)
+        write_output(timeline_out, timeline_frame(replay).to_csv(index=False), "--timeline-out")
         print(f"timeline written to {timeline_out}")
     if chart_out:
-        Path(chart_out).parent.mkdir(parents=True, exist_ok=True)
-        write_chart(replay, chart_out)
+        write_chart(replay, chart_out, "--chart-out")
         print(f"chart written to {chart_out}")
 
 
@@ -396,10 +431,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     _add_input_flags(p)
-    add_mig_flags(p)
     from scaler.cli.shadow import add_prometheus_flags
 
     add_prometheus_flags(p)
+    add_mig_flags(p)
     _add_policy_flags(p)
     _add_output_flags(p)
     add_progress_flag(p)
@@ -429,6 +464,13 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
         help="suite series replayed at once, in worker processes (default: %(default)s)",
     )
     p.add_argument("--series", help="the series to replay from a long-format file")
+    p.add_argument(
+        "--leading",
+        metavar="CSV",
+        help="a leading signal of --history (queued demand that runs after a delay, e.g. "
+        "running plus queued GPUs): the near-term rule tries it on the training period "
+        "and uses it where it pays (docs/replay.md, 'Leading signals')",
+    )
     p.add_argument(
         "--units-per-gpu",
         type=float,

@@ -11,7 +11,11 @@ compete on each signal's own history, replayed walk-forward:
   levels :data:`scaler.planning.growth.LEVELS`; h is the window that the planner's
   hysteresis holds (lead time + stabilization), and R never under that window's peak;
 * the *reactive rule*: the same with ``G_j = 1``: the newest value with margin m, held
-  over the window, as a reactive autoscaler scales.
+  over the window, as a reactive autoscaler scales;
+* where the signal's workload names a leading signal, the *leading rule*
+  (:mod:`scaler.planning.leading`): ``R_i = (1 + m) * max(y_j + b * a_j)`` over the same
+  window, ``a`` an arrival measure of the leading series and ``b`` its share arriving
+  within the lead time; without a leading signal it is no candidate.
 
 Step j is served by what was requested over the lead time before it,
 ``min(R[j-1-L..j-1])`` with L the lead time in signal steps (conservative: a node
@@ -54,6 +58,14 @@ import numpy as np
 import pandas as pd
 
 from scaler.planning.growth import LEVELS, Growth, GrowthBacktest, growth_factors
+from scaler.planning.leading import (
+    SHARES,
+    LeadingRule,
+    aligned,
+    arrivals,
+    arrived_share,
+    realised_rise,
+)
 
 MARGIN_GRID: np.ndarray = np.round(np.arange(0.0, 2.0 + 1e-9, 0.025), 3)
 """Candidate margins: 0% to 200% of the newest observation, in steps of 2.5%."""
@@ -116,12 +128,24 @@ class Margin:
     growth_error: tuple[float, float] | None = None
     """On the backtest: the mean absolute log error of the forecast's predicted growth
     over the lead time, and of assuming none (:meth:`GrowthBacktest.errors`)."""
+    leading: LeadingRule | None = None
+    """The leading signal's part the planner adds to the newest observation (None: not the
+    leading rule)."""
+    leading_cost_ratio: float | None = None
+    """The cheapest leading-rule candidate meeting the target: capacity over demand (None:
+    none met it, or no leading signal)."""
+    leading_signal: str | None = None
+    """The leading signal that was tried, whether or not its rule won."""
+    leading_note: str = ""
+    """Why the leading rule was not used though it was cheapest over the history."""
 
     @property
     def source(self) -> str:
         """Where the near-term number comes from, in a reason's words."""
         if self.growth is not None:
             return f"forecast growth q{self.growth.level:g} ({self.growth.method})"
+        if self.leading is not None:
+            return f"leading signal {self.leading.signal!r}"
         if self.forecast_shape:
             return "forecast median change"
         return "newest observation x margin"
@@ -146,11 +170,14 @@ class Margin:
                 if self.within_budget
                 else ("over" if self.capped else "budget not reachable;")
             ) + f" budget {100 * self.budget:.2f}%"
-        rule = (
-            f"newest observation x {self.growth.describe()} x (1 + {100 * self.margin:.1f}%)"
-            if self.growth is not None
-            else f"newest observation x margin {100 * self.margin:.1f}%"
-        )
+        if self.growth is not None:
+            rule = f"newest observation x {self.growth.describe()} x (1 + {100 * self.margin:.1f}%)"
+        elif self.leading is not None:
+            rule = (
+                f"(newest observation {self.leading.describe()}) x (1 + {100 * self.margin:.1f}%)"
+            )
+        else:
+            rule = f"newest observation x margin {100 * self.margin:.1f}%"
         text = (
             f"near term {rule}, learned for {self.signal!r} from "
             f"{self.history_days:.1f} d of its history ({100 * self.unserved_share:.2f}% "
@@ -169,7 +196,7 @@ class Margin:
                 else f", holding {self.cost_ratio:.2f}x demand where the reactive rule held "
                 f"{reactive}"
             )
-        text += self._comparison()
+        text += self._comparison() + self._leading_comparison()
         if self.growth_error is not None and all(math.isfinite(e) for e in self.growth_error):
             fc, none = self.growth_error
             text += (
@@ -178,9 +205,38 @@ class Margin:
             )
         return text
 
+    def _leading_comparison(self) -> str:
+        """Whether the leading signal paid on this history, against "no change"."""
+        if self.leading_signal is None:
+            return ""
+        lead, f = self.leading_cost_ratio, self.flat_cost_ratio
+        if self.leading is not None:
+            if lead is None or f is None or f <= 0:
+                return ""
+            return (
+                f"; the leading signal held {100 * (1 - lead / f):.1f}% less than newest "
+                f"observation x margin ({f:.2f}x) at the same service on this history"
+            )
+        if self.leading_note:
+            return f"; leading signal {self.leading_signal!r} not used ({self.leading_note})"
+        if lead is None:
+            return (
+                f"; leading signal {self.leading_signal!r} not used (no share of it served "
+                "as well here)"
+            )
+        if f is None or f <= 0:
+            return f"; leading signal {self.leading_signal!r} not used"
+        return (
+            f"; leading signal {self.leading_signal!r} not used: serving as well with it held "
+            f"{lead:.2f}x demand ({100 * (lead / f - 1):+.1f}% against newest observation x "
+            "margin) on this history"
+        )
+
     def _comparison(self) -> str:
         """Which rule won on this history, and by how much."""
         g, f = self.growth_cost_ratio, self.flat_cost_ratio
+        if self.leading is not None:
+            return ""
         if self.backtest_note:
             return f"; forecast not used near term ({self.backtest_note})"
         if g is None and f is None:
@@ -236,6 +292,10 @@ class Margin:
                 "forecast": r6(self.growth_error[0]),
                 "no_growth": r6(self.growth_error[1]),
             }
+        if self.leading_signal is not None:
+            out["leading_signal"] = self.leading_signal
+            out["leading_cost_ratio"] = r6(self.leading_cost_ratio)
+            out["leading"] = self.leading.to_dict() if self.leading is not None else None
         if self.growth is not None:
             out["growth"] = {
                 "level": self.growth.level,
@@ -255,6 +315,8 @@ def replay_rule(
     granule: float = 0.0,
     replica: float = 0.0,
     scored_from: int = 0,
+    boost: np.ndarray | None = None,
+    scored_to: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(unserved share, capacity / demand)`` of the near-term rule per candidate margin.
 
@@ -262,7 +324,8 @@ def replay_rule(
     step (None: 1, the reactive rule). ``granule``: signal units of one node (capacity
     is requested in whole nodes; 0: not rounded). ``replica``: signal units of one
     replica, the margin's unit (0: not rounded). Steps before ``scored_from`` are
-    replayed but not scored.
+    replayed but not scored, and so are those from ``scored_to`` on (None: none). ``boost``: signal units added to each step's level before
+    the margin (the leading rule, :mod:`scaler.planning.leading`; None: nothing).
     """
     y = np.asarray(values, dtype=float)
     n = len(y)
@@ -272,7 +335,8 @@ def replay_rule(
     grow = np.ones(n) if factor is None else np.where(np.isfinite(factor), factor, 1.0)
     # R[m, i]: what the rule requests after seeing step i: the largest of the
     # grown levels over the floor window (the planner's hysteresis keeps them).
-    level = pd.Series(known * grow).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
+    base = known * grow if boost is None else known * grow + np.nan_to_num(boost, nan=0.0)
+    level = pd.Series(base).rolling(max(1, floor_steps), min_periods=1).max().to_numpy()
     if replica > 0:
         # Headroom on whole replicas (scaler.planning.demand.gpus_for), in signal units.
         level = np.ceil(level / replica - 1e-9)
@@ -293,6 +357,8 @@ def replay_rule(
     demand = np.where(np.isfinite(y), y, np.nan)
     scored = np.isfinite(demand) & np.isfinite(served[0])
     scored[: max(0, scored_from)] = False
+    if scored_to is not None:
+        scored[max(0, scored_to) :] = False
     total = float(np.nansum(demand[scored]))
     if total <= 0:
         return np.zeros(len(margins)), np.zeros(len(margins))
@@ -325,9 +391,14 @@ class _Replay:
     replica: float
     scored_from: int = 0
     """First step scored: the backtest's first origin (0: the whole history)."""
+    scored_to: int | None = None
+    """Steps from this one on are not scored (None: all to the end)."""
 
     def rule(
-        self, margins: np.ndarray, factor: np.ndarray | None = None
+        self,
+        margins: np.ndarray,
+        factor: np.ndarray | None = None,
+        boost: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """:func:`replay_rule` on this history: unserved share and cost per margin."""
         return replay_rule(
@@ -339,12 +410,24 @@ class _Replay:
             granule=self.granule,
             replica=self.replica,
             scored_from=self.scored_from,
+            boost=boost,
+            scored_to=self.scored_to,
         )
 
 
 _Candidate = tuple[int, int]
-"""A rule (the index of its growth level in LEVELS, -1 for newest observation x margin)
-and the index of its margin in MARGIN_GRID."""
+"""A rule (the index of its growth level in LEVELS, -1 for newest observation x margin,
+:data:`LEADING_BASE` and up for a leading rule) and the index of its margin in MARGIN_GRID."""
+LEADING_BASE = 1000
+"""Rule numbers of the leading rule's candidates start here."""
+
+
+def _is_leading(c: _Candidate) -> bool:
+    return c[0] >= LEADING_BASE
+
+
+def _family(c: _Candidate) -> str:
+    return "leading" if _is_leading(c) else ("growth" if c[0] >= 0 else "flat")
 
 
 def learn_margin(
@@ -358,6 +441,8 @@ def learn_margin(
     reactive_headroom: float | None = REACTIVE_HEADROOM,
     replica: float = 0.0,
     backtest: Backtester | None = None,
+    leading: pd.Series | None = None,
+    leading_signal: str | None = None,
 ) -> Margin | None:
     """The cheapest rule and margin keeping ``history``'s unserved share in ``budget``.
 
@@ -367,8 +452,10 @@ def learn_margin(
     is headroom on replicas; 0: not rounded). ``reactive_headroom``: the reference rule
     the choice may not cost more than (None: no reference). ``backtest``: the planner's
     forecaster walked forward over the history (None: the growth rule is not a
-    candidate). None when the history is shorter than :data:`MIN_HISTORY_STEPS` or
-    carries no demand.
+    candidate). ``leading``: the history of the signal's leading signal (named
+    ``leading_signal``; None: the leading rule is not a candidate, and the choice is
+    exactly the one without it). None when the history is shorter than
+    :data:`MIN_HISTORY_STEPS` or carries no demand.
     """
     replay = _regular_replay(history, lead_time_s, step, floor_window, granule, replica)
     if replay is None:
@@ -377,6 +464,12 @@ def learn_margin(
     if bt is not None:
         replay = _Replay(**{**replay.__dict__, "scored_from": int(bt.positions.min())})
     cands, unserved, cost, growths = _candidates(replay, bt)
+    lead_x = None if leading is None else aligned(leading, replay.grid, replay.step)
+    leads = (
+        _leading_candidates(replay, lead_x, str(leading_signal or "leading"), cands, unserved, cost)
+        if lead_x is not None
+        else {}
+    )
     # Never more unserved than reacting left on the same history, nor than the budget.
     reactive_cost = reactive_unserved = None
     target = budget
@@ -384,14 +477,28 @@ def learn_margin(
         ru, rc = replay.rule(np.array([reactive_headroom]))
         reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
         target = min(budget, reactive_unserved)
-    chosen = _cheapest(cands, unserved, cost, target, budget)
-    capped = False
-    if reactive_cost is not None and cost[chosen] > reactive_cost * (1 + 1e-9):
-        chosen, capped = _no_costlier_than_reacting(
-            cands, unserved, cost, target, reactive_cost, chosen
-        )
+    chosen, capped = _choose(cands, unserved, cost, target, budget, reactive_cost)
+    leading_note, tried = "", cands
+    if _is_leading(chosen) and lead_x is not None:
+        boost = leads[chosen[0]].share * leads[chosen[0]].arrival.values(replay.values, lead_x)
+        placebo = _placebo_cost(replay, lead_x, target)
+        if placebo is not None and cost[chosen] >= placebo * (1 - 1e-9):
+            # Capacity added at random (the same series from another time) served as well
+            # for as little: what won is the extra capacity, not what the series knows.
+            leading_note = f"its own values at other times did as well ({placebo:.2f}x)"
+        elif not _confirmed_on_halves(replay, boost, budget, reactive_headroom):
+            # Chosen on the whole history but not cheaper than "no change" on each half of
+            # it: a leading series that won by chance.
+            leading_note = "cheaper over the history, but not on each half of it"
+        if leading_note:
+            # The choice is then exactly the one without the leading signal.
+            cands = [c for c in cands if not _is_leading(c)]
+            chosen, capped = _choose(cands, unserved, cost, target, budget, reactive_cost)
     rule, k = chosen
     scored = replay.grid[replay.scored_from :]
+    lead_rule = leads.get(rule)
+    if lead_rule is not None and lead_x is not None:
+        lead_rule = lead_rule.at(replay.values, lead_x)
     return Margin(
         signal=str(signal if signal is not None else history.name or "signal"),
         margin=float(MARGIN_GRID[k]),
@@ -407,13 +514,76 @@ def learn_margin(
         capped=capped,
         target=target,
         growth=growths.get(rule),
-        growth_cost_ratio=_best_cost(cands, unserved, cost, target, shaped=True),
-        flat_cost_ratio=_best_cost(cands, unserved, cost, target, shaped=False),
+        growth_cost_ratio=_best_cost(cands, unserved, cost, target, "growth"),
+        flat_cost_ratio=_best_cost(cands, unserved, cost, target, "flat"),
         backtest_note=""
         if bt is not None or backtest is None
         else "too little history to backtest the forecaster",
         growth_error=bt.errors() if bt is not None else None,
+        leading=lead_rule,
+        leading_cost_ratio=_best_cost(tried, unserved, cost, target, "leading") if leads else None,
+        leading_signal=None if leading is None else str(leading_signal or "leading"),
+        leading_note=leading_note,
     )
+
+
+def _choose(
+    cands: list[_Candidate],
+    unserved: dict[_Candidate, float],
+    cost: dict[_Candidate, float],
+    target: float,
+    budget: float,
+    reactive_cost: float | None,
+) -> tuple[_Candidate, bool]:
+    """The chosen candidate, and whether it is capped at the reactive rule's cost."""
+    chosen = _cheapest(cands, unserved, cost, target, budget)
+    if reactive_cost is not None and cost[chosen] > reactive_cost * (1 + 1e-9):
+        return _no_costlier_than_reacting(cands, unserved, cost, target, reactive_cost, chosen)
+    return chosen, False
+
+
+PLACEBOS = 3
+"""Placebos the leading rule must beat: its arrival measures moved by 1/4, 2/4 and 3/4 of
+the history (the same values at other times)."""
+
+
+def _placebo_cost(replay: _Replay, lead_x: np.ndarray, target: float) -> float | None:
+    """The least cost meeting ``target`` of the leading rule's candidates with each arrival
+    measure moved in time (:data:`PLACEBOS`): what the extra capacity alone buys."""
+    n = len(replay.values)
+    best: float | None = None
+    for arrival in arrivals(replay.step):
+        measure = arrival.values(replay.values, lead_x)
+        for k in range(1, PLACEBOS + 1):
+            moved = np.roll(measure, k * n // (PLACEBOS + 1))
+            for share in SHARES:
+                u, c = replay.rule(MARGIN_GRID, boost=share * moved)
+                ok = c[u <= target + 1e-12]
+                if ok.size and (best is None or ok.min() < best):
+                    best = float(ok.min())
+    return best
+
+
+def _confirmed_on_halves(
+    replay: _Replay, boost: np.ndarray, budget: float, reactive_headroom: float | None
+) -> bool:
+    """Whether the leading rule with ``boost`` costs no more than "no change" (the newest
+    observation x margin) at the same service on each half of the scored history, each at
+    its own target (the reactive rule's unserved share there, never over ``budget``)."""
+    n = len(replay.values)
+    mid = (replay.scored_from + n) // 2
+    for lo, hi in ((replay.scored_from, mid), (mid, n)):
+        half = _Replay(**{**replay.__dict__, "scored_from": lo, "scored_to": hi})
+        target = budget
+        if reactive_headroom is not None:
+            target = min(budget, float(half.rule(np.array([reactive_headroom]))[0][0]))
+        flat_u, flat_c = half.rule(MARGIN_GRID)
+        lead_u, lead_c = half.rule(MARGIN_GRID, boost=boost)
+        flat = flat_c[flat_u <= target + 1e-12]
+        lead = lead_c[lead_u <= target + 1e-12]
+        if not lead.size or (flat.size and lead.min() > flat.min() * (1 + 1e-9)):
+            return False
+    return True
 
 
 def _regular_replay(
@@ -469,15 +639,43 @@ def _candidates(
     return cands, unserved, cost, growths
 
 
+def _leading_candidates(
+    replay: _Replay,
+    lead_x: np.ndarray,
+    signal: str,
+    cands: list[_Candidate],
+    unserved: dict[_Candidate, float],
+    cost: dict[_Candidate, float],
+) -> dict[int, LeadingRule]:
+    """The leading rule's candidates (every arrival measure and share, each at every margin)
+    added to ``cands``, ``unserved`` and ``cost`` (in place), and the rule of each number."""
+    rise = realised_rise(replay.values, replay.lead_steps)
+    rules: dict[int, LeadingRule] = {}
+    for arrival in arrivals(replay.step):
+        measure = arrival.values(replay.values, lead_x)
+        arrived = arrived_share(rise, measure, replay.scored_from)
+        if arrived is None:
+            continue
+        for share in SHARES:
+            number = LEADING_BASE + len(rules)
+            rules[number] = LeadingRule(signal, arrival, share, replay.step, arrived)
+            u, c = replay.rule(MARGIN_GRID, boost=share * measure)
+            for k in range(len(MARGIN_GRID)):
+                cands.append((number, k))
+                unserved[(number, k)] = float(u[k])
+                cost[(number, k)] = float(c[k])
+    return rules
+
+
 def _best_cost(
     cands: list[_Candidate],
     unserved: dict[_Candidate, float],
     cost: dict[_Candidate, float],
     target: float,
-    shaped: bool,
+    family: str,
 ) -> float | None:
     """The least cost of a candidate of one rule family meeting ``target`` (None: none)."""
-    costs = [cost[c] for c in cands if (c[0] >= 0) == shaped and unserved[c] <= target + 1e-12]
+    costs = [cost[c] for c in cands if _family(c) == family and unserved[c] <= target + 1e-12]
     return min(costs) if costs else None
 
 
@@ -489,12 +687,13 @@ def _cheapest(
     budget: float,
 ) -> _Candidate:
     """The cheapest candidate meeting ``target``, else the cheapest within ``budget`` of the
-    least any candidate leaves unserved; ties go to the growth rule, then the smaller margin."""
+    least any candidate leaves unserved; ties go to the growth rule, then the smaller margin
+    (a leading rule wins only where it is strictly cheaper)."""
     within = any(unserved[c] <= target + 1e-12 for c in cands)
     limit = target if within else min(unserved[c] for c in cands) + budget
     return min(
         (c for c in cands if unserved[c] <= limit + 1e-12),
-        key=lambda c: (round(cost[c], 9), c[0] < 0, c[1], c[0]),
+        key=lambda c: (round(cost[c], 9), _is_leading(c), c[0] < 0, c[1], c[0]),
     )
 
 
@@ -515,7 +714,7 @@ def _no_costlier_than_reacting(
     affordable = [c for c in cands if cost[c] <= reactive_cost * (1 + 1e-9)]
     dominating = [c for c in affordable if unserved[c] <= target + 1e-12]
     if dominating:
-        return min(dominating, key=lambda c: (cost[c], c[0] < 0, c[1])), False
+        return min(dominating, key=lambda c: (cost[c], _is_leading(c), c[0] < 0, c[1])), False
     if affordable:
-        return min(affordable, key=lambda c: (unserved[c], cost[c], c[1])), True
+        return min(affordable, key=lambda c: (unserved[c], cost[c], _is_leading(c), c[1])), True
     return chosen, False

@@ -76,7 +76,10 @@ def demand_levels(
     shaped = {name: near_term_forecast(fc, learned.get(name)) for name, fc in forecasts.items()}
     # The growth rule's floor is the window's peak as observed: its margin is on the growth.
     floor_headroom = {
-        name: 0.0 if name in learned and learned[name].growth is not None else m
+        name: 0.0
+        if name in learned
+        and (learned[name].growth is not None or learned[name].leading is not None)
+        else m
         for name, m in headroom.items()
     }
     return DemandLevels(
@@ -129,7 +132,13 @@ def _observed_peaks(
 def near_term_forecast(fc: SeriesForecast, margin: Margin | None) -> SeriesForecast:
     """``fc`` as the near-term rule anchors it: with its growth quantile applied to the
     newest value and a flat median (the growth rule), as it is (the forecast median's
-    change), or with a flat median (the rule without the forecast)."""
+    change), or with a flat median (the rule without the forecast); the leading rule
+    (:mod:`scaler.planning.leading`): the newest value plus its leading signal's share,
+    with a flat median."""
+    if margin is not None and margin.leading is not None:
+        frame = fc.frame.copy()
+        frame["q0.5"] = 1.0
+        return replace(fc, frame=frame, last_value=fc.last_value + margin.leading.boost)
     if margin is None or (margin.forecast_shape and margin.growth is None):
         return fc
     frame = fc.frame.copy()

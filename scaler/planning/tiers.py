@@ -139,6 +139,7 @@ from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes
 from scaler.planning.deferrable import plan_deferrable
 from scaler.planning.demand import planning_grid
 from scaler.planning.growth import Forecaster, walk_forward
+from scaler.planning.leading import leading_signal_of
 from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.need import (
     DemandLevels,
@@ -231,6 +232,8 @@ def learn_margins(
             align=True,
         )
         seen = y[y.index <= fc.last_timestamp]
+        leading = leading_signal_of(fleet.workloads, name)
+        lead_seen = history.get(leading) if leading is not None else None
         out[name] = learn_margin(
             seen,
             lead,
@@ -241,6 +244,9 @@ def learn_margins(
             granule=signal_granule(fleet, name),
             replica=signal_replica(fleet.workloads, name),
             backtest=backtest,
+            # A workload's leading signal, up to the same newest observation (never after).
+            leading=None if lead_seen is None else lead_seen[lead_seen.index <= fc.last_timestamp],
+            leading_signal=leading,
         )
     return out
 

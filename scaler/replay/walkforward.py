@@ -1,6 +1,11 @@
 """The ``predictive`` policy: tiercast's own planner replayed walk-forward on a trace, every
 5-minute step planned from the data before it, on one on-demand pool or on reserved + spot
-+ on-demand (:func:`replay_config`, :func:`tiercast_run`)."""
++ on-demand (:func:`replay_config`, :func:`tiercast_run`).
+
+A trace may carry a leading signal (:func:`with_leading`, ``simulate --leading CSV``): the
+near-term rule then also tries it (:mod:`scaler.planning.leading`) on the training period,
+and where it is chosen, each step adds its share of the leading series as visible at that
+step."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from scaler.config import (
 from scaler.planning.billing import billed_seconds
 from scaler.planning.coverage import allocate
 from scaler.planning.growth import walk_forward
+from scaler.planning.leading import aligned
 from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.solver import Solver
 from scaler.planning.tiers import CapacityInputs, plan_capacity, signal_granule, signal_replica
@@ -152,7 +158,9 @@ def tiercast_run(
         t = trace.test_start + i
         now = trace.index[t]
         window, forecast = forecasts.at(t, now)
-        plan = planner.plan(now, forecast, window, inventory, past, fleet.node_starts(trace.index))
+        plan = _leading_at(planner, trace, t).plan(
+            now, forecast, window, inventory, past, fleet.node_starts(trace.index)
+        )
         targets = {a.pool: a.target_nodes for a in plan.actions}
         # Warm start (_warm_start): the first request was in place before the test, so
         # it is no raise that the hold rules would keep for a window.
@@ -199,6 +207,7 @@ def _training_margin(
         return store[key]
 
     training = trace.signal.iloc[: trace.visible_end(trace.test_start) : trace.hold]
+    leading = _leading_of(trace)
     backtest = walk_forward(
         setup.forecast_method,
         pd.Timedelta(seconds=setup.growth_backtest_s),
@@ -216,6 +225,8 @@ def _training_margin(
         granule=signal_granule(config.fleet, "demand"),
         replica=signal_replica(config.workloads, "demand"),
         backtest=backtest,
+        leading=None if leading is None else leading.loc[training.index],
+        leading_signal=None if leading is None else str(leading.name),
     )
 
 
@@ -474,3 +485,43 @@ class _Fleet:
             billing=self.billing,
             step_s=STEP_H * 3600,
         )
+
+
+# --------------------------------------------------------------------------- a leading signal
+
+
+@dataclass(frozen=True)
+class LeadingTrace(Trace):
+    """A trace with the series of its leading signal on the same 5-minute grid."""
+
+    leading: pd.Series | None = None
+    """The leading signal on the trace's grid (NaN where it has no value at or just before a
+    step); its name is the leading signal's."""
+
+
+def with_leading(trace: Trace, leading: pd.Series, name: str = "leading") -> LeadingTrace:
+    """``trace`` with ``leading`` put on its grid: at each step the leading series' last value
+    at or before it, at most one source interval old (never a later one)."""
+    on_grid = aligned(leading, trace.index, trace.hold * STEP)
+    fields = {f: getattr(trace, f) for f in trace.__dataclass_fields__}
+    fields.pop("leading", None)
+    return LeadingTrace(**fields, leading=pd.Series(on_grid, index=trace.index, name=name))
+
+
+def _leading_of(trace: Trace) -> pd.Series | None:
+    return getattr(trace, "leading", None)
+
+
+def _leading_at(planner: _Planner, trace: Trace, t: int) -> _Planner:
+    """``planner`` with its leading rule's share as the leading series stands at step ``t``
+    (only the source intervals that ended by then); as it is without a leading rule."""
+    margin, leading = planner.margin, _leading_of(trace)
+    if margin is None or margin.leading is None or leading is None:
+        return planner
+    end = trace.visible_end(t)
+    keep = (margin.leading.arrival.window_steps + 2) * trace.hold
+    # The steps of the training grid (one per source interval), ending at the newest.
+    pos = np.arange(end - 1, max(-1, end - 1 - keep), -trace.hold)[::-1]
+    y = trace.signal.to_numpy(dtype=float)[pos]
+    x = leading.to_numpy(dtype=float)[pos]
+    return replace(planner, margin=replace(margin, leading=margin.leading.at(y, x)))
