@@ -35,7 +35,8 @@ from typing import Any
 
 import yaml
 
-from scaler.catalog.mig import Layout, parse_mig_parted_entry
+from scaler.catalog.gpus import gpu_model
+from scaler.catalog.mig import Layout
 from tests.fake_kube import Clock, FakeKube, Request
 
 OPERATOR_NS = "gpu-operator"
@@ -43,7 +44,24 @@ CLUSTER_POLICY = "/apis/nvidia.com/v1/clusterpolicies/cluster-policy"
 H100_SXM_ID = "0x233010DE"
 A100_40_ID = "0x20B010DE"
 
-_EIGHTY_GB = ["0x233010DE", "0x233110DE", "0x232210DE", "0x20B210DE", "0x20B510DE"]
+# The device-filter lists of the operator's default config
+# (assets/state-mig-manager/0400_configmap.yaml at commit a22dbf6, as NVIDIA/mig-parted's
+# deployments/systemd/config-default.yaml at bd7160f): H100/H800 80 GB and A100/A800 80 GB
+# share one geometry; A100/A800 40 GB another; H200 and H200 NVL one (all-balanced), but
+# all-1g.35gb names the H200 SXM board (0x2335) only.
+_EIGHTY_GB = [
+    "0x233010DE",
+    "0x233110DE",
+    "0x232210DE",
+    "0x20B210DE",
+    "0x20B510DE",
+    "0x20F310DE",
+    "0x20F510DE",
+    "0x232410DE",
+]
+_FORTY_GB = [A100_40_ID, "0x20B110DE", "0x20F110DE", "0x20F610DE"]
+H200_SXM_ID = "0x233510DE"
+H200_NVL_ID = "0x233B10DE"
 
 
 def _all(profile: str, n: int) -> list[dict[str, Any]]:
@@ -54,6 +72,14 @@ def default_mig_parted_config() -> dict[str, Any]:
     """The structure of the GPU Operator's default mig-parted config (a subset of entries)."""
     configs: dict[str, Any] = {
         "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-1g.35gb": [
+            {
+                "device-filter": [H200_SXM_ID],
+                "devices": "all",
+                "mig-enabled": True,
+                "mig-devices": {"1g.35gb": 4},
+            }
+        ],
         "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
         "all-1g.5gb": _all("1g.5gb", 7),
         "all-2g.10gb": _all("2g.10gb", 3),
@@ -67,7 +93,7 @@ def default_mig_parted_config() -> dict[str, Any]:
                 "mig-devices": {"1g.10gb": 7},
             },
             {
-                "device-filter": [A100_40_ID, "0x20B110DE"],
+                "device-filter": list(_FORTY_GB),
                 "devices": "all",
                 "mig-enabled": True,
                 "mig-devices": {"1g.10gb": 4},
@@ -85,7 +111,7 @@ def default_mig_parted_config() -> dict[str, Any]:
         "all-3g.71gb": _all("3g.71gb", 2),
         "all-balanced": [
             {
-                "device-filter": ["0x233510DE", "0x233B10DE"],
+                "device-filter": [H200_SXM_ID, H200_NVL_ID],
                 "devices": "all",
                 "mig-enabled": True,
                 "mig-devices": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
@@ -97,7 +123,7 @@ def default_mig_parted_config() -> dict[str, Any]:
                 "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
             },
             {
-                "device-filter": [A100_40_ID, "0x20B110DE"],
+                "device-filter": list(_FORTY_GB),
                 "devices": "all",
                 "mig-enabled": True,
                 "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
@@ -328,8 +354,13 @@ class MigManager:
         after: int = 1,
         clock: Clock | None = None,
         lag_s: float = 95.0,
+        device_id: str | None = None,
     ) -> None:
         self.model, self.gpus, self.after = model, gpus, after
+        self.device_id = device_id or gpu_model(model).pci_device_ids[0]
+        """The PCI device ID of every GPU of the nodes (default the model's first board's)."""
+        self._layouts: dict[str, dict[int, Layout]] = {}
+        """Per node, what its GPUs hold after the changes applied (MIG off at first)."""
         self.clock, self.lag_s = clock, lag_s
         self.fail = False
         self.applied: list[tuple[str, str]] = []
@@ -398,7 +429,9 @@ class MigManager:
         if entry is None or self.fail:
             fake.mutate(f"/api/v1/nodes/{name}", _state("failed"))
         else:
-            layouts = parse_mig_parted_entry(self.model, entry, self.gpus, want)
+            before = self._layouts.get(name, {i: Layout(whole=True) for i in range(self.gpus)})
+            layouts = mig_parted_layouts(entry, [self.device_id] * self.gpus, before)
+            self._layouts[name] = layouts
             # GFD and the device plugin run with the ClusterPolicy's mig.strategy
             # (gpu-operator controllers/object_controls.go applyMIGConfiguration).
             policy_strategy = fake.get(CLUSTER_POLICY)["spec"].get("mig", {}).get("strategy")
@@ -446,6 +479,54 @@ def _state(value: str) -> Any:
         obj["metadata"]["labels"]["nvidia.com/mig.config.state"] = value
 
     return change
+
+
+def _filter_id(text: str) -> tuple[int, int, int | None] | None:
+    """``pkg/types/device.go`` ``NewDeviceIDFromString``: ``strconv.ParseUint(s, 0, 32)``,
+    device in the high half, vendor in the low, an optional ``:subsystem``; an error gives
+    the zero ID (``MatchesDeviceFilter`` drops the error), which matches no GPU."""
+    parts = text.split(":")
+    try:
+        raw = [int(x, 0) for x in parts] if len(parts) <= 2 else None
+    except ValueError:
+        raw = None
+    if not raw:
+        return None
+    return raw[0] >> 16, raw[0] & 0xFFFF, raw[1] if len(raw) == 2 else None
+
+
+def mig_parted_layouts(
+    entry: list[dict[str, Any]], gpu_ids: list[str], before: dict[int, Layout]
+) -> dict[int, Layout]:
+    """What mig-parted leaves on each GPU after applying ``entry``, as NVIDIA/mig-parted
+    (commit bd7160f) walks it: ``cmd/nvidia-mig-parted/assert/assert.go``
+    ``WalkSelectedMigConfigForEachGPU`` takes each group in order and, for each GPU index
+    ``i`` with its own PCI device ID, applies the group where
+    ``api/spec/v1/helpers.go`` ``MatchesDeviceFilter`` (no filter, or one of its IDs
+    ``Matches`` the GPU's: ``pkg/types/device.go``, device and vendor equal, the
+    subsystem too where the filter has one) and ``MatchesDevices(i)`` (``all`` or a list
+    holding ``i``) both hold. A GPU no group selects keeps what it had, and the apply
+    still succeeds. The GPUs here report no subsystem."""
+    out = dict(before)
+    for group in entry:
+        filters = group.get("device-filter")
+        names = [filters] if isinstance(filters, str) and filters else filters or []
+        parsed = [_filter_id(f) for f in names] if isinstance(names, list) else []
+        devices = group.get("devices")
+        for i, gpu in enumerate(gpu_ids):
+            own = _filter_id(gpu)
+            if names and not any(
+                f is not None and own is not None and f[:2] == own[:2] and f[2] is None
+                for f in parsed
+            ):
+                continue
+            if not (devices == "all" or (isinstance(devices, list) and i in devices)):
+                continue
+            if group.get("mig-enabled"):
+                out[i] = Layout.of(group.get("mig-devices") or {})
+            else:
+                out[i] = Layout(whole=True)
+    return out
 
 
 def _applied(layouts: dict[int, Layout], gpus: int, strategy: str) -> Any:

@@ -176,7 +176,9 @@ ALL_BALANCED = [
     ],
 )
 def test_operator_all_balanced_reads_per_new_part(model: str, expected: str) -> None:
-    per = parse_mig_parted_entry(model, ALL_BALANCED, 8, "all-balanced")
+    # The group names the RTX PRO 6000 Server Edition only: read for that board.
+    ids = ("0x2BB510DE",) if model == "RTX-PRO-6000-96GB" else None
+    per = parse_mig_parted_entry(model, ALL_BALANCED, 8, "all-balanced", ids)
     assert {lay.spec() for lay in per.values()} == {expected} and len(per) == 8
     assert place(model, per[0]) is not None
 

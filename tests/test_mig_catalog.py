@@ -275,3 +275,111 @@ def test_gpu_feature_discovery_products_are_matched_to_models(
     from scaler.catalog.gpus import product_matches
 
     assert product_matches(model, product) is same
+
+
+# ---- device-filter per GPU, as mig-parted matches it --------------------------------------
+
+VARIANTS = [
+    # (model, nvidia.com/gpu.product, the board's PCI device ID)
+    ("H200-141GB", "NVIDIA-H200", "0x233510DE"),
+    ("H200-141GB", "NVIDIA-H200-NVL", "0x233B10DE"),
+    ("H100-80GB", "NVIDIA-H100-80GB-HBM3", "0x233010DE"),
+    ("H100-80GB", "NVIDIA-H100-PCIe", "0x233110DE"),
+    ("H100-NVL-94GB", "NVIDIA-H100-NVL", "0x232110DE"),
+    ("A100-80GB", "NVIDIA-A100-SXM4-80GB", "0x20B210DE"),
+    ("A100-40GB", "NVIDIA-A100-SXM4-40GB", "0x20B010DE"),
+    ("RTX-PRO-6000-96GB", "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "0x2BB510DE"),
+    ("RTX-PRO-6000-96GB", "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition", "0x2BB110DE"),
+    (
+        "RTX-PRO-6000-96GB",
+        "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition",
+        "0x2BB410DE",
+    ),
+]
+RTX_BALANCED = [
+    {
+        "device-filter": ["0x2BB510DE"],
+        "devices": "all",
+        "mig-enabled": True,
+        "mig-devices": {"1g.24gb": 2, "2g.48gb": 1},
+    }
+]
+
+
+def test_device_filter_is_matched_per_gpu_by_its_pci_device_id() -> None:
+    """The operator's all-1g.35gb names the H200 SXM board only: on an H200 NVL mig-parted
+    changes nothing; on a board that cannot be told, the entry cannot be read."""
+    from scaler.catalog.gpus import device_ids_for_product
+    from tests.gpu_operator import default_mig_parted_config
+
+    entry = default_mig_parted_config()["mig-configs"]["all-1g.35gb"]
+    for model, product, board in VARIANTS:
+        assert device_ids_for_product(model, product) == (board,), product
+    sxm = device_ids_for_product("H200-141GB", "NVIDIA-H200")
+    nvl = device_ids_for_product("H200-141GB", "NVIDIA-H200-NVL")
+    assert parse_mig_parted_entry("H200-141GB", entry, 8, "all-1g.35gb", sxm) == {
+        i: Layout.of({"1g.35gb": 4}) for i in range(8)
+    }
+    assert parse_mig_parted_entry("H200-141GB", entry, 8, "all-1g.35gb", nvl) == {}
+    with pytest.raises(BadInputError, match="mig-parted matches each GPU's own PCI device ID"):
+        parse_mig_parted_entry("H200-141GB", entry, 8, "all-1g.35gb")
+    # all-balanced's RTX PRO 6000 group names the Server Edition only.
+    for product, layouts_read in (
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", 4),
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition", 0),
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition", 0),
+    ):
+        ids = device_ids_for_product("RTX-PRO-6000-96GB", product)
+        got = parse_mig_parted_entry("RTX-PRO-6000-96GB", RTX_BALANCED, 4, "all-balanced", ids)
+        assert len(got) == layouts_read, product
+
+
+def test_an_operator_entry_is_reused_only_where_it_selects_every_board_of_the_model() -> None:
+    """Planning 4 x 1g.35gb on H200s: the operator's all-1g.35gb selects the SXM board only,
+    so tiercast writes its own entry (no device-filter) rather than one mig-parted would
+    skip on an H200 NVL."""
+    from scaler.planning.mig.state import resolve_config_name
+    from tests.gpu_operator import default_mig_parted_config
+
+    configs = default_mig_parted_config()["mig-configs"]
+    name, known = resolve_config_name("H200-141GB", [Layout.of({"1g.35gb": 4})] * 8, configs)
+    assert name.startswith("tiercast-") and not known
+    # An entry whose filter names every board of the model is still reused.
+    name, known = resolve_config_name(
+        "H200-141GB", [Layout.of({"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1})] * 8, configs
+    )
+    assert (name, known) == ("all-balanced", True)
+
+
+@pytest.mark.parametrize(("model", "product", "board"), VARIANTS)
+def test_tiercast_reads_each_default_entry_as_the_fake_mig_parted_applies_it(
+    model: str, product: str, board: str
+) -> None:
+    """The fake MIG manager follows mig-parted's own walk (tests/gpu_operator.py
+    ``mig_parted_layouts``); tiercast's reading of every default entry, for this board,
+    must say the same of every GPU it says anything of, and say nothing of the others."""
+    from scaler.catalog.gpus import device_ids_for_product
+    from tests.gpu_operator import default_mig_parted_config, mig_parted_layouts
+
+    ids = device_ids_for_product(model, product)
+    configs = default_mig_parted_config()["mig-configs"] | {"all-balanced-rtx": RTX_BALANCED}
+    for name, entry in configs.items():
+        applied = mig_parted_layouts(entry, [board] * 4, {})
+        try:
+            read = parse_mig_parted_entry(model, entry, 4, name, ids)
+        except BadInputError:
+            continue  # a profile this model lacks: the entry is another model's
+        assert read == applied, (name, product)
+
+
+def test_the_fake_mig_parted_skips_gpus_no_group_selects() -> None:
+    from tests.gpu_operator import H200_NVL_ID, H200_SXM_ID, mig_parted_layouts
+
+    entry = [
+        {"device-filter": [H200_SXM_ID], "devices": [0, 1], "mig-enabled": True,
+         "mig-devices": {"1g.35gb": 4}},
+        {"device-filter": "not-an-id", "devices": "all", "mig-enabled": False},
+    ]  # fmt: skip
+    before = {i: Layout(whole=True) for i in range(3)}
+    got = mig_parted_layouts(entry, [H200_SXM_ID, H200_NVL_ID, H200_SXM_ID], before)
+    assert got == {0: Layout.of({"1g.35gb": 4}), 1: Layout(whole=True), 2: Layout(whole=True)}

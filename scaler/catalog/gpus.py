@@ -64,7 +64,7 @@ BUILTIN_GPU_MODELS: Mapping[str, GpuModel] = {
         GpuModel("B200-180GB", 180, 7, ("0x290110DE",)),
         GpuModel("GB200-186GB", 186, 7, ("0x294110DE",)),
         # RTX PRO 6000 Blackwell (Server, Workstation, Max-Q): MIG with 4 instances at most.
-        GpuModel("RTX-PRO-6000-96GB", 96, 4, ("0x2BB510DE",)),
+        GpuModel("RTX-PRO-6000-96GB", 96, 4, ("0x2BB510DE", "0x2BB110DE", "0x2BB410DE")),
         GpuModel("A30-24GB", 24, 4, ("0x20B710DE",)),
         GpuModel("L4-24GB", 24, 0),
         GpuModel("L40S-48GB", 48, 0),
@@ -200,6 +200,60 @@ def base_product(product: str) -> str:
     """The product label without GPU feature discovery's ``-MIG-<profile>`` (single
     strategy) and ``-SHARED`` (time-slicing or MPS) suffixes: the model's own name."""
     return _SUFFIXES.sub("", product.strip())
+
+
+# The PCI device ID of each variant of a model, told by the words of GPU feature
+# discovery's product label (NVML's name): first row whose words the product carries
+# wins; a product no row names could be any of the model's IDs. IDs: the GPU Operator's
+# default mig-parted config (NVIDIA/mig-parted deployments/systemd/config-default.yaml,
+# commit bd7160f: "H200 141GB, H200 NVL" 0x2335/0x233B, "RTX PRO 6000 Blackwell"
+# 0x2BB5, the H100/H800 and A100/A800 groups) and the PCI ID database's names for the
+# variants it groups (10de:2330 H100 SXM5 80GB, 2331 H100 PCIe, 2322 H800 PCIe, 2324
+# H800, 2321 H100 NVL, 233a H800 NVL, 2335 H200 SXM 141GB, 233b H200 NVL, 20b0 A100 SXM4
+# 40GB, 20b1/20f1 A100 PCIe 40GB, 20f6 A800 40GB PCIe, 20b2 A100 SXM4 80GB, 20b5 A100
+# PCIe 80GB, 20f3 A800 SXM4 80GB, 20f5 A800 80GB PCIe, 2bb1 RTX PRO 6000 Blackwell
+# Workstation Edition, 2bb4 RTX PRO 6000 Blackwell Max-Q Workstation Edition, 2bb5 RTX
+# PRO 6000 Blackwell Server Edition; lspci listings of those boards agree).
+_VARIANT_IDS: dict[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = {
+    "H200-141GB": ((("NVL",), ("0x233B10DE",)), (("H200",), ("0x233510DE",))),
+    "H100-80GB": (
+        (("H800", "PCIE"), ("0x232210DE",)),
+        (("H800",), ("0x232410DE",)),
+        (("PCIE",), ("0x233110DE",)),
+        (("HBM3",), ("0x233010DE",)),
+        (("SXM5",), ("0x233010DE",)),
+    ),
+    "H100-NVL-94GB": ((("H800",), ("0x233A10DE",)), (("H100",), ("0x232110DE",))),
+    "A100-40GB": (
+        (("A800",), ("0x20F610DE",)),
+        (("SXM4",), ("0x20B010DE",)),
+        (("PCIE",), ("0x20B110DE", "0x20F110DE")),
+    ),
+    "A100-80GB": (
+        (("A800", "SXM4"), ("0x20F310DE",)),
+        (("A800",), ("0x20F510DE",)),
+        (("SXM4",), ("0x20B210DE",)),
+        (("PCIE",), ("0x20B510DE",)),
+    ),
+    "RTX-PRO-6000-96GB": (
+        (("MAX", "Q"), ("0x2BB410DE",)),
+        (("WORKSTATION",), ("0x2BB110DE",)),
+        (("SERVER",), ("0x2BB510DE",)),
+    ),
+}
+
+
+def device_ids_for_product(model: str, product: str | None) -> tuple[str, ...]:
+    """The PCI device IDs a GPU of ``model`` whose ``nvidia.com/gpu.product`` is ``product``
+    may have: its variant's where the product names one (``NVIDIA-H200-NVL``: 0x233B10DE),
+    else every ID of the model (a part with one ID, a name that does not tell)."""
+    m = gpu_model(model)
+    if product:
+        words = set(base_product(product).upper().replace("_", "-").split("-"))
+        for needed, ids in _VARIANT_IDS.get(m.name, ()):
+            if all(w in words for w in needed):
+                return ids
+    return m.pci_device_ids
 
 
 def product_matches(model: str, product: str) -> bool:

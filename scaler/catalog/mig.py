@@ -601,32 +601,87 @@ def mig_parted_entry(per_device: list[Layout]) -> list[dict]:
     return out
 
 
-def device_filter_matches(model: str, device_filter: object, where: str = "device-filter") -> bool:
-    """True when a mig-parted ``device-filter`` (one ID or a list) selects ``model``'s boards.
+def _device_id(text: str) -> tuple[int, int, int | None] | None:
+    """mig-parted's ``NewDeviceIDFromString``: ``0xDDDDVVVV`` or ``0xDDDDVVVV:0xSSSSVVVV``
+    (base from the prefix, as Go's ``strconv.ParseUint(s, 0, 32)``); None where it fails
+    to parse (mig-parted then matches nothing with it)."""
+    parts = text.split(":")
+    if len(parts) > 2:
+        return None
+    try:
+        raw = [int(x, 0) for x in parts]
+    except ValueError:
+        return None
+    if any(not 0 <= r < 2**32 for r in raw):
+        return None
+    return raw[0] >> 16, raw[0] & 0xFFFF, raw[1] if len(raw) == 2 else None
 
-    No filter selects every GPU. IDs are PCI device and vendor IDs (``0x233010DE``),
-    compared without regard to case, against :attr:`scaler.catalog.gpus.GpuModel.pci_device_ids`.
+
+def device_filter_matches(
+    model: str,
+    device_filter: object,
+    where: str = "device-filter",
+    device_ids: tuple[str, ...] | None = None,
+) -> bool:
+    """True when a mig-parted ``device-filter`` (one ID or a list) selects the GPUs.
+
+    mig-parted matches each GPU by its own PCI device ID (NVIDIA/mig-parted, commit
+    bd7160f: ``api/spec/v1/helpers.go`` ``MatchesDeviceFilter``, ``pkg/types/device.go``
+    ``Matches``, walked per GPU by ``WalkSelectedMigConfigForEachGPU`` in
+    ``cmd/nvidia-mig-parted/assert/assert.go``): device and vendor equal, and the
+    subsystem too where the filter names one. ``device_ids`` are the IDs the GPUs may have
+    (:func:`scaler.catalog.gpus.device_ids_for_product`; default every ID of ``model``). No
+    filter selects every GPU; a filter that selects some of those IDs and not others
+    cannot be told for this node (which board it is is not known): BadInputError, so the
+    node is held rather than planned on a guess.
     """
-    if device_filter is None:
+    if device_filter is None or device_filter == "":
         return True
     ids = [device_filter] if isinstance(device_filter, str) else device_filter
-    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise BadInputError(
             f"{where}: expected a PCI device ID such as '0x233010DE' or a list of them, "
             f"got {device_filter!r}"
         )
-    ours = {d.upper() for d in gpu_model(model).pci_device_ids}
-    return any(i.upper() in ours for i in ids)
+    if not ids:
+        return True
+    filters = [f for f in (_device_id(i) for i in ids) if f is not None]
+    candidates = device_ids if device_ids is not None else gpu_model(model).pci_device_ids
+    sure: set[str] = set()
+    maybe: set[str] = set()
+    for cand in candidates:
+        gpu = _device_id(cand)
+        if gpu is None:
+            continue
+        for dev, ven, sub in filters:
+            if (dev, ven) == gpu[:2]:
+                (maybe if sub is not None else sure).add(cand)
+    if sure == set(candidates) and candidates:
+        return True
+    if not sure and not maybe:
+        return False
+    unsure = sorted(set(candidates) - sure)
+    raise BadInputError(
+        f"{where}: selects {model} boards {sorted(sure | maybe)} but not surely "
+        f"{unsure}; mig-parted matches each GPU's own PCI device ID, and this node's "
+        "is not known"
+    )
 
 
 def parse_mig_parted_entry(
-    model: str, entry: object, device_count: int, source: str = "desired layout"
+    model: str,
+    entry: object,
+    device_count: int,
+    source: str = "desired layout",
+    device_ids: tuple[str, ...] | None = None,
 ) -> dict[int, Layout]:
     """Read one mig-parted config entry into a layout per device index; BadInputError if invalid.
 
-    Groups whose ``device-filter`` does not select ``model`` are skipped (their profiles
-    belong to other GPU models, as in NVIDIA's ``all-balanced``), so a device no group
-    selects is absent from the result: mig-parted leaves such a GPU as it is.
+    Groups whose ``device-filter`` does not select the node's GPUs (``device_ids``, the
+    PCI device IDs they may have; default every ID of ``model``) are skipped (their
+    profiles belong to other boards, as in NVIDIA's ``all-balanced``), so a device no
+    group selects is absent from the result: mig-parted leaves such a GPU as it is. A
+    filter that may or may not select them (:func:`device_filter_matches`) is an error.
     """
     if not isinstance(entry, list) or not entry:
         raise BadInputError(
@@ -638,7 +693,8 @@ def parse_mig_parted_entry(
         where = f"{source}[{k}]"
         if not isinstance(group, dict) or "devices" not in group:
             raise BadInputError(f"{where}: expected a mapping with 'devices' and 'mig-enabled'")
-        if not device_filter_matches(model, group.get("device-filter"), f"{where}.device-filter"):
+        df = group.get("device-filter")
+        if not device_filter_matches(model, df, f"{where}.device-filter", device_ids):
             continue
         devices = group["devices"]
         if devices == "all":

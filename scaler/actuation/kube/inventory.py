@@ -54,11 +54,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from forecaster.documents import parse_document
 from forecaster.errors import BadInputError
 from scaler.actuation.kube.transport import KubeApiError, Session, selector_matches
-from scaler.catalog.gpus import GPU_MODELS, gpu_model, product_matches
+from scaler.catalog.gpus import GPU_MODELS, device_ids_for_product, gpu_model, product_matches
 from scaler.catalog.mig import (
     MIG_RESOURCE_PREFIX,
     Layout,
@@ -373,7 +372,13 @@ def _physical(
         )
     for n in range(1, MAX_GPUS_PER_NODE + 1):
         try:
-            per = parse_mig_parted_entry(model, entry, n, str(node.mig_config))
+            per = parse_mig_parted_entry(
+                model,
+                entry,
+                n,
+                str(node.mig_config),
+                device_ids_for_product(model, node.gpu_product),
+            )
         except BadInputError:
             continue
         if len(per) == n and sum(lay.count(profile) for lay in per.values()) == devices:
@@ -431,7 +436,8 @@ def mig_node_state(
     if unknown is not None:
         return held(unknown)
     try:
-        per = parse_mig_parted_entry(pool.gpu_model, entry, gpus, node.mig_config)
+        ids = device_ids_for_product(pool.gpu_model, node.gpu_product)
+        per = parse_mig_parted_entry(pool.gpu_model, entry, gpus, node.mig_config, ids)
     except BadInputError as exc:
         return held(str(exc))
     if len(per) != gpus:
@@ -501,8 +507,9 @@ def node_mig_configs(
                 continue
             raise
         try:
-            data = yaml.safe_load((cm.get("data") or {}).get("config.yaml") or "") or {}
-        except yaml.YAMLError:
+            text = str((cm.get("data") or {}).get("config.yaml") or "")
+            data = parse_document(text, path, "ConfigMap config.yaml") or {}
+        except BadInputError:  # bounded like every input document: never a RecursionError
             continue
         configs = data.get("mig-configs") if isinstance(data, dict) else None
         if isinstance(configs, dict):
@@ -610,7 +617,8 @@ def node_views(
             layout = None
             if entry is not None and model is not None and count:
                 try:
-                    per = parse_mig_parted_entry(model, entry, count, str(node.mig_config))
+                    ids = device_ids_for_product(model, node.gpu_product)
+                    per = parse_mig_parted_entry(model, entry, count, str(node.mig_config), ids)
                     layout = _layout_text(per.get(i, Layout(whole=True)) for i in range(count))
                 except BadInputError as exc:
                     unknown = unknown or str(exc)
