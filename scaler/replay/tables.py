@@ -88,8 +88,10 @@ def format_tiers(replay: Replay) -> str:
     """Tiercast on tiers against tiercast on on-demand only, with the tier split."""
     single = replay.scores.get("predictive")
     tiered = replay.scores.get("predictive-tiers")
-    if single is None or tiered is None:
+    if tiered is None:
         return ""
+    if single is None:
+        return "\n".join(_tier_baseline_lines(replay.tier_matched, tiered))
     run = replay.runs["predictive-tiers"]
     by_pool = run.cost_by_pool()
     gpu_h = {
