@@ -5,8 +5,14 @@ exclusively under a random name (never a fixed ``NAME.tmp`` that a planted link 
 redirect), and renamed over it, so a reader never sees half a file. A path that is a
 symbolic link, a device (``/dev/null``, ``/dev/stdout``) or a pipe is written through,
 never renamed over: renaming would replace what the user pointed tiercast at with a plain
-file. Where tiercast owns the folder and the names in it (the model store), ``owned=True``
-refuses such a path instead of writing through it.
+file. It is opened without blocking, so a FIFO with no reader is refused (``ENXIO``) and a
+reader that stops reading ends the write after :data:`WRITE_STALL_S`, never a hang. A
+folder at the path is refused before anything is written. Where tiercast owns the path
+(the model store, the history store, the forecast cache, the default plan file),
+``owned=True`` refuses a link or special file at it, or a link at its folder, instead of
+writing through it. :func:`write_output` is the one writer of every output a flag or the
+config names: any failure (a full device, a folder, a FIFO with no reader, a planted
+link) is one line naming the flag (:class:`OutputError`, exit 2).
 
 Reading: :func:`open_regular` and :func:`read_bounded` read only regular files, no larger
 than a bound the caller names, and fail with one line naming the file. The file is opened
@@ -17,16 +23,29 @@ size are checked on the open descriptor, so nothing can be swapped in between.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import secrets
+import select
 import stat
+import time
 from pathlib import Path
 from typing import BinaryIO
 
 from forecaster.errors import BadInputError
 
+log = logging.getLogger(__name__)
+
 _TEMP_ATTEMPTS = 16
 """Random temporary names tried before giving up (a clash is one in 2**64 per attempt)."""
+
+
+WRITE_STALL_S = 30.0
+"""Seconds a write through a pipe or device may wait for room before it is given up."""
+
+
+class OutputError(BadInputError):
+    """An output could not be written; one line naming the flag or setting (exit 2)."""
 
 
 def write_atomic(
@@ -34,18 +53,24 @@ def write_atomic(
 ) -> None:
     """Write ``data`` (text as UTF-8) to ``path``; with ``parents``, create missing folders.
 
-    With ``owned`` (a path only tiercast writes), a link or special file at ``path`` is
-    refused with :class:`OSError` and left alone, instead of being written through.
+    With ``owned`` (a path only tiercast writes), a link or special file at ``path``, or a
+    link at its folder, is refused with :class:`OSError` and left alone, instead of being
+    written through. A folder at ``path`` is :class:`IsADirectoryError`; a FIFO with no
+    reader is ``ENXIO``; a full device is ``ENOSPC`` (no temporary file left behind).
     """
     p = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if parents:
         p.parent.mkdir(parents=True, exist_ok=True)
-    if _written_through(p):
+    if owned and p.parent.is_symlink():
+        raise OSError(errno.ELOOP, "refusing to write into a linked folder", str(p.parent))
+    mode = _mode(p)
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(p))
+    if mode is not None and (stat.S_ISLNK(mode) or not stat.S_ISREG(mode)):
         if owned:
             raise OSError(errno.EEXIST, "refusing to write through a link or special file", str(p))
-        with p.open("wb") as out:
-            out.write(raw)
+        _write_through(p, raw)
         return
     fd, tmp = _create_temp(p)
     try:
@@ -57,6 +82,128 @@ def write_atomic(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_output(
+    path: str | Path, data: str | bytes, flag: str, parents: bool = True, owned: bool = False
+) -> None:
+    """:func:`write_atomic`, every failure one line naming ``flag`` (:class:`OutputError`).
+
+    ``flag`` is what the user set (``"--plan-out"``, ``"service.plan_out"``); ``owned``
+    for a path tiercast chose itself (the default plan file in the state folder).
+    """
+    try:
+        write_atomic(path, data, parents=parents, owned=owned)
+    except OSError as exc:
+        raise OutputError(f"{flag} {str(path)[:200]!r}: {write_error_text(exc)}") from exc
+
+
+def check_output(path: str | Path, flag: str) -> None:
+    """Refuse, before any work, an output path that can never be written: a folder, or
+    a path under a file. Nothing is created."""
+    p = Path(path)
+    mode = _mode(p, follow=True)
+    if mode is not None and stat.S_ISDIR(mode):
+        raise OutputError(f"{flag} {str(p)[:200]!r} is a directory; expected a file")
+    for parent in p.parents:
+        parent_mode = _mode(parent, follow=True)
+        if parent_mode is None:
+            continue
+        if not stat.S_ISDIR(parent_mode):
+            raise OutputError(f"{flag} {str(p)[:200]!r}: {str(parent)[:200]!r} is not a folder")
+        break
+
+
+def check_output_folder(path: str | Path, flag: str) -> None:
+    """Refuse, before any work, a folder argument that is something else (a file, a FIFO,
+    a device) or lies under a file. Nothing is created."""
+    p = Path(path)
+    for candidate in (p, *p.parents):
+        mode = _mode(candidate, follow=True)
+        if mode is None:
+            continue
+        if not stat.S_ISDIR(mode):
+            what = "it" if candidate == p else repr(str(candidate)[:200])
+            kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
+            raise OutputError(f"{flag} {str(p)[:200]!r}: {what} is {kind}; expected a folder")
+        return
+
+
+_WARNED_WRITABLE: set[str] = set()
+
+
+def world_writable(path: str | Path) -> bool:
+    """Whether the folder at ``path`` (followed) exists and anyone may write in it: anyone
+    could then plant a link or a file where tiercast keeps its state."""
+    mode = _mode(Path(path), follow=True)
+    return mode is not None and stat.S_ISDIR(mode) and bool(mode & stat.S_IWOTH)
+
+
+def warn_world_writable(path: str | Path, what: str) -> bool:
+    """Log one warning (once per folder and process) when ``path`` is world-writable;
+    whether it is. ``what`` names the folder (``"state folder"``)."""
+    if not world_writable(path):
+        return False
+    key = str(Path(path).resolve())
+    if key not in _WARNED_WRITABLE:
+        _WARNED_WRITABLE.add(key)
+        log.warning(
+            "%s %r is world-writable: anyone on this machine can plant files or links in it; "
+            "chmod o-w it or pick a private folder",
+            what,
+            str(path)[:200],
+        )
+    return True
+
+
+def write_error_text(exc: OSError) -> str:
+    """The reason of a failed write (:func:`write_atomic`'s ``OSError``), in words."""
+    if exc.errno == errno.ENXIO:
+        return "is a FIFO with no reader; nothing was written"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device; nothing usable was written"
+    if exc.errno == errno.EISDIR:
+        return "is a directory; expected a file"
+    if exc.errno in (errno.EEXIST, errno.ELOOP) and exc.strerror and "refusing" in exc.strerror:
+        return f"{exc.strerror} that tiercast owns; remove it or name another path"
+    if exc.errno == errno.ETIMEDOUT:
+        return f"the reader took no data for {WRITE_STALL_S:g} s; the write was given up"
+    if exc.errno == errno.ENOTDIR:
+        return "a part of the path is not a folder"
+    return str(exc.strerror or exc)
+
+
+def _mode(p: Path, follow: bool = False) -> int | None:
+    """``p``'s file type and mode (of the link itself unless ``follow``), None if absent."""
+    try:
+        return (p.stat() if follow else p.lstat()).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _write_through(p: Path, raw: bytes) -> None:
+    """Write ``raw`` through the link, device or pipe at ``p``, never blocking for ever."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_CREAT | os.O_TRUNC
+    fd = os.open(p, flags, 0o666)
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):  # pragma: no cover - open refuses folders
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(p))
+        view = memoryview(raw)
+        stalled_since = time.monotonic()
+        while view:
+            try:
+                sent = os.write(fd, view)
+            except BlockingIOError:
+                sent = 0
+            if sent:
+                view = view[sent:]
+                stalled_since = time.monotonic()
+                continue
+            left = WRITE_STALL_S - (time.monotonic() - stalled_since)
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise OSError(errno.ETIMEDOUT, "the reader took no data", str(p))
+    finally:
+        os.close(fd)
 
 
 def _create_temp(p: Path) -> tuple[int, Path]:
@@ -72,15 +219,6 @@ def _create_temp(p: Path) -> tuple[int, Path]:
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(p))
-
-
-def _written_through(p: Path) -> bool:
-    """A link, or an existing path that is not a regular file (a device, a pipe)."""
-    try:
-        mode = p.lstat().st_mode
-    except FileNotFoundError:
-        return False
-    return stat.S_ISLNK(mode) or not stat.S_ISREG(mode)
 
 
 def _kind(mode: int) -> str:

@@ -1,6 +1,6 @@
 """Replay forecasts kept on disk (scaler.replay.forecast_store, ``simulate --forecast-cache``):
 a second run forecasts nothing and replays the same figures; another trace or setting
-names another file; an unreadable file is an empty cache; a link is written through."""
+names another file; an unreadable file is an empty cache; a link planted at the file is refused."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import scaler.replay.walkforward as walkforward
+from forecaster.files import OutputError
 from scaler.replay.forecast_store import load_forecasts, save_forecasts, store_path
 from scaler.replay.protocol import ReplaySetup, prepare_trace
 from scaler.replay.simulating import run_replay
@@ -86,7 +87,8 @@ def test_an_unreadable_file_is_an_empty_cache_with_a_warning(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_a_link_at_the_path_is_written_through_not_replaced(tmp_path: Path) -> None:
+def test_a_link_planted_at_the_cache_file_is_refused_not_followed(tmp_path: Path) -> None:
+    # The cache file is tiercast's own name in the folder: a link there was planted.
     trace = _trace()
     cache: ForecastCache = {}
     run_replay(trace, SETUP, ("predictive",), cache=cache)
@@ -95,8 +97,9 @@ def test_a_link_at_the_path_is_written_through_not_replaced(tmp_path: Path) -> N
     path = store_path(tmp_path / "cache", trace, [SETUP])
     path.parent.mkdir()
     path.symlink_to(target)
-    save_forecasts(cache, path)
-    assert path.is_symlink() and len(load_forecasts(target)) == len(cache)
+    with pytest.raises(OutputError, match=r"--forecast-cache .*link"):
+        save_forecasts(cache, path)
+    assert path.is_symlink() and target.read_text() == ""
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from forecaster.errors import BadInputError
-from forecaster.files import write_atomic
+from forecaster.files import write_output
 from forecaster.secrets import redact
 from scaler.inputs.loading import DEFAULT_PLAN_FILE, IN_CLUSTER_CONFIG, STATE_DIR_ENV
 
@@ -151,9 +151,11 @@ def add_prometheus_url_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup
     )
 
 
-def write_file(path: str, text: str) -> None:
-    """``text`` to ``path`` (folders created): atomically, or through a device or link."""
-    write_atomic(path, text, parents=True)
+def write_file(path: str, text: str, flag: str = "--out-file", owned: bool = False) -> None:
+    """``text`` to ``path`` (folders created): atomically, or through a device or link; a
+    failure is one line naming ``flag`` (exit 2). ``owned``: a path tiercast chose itself,
+    where a planted link is refused (:func:`forecaster.files.write_output`)."""
+    write_output(path, text, flag, parents=True, owned=owned)
 
 
 OUTPUT_FORMATS = ("table", "json", "yaml")

@@ -76,7 +76,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     if args.output_file in (None, "-"):
         sys.stdout.write(text)
     else:
-        write_file(args.output_file, text)
+        write_file(args.output_file, text, "--out-file")
         print(f"forecast written to {args.output_file}", file=sys.stderr)
     return 0
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from scaler.cli.common import DryRunAction, add_input_flags, add_output_flag, write_file
 from scaler.cli.run import print_cycle
-from scaler.inputs.loading import load_inputs, plan_path
+from scaler.inputs.loading import load_inputs, plan_flag, plan_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,7 +106,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         config, _, now, label, result = plan_without_acting(args)
         # Never the working folder: --plan-out, service.plan_out, else the state directory.
         plan_out = plan_path(config, args)
-        write_file(plan_out, result.plan.to_json())
+        write_file(plan_out, result.plan.to_json(), *plan_flag(config, args))
         bar.update(label="finance projection")
         with bar.paused():
             print_cycle(

@@ -75,7 +75,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         report.sections.append(review_section(shadow, lang))
         bar.describe("writing files")
         written = write_report(report, out_dir, formats)
-        write_file(str(Path(out_dir) / "plan.json"), result.plan.to_json())
+        write_file(str(Path(out_dir) / "plan.json"), result.plan.to_json(), "--out-dir")
         bar.update()
     for path in written:
         if path.suffix in (".html", ".md", ".json"):

@@ -192,6 +192,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     def show(result: CycleResult, label: str) -> None:
         # run_once has resolved args.plan_out; the config planned with has the records path.
         records = result.config.service.records_path if result.config is not None else None
+        if not getattr(args, "recorded", True):
+            records = None  # the record was not written: nothing says it was
         print_cycle(result, label, args.plan_out, args.output, records)
 
     return run_once(args, load, show)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from forecaster.errors import BadInputError, DataError
+from forecaster.files import check_output, check_output_folder, write_output
 from forecaster.progress import Progress, add_progress_flag
 from forecaster.series import parse_duration, read_history_csv
 from scaler.cli.common import select_series
@@ -191,6 +192,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.config is None and args.units_per_gpu is None:
         args.units_per_gpu = 1.0
     _check_deferrable(args)
+    _check_outputs(args)
     if args.suite is not None:
         return cmd_suite(args)
     if args.pooled is not None:
@@ -349,15 +351,23 @@ def _fleet_setup(args: argparse.Namespace, fleet: UserFleet) -> ReplaySetup:
     )
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Outputs that can never be written are refused before the replay runs, not after."""
+    if args.forecast_cache:
+        check_output_folder(args.forecast_cache, "--forecast-cache")
+    if args.suite is None:
+        for flag, path in (("--timeline-out", args.timeline_out), ("--chart-out", args.chart_out)):
+            if path:
+                check_output(path, flag)
+
+
 def _write_files(replay: Replay, timeline_out: str, chart_out: str) -> None:
     """The timeline CSV and the chart, each where asked ('' for none)."""
     if timeline_out:
-        Path(timeline_out).parent.mkdir(parents=True, exist_ok=True)
-        timeline_frame(replay).to_csv(timeline_out, index=False)
+        write_output(timeline_out, timeline_frame(replay).to_csv(index=False), "--timeline-out")
         print(f"timeline written to {timeline_out}")
     if chart_out:
-        Path(chart_out).parent.mkdir(parents=True, exist_ok=True)
-        write_chart(replay, chart_out)
+        write_chart(replay, chart_out, "--chart-out")
         print(f"chart written to {chart_out}")
 
 

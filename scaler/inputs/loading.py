@@ -121,6 +121,16 @@ def plan_path(config: Config, args: argparse.Namespace | None = None) -> str:
     return str(given) if given else str(state_dir(config.service, args) / DEFAULT_PLAN_FILE)
 
 
+def plan_flag(config: Config, args: argparse.Namespace | None = None) -> tuple[str, bool]:
+    """What named :func:`plan_path`'s path, for its error line, and whether tiercast chose
+    it itself (the default file in the state directory: a link planted there is refused)."""
+    if getattr(args, "plan_out", None):
+        return "--plan-out", False
+    if config.service.plan_out:
+        return "service.plan_out", False
+    return f"the default plan file (--plan-out; {DEFAULT_PLAN_FILE} in the state directory)", True
+
+
 def shown_path(path: str | Path) -> str:
     """``path`` as printed: as given when relative, ``~/...`` under the home folder,
     relative to the working folder when inside it, else absolute (so the messages read

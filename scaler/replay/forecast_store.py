@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 import forecaster
+from forecaster.files import write_output
 from forecaster.forecasting import SeriesForecast
 from scaler.replay.protocol import ReplaySetup, Trace
 from scaler.replay.walkforward import TEST_REACH, ForecastCache
@@ -119,14 +120,14 @@ def load_forecasts(path: Path) -> ForecastCache:
 
 
 def save_forecasts(cache: ForecastCache, path: Path) -> None:
-    """Write ``cache`` to ``path`` (through a link or device that is there: never replaced)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``cache`` to ``path``, atomically; the file is tiercast's own, so a link or
+    special file planted at its name is refused (one line naming ``--forecast-cache``)."""
     entries = [
         {"method": m, "kind": k, "at": at.isoformat(), "forecast": _record(fc)}
         for (m, k, at), fc in sorted(cache.items(), key=lambda kv: kv[0])
     ]
-    with path.open("w") as fh:
-        json.dump({"format": FORMAT, "forecasts": entries}, fh, separators=(",", ":"))
+    text = json.dumps({"format": FORMAT, "forecasts": entries}, separators=(",", ":"))
+    write_output(path, text, "--forecast-cache", parents=True, owned=True)
 
 
 def _num(x: float) -> float | None:

@@ -28,8 +28,18 @@ def timeline_frame(replay: Replay) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def write_chart(replay: Replay, path: str) -> None:
-    """Demand against each policy's usable GPUs over the test period (PNG)."""
+def write_chart(replay: Replay, path: str, flag: str = "--chart-out") -> None:
+    """Demand against each policy's usable GPUs over the test period, as PNG at ``path``
+    exactly (no ``.png`` added); a failure is one line naming ``flag``."""
+    from forecaster.files import write_output
+
+    write_output(path, chart_png(replay), flag)
+
+
+def chart_png(replay: Replay) -> bytes:
+    """Demand against each policy's usable GPUs over the test period (PNG bytes)."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,5 +63,7 @@ def write_chart(replay: Replay, path: str) -> None:
     ax.set_ylabel("GPUs")
     ax.legend(loc="upper left", fontsize=8, ncol=3)
     fig.tight_layout()
-    fig.savefig(path)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
     plt.close(fig)
+    return buffer.getvalue()

@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from forecaster.errors import BadInputError, TemporaryError
-from forecaster.files import write_atomic
+from forecaster.errors import BadInputError
+from forecaster.files import OutputError, write_atomic, write_error_text
 from scaler.reports.csvjson import table_csv, to_json
 from scaler.reports.document import Report
 from scaler.reports.html import render_html
@@ -69,9 +69,12 @@ _WRITERS: dict[str, Callable[[Report, Path], list[Path]]] = {
 
 
 def write_report(
-    report: Report, out_dir: str | Path, formats: Sequence[str] = FORMATS
+    report: Report, out_dir: str | Path, formats: Sequence[str] = FORMATS, flag: str = "--out-dir"
 ) -> list[Path]:
-    """Write the report in ``formats`` under ``out_dir``; return the files written."""
+    """Write the report in ``formats`` under ``out_dir``; return the files written.
+
+    A file that cannot be written (a folder, a FIFO with no reader or a full device at
+    its name) is one line naming ``flag`` and the file (:class:`OutputError`, exit 2)."""
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise BadInputError(
@@ -81,11 +84,12 @@ def write_report(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BadInputError(f"--out: cannot create folder {str(out)!r}: {exc.strerror}") from exc
+        raise OutputError(f"{flag}: cannot create folder {str(out)!r}: {exc.strerror}") from exc
     written: list[Path] = []
     try:
         for f in formats:
             written += _WRITERS[f](report, out)
     except OSError as exc:
-        raise TemporaryError(f"writing the {report.kind} under {str(out)!r} failed: {exc}") from exc
+        where = str(exc.filename or out)[:200]
+        raise OutputError(f"{flag} {str(out)[:200]!r}: {where!r}: {write_error_text(exc)}") from exc
     return written

@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from forecaster.errors import TemporaryError, TiercastError
-from forecaster.files import write_atomic
+from forecaster.files import write_output
 from scaler.actuation.protocol import CapacityProvider
 from scaler.config import Config, Fleet, ModelStoreConfig, PolicyConfig
 from scaler.inputs.pending import collect_starvation
@@ -94,6 +94,10 @@ class CycleJob:
     stop: Stop = field(default_factory=Stop)
     clock: Callable[[], pd.Timestamp] = utc_now
     plan_out: str | None = None
+    plan_flag: str = "service.plan_out"
+    """What named ``plan_out``, for the one line when it cannot be written."""
+    plan_owned: bool = False
+    """``plan_out`` is the default file in the state directory: a link there is refused."""
     identity: str = ""
     retries: int = 2
     sleep: Callable[[float], Any] | None = None
@@ -254,7 +258,9 @@ class CycleJob:
         self.telemetry.observe_plan(fleet.pools, result.plan)
         self.telemetry.observe_actions(result.results)
         if self.plan_out:
-            write_atomic(self.plan_out, result.plan.to_json(), parents=True)
+            write_output(
+                self.plan_out, result.plan.to_json(), self.plan_flag, owned=self.plan_owned
+            )
         try:
             self.telemetry.observe_inventory(fleet.pools, guard.provider.inventory())
         except TemporaryError as exc:
@@ -281,6 +287,8 @@ class CycleJob:
         """Write the run record and the run's metrics; the outcome ``run`` and ``serve`` see."""
         actions = _action_rows(run.result)
         status, code = _cycle_status(run, actions)
+        # The plan file is written last in the cycle: written where nothing failed.
+        run.plan_written = bool(self.plan_out) and run.error is None and run.result is not None
         duration = time.monotonic() - run.t0
         record = RunRecord(
             run_id=run.run_id,
@@ -298,9 +306,11 @@ class CycleJob:
             **run.fields,
         )
         self.telemetry.observe_run("cycle", status, duration, time.time())
+        recorded = False
         if self.store is not None:
             try:
                 self.store.add(record, run.result.plan if run.result else None)
+                recorded = True
             except (RecordsError, OSError) as exc:
                 self.telemetry.error(exc, "record")
                 log.error("%s", exc, extra={"run_id": run.run_id, "job": "cycle"})
@@ -313,7 +323,9 @@ class CycleJob:
             len(actions),
             extra={"run_id": run.run_id, "job": "cycle", "status": status},
         )
-        return JobOutcome("cycle", status, code, record, run.result, run.error)
+        return JobOutcome(
+            "cycle", status, code, record, run.result, run.error, run.plan_written, recorded
+        )
 
 
 class _Abandoned(Exception):
@@ -332,6 +344,8 @@ class _CycleRun:
     fields: dict[str, Any] = field(default_factory=lambda: {"source": ""})
     """The run record's inputs, forecast and plan summaries, as far as the cycle got."""
     result: CycleResult | None = None
+    plan_written: bool = False
+    """``plan_out`` was written (what ``run`` may then say it wrote)."""
     error: BaseException | None = None
     guard: GuardedProvider | None = None
     abandoned: bool = False

@@ -91,3 +91,7 @@ class JobOutcome:
     record: RunRecord
     result: CycleResult | None = None
     error: BaseException | None = None
+    plan_written: bool = False
+    """The cycle wrote its plan file (nothing may say it did otherwise)."""
+    recorded: bool = False
+    """The run record was written (nothing may say it was otherwise)."""

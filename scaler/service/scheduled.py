@@ -155,7 +155,7 @@ def write_capacity_report(out_dir: str) -> Callable[[Inputs], list[str]]:
             inputs.source,
             recorded=recorded,
         )
-        written = write_report(report, out_dir)
+        written = write_report(report, out_dir, flag="service.report_out")
         return [f"wrote {p}" for p in written]
 
     return body

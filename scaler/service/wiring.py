@@ -18,7 +18,7 @@ from typing import Any
 from forecaster.errors import TemporaryError, TiercastError
 from scaler.actuation.protocol import CapacityProvider, RecordingProvider
 from scaler.config import Config
-from scaler.inputs.loading import load_cycle_config, plan_path
+from scaler.inputs.loading import load_cycle_config, plan_flag, plan_path
 from scaler.records import RunStore
 from scaler.service.cycle import CycleResult
 from scaler.service.cycle_job import CycleJob, ProviderFactory
@@ -77,6 +77,7 @@ def run_once(
         inputs = load()
         config = inputs.config
     # The plan's path is resolved once, for the job and for what `run` prints.
+    flag, owned = plan_flag(config, args)
     args.plan_out = plan_path(config, args)
     configure_logging(os.environ.get("TIERCAST_LOG_FORMAT") or config.service.log_format)
     dry_run = bool(args.dry_run or getattr(args, "server_dry_run", False))
@@ -99,11 +100,17 @@ def run_once(
         dry_run=dry_run,
         stop=stop,
         plan_out=args.plan_out,
+        plan_flag=flag,
+        plan_owned=owned,
         retries=config.service.action_retries,
         # `run` prints a failure as its one final line; the job's log line would repeat it.
         log_failures=False,
     )
     outcome = job()
+    # What `run` prints it wrote is what it did write.
+    if not outcome.plan_written:
+        args.plan_out = None
+    args.recorded = outcome.recorded
     if outcome.result is not None:
         show(outcome.result, outcome.record.source)
     if outcome.error is not None:
@@ -118,7 +125,11 @@ def run_once(
             for a in outcome.record.actions
             if a["outcome"] != "applied"
         )
-        print(f"tiercast: cycle {outcome.status}: {detail}", file=sys.stderr)
+        if not detail and outcome.status == "abandoned":
+            detail = "a stop request (SIGTERM or SIGINT) arrived before the cycle finished"
+        print(
+            f"tiercast: cycle {outcome.status}: {detail or 'no reason recorded'}", file=sys.stderr
+        )
     return outcome.exit_code
 
 
