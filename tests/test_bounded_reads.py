@@ -371,3 +371,33 @@ def test_a_nul_byte_in_a_path_is_one_line() -> None:
 
     message = one_line_error(lambda: read_document("a\x00b", 100, "--nodes"), BadInputError)
     assert "NUL" in message and "--nodes" in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["mig-configs: " + "[" * 5000 + "]" * 5000, "- 1\n- 2\n", "a: " + "[" * 3000],
+    ids=["nested-past-the-limit", "a-list", "unparseable"],
+)
+def test_a_mig_parted_configmap_from_the_cluster_is_read_the_bounded_way(text: str) -> None:
+    """The cycle's and the inventory's ConfigMaps: a RecursionError or AttributeError
+    stopped the whole cycle; now the config is refused in one line (or the node's own
+    copy is left out)."""
+    from scaler.actuation.kube.inventory import node_mig_configs
+    from scaler.actuation.kube.mig_parted import MigConfigRefused, MigPartedConfig
+    from scaler.actuation.kube.transport import MemoryTransport, Session
+    from scaler.config import KubernetesConfig
+
+    kube = KubernetesConfig()
+    store = MemoryTransport()
+    ns = kube.gpu_operator_namespace
+    path = f"/api/v1/namespaces/{ns}/configmaps/custom-mig-parted-config"
+    store.add(path, {"metadata": {"name": "custom"}, "data": {"config.yaml": text}})
+    store.add(
+        f"/api/v1/namespaces/{ns}/configmaps/gpu-1-mig-config",
+        {"metadata": {"name": "gpu-1-mig-config"}, "data": {"config.yaml": text}},
+    )
+    session = Session(store)
+    with pytest.raises(MigConfigRefused) as caught:
+        MigPartedConfig(session, kube).read(path)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 300
+    assert node_mig_configs(session, ns, ["gpu-1"]) == {}

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from forecaster.documents import parse_document
+from forecaster.errors import BadInputError
 from scaler.actuation.kube.inventory import MIG_CONFIG, NODES_PATH
 from scaler.actuation.kube.transport import MERGE_PATCH, KubeApiError, Session
 from scaler.actuation.kube.writes import still_conflicting, until_no_conflict
@@ -91,11 +93,13 @@ class MigPartedConfig:
         text = (cm.get("data") or {}).get(MIG_PARTED_KEY)
         if text is None:
             raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]} has no {MIG_PARTED_KEY}")
+        name = path.rsplit("/", 1)[-1]
         try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]}: {exc}") from exc
-        if not isinstance(data.get("mig-configs"), dict):
+            # Bounded like every input document (nesting, aliases): never a RecursionError.
+            data = parse_document(str(text), name, f"ConfigMap {MIG_PARTED_KEY}") or {}
+        except BadInputError as exc:
+            raise MigConfigRefused(str(exc)) from exc
+        if not isinstance(data, dict) or not isinstance(data.get("mig-configs"), dict):
             raise MigConfigRefused(f"ConfigMap {path.rsplit('/', 1)[-1]}: no mig-configs mapping")
         return cm, data
 
