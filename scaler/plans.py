@@ -204,26 +204,81 @@ def naive_utc(ts: pd.Timestamp) -> pd.Timestamp:
     return ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts
 
 
-def actions_table(plan: CapacityPlan) -> str:
-    """A readable table of the plan's actions, one row per pool."""
-    rows = [("POOL", "DECISION", "NODES", "NEEDED AT", "COST/H", "REASON")]
+def actions_table(plan: CapacityPlan, wide: bool = False) -> str:
+    """The plan's actions, one row per action: the short reason (:data:`scaler.wording.SHORT`)
+    fits a 120-column terminal; ``wide`` (``-o wide``) adds when the capacity is needed and
+    the evidence: the signals, their forecast, the margin each learnt, the growth rule
+    and the bound that binds the pool."""
+    header = ["POOL", "DECISION", "NODES", "COST/H", "REASON"]
+    if wide:
+        header = [*header[:3], "NEEDED AT", "COST/H", "SIGNALS", "FORECAST", "MARGIN"]
+        header += ["GROWTH", "BOUND", "REASON"]
+    rows = [header]
+    context = {"quantile": f"q{plan.quantile:g}"}
     for a in plan.actions:
-        nodes = (
-            f"{a.current_nodes}->{a.target_nodes}"
-            if a.kind == "nodes"
-            else str(a.details.get("layout", ""))
-        )
-        rows.append(
-            (
-                a.pool,
-                a.decision,
-                nodes,
-                a.needed_at[11:16] + "Z",
-                f"{a.cost_delta_per_hour:+.2f}",
-                a.reason.text("en"),
-            )
-        )
+        if a.kind == "nodes":
+            nodes = f"{a.current_nodes}->{a.target_nodes}"
+        else:
+            nodes = str(a.details.get("layout", "")) if wide else "layout"
+        row = [a.pool, a.decision, nodes, f"{a.cost_delta_per_hour:+.2f}"]
+        if wide:
+            row.insert(3, a.needed_at[11:16] + "Z")
+            row += list(action_evidence(plan, a))
+        rows.append([*row, a.reason.short("en", **context)])
     # Imported here: tabulate is needed only when a table is printed, not on every import.
     from forecaster.tables import aligned
 
-    return "\n".join(aligned(rows))
+    return "\n".join(aligned(rows, right={4 if wide else 3}))
+
+
+def action_signals(action: Action) -> list[str]:
+    """The signals an action's reason names (its ``signals``, else its margin references)."""
+    named = action.reason.params.get("signals")
+    if isinstance(named, tuple) and named:
+        return [str(x) for x in named]
+    prefix = "risk.margins."
+    return [r[len(prefix) :] for r in action.reason.refs if r.startswith(prefix)]
+
+
+def action_evidence(plan: CapacityPlan, action: Action) -> tuple[str, str, str, str, str]:
+    """``-o wide``'s evidence of one action: its signals, each signal's forecast method,
+    the margin each learnt (or the policy's), the growth rule each applies, and the bound
+    on the pool (``-`` where there is none); several signals are joined with ``/``."""
+    names = action_signals(action)
+    estimators = {s.name: s.estimator for s in plan.signals}
+    margins = plan.risk.get("margins") or {}
+    forecast, margin, growth = [], [], []
+    for name in names:
+        forecast.append(estimators.get(name, "-"))
+        entry = margins.get(name) or {}
+        if entry:
+            source = "learnt" if entry.get("source") == "learned" else "policy"
+            margin.append(f"{100 * float(entry.get('margin') or 0.0):g}% {source}")
+            rule = entry.get("growth")
+            growth.append(
+                f"{float(rule.get('level', 0.0)):g} {rule.get('method', '')}".strip()
+                if isinstance(rule, dict)
+                else "none"
+            )
+        else:
+            margin.append("-")
+            growth.append("-")
+    binding = (plan.risk.get("binding") or {}).get(action.pool) or []
+    bound = ",".join(str(b) for b in binding) if action.kind == "nodes" else ""
+    return (
+        ",".join(names) or "-",
+        "/".join(forecast) or "-",
+        "/".join(margin) or "-",
+        "/".join(growth) or "-",
+        bound or "-",
+    )
+
+
+def short_method(estimator: str, limit: int = 24) -> str:
+    """A forecast method's name for a narrow column: an ensemble of many is named by its
+    combiner and count (``median(4 methods)``); the full name is in ``-o wide`` and
+    ``tiercast explain``."""
+    if len(estimator) <= limit or "(" not in estimator:
+        return estimator
+    head, inner = estimator.split("(", 1)
+    return f"{head}({inner.count('+') + 1} methods)"

@@ -138,6 +138,13 @@ NOTE_WAITING = "note.waiting"
 """Plan note: GPUs of a model wait for capacity; its need is kept at least what runs and waits."""
 NOTE_WAITING_UNKNOWN = "note.waiting-unknown-model"
 """Plan note: waiting GPUs of no known GPU model, not planned on."""
+NOTE_STORE_COVERED = "note.history-store-covered"
+"""Plan note: Prometheus returned no series for a signal, and tiercast's own history store
+covered it; the plan acts on its pools (a typo in the query would show only here)."""
+NOTE_NO_SERIES_HELD = "note.no-series-held"
+"""Plan note: Prometheus returned no series for a signal; its pools hold (no scale-down)."""
+NOTE_REVIEW_HORIZON = "note.review-horizon"
+"""Review note: the review's horizon and why a cycle's actions can differ from its own."""
 LEGACY = "legacy.text"
 """A sentence from a plan written before reasons were values, shown as it is."""
 
@@ -191,6 +198,9 @@ CODES: tuple[str, ...] = (
     NOTE_THROTTLED_UNKNOWN,
     NOTE_WAITING,
     NOTE_WAITING_UNKNOWN,
+    NOTE_STORE_COVERED,
+    NOTE_NO_SERIES_HELD,
+    NOTE_REVIEW_HORIZON,
     LEGACY,
 )
 
@@ -238,6 +248,11 @@ class Reason:
 
     def __str__(self) -> str:
         return render(self, "en")
+
+    def short(self, lang: str = "en", **context: object) -> str:
+        """The short form for a table cell (:data:`SHORT`); ``context`` fills parameters
+        the reason does not carry (the plan's ``quantile``)."""
+        return render_short(self, lang, context)
 
     def with_params(self, refs: Sequence[str] = (), **params: object) -> Reason:
         """This reason with more parameters (and references)."""
@@ -386,6 +401,8 @@ class _Formatter(string.Formatter):
         return super().get_value(key, args, kwargs)
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
+        if conversion == "p":  # ``node{nodes!p}``: the English plural ending
+            return "" if self.lang != "en" or value == 1 else "s"
         if conversion == "t":
             if isinstance(value, tuple):
                 return tuple(term(str(v), self.lang) for v in value)
@@ -397,7 +414,10 @@ class _Formatter(string.Formatter):
             return ", ".join(self.format_field(v, format_spec) for v in value)
         if value is None:
             return "–"
-        text = format(value, format_spec)
+        trim = format_spec.endswith("~")  # ``{gpus:.1f~}``: 57.0 -> 57, 2.93 stays
+        text = format(value, format_spec.removesuffix("~"))
+        if trim and "." in text:
+            text = text.rstrip("0").rstrip(".")
         if self.lang == "ru" and isinstance(value, (int, float)) and not isinstance(value, bool):
             text = text.replace(",", "\u00a0").replace(".", ",")
         return text
@@ -605,6 +625,21 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "{waiting_gpus:g} waiting GPU(s) of no known GPU model ({series}); set "
             "starvation.gpu_model or starvation.gpu_model_label to plan on them"
         ),
+        NOTE_STORE_COVERED: (
+            "signal '{signal}': Prometheus returned no data for its query (a misspelt metric "
+            "or label?); planned from tiercast's history store up to {newest}, so its pools "
+            "({pools}) are planned as usual; fix the query before that data grows stale"
+        ),
+        NOTE_NO_SERIES_HELD: (
+            "signal '{signal}': Prometheus returned no data for its query (a misspelt metric "
+            "or label?); its pools ({pools}) are held (no scale-down)"
+        ),
+        NOTE_REVIEW_HORIZON: (
+            "this review plans {review_h:g} h ahead from the config's node counts; a cycle "
+            "plans {cycle_h:g} h ahead (policy.horizon_s) from the cluster's nodes and its "
+            "earlier cycles' holds, so its actions can differ: a relayout or scale-down that "
+            "pays off over one horizon may not over the other"
+        ),
         LEGACY: "{text}",
     },
     "ru": {
@@ -806,6 +841,22 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "ждущих GPU неизвестной модели: {waiting_gpus:g} ({series}); задайте "
             "starvation.gpu_model или starvation.gpu_model_label, чтобы планировать с их учётом"
         ),
+        NOTE_STORE_COVERED: (
+            "сигнал '{signal}': Prometheus не вернул данных по запросу (опечатка в "
+            "метрике или метке?); план построен по хранилищу истории tiercast до {newest}, "
+            "поэтому его пулы ({pools}) планируются как обычно; исправьте запрос, пока "
+            "эти данные не устарели"
+        ),
+        NOTE_NO_SERIES_HELD: (
+            "сигнал '{signal}': Prometheus не вернул данных по запросу (опечатка в "
+            "метрике или метке?); его пулы ({pools}) удерживаются (без сокращения)"
+        ),
+        NOTE_REVIEW_HORIZON: (
+            "этот обзор планирует на {review_h:g} ч вперёд от числа узлов в конфигурации; "
+            "цикл планирует на {cycle_h:g} ч вперёд (policy.horizon_s) от узлов кластера и "
+            "удержаний прошлых циклов, поэтому его действия могут отличаться: переразметка "
+            "или сокращение, выгодные на одном горизонте, могут быть невыгодны на другом"
+        ),
         LEGACY: "{text}",
     },
 }
@@ -893,6 +944,85 @@ TERMS: dict[str, dict[str, str]] = {
 everywhere."""
 
 
+# --- short forms: one table cell per decision ---------------------------------------
+
+SHORT: dict[str, dict[str, str]] = {
+    "en": {
+        SCALE_UP_FORECAST: "{quantile} {gpus:.1f~} GPUs by {at}, lead {lead_min}m: +{nodes} node{nodes!p}",
+        SCALE_UP_HELD: "held data, newest needs {gpus:.1f~} GPUs: +{nodes} node{nodes!p}",
+        SCALE_DOWN_DEMAND: (
+            "{quantile} <={gpus:.1f~} GPUs until {until}, lead {lead_min}m+{stabilization_min}m: "
+            "-{nodes} node{nodes!p}"
+        ),
+        SCALE_DOWN_MAX_NODES: "above max_nodes {max_nodes}: -{nodes} node{nodes!p} a cycle",
+        NO_OP_FITS: "{quantile} {gpus:.1f~} GPUs at {at}, lead {lead_min}m: fits",
+        MIG_RELAYOUT_NOW: "{node} -> {to_layout} now ({gpus_changed} GPUs, drain {change_min}m)",
+        MIG_RELAYOUT_SCHEDULED: "{node} -> {to_layout} at {window} (drain {change_min}m)",
+        MIG_RELAYOUT_ON_JOIN: "{node} -> {to_layout} when it joins",
+        MIG_RESUME: "finish {node} -> {to_layout}: {step}",
+        MIG_KEEP: "layouts kept on {nodes} node{nodes!p} ({quantile} MIG demand)",
+        SHARING_LABEL: "label {node} {label}={config} ({mode}, {replicas} ways)",
+        KUEUE_QUOTA: "{queue} {resource} quota {quota_from} -> {quota_to}",
+        KUEUE_UNREADABLE: "{queue} unreadable: quota kept",
+        MARGIN_GROWTH: "newest x growth {level} x (1+{margin_pct:.1f~}%), learnt",
+        MARGIN_MEDIAN: "newest x median change x (1+{margin_pct:.1f~}%), learnt",
+        MARGIN_FLAT: "newest x (1+{margin_pct:.1f~}%), learnt",
+        MARGIN_POLICY: "newest x (1+{margin_pct:.1f~}%), policy",
+    },
+    "ru": {
+        SCALE_UP_FORECAST: (
+            "{quantile} {gpus:.1f~} GPU к {at}, подготовка {lead_min} мин: +{nodes} узл."
+        ),
+        SCALE_UP_HELD: "данные удержаны, последнему нужно {gpus:.1f~} GPU: +{nodes} узл.",
+        SCALE_DOWN_DEMAND: (
+            "{quantile} <={gpus:.1f~} GPU до {until}, подготовка {lead_min}+{stabilization_min} "
+            "мин: -{nodes} узл."
+        ),
+        SCALE_DOWN_MAX_NODES: "больше max_nodes {max_nodes}: -{nodes} узл. за цикл",
+        NO_OP_FITS: "{quantile} {gpus:.1f~} GPU к {at}, подготовка {lead_min} мин: хватает",
+        MIG_RELAYOUT_NOW: "{node} → {to_layout} сейчас ({gpus_changed} GPU, вывод {change_min} мин)",
+        MIG_RELAYOUT_SCHEDULED: "{node} → {to_layout} в {window} (вывод {change_min} мин)",
+        MIG_RELAYOUT_ON_JOIN: "{node} → {to_layout} при появлении",
+        MIG_RESUME: "завершить {node} → {to_layout}: {step}",
+        MIG_KEEP: "разметка сохранена на {nodes} узл. (спрос MIG {quantile})",
+        SHARING_LABEL: "разметить {node} {label}={config} ({mode}, на {replicas})",
+        KUEUE_QUOTA: "{queue} {resource} квота {quota_from} → {quota_to}",
+        KUEUE_UNREADABLE: "{queue} не читается: квота не меняется",
+        MARGIN_GROWTH: "последнее x рост {level} x (1+{margin_pct:.1f~}%), выучено",
+        MARGIN_MEDIAN: "последнее x изменение медианы x (1+{margin_pct:.1f~}%), выучено",
+        MARGIN_FLAT: "последнее x (1+{margin_pct:.1f~}%), выучено",
+        MARGIN_POLICY: "последнее x (1+{margin_pct:.1f~}%), политика",
+    },
+}
+"""Language -> code -> the short form a table cell shows (``tiercast run``'s REASON);
+a code without one is shown in full. The detail is in ``-o wide`` and ``tiercast explain``."""
+
+SHORT_CLAUSES: dict[str, dict[str, str]] = {
+    "en": {"held": "; held", "bound": "; bound {bound!t}"},
+    "ru": {"held": "; удержано", "bound": "; ограничение {bound!t}"},
+}
+"""Language -> optional parameter -> the clause a short form appends where it is set."""
+
+
+def render_short(
+    reason: Reason | str, lang: str = "en", context: Mapping[str, object] | None = None
+) -> str:
+    """``reason``'s short form in ``lang`` (:data:`SHORT`), else its full rendering;
+    ``context``: parameters the reason does not carry (the plan's ``quantile``)."""
+    if isinstance(reason, str):
+        return reason
+    template = SHORT.get(lang, SHORT["en"]).get(reason.code)
+    if template is None:
+        return render(reason, lang)
+    params = {**dict(context or {}), **reason.params}
+    fmt = _Formatter(lang)
+    text = fmt.format(template, **params)
+    for key, clause in SHORT_CLAUSES.get(lang, SHORT_CLAUSES["en"]).items():
+        if key in params and params[key] not in (None, False, (), ""):
+            text += fmt.format(clause, **params)
+    return text
+
+
 # --- the list of codes, for the docs ------------------------------------------------
 
 
@@ -951,6 +1081,21 @@ def codes_markdown() -> str:
     ]
     for key, en in CLAUSES["en"].items():
         lines.append(f"| `{key}` | `{cell(en)}` | `{cell(CLAUSES['ru'][key])}` |")
+    lines += [
+        "",
+        "## Short forms",
+        "",
+        "What a table cell shows (`tiercast run`, `plan`); a code not listed is shown in full. "
+        "`{quantile}` is the plan's; `-o wide` and `tiercast explain` show the rest.",
+        "",
+        "| Code | English | Russian |",
+        "| --- | --- | --- |",
+    ]
+    for code, en in SHORT["en"].items():
+        lines.append(f"| `{code}` | `{cell(en)}` | `{cell(SHORT['ru'][code])}` |")
+    for key, en in SHORT_CLAUSES["en"].items():
+        ru = SHORT_CLAUSES["ru"][key]
+        lines.append(f"| clause `{key}` | `{cell(en)}` | `{cell(ru)}` |")
     return "\n".join(lines) + "\n"
 
 

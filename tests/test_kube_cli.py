@@ -22,7 +22,7 @@ MD = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/gpu-m
 def test_demo_dry_run_lists_the_exact_kubernetes_calls_per_action(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["run", "--dry-run"]) == 0
+    assert main(["run", "--dry-run", "-v"]) == 0  # -v: each write with its body
     out = capsys.readouterr().out
     lines = out.splitlines()
     kube_pools = {

@@ -90,9 +90,9 @@ def test_run_dry_run_and_plan_out_leave_an_empty_working_folder_empty(
     assert (state / "tiercast-records.sqlite").is_file()
     assert any((state / "models").iterdir())
     assert "tiercast-plan.json" not in {p.name for p in out_dir.iterdir()}
-    # It says where it wrote, in words that read the same on every machine.
+    # It says where it wrote, in words that read the same on every machine (120 columns).
     assert (
-        "plan written to ~/.local/state/tiercast/tiercast-plan.json; run record in "
+        "plan written to ~/.local/state/tiercast/tiercast-plan.json\nrun record in "
         "~/.local/state/tiercast/tiercast-records.sqlite; models in ~/.local/state/tiercast/models"
     ) in out
     # ... and `history` finds that run with no flag.

@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "one full cycle: collect, forecast, plan, act (or record with --dry-run)",
     ),
     "plan": ("scaler.cli.plan", "forecast and plan without acting; print the plan"),
+    "explain": (
+        "scaler.cli.explain",
+        "everything behind each decision of the last plan, per pool (like kubectl describe)",
+    ),
     "forecast": (
         "scaler.cli.forecast",
         "forecast a CSV history with quantiles; write timestamp,q... CSV",
@@ -77,9 +81,7 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
         epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"tiercast {__version__}")
-    parser.add_argument(
-        "--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default) or ERROR"
-    )
+    parser.add_argument("--log-level", default=None, help=LOG_LEVEL_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     chosen = [name for name in COMMANDS if only is None or name in only]
@@ -95,7 +97,25 @@ def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser
     register_benchmarks(sub, only, listed=False)
     order = list(COMMANDS)
     sub._choices_actions.sort(key=lambda a: order.index(a.dest) if a.dest in order else len(order))
+    _global_flags_after(sub)
     return parser
+
+
+LOG_LEVEL_HELP = "DEBUG, INFO, WARNING (default; serve adds its one INFO line per cycle) or ERROR"
+INFO_BY_DEFAULT = {"serve": ("tiercast.cycle",)}
+"""Loggers a command shows at INFO when ``--log-level`` is not given (the rest at WARNING):
+``serve`` logs one line per cycle (:data:`scaler.service.cycle_job.SUMMARY_LOGGER`)."""
+
+
+def _global_flags_after(sub: argparse._SubParsersAction) -> None:
+    """The global flags are accepted after the command too (``serve --log-level INFO``), as
+    kubectl's are; unset there, they leave the value given before it (or the default)."""
+    for command in sub.choices.values():
+        if "--log-level" not in command._option_string_actions:
+            command.add_argument("--log-level", default=argparse.SUPPRESS, help=LOG_LEVEL_HELP)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _global_flags_after(action)
 
 
 def command_in(argv: Sequence[str]) -> str | None:
@@ -119,8 +139,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         wanted = {command} if command in COMMANDS or command in LAB else set()
     parser = build_parser(wanted)
     args = parser.parse_args(words)
+    for name in INFO_BY_DEFAULT.get(str(command), ()):
+        logging.getLogger(name).setLevel(logging.INFO if args.log_level is None else logging.NOTSET)
+    if args.log_level is not None and str(args.log_level).upper() != "DEBUG":
+        # The scheduler's own lines (job added, running, done) repeat the cycle's one line.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        level=getattr(logging, str(args.log_level or "WARNING").upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # Masking is on before the first log line (a retry warning may quote a server's echo).

@@ -291,12 +291,28 @@ def add_input_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_output_flag(p: argparse.ArgumentParser) -> None:
+def add_output_flag(p: argparse.ArgumentParser, wide: bool = False) -> None:
+    """``-o table|json|yaml``; ``wide``: also ``-o wide``, the table with evidence columns."""
     p.add_argument(
         "-o",
         "--output",
-        choices=OUTPUT_FORMATS,
+        choices=(*OUTPUT_FORMATS, "wide") if wide else OUTPUT_FORMATS,
         default="table",
-        help="what stdout shows: the human table (default), or the plan and action "
-        "outcomes as json or yaml (other messages go to stderr)",
+        help="what stdout shows: the human table (default, fits 120 columns)"
+        + (
+            ", wide (the table with the evidence: signals, forecast, margin, growth, bound)"
+            if wide
+            else ""
+        )
+        + ", or the plan and action outcomes as json or yaml (other messages go to stderr)",
+    )
+
+
+def add_verbose_flag(p: argparse.ArgumentParser) -> None:
+    """``-v/--verbose``: every write's whole body and each outcome's whole message."""
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print each write's whole request body and each outcome's whole message",
     )

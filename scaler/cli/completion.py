@@ -81,6 +81,18 @@ def value_words(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
     return out
 
 
+def positional_words(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """COMMAND -> a shell command that prints the words its positional arguments take, for
+    commands that set ``complete_positional`` (``explain``: the last plan's pools)."""
+    out: dict[str, str] = {}
+    for action in group_actions(parser):
+        for name, sub in action.choices.items():
+            command = sub.get_default("complete_positional")
+            if command:
+                out[name] = str(command)
+    return out
+
+
 def bash_script(parser: argparse.ArgumentParser) -> str:
     """A bash completion function for ``tiercast`` (zsh loads it through bashcompinit)."""
     words = command_words(parser)
@@ -92,6 +104,10 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
     value_cases = "\n".join(
         f"        {shlex.quote(key)}) opts={shlex.quote(' '.join(values))} ;;"
         for key, values in sorted(value_words(parser).items())
+    )
+    positional = "\n".join(
+        f"        {shlex.quote(cmd)}) opts=$({command} 2>/dev/null) ;;"
+        for cmd, command in sorted(positional_words(parser).items())
     )
     top = shlex.quote(" ".join(words[""]))
     # A group's word (lab) is skipped when finding the command: the one after it is the
@@ -128,6 +144,16 @@ _tiercast() {{
 {cases}
         *) opts="" ;;
     esac
+    # A command's own words for its positional arguments (explain: the last plan's pools).
+    if [[ "$cur" != -* && -n "$cmd" && -z "$listing" ]]; then
+        case "$cmd" in
+{positional}
+        esac
+        if [[ -n "$opts" && "$opts" != -* ]]; then
+            COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+            return
+        fi
+    fi
     if [[ "$cur" == -* || -z "$cmd" || -n "$listing" ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
     else

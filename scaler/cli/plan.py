@@ -112,7 +112,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print_cycle(
                 result, label, plan_out, args.output, acted=False, lang=finance_options.lang
             )
-        if args.output == "table":
+        if args.output in ("table", "wide"):
             finance_dry_run(finance_options, config, result, now, label, bar)
         else:
             # stdout carries the document alone, so it can be piped to jq or yq.
@@ -128,7 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Forecast and plan; never acts. Finance uses it with --horizon for projections.",
     )
     add_input_flags(p)
-    add_output_flag(p)
+    add_output_flag(p, wide=True)
     p.add_argument(
         "--dry-run",
         action=DryRunAction,

@@ -11,10 +11,11 @@ formats, as ``-o`` picks the format in every command.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forecaster.errors import BadInputError
 from forecaster.progress import Progress, add_progress_flag
@@ -24,6 +25,10 @@ from scaler.cli.finance import add_lang_flag, parse_formats
 from scaler.reports import reviewing
 from scaler.reports.i18n import check_lang, t
 from scaler.reports.writing import FORMATS
+from scaler.wording import render
+
+if TYPE_CHECKING:
+    from scaler.plans import CapacityPlan
 
 DEFAULT_REPORT_DIR = "tiercast-report"
 """Where ``tiercast report`` writes when ``--out-dir`` is not given."""
@@ -52,6 +57,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     with Progress.for_args(args, "report", total=2) as bar:
         bar.describe("forecast and plan")
         config, history, now, label, result = plan_without_acting(args)
+        result.plan = with_horizon_note(result.plan, config.policy.horizon_s)
         bar.update(label="signals")
         records = args.records or config.service.records_path
         recorded = reviewing.load_records(records, now - period, now)
@@ -80,7 +86,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in written:
         if path.suffix in (".html", ".md", ".json"):
             print(t(lang, "cli_report_written", path=str(path)))
+    print(render(result.plan.notes[-1], lang))
     return 0
+
+
+def with_horizon_note(plan: CapacityPlan, cycle_horizon_s: int) -> CapacityPlan:
+    """``plan`` with the review's note on its horizon (``--horizon``, else the config's) and
+    why a cycle's actions can differ from the review's (its horizon, live nodes, holds)."""
+    from scaler.wording import NOTE_REVIEW_HORIZON, Reason
+
+    note = Reason(
+        NOTE_REVIEW_HORIZON,
+        {"review_h": plan.horizon_s / 3600, "cycle_h": cycle_horizon_s / 3600},
+    )
+    return dataclasses.replace(plan, notes=[*plan.notes, note])
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

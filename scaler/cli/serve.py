@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scaler.service.cycle import CycleResult
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``tiercast serve``: run the scheduled jobs until SIGTERM."""
+    from scaler.cli.run import print_cycle
     from scaler.service.wiring import serve
 
-    return serve(args)
+    def show(result: CycleResult, label: str) -> None:
+        # --once: the cycle as `run` prints it (its INFO line goes to the log as well).
+        print_cycle(result, label, None)
+
+    return serve(args, show)
 
 
 def register(subparsers: Any) -> None:
@@ -46,6 +54,8 @@ def register(subparsers: Any) -> None:
         help="campaign for the Lease (service.lease_name); only the leader actuates",
     )
     p.add_argument(
-        "--once", action="store_true", help="run one cycle now, then shut down as on SIGTERM"
+        "--once",
+        action="store_true",
+        help="run one cycle now, print it as `run` does, then shut down as on SIGTERM",
     )
     p.set_defaults(func=cmd_serve)

@@ -372,12 +372,23 @@ def _collect_prometheus(config: Config, signal: str, now: pd.Timestamp | None = 
     from scaler.inputs.collecting import collect_signal
 
     history = dict(collect_signal(config, signal, now=now))
+    answered = signal in history and not history[signal].dropna().empty
     store = history_store(config.prometheus, config.model_store, config.signal(signal))
     if store is not None and signal in history:
         fresh = history[signal]
         store.append({signal: fresh}, now=now)
         history[signal] = store.extend({signal: fresh})[signal]
+    if signal in history and not answered:
+        # The cycle says what it did with this signal's pools: planned from the store's
+        # data, or held (scaler.service.cycle.said_as_planned), never one for the other.
+        history[signal] = history[signal].copy()
+        history[signal].attrs[NO_PROMETHEUS_DATA] = True
     return history
+
+
+NO_PROMETHEUS_DATA = "tiercast.no_prometheus_data"
+"""A series' ``attrs`` key: Prometheus returned no data for the signal's query this cycle
+(what the series holds, if anything, came from tiercast's history store)."""
 
 
 def history_store(

@@ -530,6 +530,32 @@ def act(
     return plan, results
 
 
+def said_as_planned(config: Config, history: History, plan: CapacityPlan) -> CapacityPlan:
+    """``plan`` with a note, and a warning, for each signal Prometheus returned no data for
+    (:data:`scaler.inputs.loading.NO_PROMETHEUS_DATA`), saying what the plan did with its
+    pools: held where its GPU model is held, else planned from the history store's data."""
+    from scaler.inputs.loading import NO_PROMETHEUS_DATA
+    from scaler.wording import NOTE_NO_SERIES_HELD, NOTE_STORE_COVERED
+
+    held = plan.risk.get("held_models") or {}
+    notes: list[Reason | str] = []
+    for s in config.signals:
+        y = history.get(s.name)
+        if y is None or not y.attrs.get(NO_PROMETHEUS_DATA):
+            continue
+        models = {w.gpu_model for w in config.workloads if w.signal == s.name}
+        pools = tuple(p.name for p in config.pools if p.gpu_model in models) or ("none",)
+        values = y.dropna()
+        if values.empty or any(m in held for m in models):
+            note = Reason(NOTE_NO_SERIES_HELD, {"signal": s.name, "pools": pools})
+        else:
+            newest = iso(pd.Timestamp(values.index[-1]))
+            note = Reason(NOTE_STORE_COVERED, {"signal": s.name, "pools": pools, "newest": newest})
+        log.warning("%s", note.text("en"))
+        notes.append(note)
+    return dataclasses.replace(plan, notes=[*plan.notes, *notes]) if notes else plan
+
+
 def run_cycle(
     config: Config,
     history: History,
@@ -558,6 +584,7 @@ def run_cycle(
     plan = plan_tiers(config, collected, forecasts, observed, now)
     plan = plan_mig_layouts(plan, config, collected, forecasts, observed, capabilities.mig, now)
     plan = plan_sharing(plan, config, collected, forecasts, observed, capabilities.sharing, now)
+    plan = said_as_planned(config, history, plan)
     plan, results = act(plan, provider, capabilities, now)
     return CycleResult(
         plan=plan,

@@ -74,6 +74,10 @@ from scaler.service.runs import (
 from scaler.service.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+SUMMARY_LOGGER = "tiercast.cycle"
+"""The logger of the one INFO line per cycle (:func:`cycle_summary`): ``serve`` shows it at its default
+log level, which keeps every other logger at WARNING."""
+summary_log = logging.getLogger(SUMMARY_LOGGER)
 
 ProviderFactory = Callable[[Config], CapacityProvider]
 """Builds the provider for one cycle (a fresh one each time: providers keep per-cycle
@@ -315,12 +319,13 @@ class CycleJob:
                 self.telemetry.error(exc, "record")
                 log.error("%s", exc, extra={"run_id": run.run_id, "job": "cycle"})
                 code = max(code, EXIT_FAILED)
-        log.info(
-            "cycle %s %s in %.1f s: %d action(s)",
+        summary_log.info(
+            "cycle %s %s in %.1f s%s: %s",
             run.run_id,
             status,
             duration,
-            len(actions),
+            " (dry-run)" if self.dry_run else "",
+            cycle_summary(run.result),
             extra={"run_id": run.run_id, "job": "cycle", "status": status},
         )
         return JobOutcome(
@@ -350,6 +355,33 @@ class _CycleRun:
     guard: GuardedProvider | None = None
     abandoned: bool = False
     stage: str = "collect"
+
+
+def cycle_summary(result: CycleResult | None) -> str:
+    """A cycle in one line, the service's INFO line: the changes, the cost now -> planned,
+    and the held pools and why (``no plan`` where the cycle stopped before planning)."""
+    if result is None:
+        return "no plan"
+    plan = result.plan
+    changes = [
+        f"{a.pool} {a.current_nodes}->{a.target_nodes}"
+        if a.kind == "nodes"
+        else f"{a.pool} {a.decision} {a.details.get('node', '')}".rstrip()
+        for a in plan.changes()
+    ]
+    cost = plan.cost
+    held = plan.risk.get("held_models") or {}
+    pools = {p.pool: p.gpu_model for p in plan.pools}
+    held_text = "; ".join(
+        f"{', '.join(sorted(p for p, m in pools.items() if m == model)) or model} ({why})"
+        for model, why in sorted(held.items())
+    )
+    return (
+        f"{len(changes)} change(s){': ' + ', '.join(changes) if changes else ''}; "
+        f"cost {float(cost.get('per_hour_current', 0.0)):.2f}/h now -> "
+        f"{float(cost.get('per_hour_now', 0.0)):.2f}/h planned; "
+        f"held: {held_text or 'none'}"
+    )
 
 
 def _action_rows(result: CycleResult | None) -> list[dict[str, Any]]:

@@ -164,8 +164,9 @@ def make_leadership(
     )
 
 
-def serve(args: argparse.Namespace) -> int:
-    """``tiercast serve``: run the scheduled jobs until SIGTERM."""
+def serve(args: argparse.Namespace, show: Callable[[CycleResult, str], None] | None = None) -> int:
+    """``tiercast serve``: run the scheduled jobs until SIGTERM; ``show``: how ``--once``
+    prints its cycle."""
     load = _serve_loader(args)
     config = _serve_config(args, load)
     svc = config.service
@@ -202,6 +203,8 @@ def serve(args: argparse.Namespace) -> int:
     once: JobOutcome | None = None
     if args.once:
         once = cycle()
+        if show is not None and once.result is not None:
+            show(once.result, once.record.source)
         stop.set()
     stop.event.wait()
     finished = service.shutdown(svc.shutdown_grace_s)
