@@ -222,7 +222,7 @@ class Margin:
         if lead is None:
             return (
                 f"; leading signal {self.leading_signal!r} not used (no share of it served "
-                "as well here)"
+                "as well for less here)"
             )
         if f is None or f <= 0:
             return f"; leading signal {self.leading_signal!r} not used"
@@ -464,12 +464,6 @@ def learn_margin(
     if bt is not None:
         replay = _Replay(**{**replay.__dict__, "scored_from": int(bt.positions.min())})
     cands, unserved, cost, growths = _candidates(replay, bt)
-    lead_x = None if leading is None else aligned(leading, replay.grid, replay.step)
-    leads = (
-        _leading_candidates(replay, lead_x, str(leading_signal or "leading"), cands, unserved, cost)
-        if lead_x is not None
-        else {}
-    )
     # Never more unserved than reacting left on the same history, nor than the budget.
     reactive_cost = reactive_unserved = None
     target = budget
@@ -477,11 +471,20 @@ def learn_margin(
         ru, rc = replay.rule(np.array([reactive_headroom]))
         reactive_unserved, reactive_cost = float(ru[0]), float(rc[0])
         target = min(budget, reactive_unserved)
+    lead_x = None if leading is None else aligned(leading, replay.grid, replay.step)
+    margins = _leading_margins(unserved, target)
+    leads = (
+        _leading_candidates(
+            replay, lead_x, str(leading_signal or "leading"), margins, (cands, unserved, cost)
+        )
+        if lead_x is not None
+        else {}
+    )
     chosen, capped = _choose(cands, unserved, cost, target, budget, reactive_cost)
     leading_note, tried = "", cands
     if _is_leading(chosen) and lead_x is not None:
         boost = leads[chosen[0]].share * leads[chosen[0]].arrival.values(replay.values, lead_x)
-        placebo = _placebo_cost(replay, lead_x, target)
+        placebo = _placebo_cost(replay, lead_x, target, margins)
         if placebo is not None and cost[chosen] >= placebo * (1 - 1e-9):
             # Capacity added at random (the same series from another time) served as well
             # for as little: what won is the extra capacity, not what the series knows.
@@ -547,7 +550,9 @@ PLACEBOS = 3
 the history (the same values at other times)."""
 
 
-def _placebo_cost(replay: _Replay, lead_x: np.ndarray, target: float) -> float | None:
+def _placebo_cost(
+    replay: _Replay, lead_x: np.ndarray, target: float, margins: np.ndarray
+) -> float | None:
     """The least cost meeting ``target`` of the leading rule's candidates with each arrival
     measure moved in time (:data:`PLACEBOS`): what the extra capacity alone buys."""
     n = len(replay.values)
@@ -557,7 +562,7 @@ def _placebo_cost(replay: _Replay, lead_x: np.ndarray, target: float) -> float |
         for k in range(1, PLACEBOS + 1):
             moved = np.roll(measure, k * n // (PLACEBOS + 1))
             for share in SHARES:
-                u, c = replay.rule(MARGIN_GRID, boost=share * moved)
+                u, c = replay.rule(margins, boost=share * moved)
                 ok = c[u <= target + 1e-12]
                 if ok.size and (best is None or ok.min() < best):
                     best = float(ok.min())
@@ -639,16 +644,26 @@ def _candidates(
     return cands, unserved, cost, growths
 
 
+def _leading_margins(unserved: dict[_Candidate, float], target: float) -> np.ndarray:
+    """The margins the leading rule is tried at: up to the least with which the newest
+    observation x margin meets ``target`` (the leading rule adds to the newest observation,
+    so at a larger margin it costs at least what that rule does, and is never chosen);
+    every margin where that rule meets it at none."""
+    meets = [k for k in range(len(MARGIN_GRID)) if unserved[(-1, k)] <= target + 1e-12]
+    return MARGIN_GRID[: meets[0] + 1] if meets else MARGIN_GRID
+
+
 def _leading_candidates(
     replay: _Replay,
     lead_x: np.ndarray,
     signal: str,
-    cands: list[_Candidate],
-    unserved: dict[_Candidate, float],
-    cost: dict[_Candidate, float],
+    margins: np.ndarray,
+    table: tuple[list[_Candidate], dict[_Candidate, float], dict[_Candidate, float]],
 ) -> dict[int, LeadingRule]:
-    """The leading rule's candidates (every arrival measure and share, each at every margin)
-    added to ``cands``, ``unserved`` and ``cost`` (in place), and the rule of each number."""
+    """The leading rule's candidates (every arrival measure and share, each at the first
+    ``margins`` of MARGIN_GRID) added to ``table``'s candidates, unserved shares and costs (in
+    place), and the rule of each number."""
+    cands, unserved, cost = table
     rise = realised_rise(replay.values, replay.lead_steps)
     rules: dict[int, LeadingRule] = {}
     for arrival in arrivals(replay.step):
@@ -659,8 +674,8 @@ def _leading_candidates(
         for share in SHARES:
             number = LEADING_BASE + len(rules)
             rules[number] = LeadingRule(signal, arrival, share, replay.step, arrived)
-            u, c = replay.rule(MARGIN_GRID, boost=share * measure)
-            for k in range(len(MARGIN_GRID)):
+            u, c = replay.rule(margins, boost=share * measure)
+            for k in range(len(margins)):
                 cands.append((number, k))
                 unserved[(number, k)] = float(u[k])
                 cost[(number, k)] = float(c[k])
