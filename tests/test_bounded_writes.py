@@ -9,6 +9,7 @@ name tiercast owns is refused, never followed; and nothing claims a file it did 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import signal
 import stat
@@ -271,3 +272,65 @@ def test_the_writer_names_each_reason() -> None:
         (errno.ETIMEDOUT, "took no data"),
     ):
         assert words in files.write_error_text(OSError(number, os.strerror(number)))
+
+
+# -- least exposure ---------------------------------------------------------------------
+
+
+def test_report_csv_cells_that_would_run_as_formulas_are_neutralised() -> None:
+    import csv
+    import io
+
+    from scaler.reports.csvjson import table_csv
+    from scaler.reports.document import Column, Table
+
+    names = ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "llm-api"]
+    table = Table(
+        "workloads",
+        "Workloads",
+        [Column("workload", "Workload"), Column("gpus", "GPUs", digits=1)],
+        [{"workload": n, "gpus": -1.5} for n in names],
+    )
+    rows = list(csv.reader(io.StringIO(table_csv(table), newline="")))
+    cells = [r[0] for r in rows[1:]]
+    assert cells[:5] == ["'" + n for n in names[:5]]
+    assert cells[5] == "'\nx"  # a bare carriage return would split the row
+    assert cells[6] == "llm-api"
+    assert {r[1] for r in rows[1:]} == {"-1.5"}  # numbers are written as they are
+
+
+def test_a_world_writable_state_folder_draws_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from scaler.config import parse_config
+    from scaler.inputs.loading import with_state_paths
+
+    state = tmp_path / "state"
+    (state / "models").mkdir(parents=True)
+    os.chmod(state, 0o777)
+    os.chmod(state / "models", 0o777)
+    config = parse_config(
+        {
+            "signals": [{"name": "s", "step_s": 300}],
+            "workloads": [
+                {"name": "w", "signal": "s", "gpu_model": "H100", "units_per_replica": 1}
+            ],
+            "pools": [
+                {
+                    "name": "p",
+                    "tier": "on-demand",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "price_per_gpu_hour": 1.0,
+                }
+            ],
+            "service": {"state_dir": str(state)},
+        }
+    )
+    for _ in range(2):
+        with_state_paths(config)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len([w for w in warned if "state folder" in w and "world-writable" in w]) == 1
+    assert len([w for w in warned if "models folder" in w and "world-writable" in w]) == 1
+    os.chmod(state, 0o755)
+    assert not files.world_writable(state)

@@ -152,8 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactSecrets) for f in handler.filters):
             handler.addFilter(RedactSecrets())
+    from forecaster.library_warnings import summarised_warnings
+
     try:
-        return int(args.func(args) or 0)
+        # numpy's, statsmodels' and pandas' warnings: one INFO line at the end, not dozens.
+        with summarised_warnings():
+            return int(args.func(args) or 0)
     except TiercastError as exc:
         print(one_line(f"tiercast: error: {exc}"), file=sys.stderr)
         return exc.exit_code

@@ -127,13 +127,16 @@ def forecast_text(forecasts: list[tuple[str, Any, pd.DataFrame]], output: str) -
             head = f"{name}: {fc.estimator}, {len(frame)} steps of {fc.step}"
             blocks.append("\n".join([head, *text_table(rows, set(range(1, len(rows[0]))))]))
         return "\n\n".join(blocks) + "\n"
+    from scaler.reports.csvjson import csv_safe
+
     frames = []
     for name, _, frame in forecasts:
         frame = frame.copy()
         frame.index = [iso(t).rstrip("Z") for t in frame.index]
         frame.index.name = "timestamp"
         if len(forecasts) > 1:
-            frame.insert(0, "series", name)
+            # A series named like a formula is text in a spreadsheet, never run.
+            frame.insert(0, "series", csv_safe(str(name)))
         frames.append(frame)
     return pd.concat(frames).to_csv(float_format="%.6g")
 

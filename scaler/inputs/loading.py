@@ -104,10 +104,14 @@ def with_state_paths(config: Config, args: argparse.Namespace | None = None) -> 
     :func:`state_dir`; a path the config sets is kept as written (relative to the working
     folder). Nothing is created here: each writer creates its folder when it first writes.
     """
+    from forecaster.files import warn_world_writable
+
     store = config.model_store
+    warn_world_writable(state_dir(config.service, args), "state folder")
     if "path" not in store.model_fields_set:
         base = state_dir(config.service, args)
         store = store.model_copy(update={"path": str(base / store.path)})
+    warn_world_writable(store.path, "models folder (model_store.path)")
     service = service_with_state_paths(config.service, args)
     if service is config.service and store is config.model_store:
         return config

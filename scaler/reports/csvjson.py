@@ -4,6 +4,11 @@ The JSON holds every number the page shows (key figures by key, every table's
 rows, each chart by file name and size) plus the raw exports the report was built
 from (the plan, the projection); a CSV holds one table's rows under its column keys.
 Values are plain numbers, NaN and infinities empty (CSV) or null (JSON).
+
+A CSV text cell that a spreadsheet would run as a formula (one starting with ``=``,
+``+``, ``-``, ``@``, a tab or a carriage return: a workload named ``=HYPERLINK(...)``)
+is written with a ``'`` in front, as OWASP's CSV injection advice says
+(:func:`csv_safe`); numbers are written as they are.
 """
 
 from __future__ import annotations
@@ -15,14 +20,31 @@ from typing import Any
 from forecaster import __version__
 from scaler.reports.document import Report, Section, Table, format_figure, json_value
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection")."""
+
+
+def csv_safe(value: Any) -> Any:
+    """``value`` for a CSV cell: text that would start a formula gets a ``'`` in front, and
+    a carriage return becomes a newline (which the writer quotes; a bare one it does not,
+    and a reader would split the row there)."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(FORMULA_STARTS):
+        value = "'" + value
+    return value.replace("\r\n", "\n").replace("\r", "\n")
+
 
 def table_csv(table: Table) -> str:
-    """One table as CSV: a header of column keys, then one line per row."""
+    """One table as CSV: a header of column keys, then one line per row; text cells that
+    would start a formula neutralised (:func:`csv_safe`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([c.key for c in table.columns])
+    w.writerow([csv_safe(c.key) for c in table.columns])
     for r in table.rows:
-        w.writerow(["" if (v := json_value(r.get(c.key))) is None else v for c in table.columns])
+        w.writerow(
+            ["" if (v := json_value(r.get(c.key))) is None else csv_safe(v) for c in table.columns]
+        )
     return buf.getvalue()
 
 
