@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("scaler.cli.plan", "forecast and plan without acting; print the plan"),
     "explain": (
         "scaler.cli.explain",
-        "everything behind each decision of the last plan, per pool (like kubectl describe)",
+        "everything behind each decision of the last plan, like kubectl describe",
     ),
     "forecast": (
         "scaler.cli.forecast",
@@ -139,8 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         wanted = {command} if command in COMMANDS or command in LAB else set()
     parser = build_parser(wanted)
     args = parser.parse_args(words)
-    for name in INFO_BY_DEFAULT.get(str(command), ()):
-        logging.getLogger(name).setLevel(logging.INFO if args.log_level is None else logging.NOTSET)
+    shown = INFO_BY_DEFAULT.get(str(command), ()) if args.log_level is None else ()
+    for name in {n for names in INFO_BY_DEFAULT.values() for n in names}:
+        logging.getLogger(name).setLevel(logging.INFO if name in shown else logging.NOTSET)
     if args.log_level is not None and str(args.log_level).upper() != "DEBUG":
         # The scheduler's own lines (job added, running, done) repeat the cycle's one line.
         logging.getLogger("apscheduler").setLevel(logging.WARNING)

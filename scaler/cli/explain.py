@@ -321,7 +321,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "explain",
-        help="everything behind each decision of the last plan, per pool (like kubectl describe)",
+        help="everything behind each decision of the last plan, like kubectl describe",
         description="Describe the last plan's decisions: per pool its actions with their whole "
         "reasons, the bound that binds it, its GPU model's demand, and each signal's forecast, "
         "learnt margin (and from what) and growth calibration. Reads the plan file the last "
