@@ -281,3 +281,18 @@ def test_a_warning_says_held_only_where_the_plan_holds(
     else:
         assert code == 1 and "scale-up" not in row, out
         assert "its pools (v100-spot) are held (no scale-down)" in said, said
+
+
+def test_the_review_says_its_horizon_and_why_a_cycle_can_act_otherwise() -> None:
+    from scaler.cli.report import with_horizon_note
+    from scaler.plans import CapacityPlan
+    from scaler.wording import NOTE_REVIEW_HORIZON
+
+    plan = CapacityPlan("2026-11-02T00:00:00Z", 0.9, 7 * 86400, 300, [], [], {}, [], [], {}, {})
+    noted = with_horizon_note(plan, 86400)
+    (note,) = noted.notes
+    assert note.code == NOTE_REVIEW_HORIZON
+    assert note.text("en").startswith("this review plans 168 h ahead from the config's node")
+    assert "a cycle plans 24 h ahead (policy.horizon_s)" in note.text("en")
+    assert "its actions can differ" in note.text("en")
+    assert "168" in note.text("ru") and "24" in note.text("ru")
