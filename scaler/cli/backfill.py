@@ -7,7 +7,12 @@ import sys
 
 import pandas as pd
 
+from forecaster.errors import BadInputError
+from forecaster.progress import add_progress_flag
 from scaler.inputs.backfilling import (
+    LARGEST_AUTO_BLOCK_H,
+    MAX_SERIES,
+    TARGET_BLOCKS,
     check_metric_name,
     parse_labels,
     series_from_files,
@@ -16,12 +21,30 @@ from scaler.inputs.backfilling import (
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
+    from forecaster.progress import Progress
+
     metric = check_metric_name(args.metric)
     labels = parse_labels(args.label or [])
-    series = series_from_files(args.files, labels, args.series_label)
-    result = write_blocks(
-        metric, series, args.tsdb, promtool=args.promtool, max_block_duration=args.block_duration
-    )
+    if args.max_series < 1:
+        raise BadInputError(f"--max-series: {args.max_series} must be at least 1")
+    with Progress.for_args(args, "backfill", len(args.files) + 2, "step") as bar:
+        bar.describe(f"reading {len(args.files)} file(s)")
+        series = series_from_files(
+            args.files, labels, args.series_label, args.max_series, tick=bar.tick
+        )
+
+        def stage(text: str) -> None:
+            bar.update(label=text)
+
+        result = write_blocks(
+            metric,
+            series,
+            args.tsdb,
+            promtool=args.promtool,
+            max_block_duration=args.block_duration,
+            max_series=args.max_series,
+            stage=stage,
+        )
     first = min(float(s.timestamps_s[0]) for s in result.series if len(s.timestamps_s))
     last = max(float(s.timestamps_s[-1]) for s in result.series if len(s.timestamps_s))
     span = f"{pd.Timestamp(first, unit='s'):%Y-%m-%dT%H:%M:%S}Z to {pd.Timestamp(last, unit='s'):%Y-%m-%dT%H:%M:%S}Z"
@@ -49,7 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Write CSV traces (timestamp,value or timestamp,series,value) into a Prometheus TSDB "
             "directory as METRIC{labels} through 'promtool tsdb create-blocks-from openmetrics'. "
-            "An empty value is a gap; NaN and +/-Inf are kept; duplicate timestamps keep the last row."
+            "An empty value is a gap; NaN and +/-Inf are kept; duplicate timestamps keep the last row. "
+            f"At most --max-series series (default {MAX_SERIES}) in one run; a promtool that "
+            "runs over 600 s is stopped and the blocks it began are removed."
         ),
     )
     p.add_argument("files", nargs="+", metavar="CSV", help="trace file(s)")
@@ -69,7 +94,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--block-duration",
-        help="largest block promtool writes (e.g. 24h), when the installed promtool supports it",
+        help="largest block promtool writes (e.g. 24h), when the installed promtool supports "
+        "it (default: the smallest of promtool's block ranges, 2h times a power of 3, that "
+        f"covers the data in at most {TARGET_BLOCKS} blocks, up to {LARGEST_AUTO_BLOCK_H}h)",
+    )
+    p.add_argument(
+        "--max-series",
+        type=int,
+        default=MAX_SERIES,
+        help="refuse inputs of more series than this (default: %(default)s)",
     )
     p.add_argument("--promtool", help="path of promtool (default: from PATH)")
+    add_progress_flag(p)
     p.set_defaults(func=cmd_backfill)

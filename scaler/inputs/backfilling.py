@@ -12,9 +12,19 @@ promtool's rules, and how they are kept here:
   value: rows are sorted per series, and of duplicate timestamps the last row
   in the file wins (the same rule as :func:`forecaster.series.clean_series`);
 * the file ends with the ``# EOF`` line;
-* promtool cuts blocks of 2 h; newer promtool versions accept
-  ``--max-block-duration``, which is passed when given and supported, so a long
-  trace makes fewer, larger blocks;
+* promtool cuts blocks of 2 h unless ``--max-block-duration`` says more (a hidden
+  flag of promtool 2.24 and newer, probed by running it); promtool rounds it down to
+  one of the TSDB's ranges, 2 h times a power of 3 (``getCompatibleBlockDuration``
+  in prometheus/prometheus ``cmd/promtool/backfill.go``), and reads the whole input
+  once per block. Unless ``--block-duration`` is given, tiercast picks the smallest
+  range that covers the data's span in at most :data:`TARGET_BLOCKS` blocks, no
+  larger than :data:`LARGEST_AUTO_BLOCK_H` hours (under Prometheus' advice of 31 days
+  or a tenth of the retention): 10^6 one-minute rows (1.9 years) write 35 blocks, not
+  8,300;
+* at most :data:`MAX_SERIES` series per run (``--max-series``), read and grouped in
+  time linear in the rows; a promtool that does not finish in
+  :data:`PROMTOOL_TIMEOUT_S` is stopped, and the blocks it had begun in the TSDB
+  folder and its temporary files are removed, so nothing half-written is left;
 * Prometheus deletes blocks older than its retention at start-up: run it with a
   ``--storage.tsdb.retention.time`` longer than the age of the data.
 
@@ -26,11 +36,13 @@ side must cope (see :mod:`forecaster.hygiene`).
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +53,19 @@ from forecaster.errors import BadInputError, DataError, TemporaryError
 
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+MAX_SERIES = 10_000
+"""Series one backfill writes at most (``--max-series``): promtool holds every series of a
+block in memory, and a file of millions of label sets is more likely a mistake."""
+PROMTOOL_TIMEOUT_S = 600.0
+"""How long promtool may run before it is stopped and its partial blocks removed."""
+BLOCK_RANGES_H = tuple(2 * 3**k for k in range(10))
+"""The TSDB's block ranges in hours (2 h times 3^k, k < 10): promtool rounds
+``--max-block-duration`` down to one of them."""
+TARGET_BLOCKS = 64
+"""Blocks a backfill aims at, at most, when it picks the block duration itself."""
+LARGEST_AUTO_BLOCK_H = 486
+"""The largest block tiercast picks itself (20.25 days)."""
 
 
 @dataclass(frozen=True)
@@ -127,32 +152,46 @@ def read_trace_csv(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]
             "expected an ISO-8601 timestamp"
         )
     raw = frame[vcol].str.strip()
+    keep = (raw != "").to_numpy()  # an empty value is a gap: no sample at all
     values = np.full(len(raw), np.nan)
-    keep = np.ones(len(raw), dtype=bool)
-    for i, text in enumerate(raw):
-        if text == "":
-            keep[i] = False  # an empty value is a gap: no sample at all
-            continue
-        try:
-            values[i] = float(text)
-        except ValueError:
-            raise DataError(
-                f"trace file {str(p)!r} line {i + 2}: column {vcol!r} has {text!r}, "
-                "expected a number, NaN, +Inf, -Inf or empty"
-            ) from None
+    try:
+        values[keep] = raw[keep].astype(float).to_numpy()
+    except ValueError:
+        i = next(i for i, text in enumerate(raw) if text and not _is_number(text))
+        raise DataError(
+            f"trace file {str(p)!r} line {i + 2}: column {vcol!r} has {raw.iloc[i]!r}, "
+            "expected a number, NaN, +Inf, -Inf or empty"
+        ) from None
     # Seconds with millisecond precision: Prometheus stores milliseconds.
     seconds = pd.DatetimeIndex(stamps).as_unit("ms").asi8 / 1000.0
     names = frame[scol].to_numpy(dtype=str) if scol is not None else np.full(len(raw), p.stem)
-    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for name in sorted(set(names[keep])):
-        sel = keep & (names == name)
-        t, v = seconds[sel], values[sel]
-        order = np.argsort(t, kind="stable")
-        t, v = t[order], v[order]
-        # After a stable sort the last of equal timestamps is the last row in the file.
-        last = np.append(t[1:] != t[:-1], True)
-        out[str(name)] = (t[last], v[last])
-    return out
+    return _grouped(names[keep], seconds[keep], values[keep])
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _grouped(
+    names: np.ndarray, seconds: np.ndarray, values: np.ndarray
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{name: (seconds, values)}`` sorted by time, the last row of equal timestamps kept;
+    one sort over all rows (not a pass over the rows per series)."""
+    codes, uniques = pd.factorize(names, sort=True)
+    # lexsort is stable: of equal (series, time), the rows stay in file order.
+    order = np.lexsort((seconds, codes))
+    codes, seconds, values = codes[order], seconds[order], values[order]
+    last = np.append((codes[1:] != codes[:-1]) | (seconds[1:] != seconds[:-1]), True)
+    codes, seconds, values = codes[last], seconds[last], values[last]
+    bounds = np.searchsorted(codes, np.arange(len(uniques) + 1))
+    return {
+        str(name): (seconds[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]])
+        for i, name in enumerate(uniques)
+    }
 
 
 def _format_value(v: float) -> str:
@@ -192,13 +231,35 @@ def _promtool(promtool: str | None) -> str:
 
 
 def _supports_max_block_duration(promtool: str) -> bool:
-    out = subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return "--max-block-duration" in out.stdout + out.stderr
+    """Whether ``promtool`` takes ``--max-block-duration``: listed in its help, or (a hidden
+    flag in Debian's build) accepted where an unknown flag is refused."""
+    help_cmd = [promtool, "tsdb", "create-blocks-from", "openmetrics", "--help"]
+    out = subprocess.run(help_cmd, capture_output=True, text=True, check=False, timeout=60)
+    if "--max-block-duration" in out.stdout + out.stderr:
+        return True
+    probe = [*help_cmd[:4], "--max-block-duration=2h", "--help"]
+    return subprocess.run(probe, capture_output=True, check=False, timeout=60).returncode == 0
+
+
+def block_hours(series: Sequence[TraceSeries]) -> int:
+    """The block duration (hours) tiercast picks: the smallest TSDB range that covers the
+    samples' span in at most :data:`TARGET_BLOCKS` blocks, at most
+    :data:`LARGEST_AUTO_BLOCK_H`."""
+    stamps = [s.timestamps_s for s in series if len(s.timestamps_s)]
+    span_h = (max(float(t[-1]) for t in stamps) - min(float(t[0]) for t in stamps)) / 3600
+    for hours in BLOCK_RANGES_H:
+        if hours >= LARGEST_AUTO_BLOCK_H or span_h / hours + 1 <= TARGET_BLOCKS:
+            return hours
+    return LARGEST_AUTO_BLOCK_H  # pragma: no cover - the ranges reach past the largest
+
+
+def check_series_count(count: int, max_series: int = MAX_SERIES) -> None:
+    """Refuse more than ``max_series`` series in one line (``--max-series``)."""
+    if count > max_series:
+        raise BadInputError(
+            f"--max-series: the input has {count} series; at most {max_series} are backfilled "
+            "in one run (split the files, or raise --max-series)"
+        )
 
 
 def write_blocks(
@@ -207,47 +268,45 @@ def write_blocks(
     tsdb: str | Path,
     promtool: str | None = None,
     max_block_duration: str | None = None,
+    max_series: int = MAX_SERIES,
+    timeout_s: float | None = None,
+    stage: Callable[[str], None] | None = None,
 ) -> BackfillResult:
-    """Write ``series`` as ``metric`` into the TSDB directory ``tsdb`` through promtool."""
+    """Write ``series`` as ``metric`` into the TSDB directory ``tsdb`` through promtool.
+
+    ``max_block_duration``: promtool's ``--max-block-duration`` (default: picked by
+    :func:`block_hours`); ``timeout_s``: promtool's limit (default
+    :data:`PROMTOOL_TIMEOUT_S`), after which what it began is removed; ``stage`` is told
+    each step as it starts (a progress bar's label).
+    """
     check_metric_name(metric)
+    check_series_count(len(series), max_series)
     if not series or all(len(s.values) == 0 for s in series):
         raise DataError(f"nothing to backfill for {metric!r}: the input has no samples")
-    seen: set[tuple[tuple[str, str], ...]] = set()
-    for s in series:
-        for name in s.labels:
-            check_label_name(name)
-        key = tuple(sorted(s.labels.items()))
-        if key in seen:
-            raise BadInputError(
-                f"two inputs give {metric} the same labels {dict(key)}; add a label that tells them apart"
-            )
-        seen.add(key)
+    _check_labels(metric, series)
+    tell = stage or (lambda _text: None)
     tool = _promtool(promtool)
-    out_dir = Path(tsdb)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    before = {p.name for p in out_dir.iterdir() if p.is_dir()}
+    out_dir = _tsdb_folder(tsdb)
+    before = set(os.listdir(out_dir))
     with tempfile.TemporaryDirectory(prefix="tiercast-backfill-") as tmp:
         text_path = Path(tmp) / f"{metric.replace(':', '_')}.om"
+        tell(f"writing {sum(len(s.values) for s in series)} samples as OpenMetrics")
         with text_path.open("w", encoding="utf-8") as fh:
             fh.writelines(openmetrics_lines(metric, series))
         cmd = [tool, "tsdb", "create-blocks-from", "openmetrics", str(text_path), str(out_dir)]
         warnings: list[str] = []
-        if max_block_duration:
-            if _supports_max_block_duration(tool):
-                cmd.insert(4, f"--max-block-duration={max_block_duration}")
-            else:
-                # Saying nothing would let the user believe the blocks are that size.
-                warnings.append(
-                    f"--block-duration {max_block_duration} ignored: {tool} has no "
-                    "--max-block-duration (promtool 2.24 or newer has it); blocks are "
-                    "promtool's default 2h"
-                )
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
-        except subprocess.TimeoutExpired as exc:
-            raise TemporaryError(
-                f"promtool did not finish backfilling {metric!r} in 600 s"
-            ) from exc
+        wanted = max_block_duration or f"{block_hours(series)}h"
+        if _supports_max_block_duration(tool):
+            cmd.insert(4, f"--max-block-duration={wanted}")
+        elif max_block_duration:
+            # Saying nothing would let the user believe the blocks are that size.
+            warnings.append(
+                f"--block-duration {max_block_duration} ignored: {tool} has no "
+                "--max-block-duration (promtool 2.24 or newer has it); blocks are "
+                "promtool's default 2h"
+            )
+        tell(f"promtool writing blocks of up to {wanted}")
+        done = _run_promtool(cmd, metric, out_dir, before, Path(tmp), timeout_s)
     if done.returncode != 0:
         lines = [ln for ln in (done.stderr or done.stdout).strip().splitlines() if ln.strip()]
         raise DataError(
@@ -263,19 +322,83 @@ def write_blocks(
     )
 
 
+def _check_labels(metric: str, series: Sequence[TraceSeries]) -> None:
+    """Every label name valid, and no two series with the same labels."""
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    for s in series:
+        for name in s.labels:
+            check_label_name(name)
+        key = tuple(sorted(s.labels.items()))
+        if key in seen:
+            raise BadInputError(
+                f"two inputs give {metric} the same labels {dict(key)}; add a label that tells them apart"
+            )
+        seen.add(key)
+
+
+def _tsdb_folder(tsdb: str | Path) -> Path:
+    """The TSDB folder, created; a file or device there is one line naming ``--tsdb``."""
+    out_dir = Path(tsdb)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"--tsdb {str(out_dir)[:200]!r}: {exc.strerror or exc}") from exc
+    if not out_dir.is_dir():
+        raise BadInputError(f"--tsdb {str(out_dir)[:200]!r} is not a folder")
+    return out_dir
+
+
+def _run_promtool(
+    cmd: list[str],
+    metric: str,
+    out_dir: Path,
+    before: set[str],
+    tmp: Path,
+    timeout_s: float | None,
+) -> subprocess.CompletedProcess[str]:
+    """Run promtool (its temporary files under ``tmp``); on a timeout, stop it and remove
+    what it added to ``out_dir`` (``before``: the names there before it ran)."""
+    limit = PROMTOOL_TIMEOUT_S if timeout_s is None else timeout_s
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    try:
+        return subprocess.run(
+            cmd, capture_output=True, text=True, check=False, timeout=limit, env=env
+        )
+    except subprocess.TimeoutExpired as exc:
+        for name in set(os.listdir(out_dir)) - before:
+            path = out_dir / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise TemporaryError(
+            f"promtool did not finish backfilling {metric!r} in {limit:g} s; the blocks it "
+            "had begun were removed (a shorter trace, or a larger --block-duration, writes "
+            "fewer blocks)"
+        ) from exc
+
+
 def series_from_files(
-    paths: Sequence[str | Path], labels: Mapping[str, str], series_label: str
+    paths: Sequence[str | Path],
+    labels: Mapping[str, str],
+    series_label: str,
+    max_series: int = MAX_SERIES,
+    tick: Callable[[], None] | None = None,
 ) -> list[TraceSeries]:
     """One :class:`TraceSeries` per series in the files.
 
     With a single series in all the files, it gets ``labels`` only; with several,
     each also gets ``series_label`` set to its name (the file stem, or the
-    ``series`` column of a long-format file) so that they stay apart.
+    ``series`` column of a long-format file) so that they stay apart. More than
+    ``max_series`` series are refused in one line; ``tick`` is called once per file read.
     """
     found: list[tuple[str, np.ndarray, np.ndarray]] = []
     for path in paths:
         for name, (t, v) in read_trace_csv(path).items():
             found.append((name, t, v))
+        check_series_count(len(found), max_series)
+        if tick is not None:
+            tick()
     if not found:
         raise DataError("nothing to backfill: the trace files have no samples")
     several = len(found) > 1
@@ -286,9 +409,9 @@ def series_from_files(
                 f"--series-label {series_label!r} is also given with --label; "
                 "several series need it to tell them apart"
             )
-    names = [n for n, _, _ in found]
-    if several and len(set(names)) < len(names):
-        dup = next(n for n in names if names.count(n) > 1)
+    names = Counter(n for n, _, _ in found)
+    if several and len(names) < len(found):
+        dup = next(n for n, k in names.items() if k > 1)
         raise BadInputError(f"two inputs are both named {dup!r}; rename one file")
     return [
         TraceSeries(

@@ -298,6 +298,21 @@ def backtest_growth(
     )
 
 
+MAX_GROWTH_REFRESHES = 60
+"""Forecasts one signal's growth backtest makes at most in a cycle, whatever
+``policy.growth_backtest_s`` and ``policy.growth_refresh_s`` say (45 days refreshed every
+5 minutes would be 12,960 forecasts, a cycle of over 15 minutes): :func:`bounded_refresh`."""
+
+
+def bounded_refresh(span: pd.Timedelta, every: pd.Timedelta) -> pd.Timedelta:
+    """``every``, widened to a whole multiple of itself where ``span`` would take more than
+    :data:`MAX_GROWTH_REFRESHES` forecasts; a multiple, so the aligned refresh times stay a
+    subset of the asked ones and the growth cache keeps serving them from cycle to cycle."""
+    if every <= pd.Timedelta(0) or span / every <= MAX_GROWTH_REFRESHES:
+        return every
+    return every * math.ceil(span / every / MAX_GROWTH_REFRESHES)
+
+
 def _aligned(at: pd.Timestamp, every: pd.Timedelta) -> pd.Timestamp:
     """The first whole multiple of ``every`` since the epoch at or after ``at``."""
     epoch = pd.Timestamp(0, tz=at.tz)

@@ -138,7 +138,7 @@ from scaler.planning.cost_and_risk import expected_unserved, plan_cost
 from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes
 from scaler.planning.deferrable import plan_deferrable
 from scaler.planning.demand import planning_grid
-from scaler.planning.growth import Forecaster, walk_forward
+from scaler.planning.growth import Forecaster, bounded_refresh, walk_forward
 from scaler.planning.leading import leading_signal_of
 from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.need import (
@@ -223,10 +223,12 @@ def learn_margins(
         y = history.get(name)
         if y is None:
             continue
+        span = pd.Timedelta(seconds=policy.growth_backtest_s)
         backtest = walk_forward(
             method,
-            pd.Timedelta(seconds=policy.growth_backtest_s),
-            pd.Timedelta(seconds=policy.growth_refresh_s),
+            span,
+            # At most MAX_GROWTH_REFRESHES forecasts per signal, whatever the settings.
+            bounded_refresh(span, pd.Timedelta(seconds=policy.growth_refresh_s)),
             lookback=pd.Timedelta(days=28),
             forecast=backtests(name) if backtests is not None else None,
             align=True,
