@@ -111,6 +111,14 @@ def hand_made_plan() -> dict[str, Any]:
         "risk": {
             "binding": {"od": ["bridging"]},
             "held_models": {},
+            "shortfall": [
+                {
+                    "gpu_model": "H100-80GB",
+                    "first_at": "2026-11-02T12:00:00Z",
+                    "max_gpus_short": 3.5,
+                    "because": ["max_nodes"],
+                }
+            ],
             "near_need_gpus": {"H100-80GB": 49.0},
             "observed_gpus": {"H100-80GB": 57.0},
             "margins": {"chat_rps": MARGIN, "code_rps": GROWTH},
@@ -148,6 +156,9 @@ def test_explain_prints_the_margin_growth_and_bound_behind_each_decision(
     assert "growth 0.8 (auto) from 861 origins, overall correction 1.064" in out
     assert "near-term need 49.0 GPUs; observed 57.0 GPUs; peak q0.9 57.5 GPUs at" in out
     assert "  od: a note naming the pool" in lines
+    assert (
+        "Shortfall:      up to 3.5 GPUs short from 2026-11-02T12:00:00Z; bound: max_nodes" in lines
+    )
     # No pool named: every pool.
     assert main(["explain"]) == 0
     assert "Name:           spot" in capsys.readouterr().out.splitlines()

@@ -35,6 +35,7 @@ BOUNDS: dict[str, str] = {
     "max_nodes": "at or above the pool's max_nodes",
     "budget": "policy.budget_per_hour leaves no room for another node",
     "billing": "nodes kept to the end of their paid period",
+    "max_power_kw": "the power budget (max_power_kw) leaves no room for another node",
 }
 """What each bound word of a plan (``pools[].binding``, ``risk.binding``) means."""
 
@@ -94,8 +95,11 @@ def describe(plan: Mapping[str, Any], pools: Sequence[str] = ()) -> list[str]:
         )
     q = f"q{float(plan.get('quantile', 0.0)):g}"
     lines = [
-        f"Plan:         {plan.get('created_at')}, {q} over "
-        f"{int(plan.get('horizon_s', 0)) / 3600:g} h at a {plan.get('step_s')} s step",
+        _field(
+            "Plan",
+            f"{plan.get('created_at')}, {q} over {int(plan.get('horizon_s', 0)) / 3600:g} h "
+            f"at a {plan.get('step_s')} s step",
+        )
     ]
     for pool in plan["pools"]:
         if pools and pool.get("pool") not in pools:
@@ -193,8 +197,15 @@ def _demand(plan: Mapping[str, Any], model: str) -> list[str]:
     if held:
         out.append(_field("Held", f"{held}: no scale-down"))
     for s in risk.get("shortfall") or []:
-        if isinstance(s, Mapping) and s.get("gpu_model", s.get("model")) == model:
-            out.append(_field("Shortfall", json.dumps(s, sort_keys=True)))
+        if isinstance(s, Mapping) and s.get("gpu_model") == model:
+            because = ", ".join(str(b) for b in s.get("because") or []) or "-"
+            out.append(
+                _field(
+                    "Shortfall",
+                    f"up to {float(s.get('max_gpus_short') or 0.0):.1f} GPUs short from "
+                    f"{s.get('first_at')}; bound: {because}",
+                )
+            )
     return out
 
 
