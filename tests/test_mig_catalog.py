@@ -383,3 +383,16 @@ def test_the_fake_mig_parted_skips_gpus_no_group_selects() -> None:
     before = {i: Layout(whole=True) for i in range(3)}
     got = mig_parted_layouts(entry, [H200_SXM_ID, H200_NVL_ID, H200_SXM_ID], before)
     assert got == {0: Layout.of({"1g.35gb": 4}), 1: Layout(whole=True), 2: Layout(whole=True)}
+
+
+def test_rtx_pro_6000_mig_memory_is_what_nvml_reports() -> None:
+    """``nvidia-smi mig -lgip``: 23.62 / 47.38 / 95.00 GiB; a workload needing 22 GiB fits
+    a 1g.24gb (not the 2g.48gb a lower bound of 21.25 GiB chose)."""
+    g = geometry("RTX-PRO-6000-96GB")
+    assert [g.profile(n).memory_gib for n in ("1g.24gb", "2g.48gb", "4g.96gb")] == [
+        23.62,
+        47.38,
+        95.00,
+    ]
+    assert profile_for_memory("RTX-PRO-6000-96GB", 22) == "1g.24gb"
+    assert profile_for_memory("RTX-PRO-6000-96GB", 45) == "2g.48gb"

@@ -182,7 +182,9 @@ BUILTIN_GEOMETRIES: Mapping[str, MigGeometry] = {
         _seven_slice("GB200-186GB", (23, 47, 47, 93, 93, 186), _derived(23, 47, 47, 93, 93, 186)),
         # The +gfx, +me.all and -me variants of the guide's table are not modelled: a node
         # laid out with them is held (its profile is unknown here), never planned.
-        _four_slice("RTX-PRO-6000-96GB", (24, 48, 96), _derived(24, 48, 96)),
+        # nvidia-smi mig -lgip on an RTX PRO 6000 Blackwell: 1g.24gb 23.62, 2g.48gb 47.38,
+        # 4g.96gb 95.00 GiB (the +gfx profiles, not modelled, report less: 23.12/46.50/93.38).
+        _four_slice("RTX-PRO-6000-96GB", (24, 48, 96), (23.62, 47.38, 95.00)),
         MigGeometry(
             model="A30-24GB",
             compute_slices=4,
