@@ -28,6 +28,7 @@ from scaler.reports.shadow import (
     ShadowInput,
     format_scorecard,
     period,
+    review_section,
     score_shadow,
     shadow_input_from_records,
 )
@@ -89,6 +90,15 @@ def test_scorecard_figures_equal_a_hand_computation() -> None:
     assert text.endswith("0.3 GPU-h more unserved")
     row = next(line for line in text.splitlines() if line.startswith("h100") and "cluster" in line)
     assert row.split()[2:] == ["12.7", "50.67", "2", "0.5", "14.3%"]
+    # The review's section, in Russian: the same figures, no English line.
+    section = review_section(card, "ru")
+    assert section.paragraphs[-1] == (
+        "вывод: за 0,6 ч действия tiercast обошлись бы на 5,33 USD дешевле (10,5%) "
+        "при необслуженном спросе на 0,3 GPU-ч больше"
+    )
+    assert section.paragraphs[-2].startswith("пул h100: истории мощности нет на 1 из 8 шагов")
+    rows = section.tables[0].rows
+    assert rows[0]["side"] == "кластер" and rows[0]["cost"] == pytest.approx(card.ran.cost)
 
 
 def test_pools_of_one_model_share_their_demand_and_missing_history_is_never_invented() -> None:

@@ -142,8 +142,13 @@ class Scorecard:
     plan_unserved: Unserved
     currency: str = ""
     source: str = ""
-    missing: list[str] = field(default_factory=list)
-    """One line per pool whose capacity history is missing over some or all steps."""
+    gaps: list[Gap] = field(default_factory=list)
+    """The pools whose capacity history is missing over some or all steps."""
+
+    @property
+    def missing(self) -> list[str]:
+        """One line per pool whose capacity history is missing (:attr:`gaps`)."""
+        return [g.line() for g in self.gaps]
 
     @property
     def days(self) -> float:
@@ -158,8 +163,11 @@ class Scorecard:
     def saving_share(self) -> float:
         return self.saving / self.ran.cost if self.ran.cost > 0 else math.nan
 
-    def verdict(self) -> str:
-        """One line: what acting would have cost, against what the cluster ran."""
+    def verdict(self, lang: str = "en") -> str:
+        """One line: what acting would have cost, against what the cluster ran (``ru``:
+        in Russian)."""
+        if lang == "ru":
+            return self._verdict_ru()
         if not self.scored_steps:
             return "verdict: no step has both capacity history and demand; nothing to compare"
         money = _money(abs(self.saving), self.currency)
@@ -172,6 +180,34 @@ class Scorecard:
             served = f"{abs(delta):.1f} GPU-h {'more' if delta > 0 else 'less'} unserved"
         return f"verdict: over {_days(self.days)}, acting would have {cost} with {served}"
 
+    def _verdict_ru(self) -> str:
+        from scaler.reports.i18n import fmt_number
+
+        if not self.scored_steps:
+            return (
+                "вывод: ни на одном шаге нет сразу мощности кластера и спроса; сравнивать не с чем"
+            )
+        money = f"{fmt_number(abs(self.saving), 'ru', 2)} {self.currency or '$'}"
+        share = (
+            ""
+            if math.isnan(self.saving_share)
+            else f" ({fmt_number(100 * abs(self.saving_share), 'ru', 1)}%)"
+        )
+        cost = f"на {money} {'дешевле' if self.saving >= 0 else 'дороже'}{share}"
+        delta = self.plan_unserved.gpu_hours - self.ran_unserved.gpu_hours
+        if abs(delta) < 0.05:
+            unserved = fmt_number(self.plan_unserved.gpu_hours, "ru", 1)
+            served = f"при том же необслуженном спросе ({unserved} GPU-ч)"
+        else:
+            more = "больше" if delta > 0 else "меньше"
+            served = f"при необслуженном спросе на {fmt_number(abs(delta), 'ru', 1)} GPU-ч {more}"
+        days = (
+            f"{fmt_number(self.days, 'ru', 1)} сут."
+            if self.days >= 1
+            else f"{fmt_number(self.days * 24, 'ru', 1)} ч"
+        )
+        return f"вывод: за {days} действия tiercast обошлись бы {cost} {served}"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: every figure, the verdict line and what is missing."""
         out = asdict(self)
@@ -181,6 +217,7 @@ class Scorecard:
         out["saving"] = self.saving
         out["saving_share"] = None if math.isnan(self.saving_share) else self.saving_share
         out["verdict"] = self.verdict()
+        out["missing"] = self.missing
         return out
 
 
@@ -234,19 +271,39 @@ def _unserved(
     return Unserved(float(short.sum()) * step_h, int(shorted.sum()), len(short)), shorted
 
 
-def _missing_line(track: PoolTrack, known: np.ndarray, index: pd.DatetimeIndex) -> str | None:
-    """Where ``track``'s capacity history is missing, one line; None when it is complete."""
+@dataclass(frozen=True)
+class Gap:
+    """Where one pool's capacity history is missing."""
+
+    pool: str
+    missing: int
+    steps: int
+    first: str
+    """The first step without it (``YYYY-MM-DD HH:MM``, UTC)."""
+
+    def line(self, lang: str = "en") -> str:
+        if lang == "ru":
+            if self.missing == self.steps:
+                return f"пул {self.pool}: истории мощности нет совсем; не учтён ни с одной стороны"
+            return (
+                f"пул {self.pool}: истории мощности нет на {self.missing} из {self.steps} шагов "
+                f"(первый {self.first}Z); эти шаги не учтены ни с одной стороны"
+            )
+        if self.missing == self.steps:
+            return f"pool {self.pool}: no capacity history at all; left out of both sides"
+        return (
+            f"pool {self.pool}: capacity history missing at {self.missing} of {self.steps} "
+            f"steps (first {self.first}Z); those steps are left out of both sides"
+        )
+
+
+def _gap(track: PoolTrack, known: np.ndarray, index: pd.DatetimeIndex) -> Gap | None:
+    """Where ``track``'s capacity history is missing; None when it is complete."""
     lacking = ~known
     if not lacking.any():
         return None
-    if lacking.all():
-        return f"pool {track.pool}: no capacity history at all; left out of both sides"
     first = index[int(np.argmax(lacking))]
-    return (
-        f"pool {track.pool}: capacity history missing at {int(lacking.sum())} of "
-        f"{len(lacking)} steps (first {first:%Y-%m-%d %H:%M}Z); those steps are left out of "
-        "both sides"
-    )
+    return Gap(track.pool, int(lacking.sum()), len(lacking), f"{first:%Y-%m-%d %H:%M}")
 
 
 def score_shadow(data: ShadowInput) -> Scorecard:
@@ -257,7 +314,7 @@ def score_shadow(data: ShadowInput) -> Scorecard:
         by_model.setdefault(t.gpu_model, []).append(t)
     pools: list[PoolScore] = []
     models: list[ModelScore] = []
-    missing: list[str] = []
+    gaps: list[Gap] = []
     n = len(data.index)
     any_scored = np.zeros(n, dtype=bool)
     any_short = {"ran": np.zeros(n, dtype=bool), "plan": np.zeros(n, dtype=bool)}
@@ -268,9 +325,9 @@ def score_shadow(data: ShadowInput) -> Scorecard:
             known = np.isfinite(np.asarray(t.nodes, dtype=float)) & np.isfinite(
                 np.asarray(t.ready_gpus, dtype=float)
             )
-            line = _missing_line(t, known, data.index)
-            if line is not None:
-                missing.append(line)
+            gap = _gap(t, known, data.index)
+            if gap is not None:
+                gaps.append(gap)
         demand = np.asarray(data.demand.get(model, np.full(n, np.nan)), dtype=float)[mask]
         ran_serving = np.zeros(int(mask.sum()))
         plan_serving = np.zeros(int(mask.sum()))
@@ -307,7 +364,7 @@ def score_shadow(data: ShadowInput) -> Scorecard:
         ),
         currency=data.currency,
         source=data.source,
-        missing=missing,
+        gaps=gaps,
     )
 
 
@@ -561,6 +618,8 @@ _WORDS = {
         "unserved": "Unserved GPU-hours",
         "short": "Steps short",
         "table": "The cluster and tiercast's plan",
+        "cluster": "cluster",
+        "total": "TOTAL",
     },
     "ru": {
         "title": "Теневая оценка: кластер против плана tiercast",
@@ -582,6 +641,8 @@ _WORDS = {
         "unserved": "Необслуженные GPU-часы",
         "short": "Доля шагов с нехваткой",
         "table": "Кластер и план tiercast",
+        "cluster": "кластер",
+        "total": "ИТОГО",
     },
 }
 
@@ -595,17 +656,17 @@ def review_section(card: Scorecard | None, lang: str = "en") -> Any:
     section = Section("shadow", words["title"])
     if card is None or not card.scored_steps:
         section.paragraphs.append(words["none"])
-        section.paragraphs += [f"missing: {m}" for m in (card.missing if card else [])]
+        section.paragraphs += [g.line(lang) for g in (card.gaps if card else [])]
         return section
     section.paragraphs.append(words["intro"])
     rows = []
     alone = {m.gpu_model: m for m in card.models if len(m.pools) == 1}
     for p in card.pools:
         m = alone.get(p.gpu_model)
-        rows.append(_table_row(p.pool, "cluster", p.ran, m.ran if m else None))
+        rows.append(_table_row(p.pool, words["cluster"], p.ran, m.ran if m else None))
         rows.append(_table_row(p.pool, "tiercast", p.plan, m.plan if m else None))
-    rows.append(_table_row("TOTAL", "cluster", card.ran, card.ran_unserved))
-    rows.append(_table_row("TOTAL", "tiercast", card.plan, card.plan_unserved))
+    rows.append(_table_row(words["total"], words["cluster"], card.ran, card.ran_unserved))
+    rows.append(_table_row(words["total"], "tiercast", card.plan, card.plan_unserved))
     cur = card.currency or "$"
     columns = [
         Column("pool", words["pool"]),
@@ -617,8 +678,8 @@ def review_section(card: Scorecard | None, lang: str = "en") -> Any:
         Column("steps_short", words["short"], 1, percent=True),
     ]
     section.tables.append(Table("shadow", words["table"], columns, rows))
-    section.paragraphs += [f"missing: {m}" for m in card.missing]
-    section.paragraphs.append(card.verdict())
+    section.paragraphs += [g.line(lang) for g in card.gaps]
+    section.paragraphs.append(card.verdict(lang))
     return section
 
 
