@@ -968,6 +968,7 @@ SHORT: dict[str, dict[str, str]] = {
         MARGIN_MEDIAN: "newest x median change x (1+{margin_pct:.1f~}%), learnt",
         MARGIN_FLAT: "newest x (1+{margin_pct:.1f~}%), learnt",
         MARGIN_POLICY: "newest x (1+{margin_pct:.1f~}%), policy",
+        MARGIN_LEADING: "(newest + {share:g} x {leading}) x (1+{margin_pct:.1f~}%), learnt",
     },
     "ru": {
         SCALE_UP_FORECAST: (
@@ -992,6 +993,7 @@ SHORT: dict[str, dict[str, str]] = {
         MARGIN_MEDIAN: "последнее x изменение медианы x (1+{margin_pct:.1f~}%), выучено",
         MARGIN_FLAT: "последнее x (1+{margin_pct:.1f~}%), выучено",
         MARGIN_POLICY: "последнее x (1+{margin_pct:.1f~}%), политика",
+        MARGIN_LEADING: "(последнее + {share:g} x {leading}) x (1+{margin_pct:.1f~}%), выучено",
     },
 }
 """Language -> code -> the short form a table cell shows (``tiercast run``'s REASON);

@@ -57,6 +57,25 @@ def test_a_reason_has_a_short_form_naming_the_quantile_and_the_bound() -> None:
     assert fits.short("en", quantile="q0.5") == "q0.5 6 GPUs at x, lead 5m: fits; held"
 
 
+def test_every_table_cell_code_has_a_short_form_in_every_language() -> None:
+    """A decision's reason and a signal's near-term rule are table cells: each has a short
+    form with the same fields in English and Russian (a new code without one would print
+    its whole sentence in the REASON or NEAR TERM column)."""
+    import string
+
+    from scaler.wording import CODES, LANGS, SHORT
+
+    cells = [c for c in CODES if c.split(".")[0] in ("scale-up", "scale-down", "no-op", "margin")]
+    for lang in LANGS:
+        assert set(cells) <= set(SHORT[lang]), (lang, set(cells) - set(SHORT[lang]))
+
+    def fields(text: str) -> set[str]:
+        return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+    for code, text in SHORT["en"].items():
+        assert fields(SHORT["ru"][code]) == fields(text), code
+
+
 def test_a_write_is_one_line_saying_what_it_changes() -> None:
     scale = {"verb": "PUT", "path": "/apis/x/nodepools/p/scale", "status": "ok",
              "body": {"apiVersion": "autoscaling/v1", "kind": "Scale",
