@@ -182,3 +182,42 @@ def test_a_cycle_with_a_45_day_backtest_refreshed_every_5_minutes_is_bounded(
     backtests: Callable[[str], Forecaster] = counting
     learn_margins(config.fleet, config.policy, "seasonal_naive_1d", forecasts, history, backtests)
     assert calls and max(calls.values()) <= MAX_GROWTH_REFRESHES
+
+
+def test_the_scheduled_refit_stops_at_its_budget_and_says_what_it_left(tmp_path: Path) -> None:
+    from scaler.config import parse_config
+    from scaler.service.runs import Inputs
+    from scaler.service.scheduled import refit_models
+
+    names = ["a", "b", "c"]
+    config = parse_config(
+        {
+            "signals": [{"name": n, "step_s": 300} for n in names],
+            "workloads": [
+                {"name": f"w{n}", "signal": n, "gpu_model": "H100", "units_per_replica": 1}
+                for n in names
+            ],
+            "pools": [
+                {
+                    "name": "p",
+                    "tier": "on-demand",
+                    "gpu_model": "H100",
+                    "gpus_per_node": 8,
+                    "price_per_gpu_hour": 1.0,
+                }
+            ],
+            "forecast": {"method": "seasonal_naive_1d"},
+            "model_store": {"path": str(tmp_path / "models")},
+        }
+    )
+    index = pd.date_range("2026-11-01", periods=3 * 288, freq="5min")
+    history = {n: pd.Series(10.0 + np.arange(len(index)) % 288, index=index) for n in names}
+    ticks = iter(range(0, 10_000, 100))
+    notes = refit_models(
+        Inputs(config, history, index[-1] + pd.Timedelta("5min"), "test"),
+        budget_s=150,
+        clock=lambda: float(next(ticks)),
+    )
+    assert notes[0].startswith("a: ")
+    assert notes[-1].startswith("refit budget of 150 s spent: 2 signal(s) not refitted (b, c)")
+    assert len(notes) == 2

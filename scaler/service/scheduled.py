@@ -89,10 +89,18 @@ class ScheduledJob:
         return JobOutcome(self.name, status, code, record, None, error)
 
 
-def refit_models(inputs: Inputs) -> list[str]:
-    """Refit every signal's model now (a quiet hour), so cycles reuse fresh fits."""
+REFIT_BUDGET_S = 1800.0
+"""Seconds the scheduled refit spends at most: past it, the signals not yet refitted are
+left (one note line); their models age as before and a cycle refits each when it is due."""
+
+
+def refit_models(
+    inputs: Inputs, budget_s: float = REFIT_BUDGET_S, clock: Callable[[], float] = time.monotonic
+) -> list[str]:
+    """Refit every signal's model now (a quiet hour), so cycles reuse fresh fits; within
+    ``budget_s`` seconds (each refit starts only while some is left)."""
     from forecaster.artifacts import load_signing_key
-    from forecaster.forecasting import forecast_history
+    from forecaster.forecasting import SeriesForecast, forecast_history
     from forecaster.store import ModelStore
 
     config = inputs.config
@@ -105,15 +113,28 @@ def refit_models(inputs: Inputs) -> list[str]:
     now = inputs.now if inputs.now is not None else utc_now()
     history = {n: y[y.index < now] for n, y in inputs.history.items()}
     usable = {n: y for n, y in history.items() if y.notna().sum() >= 2}
-    # One cycle ahead is enough: the point is fitting and storing the models.
-    forecasts = forecast_history(
-        usable,
-        pd.Timedelta(seconds=config.policy.cycle_s),
-        sorted(set(config.forecast.quantiles) | {config.policy.quantile}),
-        config.forecast.method,
-        store,
-    )
+    began = clock()
+    forecasts: dict[str, SeriesForecast] = {}
+    left: list[str] = []
+    for name, y in usable.items():
+        if clock() - began >= budget_s:
+            left.append(name)
+            continue
+        # One cycle ahead is enough: the point is fitting and storing the models.
+        forecasts |= forecast_history(
+            {name: y},
+            pd.Timedelta(seconds=config.policy.cycle_s),
+            sorted(set(config.forecast.quantiles) | {config.policy.quantile}),
+            config.forecast.method,
+            store,
+        )
     notes = [f"{n}: {fc.estimator} ({fc.reason})" for n, fc in forecasts.items()]
+    if left:
+        notes.append(
+            f"refit budget of {budget_s:g} s spent: {len(left)} signal(s) not refitted "
+            f"({', '.join(left[:5])}{', ...' if len(left) > 5 else ''}); each is refitted by "
+            "a cycle when its model is due"
+        )
     notes += [f"{n}: no usable history; not refitted" for n in sorted(set(history) - set(usable))]
     return notes
 
