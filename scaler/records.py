@@ -14,14 +14,14 @@ A record is written in one SQLite transaction (journal in WAL mode, ``synchronou
 never a partial one. Each write opens its own connection, so scheduler threads
 never share one. ``tiercast history`` prints the records as a table or JSON.
 
-Every cycle record (dry-run or not) carries a ``shadow`` section (:func:`shadow_summary`):
-per pool the capacity the cluster actually had when the cycle planned (nodes, Ready nodes
-and the allocatable GPUs of the Ready nodes, read by :func:`observed_capacity` from the
-provider's node listing), the nodes the plan asked for now, the pool's node size, price
-and lead time, and the demand in GPUs per GPU model the newest observations imply.
-``tiercast shadow`` scores them (:mod:`scaler.reports.shadow`). A pool whose nodes the
-provider does not read from a cluster (``recording`` pools, ``tiercast report``) has no
-capacity recorded: it is left missing, never filled in from the config.
+Every cycle record (dry-run or not) carries a ``shadow`` section: per pool the capacity
+the cluster actually had when the cycle planned (nodes, Ready nodes and the allocatable
+GPUs of the Ready nodes, read from the provider's node listing before acting), the nodes
+the plan asked for now, the pool's node size, price and lead time, and the demand in GPUs
+per GPU model the newest observations imply (:mod:`scaler.reports.shadow` writes and
+scores it; ``tiercast shadow`` prints it). A pool whose nodes the provider does not read
+from a cluster (``recording`` pools, ``tiercast report``) has no capacity recorded: it is
+left missing, never filled in from the config.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import logging
 import sqlite3
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,17 +39,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forecaster.errors import BadInputError, TemporaryError, TiercastError
+from forecaster.errors import BadInputError, TemporaryError
 from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from forecaster.secrets import redact
 from forecaster.series import History
-from scaler.catalog.gpus import gpu_model
-from scaler.config import Fleet, PoolConfig
-from scaler.planning.demand import newest_demand_by_model
 from scaler.plans import CapacityPlan, iso
-
-log = logging.getLogger(__name__)
 
 STATUSES: tuple[str, ...] = ("ok", "held", "failed", "abandoned")
 """``ok``: done as planned. ``held``: done, but pools were held on stale or missing data.
@@ -121,7 +115,8 @@ class RunRecord:
     notes: list[str] = field(default_factory=list)
     shadow: dict[str, Any] = field(default_factory=dict)
     """Cycles: the capacity the cluster had beside the plan and the demand
-    (:func:`shadow_summary`); empty for other jobs and for records of older versions."""
+    (:func:`scaler.reports.shadow.shadow_summary`); empty for other jobs and for records
+    of older versions."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -213,78 +208,6 @@ def plan_summary(plan: CapacityPlan) -> dict[str, Any]:
     }
 
 
-def observed_capacity(provider: object, pools: Sequence[PoolConfig]) -> dict[str, dict[str, int]]:
-    """Per pool the provider reads from a cluster: its nodes, Ready nodes and the GPUs the
-    Ready nodes advertise (allocatable ``nvidia.com/gpu`` as devices, time-slicing replicas
-    divided out; a MIG pool's Ready nodes count ``gpus_per_node`` each).
-
-    The provider's node listing is read once (``nodes()`` and the ``pools`` it reads, as
-    :class:`scaler.actuation.kube.providers.KubeProvider` has them). A provider without a
-    listing (recording, ``tiercast report``) or one that cannot be read gives an empty dict:
-    the capacity is missing, not made up.
-    """
-    read = getattr(provider, "nodes", None)
-    from_cluster = getattr(provider, "pools", None)
-    if not callable(read) or not isinstance(from_cluster, Mapping):
-        return {}
-    try:
-        nodes = list(read())
-    except (TiercastError, OSError) as exc:
-        log.warning("nodes unreadable for the shadow record (%s): capacity left missing", exc)
-        return {}
-    out: dict[str, dict[str, int]] = {}
-    for p in pools:
-        if p.name not in from_cluster:
-            continue
-        mine = [n for n in nodes if getattr(n, "pool", None) == p.name]
-        ready = [n for n in mine if getattr(n, "ready", False)]
-        gpus = (
-            len(ready) * p.gpus_per_node
-            if p.mig_layouts is not None
-            else sum(int(getattr(n, "devices", 0)) for n in ready)
-        )
-        out[p.name] = {"nodes": len(mine), "ready_nodes": len(ready), "ready_gpus": gpus}
-    return out
-
-
-def shadow_summary(
-    plan: CapacityPlan,
-    fleet: Fleet,
-    forecasts: Mapping[str, SeriesForecast],
-    capacity: Mapping[str, Mapping[str, int]],
-    now: pd.Timestamp,
-    currency: str | None = None,
-    cycle_s: int | None = None,
-) -> dict[str, Any]:
-    """The cycle's ``shadow`` section: per pool the plan's nodes now beside the capacity
-    read before acting (``capacity``: :func:`observed_capacity`; ``None`` where not read),
-    the pool's node size, price and lead time; and the demand in GPUs per GPU model of the
-    newest observations (no margin), where the signals have a forecast."""
-    planned = {p.pool: p.target_nodes[0] if p.target_nodes else p.current_nodes for p in plan.pools}
-    pools: dict[str, Any] = {}
-    for p in fleet.pools:
-        seen = capacity.get(p.name, {})
-        pools[p.name] = {
-            "gpu_model": gpu_model(p.gpu_model).name,
-            "tier": p.tier,
-            "gpus_per_node": p.gpus_per_node,
-            "price_per_gpu_hour": p.price_per_gpu_hour,
-            "lead_time_s": int(p.lead_time_s),
-            "planned_nodes": planned.get(p.name),
-            "nodes": seen.get("nodes"),
-            "ready_nodes": seen.get("ready_nodes"),
-            "ready_gpus": seen.get("ready_gpus"),
-        }
-    demand = newest_demand_by_model(fleet.served(), dict(forecasts))
-    return {
-        "at": iso(now),
-        "cycle_s": cycle_s,
-        "currency": currency,
-        "demand_gpus": {k: _num(v) for k, v in sorted(demand.items())},
-        "pools": pools,
-    }
-
-
 class RunStore:
     """Run records in one SQLite file; safe to use from several threads and processes."""
 
@@ -299,12 +222,6 @@ class RunStore:
             raise BadInputError(
                 f"run records {str(self.path)!r} do not exist; "
                 "a cycle writes them (service.records_path)"
-            )
-        if create and self.path.is_symlink() and not self.path.exists():
-            # SQLite would create the file wherever the planted link points.
-            raise RecordsError(
-                f"run records {str(self.path)!r} is a link to nothing; refusing to create "
-                "the records through it (remove the link or set service.records_path)"
             )
         try:
             if create:

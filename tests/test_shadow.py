@@ -101,6 +101,16 @@ def test_scorecard_figures_equal_a_hand_computation() -> None:
     assert rows[0]["side"] == "кластер" and rows[0]["cost"] == pytest.approx(card.ran.cost)
 
 
+def test_the_lead_time_rule_is_the_replays() -> None:
+    from scaler.replay.fleets import usable_nodes
+    from scaler.reports.shadow import serving_nodes
+
+    rng = np.random.default_rng(7)
+    for lead in (0, 1, 2, 5):
+        requested = rng.integers(0, 6, size=60)
+        assert (serving_nodes(requested, lead) == usable_nodes(requested, lead)).all()
+
+
 def test_pools_of_one_model_share_their_demand_and_missing_history_is_never_invented() -> None:
     n = 4
     od = _track(

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from scaler.replay.from_prometheus import ClusterHistory
+    from scaler.replay.simulating import Replay
+    from scaler.replay.user_fleet import UserFleet
+    from scaler.reports.shadow import ShadowInput
 
 MAX_RECORDS = 50_000
 """Most cycle records read (30 days of 1-minute cycles fit)."""
@@ -76,23 +84,29 @@ def _newest(records: list[Any]) -> pd.Timestamp:
     return found if found is not None else pd.Timestamp.now(tz="UTC").tz_localize(None)
 
 
-def cmd_simulate_prometheus(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class ReplayTools:
+    """What ``simulate`` lends the Prometheus path (passed in, not imported: ``simulate``
+    imports this module): its setup of a user fleet, its policies, its replay with progress,
+    and its file writer."""
+
+    fleet_setup: Callable[[argparse.Namespace, Any], Any]
+    policies: Callable[[argparse.Namespace], list[str]]
+    replay: Callable[..., Any]
+    write_files: Callable[[Any, str, str], None]
+
+
+def cmd_simulate_prometheus(args: argparse.Namespace, tools: ReplayTools) -> int:
     """``tiercast simulate --prometheus-url URL --config FILE --since 14d``: the user-fleet
     replay on the signal read from Prometheus, its table, and the shadow scorecard of
     tiercast's replayed plans against the nodes the cluster ran
     (:mod:`scaler.replay.from_prometheus`)."""
     from forecaster.errors import BadInputError
-    from scaler.cli.simulate import (
-        _fleet_setup,
-        _policies,
-        _replay_showing_progress,
-        _user_fleet,
-        _write_files,
-    )
     from scaler.replay.forecast_store import kept_forecasts
-    from scaler.replay.from_prometheus import read_cluster_history, shadow_from_replay
+    from scaler.replay.from_prometheus import read_cluster_history
     from scaler.replay.protocol import prepare_trace
     from scaler.replay.tables import format_table, format_tiers
+    from scaler.replay.user_fleet import load_user_fleet
     from scaler.reports.shadow import format_scorecard, period, score_shadow
 
     if args.config is None:
@@ -101,16 +115,19 @@ def cmd_simulate_prometheus(args: argparse.Namespace) -> int:
         )
     if args.history is not None or args.suite is not None:
         raise BadInputError("simulate: give one of --history, --suite or --prometheus-url")
+    if args.units_per_gpu is not None:
+        raise BadInputError(
+            "simulate: --units-per-gpu comes from the workloads of --config; give one of them"
+        )
     args.method_given = args.method is not None
-    fleet = _user_fleet(args)
-    assert fleet is not None
+    fleet = load_user_fleet(args.config, args.signal)
     now = pd.Timestamp.now(tz="UTC").tz_localize(None).floor("5min")
     start, end = period(args.since, args.until, now)
     cluster = read_cluster_history(args.config, fleet, args.prometheus_url, start, end)
-    setup = _fleet_setup(args, fleet)
+    setup = tools.fleet_setup(args, fleet)
     trace = prepare_trace(cluster.history[fleet.signal], fleet.units_per_gpu, setup)
     tiers = bool(args.tiers or fleet.tiers)
-    policies = _policies(args)
+    policies = tools.policies(args)
     test = trace.test_index
     print(
         f"tiercast simulate | {cluster.url}, signal {fleet.signal!r}, {start:%Y-%m-%d %H:%M}Z to "
@@ -119,7 +136,7 @@ def cmd_simulate_prometheus(args: argparse.Namespace) -> int:
         f"config {args.config}: {fleet.describe()} | reforecast every {args.reforecast}"
     )
     with kept_forecasts(args.forecast_cache, trace, [setup]) as cache:
-        replay = _replay_showing_progress(args, trace, setup, policies, cache, tiers, fleet.config)
+        replay = tools.replay(args, trace, setup, policies, cache, tiers, fleet.config)
     print(format_table(replay))
     if tiers:
         print(format_tiers(replay))
@@ -129,8 +146,52 @@ def cmd_simulate_prometheus(args: argparse.Namespace) -> int:
         print(format_scorecard(score_shadow(shadow_from_replay(cluster, replay, fleet, planner))))
     else:
         print(f"shadow scorecard: --policies has no {planner}; tiercast was not replayed")
-    _write_files(replay, args.timeline_out, args.chart_out)
+    tools.write_files(replay, args.timeline_out, args.chart_out)
     return 0
+
+
+def shadow_from_replay(
+    cluster: ClusterHistory, replay: Replay, fleet: UserFleet, policy: str
+) -> ShadowInput:
+    """The scorecard's input over the replay's test period: the nodes the cluster ran
+    against ``policy``'s run (tiercast on the fleet's pools), demand as the replay scores it."""
+    import numpy as np
+
+    from scaler.catalog.gpus import gpu_model
+    from scaler.replay.protocol import STEP
+    from scaler.reports.shadow import PoolTrack, ShadowInput
+
+    index = replay.trace.test_index
+    run = replay.runs[policy]
+    model = gpu_model(fleet.config.pools[0].gpu_model).name
+    tracks = []
+    for p in fleet.config.pools:
+        frame = cluster.nodes.get(p.name)
+        if frame is None:
+            frame = pd.DataFrame(np.nan, index=index, columns=["nodes", "ready_gpus"])
+        frame = frame.reindex(index)
+        tracks.append(
+            PoolTrack(
+                pool=p.name,
+                gpu_model=model,
+                gpus_per_node=p.gpus_per_node,
+                price_per_gpu_hour=p.price_per_gpu_hour,
+                lead_time_s=int(p.lead_time_s),
+                planned=np.asarray(run.requested[p.name], dtype=float),
+                nodes=frame["nodes"].to_numpy(dtype=float),
+                ready_gpus=frame["ready_gpus"].to_numpy(dtype=float),
+                planned_usable=np.asarray(run.usable[p.name], dtype=float),
+            )
+        )
+    demand = np.asarray(replay.trace.demand[replay.trace.test_start :], dtype=float)
+    return ShadowInput(
+        index=index,
+        step_s=STEP.total_seconds(),
+        pools=tuple(tracks),
+        demand={model: demand},
+        currency=fleet.config.finance.currency,
+        source=f"Prometheus {cluster.url}",
+    )
 
 
 def add_prometheus_flags(p: argparse.ArgumentParser) -> None:

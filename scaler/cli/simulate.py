@@ -177,9 +177,10 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     if getattr(args, "prometheus_url", None) is not None:
-        from scaler.cli.shadow import cmd_simulate_prometheus
+        from scaler.cli.shadow import ReplayTools, cmd_simulate_prometheus
 
-        return cmd_simulate_prometheus(args)
+        tools = ReplayTools(_fleet_setup, _policies, _replay_showing_progress, _write_files)
+        return cmd_simulate_prometheus(args, tools)
     if args.mig is not None:
         return cmd_mig(args)
     if (args.history is None) == (args.suite is None):

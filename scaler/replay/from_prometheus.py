@@ -27,8 +27,8 @@ What is read, at the replay's 5-minute step over ``[since, until]``:
 
 A step where kube-state-metrics reported no node at all (``count(kube_node_labels)``
 absent) has no capacity history: the scorecard leaves it out of both sides and says so;
-it is never read as zero nodes. :func:`shadow_from_replay` builds the scorecard's input
-from the replay (tiercast's requested and serving nodes per pool) and these series.
+it is never read as zero nodes. ``tiercast simulate`` (:mod:`scaler.cli.shadow`) scores
+tiercast's replayed plans against these series with :mod:`scaler.reports.shadow`.
 """
 
 from __future__ import annotations
@@ -42,13 +42,10 @@ import pandas as pd
 from forecaster.errors import BadInputError
 from forecaster.prometheus import PrometheusSettings, PrometheusSource, redact_url
 from forecaster.sources import MetricSource
-from scaler.catalog.gpus import gpu_model
 from scaler.config import Config, PoolConfig, PrometheusConfig, load_config
 from scaler.inputs.collecting import collect, settings_from_config
 from scaler.replay.protocol import STEP
-from scaler.replay.simulating import Replay
 from scaler.replay.user_fleet import UserFleet
-from scaler.reports.shadow import PoolTrack, ShadowInput
 
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -191,41 +188,3 @@ def read_cluster_history(
     nodes = read_nodes(source, config, pools, start, end)
     shown = redact_url(url)
     return ClusterHistory(shown, start, end, fleet.signal, {fleet.signal: on_grid}, nodes)
-
-
-def shadow_from_replay(
-    cluster: ClusterHistory, replay: Replay, fleet: UserFleet, policy: str
-) -> ShadowInput:
-    """The scorecard's input over the replay's test period: the nodes the cluster ran
-    against ``policy``'s run (tiercast on the fleet's pools), demand as the replay scores it."""
-    index = replay.trace.test_index
-    run = replay.runs[policy]
-    model = gpu_model(fleet.config.pools[0].gpu_model).name
-    tracks = []
-    for p in fleet.config.pools:
-        frame = cluster.nodes.get(p.name)
-        if frame is None:
-            frame = pd.DataFrame(np.nan, index=index, columns=["nodes", "ready_gpus"])
-        frame = frame.reindex(index)
-        tracks.append(
-            PoolTrack(
-                pool=p.name,
-                gpu_model=model,
-                gpus_per_node=p.gpus_per_node,
-                price_per_gpu_hour=p.price_per_gpu_hour,
-                lead_time_s=int(p.lead_time_s),
-                planned=np.asarray(run.requested[p.name], dtype=float),
-                nodes=frame["nodes"].to_numpy(dtype=float),
-                ready_gpus=frame["ready_gpus"].to_numpy(dtype=float),
-                planned_usable=np.asarray(run.usable[p.name], dtype=float),
-            )
-        )
-    demand = np.asarray(replay.trace.demand[replay.trace.test_start :], dtype=float)
-    return ShadowInput(
-        index=index,
-        step_s=STEP.total_seconds(),
-        pools=tuple(tracks),
-        demand={model: demand},
-        currency=fleet.config.finance.currency,
-        source=f"Prometheus {cluster.url}",
-    )

@@ -32,6 +32,7 @@ The rules, on a grid of steps (the cycle, or the replay's 5 minutes):
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,10 +41,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forecaster.errors import BadInputError, DataError
+from forecaster.errors import BadInputError, DataError, TiercastError
+from forecaster.forecasting import SeriesForecast
 from forecaster.series import parse_duration
 from forecaster.tables import aligned
-from scaler.replay.fleets import usable_nodes
+from scaler.catalog.gpus import gpu_model
+from scaler.config import Fleet, PoolConfig
+from scaler.planning.demand import newest_demand_by_model
+from scaler.plans import CapacityPlan, iso
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -241,11 +248,29 @@ def _lead_steps(lead_time_s: int, step_s: float) -> int:
     return max(0, math.ceil(lead_time_s / step_s - 1e-9)) if step_s > 0 else 0
 
 
+def serving_nodes(requested: np.ndarray, lead_steps: int) -> np.ndarray:
+    """Nodes serving per step under the replay's lead-time rule, starting warm at
+    ``requested[0]``: ``U(t) = min(R(t), max(U(t-1), min(R(t-L..t))))``, a raise serves
+    once asked for ``lead_steps`` steps, a cut at once (the rule of
+    :func:`scaler.replay.fleets.usable_nodes`; reports do not import the replay)."""
+    r = np.asarray(requested, dtype=np.int64)
+    u = np.empty_like(r)
+    prev = int(r[0]) if len(r) else 0
+    for t in range(len(r)):
+        lo = max(0, t - lead_steps)
+        held = (
+            int(r[lo : t + 1].min()) if t >= lead_steps else min(int(r[0]), int(r[: t + 1].min()))
+        )
+        prev = min(int(r[t]), max(prev, held))
+        u[t] = prev
+    return u
+
+
 def _plan_usable(track: PoolTrack, step_s: float) -> np.ndarray:
     if track.planned_usable is not None:
         return np.asarray(track.planned_usable, dtype=float)
     planned = np.asarray(track.planned, dtype=np.int64)
-    return usable_nodes(planned, _lead_steps(track.lead_time_s, step_s)).astype(float)
+    return serving_nodes(planned, _lead_steps(track.lead_time_s, step_s)).astype(float)
 
 
 def _model_mask(data: ShadowInput, model: str, tracks: list[PoolTrack]) -> np.ndarray:
@@ -434,6 +459,83 @@ def _step(step_s: float) -> str:
 
 
 # --------------------------------------------------------------------------- run records
+
+
+def _rounded(x: Any) -> float | None:
+    v = float(x)
+    return round(v, 6) if math.isfinite(v) else None
+
+
+def observed_capacity(provider: object, pools: Sequence[PoolConfig]) -> dict[str, dict[str, int]]:
+    """Per pool the provider reads from a cluster: its nodes, Ready nodes and the GPUs the
+    Ready nodes advertise (allocatable ``nvidia.com/gpu`` as devices, time-slicing replicas
+    divided out; a MIG pool's Ready nodes count ``gpus_per_node`` each).
+
+    The provider's node listing is read once (``nodes()`` and the ``pools`` it reads, as
+    :class:`scaler.actuation.kube.providers.KubeProvider` has them). A provider without a
+    listing (recording, ``tiercast report``) or one that cannot be read gives an empty dict:
+    the capacity is missing, not made up.
+    """
+    read = getattr(provider, "nodes", None)
+    from_cluster = getattr(provider, "pools", None)
+    if not callable(read) or not isinstance(from_cluster, Mapping):
+        return {}
+    try:
+        nodes = list(read())
+    except (TiercastError, OSError) as exc:
+        log.warning("nodes unreadable for the shadow record (%s): capacity left missing", exc)
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for p in pools:
+        if p.name not in from_cluster:
+            continue
+        mine = [n for n in nodes if getattr(n, "pool", None) == p.name]
+        ready = [n for n in mine if getattr(n, "ready", False)]
+        gpus = (
+            len(ready) * p.gpus_per_node
+            if p.mig_layouts is not None
+            else sum(int(getattr(n, "devices", 0)) for n in ready)
+        )
+        out[p.name] = {"nodes": len(mine), "ready_nodes": len(ready), "ready_gpus": gpus}
+    return out
+
+
+def shadow_summary(
+    plan: CapacityPlan,
+    fleet: Fleet,
+    forecasts: Mapping[str, SeriesForecast],
+    capacity: Mapping[str, Mapping[str, int]],
+    now: pd.Timestamp,
+    currency: str | None = None,
+    cycle_s: int | None = None,
+) -> dict[str, Any]:
+    """The cycle's ``shadow`` section: per pool the plan's nodes now beside the capacity
+    read before acting (``capacity``: :func:`observed_capacity`; ``None`` where not read),
+    the pool's node size, price and lead time; and the demand in GPUs per GPU model of the
+    newest observations (no margin), where the signals have a forecast."""
+    planned = {p.pool: p.target_nodes[0] if p.target_nodes else p.current_nodes for p in plan.pools}
+    pools: dict[str, Any] = {}
+    for p in fleet.pools:
+        seen = capacity.get(p.name, {})
+        pools[p.name] = {
+            "gpu_model": gpu_model(p.gpu_model).name,
+            "tier": p.tier,
+            "gpus_per_node": p.gpus_per_node,
+            "price_per_gpu_hour": p.price_per_gpu_hour,
+            "lead_time_s": int(p.lead_time_s),
+            "planned_nodes": planned.get(p.name),
+            "nodes": seen.get("nodes"),
+            "ready_nodes": seen.get("ready_nodes"),
+            "ready_gpus": seen.get("ready_gpus"),
+        }
+    demand = newest_demand_by_model(fleet.served(), dict(forecasts))
+    return {
+        "at": iso(now),
+        "cycle_s": cycle_s,
+        "currency": currency,
+        "demand_gpus": {k: _rounded(v) for k, v in sorted(demand.items())},
+        "pools": pools,
+    }
 
 
 def _shadow_of(record: Any) -> dict[str, Any] | None:

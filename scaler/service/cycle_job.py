@@ -45,10 +45,9 @@ from scaler.records import (
     RunStore,
     forecast_summary,
     inputs_summary,
-    observed_capacity,
     plan_summary,
-    shadow_summary,
 )
+from scaler.reports.shadow import observed_capacity, shadow_summary
 from scaler.service.cycle import CycleResult, model_store_for, past_cycles, run_cycle
 from scaler.service.drift import (
     STATE_FILE,
