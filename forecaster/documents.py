@@ -217,7 +217,10 @@ def set_aside(path: str | Path, why: str, log: logging.Logger) -> Path | None:
     the same warning, and the owned-path writer refuses to write through it)."""
     p = Path(path)
     target = p.with_name(p.name + SET_ASIDE_SUFFIX)
-    why = " ".join(str(why).split())[:200]
+    # One line of at most ~300 characters: the path once, the reason without it.
+    why = str(why).replace(shown(p), "").replace(str(p), "")
+    why = " ".join(why.split()).replace(" :", ":")[:90]
+    where = str(p) if len(str(p)) <= 80 else "..." + str(p)[-77:]
     try:
         if not stat.S_ISREG(p.lstat().st_mode):
             # A link, folder or special file someone put there is left as it is.
@@ -225,7 +228,7 @@ def set_aside(path: str | Path, why: str, log: logging.Logger) -> Path | None:
         # rename moves the directory entry itself: a link at the target is never followed.
         os.replace(p, target)
     except OSError as exc:
-        log.warning("%s unusable (%s); ignored (not set aside: %s)", p, why, exc.strerror or exc)
+        log.warning("%s unusable (%s); ignored, not set aside: %s", where, why, exc.strerror or exc)
         return None
-    log.warning("%s unusable (%s); set aside as %s and rebuilt", p, why, target.name)
+    log.warning("%s unusable (%s); set aside as %s, rebuilt", where, why, SET_ASIDE_SUFFIX)
     return target
