@@ -12,8 +12,9 @@ import pytest
 
 from scaler.catalog.mig import Layout
 from scaler.cli import main
-from scaler.replay.mig import MigSetup, best_static, run_mig_replay
+from scaler.replay.mig import POLICIES, MigSetup, best_static, run_mig_replay
 from scaler.replay.mig_fleet import MigPool, MigTally, account_step
+from scaler.replay.mig_report import pick_policies
 from scaler.replay.mig_scenarios import (
     SCENARIOS,
     MigDemand,
@@ -217,3 +218,9 @@ def test_scenarios_load_from_the_public_traces() -> None:
         assert set(inst) == set(demand.profiles.values())
         assert all(len(v) == len(demand.index) for v in inst.values())
         assert 0 < demand.test_start < len(demand.index)
+
+
+def test_policies_with_mig_pick_a_subset_and_the_tier_replays_list_means_all() -> None:
+    assert pick_policies("clairvoyant,static") == ("static", "clairvoyant")
+    assert pick_policies("static,reactive,predictive,clairvoyant,oracle") == POLICIES
+    assert pick_policies(None) == POLICIES

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from forecaster.forecasting import SeriesForecast
+from forecaster.forecasting import SeriesForecast, forecast_series
 from scaler.catalog.mig import Layout, parse_layout
 from scaler.config import Config, parse_config
 from scaler.planning.mig.layouts import Costs, GpuState, solve_layouts, weighted_gpus
@@ -56,8 +56,9 @@ POLICIES = ("static", "reactive", "planner", "planner-keep", "clairvoyant")
 class MigSetup:
     """The MIG replay's constants; the defaults are the published ones (``docs/replay.md``)."""
 
-    cycle_s: int = 900
-    """Seconds between decisions (the planner's ``policy.cycle_s``)."""
+    cycle_s: int = 3600
+    """Seconds between decisions (the planner's ``policy.cycle_s``): layouts hold for hours
+    and a drain takes 15 minutes, so an hour; every policy decides on the same clock."""
     horizon_s: int = 6 * 3600
     """The planner's ``policy.horizon_s``: its layouts cover the peak over this."""
     change_s: int = 900
@@ -264,6 +265,22 @@ class _Planner:
         }
 
 
+class _SignalForecasts(_Forecasts):
+    """The replay's forecasts of one signal, fitted under the signal's own name: the
+    forecaster keeps one model per name in the process, so signals sharing the replay's
+    usual name ``demand`` would refit each other's model at every refresh."""
+
+    def _forecast(self, now: pd.Timestamp, window: pd.Series) -> SeriesForecast:
+        cache = self.cache if self.cache is not None else {}
+        key = (self.method, "test", now)
+        if key not in cache:
+            name = str(self.trace.name)
+            cache[key] = forecast_series(
+                window.rename(name), self.horizon, self.quantiles, self.method
+            )
+        return cache[key]
+
+
 def true_future(signal: pd.Series, t: int, steps: int, quantile: float) -> SeriesForecast:
     """The true values from step ``t`` on, as a forecast at every quantile (clairvoyant)."""
     seen = signal.ffill().fillna(0.0)
@@ -340,7 +357,9 @@ def run_mig_replay(
             # Each policy walks its own forecasts forward from the test's start (they
             # share the cache, so a forecast is made once).
             sources = {
-                w: _Forecasts.for_run(trace, rsetup, config.forecast, config.policy, caches[w])
+                w: _SignalForecasts.for_run(
+                    trace, rsetup, config.forecast, config.policy, caches[w]
+                )
                 for w, trace in demand.traces.items()
             }
             policy = _policy(name, demand, setup, config, sources)

@@ -70,12 +70,22 @@ def cmd_mig(args: argparse.Namespace) -> int:
         raise BadInputError("simulate: --mig replays its scenarios; drop --history/--suite")
     setup = _setup(args)
     demands = [load_demand(Path(args.traces), s, setup.replay_setup()) for s in scenarios]
+    policies = pick_policies(getattr(args, "policies", None))
     for demand in demands:
-        result = run_mig_replay(demand, setup, POLICIES, args.forecast_cache)
-        print(format_mig(result, args.traces))
+        result = run_mig_replay(demand, setup, policies, args.forecast_cache)
+        print(format_mig(result, args.traces), flush=True)
         for name, tally in result.tallies.items():
             print(f"{name}: {tally.seconds:.1f} s", file=sys.stderr)
     return 0
+
+
+def pick_policies(text: str | None) -> tuple[str, ...]:
+    """``--policies`` with ``--mig``: a subset of the MIG replay's policies, in their order;
+    any other list (the tier replay's default) means all of them."""
+    names = [p.strip() for p in str(text or "").split(",") if p.strip()]
+    if not names or any(n not in POLICIES for n in names):
+        return POLICIES
+    return tuple(p for p in POLICIES if p in names)
 
 
 def _setup(args: argparse.Namespace) -> MigSetup:
