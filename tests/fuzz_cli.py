@@ -36,6 +36,7 @@ from fuzz_corpus import (
     place_files,
     random_config_cases,
     serve_prometheus,
+    special_output_cases,
     state_cases,
     stray_files,
     suspect_input_cases,
@@ -97,11 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
     parser.add_argument("--skip-slow", action="store_true", help="leave out the slow cases")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    parser.add_argument("--only", metavar="PREFIX", help="only the cases named PREFIX...")
     args = parser.parse_args(argv)
     command = shlex.split(args.command)
     cases = [*hand_config_cases(), *hand_history_cases(), *hand_output_cases()]
     cases += [*hand_input_cases(), *state_cases(), *suspect_input_cases()]
+    cases += special_output_cases()
     cases += list(random_config_cases(args.random, args.seed))
+    if args.only:
+        cases = [c for c in cases if c.name.startswith(args.only)]
     if args.skip_slow:
         cases = [c for c in cases if not c.slow]
     counts: Counter[str] = Counter()

@@ -35,6 +35,7 @@ import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 MAX_LINE = 300
@@ -101,6 +102,11 @@ class Case:
     in ``/`` (anything under them but a ``tiercast-plan.json``). None: not checked."""
     fifos: tuple[str, ...] = ()
     """Named pipes the runner makes in the case's folder (no writer ever opens them)."""
+    folders: tuple[str, ...] = ()
+    """Folders the runner makes in the case's folder (before its FIFOs): a folder where
+    an output file goes, or the parent of a FIFO."""
+    links: tuple[tuple[str, str], ...] = ()
+    """Symbolic links the runner makes: (name in the folder, what it points at)."""
     prometheus: Callable[[float], bytes] | None = None
     """A Prometheus answer, made from the wall-clock time: the runner serves it to every
     query (:func:`serve_prometheus`) and puts its URL where a file holds ``@PROMETHEUS@``."""
@@ -924,5 +930,176 @@ def place_files(case: Case, folder: Any, url: str | None = None) -> None:
         if url is not None:
             content = content.replace(b"@PROMETHEUS@", url.encode())
         target.write_bytes(content)
+    for name in case.folders:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    for name, target in case.links:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, folder / name)
     for name in case.fifos:
         os.mkfifo(folder / name)
+
+
+def special_output_cases() -> list[Case]:
+    """#50 finding 9: a FIFO with no reader, a folder, a full device or a planted link at
+    every output is one line naming the flag (exit 2), never a hang or a traceback; a
+    chart written at the name given. ``slow``: the failure comes after a replay."""
+    h = {"h.csv": history_csv(days=3, step_s=300)}
+    plan = ["plan", "--history", "h.csv"]
+    sim = ["simulate", "--history", "h.csv", "--method", "seasonal_naive_1d"]
+    # A replay needs a day of training before its test period (4 days for a short series).
+    long = {"h.csv": history_csv(days=6, step_s=300)}
+    replay = [*sim, "--policies", "reactive,predictive", "--reforecast", "6h"]
+    replay += ["--growth-backtest", "0"]
+    full = Path("/dev/full").is_char_device()
+    served = fresh_config()
+    served["policy"]["staleness_limit_s"] = 3600
+    served.setdefault("service", {})["plan_out"] = "served.fifo"
+    cases = [
+        Case(
+            "out/plan-out-fifo",
+            h,
+            [*plan, "--plan-out", "p.fifo"],
+            "error",
+            "--plan-out",
+            fifos=("p.fifo",),
+        ),
+        Case(
+            "out/plan-out-folder",
+            h,
+            [*plan, "--plan-out", "pdir"],
+            "error",
+            "--plan-out",
+            folders=("pdir",),
+        ),
+        Case(
+            "out/run-plan-out-fifo",
+            h,
+            ["run", "--dry-run", "--history", "h.csv", "--plan-out", "p.fifo"],
+            "error",
+            "--plan-out",
+            fifos=("p.fifo",),
+        ),
+        Case(
+            "out/default-plan-file-planted-link",
+            h,
+            [*plan, "--state-dir", "st"],
+            "error",
+            "default plan file",
+            links=(("st/tiercast-plan.json", "../elsewhere.json"),),
+        ),
+        Case(
+            "out/records-dangling-link",
+            h,
+            [
+                "run",
+                "--dry-run",
+                "--history",
+                "h.csv",
+                "--state-dir",
+                "st",
+                "--plan-out",
+                "plan.json",
+            ],
+            "hold",
+            links=(("st/tiercast-records.sqlite", "../gone/records.sqlite"),),
+        ),
+        Case(
+            "out/service-plan-out-fifo",
+            {"config.yaml": dump_yaml(served), "rps.csv": history_csv(days=3, step_s=300)},
+            ["run", "--dry-run", "--config", "config.yaml"],
+            "error",
+            "service.plan_out",
+            fifos=("served.fifo",),
+        ),
+        Case(
+            "out/out-file-fifo",
+            h,
+            ["forecast", "--history", "h.csv", "--out-file", "f.fifo"],
+            "error",
+            "--out-file",
+            fifos=("f.fifo",),
+        ),
+        Case(
+            "out/out-file-folder",
+            h,
+            ["forecast", "--history", "h.csv", "--out-file", "fdir"],
+            "error",
+            "--out-file",
+            folders=("fdir",),
+        ),
+        Case(
+            "out/finance-html-fifo",
+            h,
+            [*plan, "--out-dir", "fin"],
+            "error",
+            "--out-dir",
+            folders=("fin",),
+            fifos=("fin/finance.html",),
+        ),
+        Case(
+            "out/report-html-folder",
+            h,
+            ["report", "--history", "h.csv", "--out-dir", "rep", "--backtest-origins", "0"],
+            "error",
+            "--out-dir",
+            folders=("rep/report.html",),
+        ),
+        Case(
+            "out/forecast-cache-is-a-file",
+            {**h, "fc": b"a file"},
+            [*sim, "--forecast-cache", "fc"],
+            "error",
+            "--forecast-cache",
+        ),
+        Case(
+            "out/timeline-out-folder",
+            h,
+            [*sim, "--timeline-out", "tdir"],
+            "error",
+            "--timeline-out",
+            folders=("tdir",),
+        ),
+        Case(
+            "out/timeline-out-fifo",
+            long,
+            [*replay, "--timeline-out", "t.fifo", "--chart-out", ""],
+            "error",
+            "--timeline-out",
+            fifos=("t.fifo",),
+            slow=True,
+        ),
+        Case(
+            "out/chart-out-without-png",
+            long,
+            [*replay, "--timeline-out", "", "--chart-out", "chart"],
+            "ok",
+            outputs=("chart",),
+            slow=True,
+        ),
+    ]
+    if full:
+        cases += [
+            Case(
+                "out/plan-out-dev-full",
+                h,
+                [*plan, "--plan-out", "/dev/full"],
+                "error",
+                "--plan-out",
+            ),
+            Case(
+                "out/out-file-dev-full",
+                h,
+                ["forecast", "--history", "h.csv", "--out-file", "/dev/full"],
+                "error",
+                "--out-file",
+            ),
+            Case(
+                "out/timeline-out-dev-full",
+                long,
+                [*replay, "--timeline-out", "/dev/full", "--chart-out", ""],
+                "error",
+                "--timeline-out",
+                slow=True,
+            ),
+        ]
+    return cases

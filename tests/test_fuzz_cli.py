@@ -30,6 +30,7 @@ from tests.fuzz_corpus import (
     left_in,
     place_files,
     serve_prometheus,
+    special_output_cases,
     state_cases,
     suspect_input_cases,
 )
@@ -75,6 +76,21 @@ def test_every_hand_written_case_fails_safe(
     monkeypatch.setattr(cycle, "_STORES", {})
     run_in_process(case, workdir, capsys)
     assert not (workdir / "pwned").exists()
+
+
+OUTPUT_CASES = [c for c in special_output_cases() if not c.slow]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", OUTPUT_CASES, ids=[c.name for c in OUTPUT_CASES])
+def test_a_special_file_at_any_output_is_one_line_naming_the_flag(
+    case: Case, workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#50 finding 9: each was a wait for ever, a traceback or a file written through a link."""
+    monkeypatch.setattr(cycle, "_STORES", {})
+    run_in_process(case, workdir, capsys)
+    assert not (workdir / "elsewhere.json").exists()
+    assert not (workdir / "gone").exists()
 
 
 FAST_INPUTS = [c for c in INPUT_CASES if not c.name.startswith(("state/", "suspect/", "dup"))]

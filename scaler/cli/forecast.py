@@ -5,6 +5,7 @@ as CSV, an aligned table, JSON or YAML.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import sys
@@ -50,6 +51,10 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         history = {args.series: select_series(history, args.series)}
     quantiles = parse_quantiles(args.quantiles)
     horizon = parse_duration(args.horizon)
+    if args.output_file not in (None, "-"):
+        from forecaster.files import check_output
+
+        check_output(args.output_file, "--out-file")  # a folder: refused before forecasting
     # A store path makes repeated forecasts of the same series reuse the selected model.
     store = (
         ModelStore(args.model_store, signing_key=load_signing_key(None))
@@ -71,7 +76,9 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             )[[f"q{text}" for _, text in quantiles]]
             forecasts.append((name, fc, frame))
             bar.update()
-            bar.write(f"{name}: {fc.estimator} ({fc.reason}); {len(frame)} steps of {fc.step}")
+            # One short line per series (its progress); why that model: --log-level INFO.
+            bar.write(f"{name}: {fc.estimator}; {len(frame)} steps of {fc.step}")
+            logging.getLogger(__name__).info("%s: %s (%s)", name, fc.estimator, fc.reason)
     text = forecast_text(forecasts, args.output)
     if args.output_file in (None, "-"):
         sys.stdout.write(text)
