@@ -415,8 +415,9 @@ def english_words(report: Report, names: set[str]) -> dict[str, str]:
 
 
 PRODUCT_NAMES = {"Kueue", "ClusterQueue", "nominalQuota", "ResourceFlavor", "Pending", "mixed"}
-"""Kubernetes kinds, fields, states and values (``mig.strategy=mixed``), written as
-Kubernetes writes them in any language."""
+PRODUCT_NAMES |= {"Prometheus"}
+"""Kubernetes kinds, fields, states and values (``mig.strategy=mixed``), and the products
+tiercast reads from (Prometheus), written as they write themselves in any language."""
 
 # Parameters whose values are words each language has its own word for (scaler.wording.TERMS).
 _TERM_SAMPLES: dict[str, object] = {

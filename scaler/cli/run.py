@@ -185,13 +185,13 @@ def _message_head(message: str) -> str:
 
 
 def _print_margin(plan: CapacityPlan, signal: str, lang: str) -> None:
-    """The signal's near-term rule and its evidence, stated once under the signal (every
-    pool reason naming the signal refers to it); nothing where the plan has no margin."""
+    """The signal's near-term rule in short, once under the signal (every pool reason naming
+    the signal refers to it; ``explain`` has its evidence); nothing where there is no margin."""
     from scaler.wording import margin_reason
 
     entry = (plan.risk.get("margins") or {}).get(signal)
     if entry:
-        print(f"  {'':<16} {margin_reason(signal, entry).text(lang)}")
+        print(f"  {'':<16} {margin_reason(signal, entry).short(lang)}")
 
 
 def _print_localized(result: CycleResult, label: str, out: str | None, lang: str) -> None:
@@ -231,7 +231,7 @@ def _print_localized(result: CycleResult, label: str, out: str | None, lang: str
         )
         _print_margin(plan, s.name, lang)
     print()
-    print(actions_text_table(plan, lang))
+    print(actions_text_table(plan, lang, short=True))
     print()
     for note in plan.notes:
         print(f"{t(lang, 'plan_note')}: {render(note, lang)}")

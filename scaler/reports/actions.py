@@ -53,9 +53,10 @@ def _layout(name: str, lang: str) -> str:
     return t(lang, "layout_unchanged") if name == "unchanged" else name
 
 
-def actions_text_table(plan: CapacityPlan, lang: str) -> str:
+def actions_text_table(plan: CapacityPlan, lang: str, short: bool = False) -> str:
     """The plan's actions as the terminal prints them (``tiercast plan --lang ru``): the
-    columns, decisions and reasons in ``lang``, numbers as the language writes them."""
+    columns, decisions and reasons in ``lang``, numbers as the language writes them;
+    ``short``: each typed reason in its short form (:data:`scaler.wording.SHORT`)."""
     from forecaster.tables import aligned
 
     rows = [
@@ -82,7 +83,9 @@ def actions_text_table(plan: CapacityPlan, lang: str) -> str:
                 a.needed_at[11:16] + "Z",
                 ("+" if a.cost_delta_per_hour >= 0 else "−")
                 + fmt_number(abs(a.cost_delta_per_hour), lang, 2),
-                _action_reason(plan, i, lang),
+                a.reason.short(lang, quantile=f"q{plan.quantile:g}")
+                if short and a.reason.code != LEGACY
+                else _action_reason(plan, i, lang),
             )
         )
     return "\n".join(aligned(rows))
