@@ -72,6 +72,8 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 
 from scaler.actuation.kube.transport import ClientTransport, RetryPolicy, connect
+from tests.fake_admission import Denied, Policies
+from tests.fake_admission import Request as AdmissionRequest
 from tests.fake_kueue import Invalid, validate_cluster_queue
 
 TOKEN = "fake-kube-token"
@@ -754,10 +756,16 @@ class FakeKube:
         self.lock = threading.RLock()
         self.faults: list[Fault] = []
         self.requests: list[Request] = []
-        self.hooks: list[Callable[[FakeKube, Request], None]] = []
+        self.hooks: list[Callable[[FakeKube, Request], None]] = [cluster_api_node_annotations]
+        """Controllers acting before each request; by default Cluster API's Machine
+        controller's node annotations (:func:`cluster_api_node_annotations`)."""
         self.without_scale: set[str] = set()
         """Plurals served without a scale subresource (a NodePool CRD before Karpenter v1.8)."""
         self.unserved: set[str] = {"cluster.x-k8s.io/v1beta2"}
+        self.admission: Policies | None = Policies.from_file()
+        """The shipped ValidatingAdmissionPolicies (deploy/base/admission-policy.yaml), judged
+        on every write sent over HTTP as tiercast's ServiceAccount (tests/fake_admission.py);
+        None: no admission (a cluster older than 1.30, or the file left out)."""
         self.forbidden: set[str] = set()
         """Object paths RBAC does not grant (403 Forbidden on every verb), as a Role's
         ``resourceNames`` leaves out an object."""
@@ -1091,6 +1099,7 @@ class FakeKube:
             if ("v1", "namespaces", None, p.namespace) not in self.state.objects:
                 raise ApiError(404, "NotFound", f'namespaces "{p.namespace}" not found')
         _validate(p.res, obj)
+        self._admit("CREATE", p, obj, None, query)
         key = (p.res.api, p.res.plural, p.namespace, meta["name"])
         if key in self.state.objects:
             raise ApiError(409, "AlreadyExists", f'{p.res.plural} "{meta["name"]}" already exists')
@@ -1143,6 +1152,7 @@ class FakeKube:
             else:
                 new.pop("status", None)
         _validate(p.res, new, old)
+        self._admit("UPDATE", p, new, old, query)
         if new == old:
             return copy.deepcopy(
                 old
@@ -1154,6 +1164,35 @@ class FakeKube:
         if query.get("dryRun") != "All":
             self.state.objects[self._key(p)] = new
         return copy.deepcopy(new)
+
+    def _admit(
+        self,
+        operation: str,
+        p: _Path,
+        obj: dict[str, Any] | None,
+        old: dict[str, Any] | None,
+        query: dict[str, str],
+    ) -> None:
+        """The validating admission policies' verdict on a write (dry-runs are judged too)."""
+        if self.admission is None:
+            return
+        group, _, version = p.res.api.rpartition("/")
+        request = AdmissionRequest(
+            operation,
+            group,
+            version,
+            p.res.plural,
+            p.sub or "",
+            str(((obj or old or {}).get("metadata") or {}).get("name", "")),
+            p.namespace,
+            obj,
+            old,
+            dry_run=query.get("dryRun") == "All",
+        )
+        try:
+            self.admission.admit(request)
+        except Denied as exc:
+            raise ApiError(exc.code, exc.reason, exc.message) from None
 
     def _put(self, p: _Path, body: Any, query: dict[str, str]) -> dict[str, Any]:
         old = self._object(p)
@@ -1445,6 +1484,41 @@ class Clock:
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
         self.t += seconds
+
+
+CAPI_MACHINE = "cluster.x-k8s.io/machine"
+
+
+def cluster_api_node_annotations(fake: FakeKube, request: Request) -> None:
+    """Cluster API's Machine controller: a Node a Machine's ``status.nodeRef`` names gets the
+    annotations ``cluster.x-k8s.io/cluster-name``, ``cluster-namespace`` and ``machine``
+    (kubernetes-sigs/cluster-api ``internal/controllers/machine/machine_controller_noderef.go``:
+    CAPI sets them and never removes them; it copies no ``tiercast.io/*`` label)."""
+    for (api, plural, ns, name), machine in list(fake.state.objects.items()):
+        if plural != "machines" or not api.startswith("cluster.x-k8s.io/"):
+            continue
+        node = ((machine.get("status") or {}).get("nodeRef") or {}).get("name")
+        path = f"/api/v1/nodes/{node}"
+        if not node or not fake.exists(path):
+            continue
+        annotations = fake.get(path)["metadata"].get("annotations") or {}
+        if annotations.get(CAPI_MACHINE) == name:
+            continue
+        cluster = (machine.get("spec") or {}).get("clusterName", "")
+        fake.mutate(
+            path,
+            lambda o, m=name, c=cluster, n=ns: (
+                o["metadata"]
+                .setdefault("annotations", {})
+                .update(
+                    {
+                        "cluster.x-k8s.io/cluster-name": c,
+                        "cluster.x-k8s.io/cluster-namespace": n or "",
+                        CAPI_MACHINE: m,
+                    }
+                )
+            ),
+        )
 
 
 def start_fake() -> FakeKube:

@@ -943,3 +943,21 @@ def test_the_dockerfile_copies_only_what_its_build_context_keeps() -> None:
         assert (REPO / source).exists(), f"COPY {source}: not in the repository root"
     # What the package needs to build: its metadata and both packages.
     assert {"pyproject.toml", "README.md", "forecaster", "scaler"} <= set(sources)
+
+
+def test_the_node_agents_critical_priority_has_the_quota_gke_standard_asks_for() -> None:
+    """GKE Standard admits system-node-critical pods outside kube-system only in a namespace
+    with a ResourceQuota scoped to that class; the agent's namespace has one."""
+    docs = documents()
+    (agent,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    namespace = agent["metadata"]["namespace"]
+    priority = agent["spec"]["template"]["spec"]["priorityClassName"]
+    assert priority == "system-node-critical"
+    quotas = [
+        d for d in docs if d["kind"] == "ResourceQuota" and d["metadata"]["namespace"] == namespace
+    ]
+    (quota,) = quotas
+    (selector,) = quota["spec"]["scopeSelector"]["matchExpressions"]
+    assert selector == {"scopeName": "PriorityClass", "operator": "In", "values": [priority]}
+    assert set(quota["spec"]["hard"]) == {"pods"} and int(quota["spec"]["hard"]["pods"]) >= 1000
+    assert "ResourceQuota" in (REPO / "docs" / "kubernetes.md").read_text()

@@ -143,7 +143,11 @@ def node_state(fake: FakeKube) -> tuple[str | None, str | None, bool, dict]:
         labels.get(MIG_CONFIG),
         labels.get(MIG_STATE),
         bool(node["spec"].get("unschedulable")),
-        node["metadata"].get("annotations") or {},
+        {  # what tiercast may write (Cluster API's own annotations left out)
+            k: v
+            for k, v in (node["metadata"].get("annotations") or {}).items()
+            if not k.startswith("cluster.x-k8s.io/")
+        },
     )
 
 
