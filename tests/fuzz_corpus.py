@@ -5,8 +5,12 @@ the whole corpus against the installed ``tiercast`` command in subprocesses, and
 ``tests/test_fuzz_cli.py`` runs a bounded sample in-process in CI (adding hypothesis
 strategies over the same mutations).
 
-Each :class:`Case` writes its files into an empty folder and runs one command. Its
-``expect`` says what a correct tiercast does:
+Each :class:`Case` writes its files into an empty folder (and makes its FIFOs; serves its
+Prometheus answer on a local port) and runs one command. The families: malformed configs
+and histories, output settings, and (#50) node lists and mig-parted configs for
+``inventory``, special files and NUL bytes at inputs, corrupt state in the model store,
+duplicate label sets from Prometheus and implausible footprints. Its ``expect`` says what
+a correct tiercast does:
 
 * ``error``: exit 2 with exactly one stderr line of at most 300 characters that
   contains ``field`` (the field, or the word naming the limit);
