@@ -9,8 +9,8 @@ file. It is opened without blocking, so a FIFO with no reader is refused (``ENXI
 reader that stops reading ends the write after :data:`WRITE_STALL_S`, never a hang. A
 folder at the path is refused before anything is written. Where tiercast owns the path
 (the model store, the history store, the forecast cache, the default plan file),
-``owned=True`` refuses a link or special file at it, or a link at its folder, instead of
-writing through it. :func:`write_output` is the one writer of every output a flag or the
+``owned=True`` refuses a link or special file at it instead of writing through it, and
+``owned_folder=True`` a link at a folder tiercast names itself (a history-store signal's). :func:`write_output` is the one writer of every output a flag or the
 config names: any failure (a full device, a folder, a FIFO with no reader, a planted
 link) is one line naming the flag (:class:`OutputError`, exit 2).
 
@@ -49,20 +49,27 @@ class OutputError(BadInputError):
 
 
 def write_atomic(
-    path: str | Path, data: str | bytes, parents: bool = False, owned: bool = False
+    path: str | Path,
+    data: str | bytes,
+    parents: bool = False,
+    owned: bool = False,
+    owned_folder: bool = False,
 ) -> None:
     """Write ``data`` (text as UTF-8) to ``path``; with ``parents``, create missing folders.
 
-    With ``owned`` (a path only tiercast writes), a link or special file at ``path``, or a
-    link at its folder, is refused with :class:`OSError` and left alone, instead of being
-    written through. A folder at ``path`` is :class:`IsADirectoryError`; a FIFO with no
-    reader is ``ENXIO``; a full device is ``ENOSPC`` (no temporary file left behind).
+    With ``owned`` (a path only tiercast writes), a link or special file at ``path`` is
+    refused with :class:`OSError` and left alone, instead of being written through; with
+    ``owned_folder`` (a folder tiercast names and creates itself, as the history store's
+    folder per signal), a link at the folder is refused too. (A folder the user names,
+    such as the model store's, may be a link.) A folder at ``path`` is
+    :class:`IsADirectoryError`; a FIFO with no reader is ``ENXIO``; a full device is
+    ``ENOSPC`` (no temporary file left behind).
     """
     p = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if parents:
         p.parent.mkdir(parents=True, exist_ok=True)
-    if owned and p.parent.is_symlink():
+    if owned_folder and p.parent.is_symlink():
         raise OSError(errno.ELOOP, "refusing to write into a linked folder", str(p.parent))
     mode = _mode(p)
     if mode is not None and stat.S_ISDIR(mode):

@@ -107,7 +107,8 @@ class HistoryStore:
         )
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
-        write_atomic(path, buffer.getvalue(), parents=True, owned=True)
+        # The folder per signal is the store's own: a link planted there is refused.
+        write_atomic(path, buffer.getvalue(), parents=True, owned=True, owned_folder=True)
 
     def _prune(self, name: str, now: pd.Timestamp | None) -> None:
         folder = self.root / signal_key(name)

@@ -334,3 +334,12 @@ def test_a_world_writable_state_folder_draws_one_warning(
     assert len([w for w in warned if "models folder" in w and "world-writable" in w]) == 1
     os.chmod(state, 0o755)
     assert not files.world_writable(state)
+
+
+def test_a_user_named_folder_that_is_a_link_is_written_into(tmp_path: Path) -> None:
+    # The model store's folder (model_store.path) may be a link the user made to a volume.
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    (tmp_path / "models").symlink_to(volume)
+    files.write_atomic(tmp_path / "models" / "m.json", "{}", owned=True)
+    assert (volume / "m.json").read_text() == "{}"
