@@ -172,7 +172,7 @@ def write_error_text(exc: OSError) -> str:
     if exc.errno == errno.EISDIR:
         return "is a directory; expected a file"
     if exc.errno in (errno.EEXIST, errno.ELOOP) and exc.strerror and "refusing" in exc.strerror:
-        return f"{exc.strerror} that tiercast owns; remove it or name another path"
+        return f"{exc.strerror} at a name tiercast owns; remove it or name another path"
     if exc.errno == errno.ETIMEDOUT:
         return f"the reader took no data for {WRITE_STALL_S:g} s; the write was given up"
     if exc.errno == errno.ENOTDIR:

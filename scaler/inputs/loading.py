@@ -132,7 +132,7 @@ def plan_flag(config: Config, args: argparse.Namespace | None = None) -> tuple[s
         return "--plan-out", False
     if config.service.plan_out:
         return "service.plan_out", False
-    return f"the default plan file (--plan-out; {DEFAULT_PLAN_FILE} in the state directory)", True
+    return "the default plan file (--plan-out)", True
 
 
 def shown_path(path: str | Path) -> str:
