@@ -64,6 +64,7 @@ def cordon(o: dict[str, Any]) -> None:
     o["metadata"].setdefault("annotations", {})["tiercast.io/cordoned"] = "true"
 
 
+@pytest.mark.slow
 def test_every_node_the_inventory_places_in_a_pool_is_one_the_policy_admits(
     fake: FakeKube, tmp_path: Path
 ) -> None:

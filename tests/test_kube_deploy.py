@@ -606,6 +606,7 @@ def pod_rights(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["base", "overlays/service"])
 def test_metrics_listen_on_loopback_unless_the_config_says_otherwise(form: str) -> None:
     """The default binds 127.0.0.1; the shipped ConfigMap asks for every address, for the
@@ -623,6 +624,7 @@ def test_metrics_listen_on_loopback_unless_the_config_says_otherwise(form: str) 
     assert policy["spec"]["ingress"][0]["from"]  # the port is reachable from one namespace only
 
 
+@pytest.mark.slow
 def test_a_dry_run_without_pod_rights_shows_its_actions_and_does_not_halt(
     fake: FakeKube, tmp_path: Path
 ) -> None:

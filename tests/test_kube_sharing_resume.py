@@ -182,6 +182,7 @@ def test_a_relayout_killed_at_any_step_leaves_no_node_cordoned_after_the_next_ru
 # ---- a shutdown request ends every wait -----------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wait", ["configmap refresh", "gpu feature discovery"])
 def test_a_shutdown_request_ends_the_sharing_waits_and_rolls_back(
     tmp_path: Path, wait: str
@@ -224,6 +225,7 @@ def test_a_shutdown_request_ends_the_sharing_waits_and_rolls_back(
 # ---- MPS: uncordoned once the daemon is up ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_mps_node_is_uncordoned_only_once_the_mps_daemon_is_ready(tmp_path: Path) -> None:
     fake, _plugin = sharing_cluster(mps_ready_after=4)
     try:
