@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
     parser.add_argument("--skip-slow", action="store_true", help="leave out the slow cases")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case")
-    parser.add_argument("--only", metavar="PREFIX", help="only the cases named PREFIX...")
+    parser.add_argument(
+        "--only", metavar="PREFIX", help="only the cases named PREFIX... (several: PREFIX,PREFIX)"
+    )
     args = parser.parse_args(argv)
     command = shlex.split(args.command)
     cases = [*hand_config_cases(), *hand_history_cases(), *hand_output_cases()]
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     cases += special_output_cases()
     cases += list(random_config_cases(args.random, args.seed))
     if args.only:
-        cases = [c for c in cases if c.name.startswith(args.only)]
+        cases = [c for c in cases if c.name.startswith(tuple(args.only.split(",")))]
     if args.skip_slow:
         cases = [c for c in cases if not c.slow]
     counts: Counter[str] = Counter()
