@@ -256,3 +256,33 @@ def test_node_queries_join_readiness_and_gpus_on_the_node(
         got[name] = float(series.values.iloc[0])
     # At 08:40: 4 nodes, the 4th not Ready yet.
     assert got == {"nodes": 4.0, "ready_nodes": 3.0, "ready_gpus": 24.0}
+
+
+class _Answers:
+    """A metric source that answers only the queries it was given (others: no series)."""
+
+    def __init__(self, answers: dict[str, float]) -> None:
+        self.answers = answers
+
+    def range(
+        self, query: str, start: pd.Timestamp, end: pd.Timestamp, step: pd.Timedelta
+    ) -> list[Any]:
+        from forecaster.sources import LabelledSeries
+
+        if query not in self.answers:
+            return []
+        index = pd.date_range(start, end, freq=step, name="timestamp")
+        return [LabelledSeries({}, pd.Series(self.answers[query], index=index))]
+
+
+def test_no_kube_state_metrics_is_missing_history_and_a_pool_without_nodes_is_zero() -> None:
+    from scaler.config import parse_config
+    from scaler.replay.from_prometheus import NODES_SEEN, read_nodes
+
+    config = parse_config(_config_data(Path("models")), "t")
+    start, end = pd.Timestamp("2026-12-01"), pd.Timestamp("2026-12-01T01:00")
+    absent = read_nodes(_Answers({}), config, list(config.pools), start, end)["h100"]
+    assert len(absent) == 12 and absent.isna().all().all()
+    # kube-state-metrics reports nodes, none of them the pool's: the pool had none.
+    other = read_nodes(_Answers({NODES_SEEN: 3.0}), config, list(config.pools), start, end)
+    assert (other["h100"].to_numpy() == 0).all()
