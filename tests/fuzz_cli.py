@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-slow", action="store_true", help="leave out the slow cases")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case")
     parser.add_argument(
+        "--leave-out", metavar="PREFIX", help="leave out the cases named PREFIX... (PREFIX,PREFIX)"
+    )
+    parser.add_argument(
         "--only", metavar="PREFIX", help="only the cases named PREFIX... (several: PREFIX,PREFIX)"
     )
     args = parser.parse_args(argv)
@@ -107,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     cases += [*hand_input_cases(), *state_cases(), *suspect_input_cases()]
     cases += special_output_cases()
     cases += list(random_config_cases(args.random, args.seed))
+    if args.leave_out:
+        cases = [c for c in cases if not c.name.startswith(tuple(args.leave_out.split(",")))]
     if args.only:
         cases = [c for c in cases if c.name.startswith(tuple(args.only.split(",")))]
     if args.skip_slow:
