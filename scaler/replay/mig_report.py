@@ -137,7 +137,7 @@ def target_line(r: MigResult) -> str:
     met = saving >= TARGET_SAVING and served
     return (
         f"target (planner >= {TARGET_SAVING:.0%} fewer GPU-h than static, unserved no more): "
-        f"{'met' if met else 'NOT met'} ({saving:+.1%} GPU-h; unserved slice-h "
+        f"{'met' if met else 'NOT met'} ({-saving:+.1%} GPU-h; unserved slice-h "
         f"{plan.unserved_slice_hours:.2f} vs {base.unserved_slice_hours:.2f})"
     )
 
