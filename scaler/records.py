@@ -223,6 +223,12 @@ class RunStore:
                 f"run records {str(self.path)!r} do not exist; "
                 "a cycle writes them (service.records_path)"
             )
+        if create and self.path.is_symlink() and not self.path.exists():
+            # SQLite would create the file wherever the planted link points.
+            raise RecordsError(
+                f"run records {str(self.path)!r} is a link to nothing; refusing to create "
+                "the records through it (remove the link or set service.records_path)"
+            )
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
