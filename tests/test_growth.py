@@ -155,7 +155,7 @@ def test_saving_at_matched_service_interpolates_the_frontier() -> None:
         (_score(100, 0.04, 9), _score(110, 0.02, 5), _score(120, 0.01, 3), _score(125, 0.01, 2)),
     )
     # Headroom 30% serves no better than 20% for more: not on the efficient frontier.
-    assert [h for h, _ in f.efficient()] == [0.2, 0.1, 0.0]
+    assert [h for h, _, _ in f.efficient()] == [0.2, 0.1, 0.0]
     m = f.match(_score(99, 0.015))
     assert m.frontier_cost == pytest.approx(115.0) and m.saving == pytest.approx(16 / 115)
     # The point of the same service: the least headroom leaving no more unserved.
