@@ -286,3 +286,26 @@ def test_a_history_file_too_fine_to_forecast_is_one_line(
     code, out, err = run(["run", "--dry-run", "--history", "fine.csv"], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "604801 points" in err and "at most 500000" in err
+
+
+class _ClosedPipe:
+    """Standard output whose reader has gone, as under ``tiercast ... | head``."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        import io
+
+        raise io.UnsupportedOperation("no file descriptor")
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert main(["completion", "bash"]) == 141
+    assert capsys.readouterr().err == ""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Collection, Sequence
 
@@ -165,6 +166,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tiercast: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_left()
+
+
+def _reader_left() -> int:
+    """The reader of standard output left (``tiercast explain | head``): stop quietly.
+
+    Standard output is pointed at the null device so that the interpreter's last flush
+    does not raise again; the exit status is the shell's for a command ended by SIGPIPE.
+    """
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 if __name__ == "__main__":
