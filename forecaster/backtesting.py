@@ -76,6 +76,11 @@ class Backtest:
     """MASE denominator per origin (one-day seasonal naive MAE on its training data)."""
     fit_seconds: float
     notes: list[str] = field(default_factory=list)
+    cpu_seconds: float = math.nan
+    """Process CPU time of the fits and forecasts (``time.process_time``: every thread of
+    this process, first-call costs included); NaN where it was not measured."""
+    labels: list[str] = field(default_factory=list)
+    """Per origin: the fitted estimator's label (what ``auto`` chose there)."""
 
     def column(self, q: float) -> np.ndarray:
         return self.forecasts[:, :, self.quantiles.index(q)]
@@ -179,8 +184,10 @@ def backtest(
     actuals = np.full((len(origins), horizon), np.nan)
     scales = np.ones(len(origins))
     seconds = 0.0
+    cpu = 0.0
     name = label
     notes: list[str] = []
+    labels: list[str] = []
     for i, origin in enumerate(origins):
         cut = int(y.index.searchsorted(origin))
         first = 0 if max_history is None else int(y.index.searchsorted(origin - max_history))
@@ -188,11 +195,13 @@ def backtest(
         if train.notna().sum() < 2:
             raise DataError(f"series {y.name!r}: under 2 observations before origin {origin}")
         scales[i] = naive_scale(values[first:cut], m_day)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         with context(origin) if context is not None else contextlib.nullcontext():
             est = factory()
             frame = est.fit(train).predict(horizon, qs)
         seconds += time.perf_counter() - start
+        cpu += time.process_time() - start_cpu
+        labels.append(est.label())
         name = name or est.label()
         if getattr(est, "fallback_", None):
             notes.append(f"{origin}: {est.fallback_}")
@@ -210,6 +219,8 @@ def backtest(
         scales=scales,
         fit_seconds=seconds,
         notes=notes,
+        cpu_seconds=cpu,
+        labels=labels,
     )
 
 

@@ -51,6 +51,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -61,8 +63,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.backtesting import Backtest, backtest, protocol_origins
-from forecaster.errors import DataError
+from forecaster.backtesting import Backtest, backtest, naive_scale, protocol_origins
+from forecaster.errors import BadInputError, DataError
 from forecaster.estimators import BaseEstimator, make
 from forecaster.series import read_history_csv, regularize
 from forecaster.synthetic import seasonal_series
@@ -80,6 +82,15 @@ BASELINES = (
     "theta",
 )
 """The rivals: what a user would try first, and the library models they reach for."""
+
+STATSFORECAST_RIVALS: dict[str, str] = {
+    "statsforecast_mstl": "mstl",
+    "statsforecast_autoets": "autoets",
+    "statsforecast_autotheta": "autotheta",
+}
+"""Opt-in rivals run by statsforecast itself in another Python (:class:`StatsforecastServer`):
+MSTL with the daily season (and the weekly one from two weeks of history) and an AutoETS
+trend, AutoETS and AutoTheta with the daily season, as a user would call them."""
 
 MIN_SPAN_DAYS = 14
 """Series shorter than this (rounded to whole days) are left out of the benchmark."""
@@ -181,6 +192,11 @@ class BenchRow:
     day_observed: list[int] = field(default_factory=list)
     """...out of this many (q0.9 coverage is sum(day_below) / sum(day_observed)), so that
     the bootstrap gives coverage an interval over the same draws of days."""
+    cpu_seconds: float = math.nan
+    """Process CPU seconds of all its fits and forecasts (NaN when not measured, as for a
+    rival read from a cache written before CPU time was kept)."""
+    chosen: list[str] = field(default_factory=list)
+    """Per origin: the fitted model's label (for ``auto``, the candidate or combination chosen)."""
 
     @classmethod
     def of(cls, series: str, method: str, bt: Backtest, group: str = "") -> BenchRow:
@@ -201,6 +217,8 @@ class BenchRow:
             day_dates=[f"{pd.Timestamp(o):%Y-%m-%d}" for o in bt.origins],
             day_below=below.sum(axis=1).tolist() if below is not None else [],
             day_observed=observed.sum(axis=1).tolist() if below is not None else [],
+            cpu_seconds=bt.cpu_seconds,
+            chosen=list(bt.labels),
         )
 
 
@@ -306,6 +324,7 @@ class ForecastCache:
                 actuals=data["actuals"],
                 scales=data["scales"],
                 fit_seconds=float(data["fit_seconds"]),
+                cpu_seconds=float(data["cpu_seconds"]) if "cpu_seconds" in data else math.nan,
             )
 
     def put(
@@ -325,8 +344,127 @@ class ForecastCache:
             actuals=bt.actuals,
             scales=bt.scales,
             fit_seconds=np.array(bt.fit_seconds),
+            cpu_seconds=np.array(bt.cpu_seconds),
         )
         tmp.replace(path)
+
+
+WORKER = Path(__file__).with_name("statsforecast_worker.py")
+
+
+class StatsforecastServer:
+    """statsforecast's models in another Python (``python``), one process for a whole run.
+
+    statsforecast 2.1.1 cannot be imported beside pandas 3 (see :mod:`forecaster.statistical`),
+    so the benchmark sends each training window to :mod:`forecaster.benchmarks.statsforecast_worker`
+    and reads back the forecast and the CPU seconds it took there.
+    """
+
+    def __init__(self, python: str) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                [python, str(WORKER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        except OSError as exc:
+            raise BadInputError(
+                f"--statsforecast-python {python!r}: cannot start ({exc})"
+            ) from None
+        hello = self._read()
+        if "version" not in hello:
+            self.close()
+            raise BadInputError(
+                f"--statsforecast-python {python!r}: statsforecast does not import there"
+            )
+        self.version = str(hello["version"])
+
+    def _read(self) -> dict:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line.strip() else {}
+
+    def forecast(self, model: str, season: list[int], h: int, y: np.ndarray) -> dict:
+        """The worker's answer for one window (``mean``, ``lo``, ``hi``, ``cpu``, or ``error``)."""
+        assert self.proc.stdin is not None
+        request = {"model": model, "season": season, "h": h, "y": y.tolist()}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self._read() or {"error": "the statsforecast worker stopped"}
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+def statsforecast_python(given: str | None) -> str | None:
+    """The interpreter for the statsforecast rivals: ``given``, else this one if it has statsforecast."""
+    if given:
+        return given
+    try:
+        metadata.version("statsforecast")
+    except metadata.PackageNotFoundError:
+        return None
+    return sys.executable
+
+
+def statsforecast_backtest(
+    server: StatsforecastServer,
+    method: str,
+    y: pd.Series,
+    origins: Sequence[pd.Timestamp],
+    max_history: pd.Timedelta | None = None,
+) -> Backtest:
+    """The protocol's backtest of one statsforecast rival: each origin's training window
+    (gaps filled linearly, as the statsmodels rivals do) sent to ``server``; q0.1 and q0.9
+    are the bounds of its 80% interval, the median its mean, clipped at zero for a
+    non-negative series as every estimator's forecast is."""
+    values = y.to_numpy(dtype=float)
+    m = round(DAY / STEP)
+    forecasts = np.full((len(origins), HORIZON_STEPS, len(QUANTILES)), np.nan)
+    actuals = np.full((len(origins), HORIZON_STEPS), np.nan)
+    scales = np.ones(len(origins))
+    cpu, notes = 0.0, []
+    for i, origin in enumerate(origins):
+        cut = int(y.index.searchsorted(origin))
+        first = 0 if max_history is None else int(y.index.searchsorted(origin - max_history))
+        train = values[first:cut]
+        seen = np.flatnonzero(np.isfinite(train))
+        if seen.size < 2:
+            raise DataError(f"series {y.name!r}: under 2 observations before origin {origin}")
+        scales[i] = naive_scale(train, m)
+        train = train[seen[0] :]
+        ok = np.isfinite(train)
+        filled = np.interp(np.arange(len(train)), np.flatnonzero(ok), train[ok])
+        season = [m, 7 * m] if len(filled) >= 14 * m else [m]
+        reply = server.forecast(STATSFORECAST_RIVALS[method], season, HORIZON_STEPS, filled)
+        if "error" in reply:  # as an estimator whose fit fails: the daily seasonal naive
+            notes.append(f"{origin}: {reply['error']}; daily seasonal naive used")
+            block = np.repeat(np.resize(filled[-m:], HORIZON_STEPS)[:, None], 3, axis=1)
+        else:
+            cpu += float(reply["cpu"])
+            block = np.column_stack([reply["lo"], reply["mean"], reply["hi"]])
+        block = np.maximum.accumulate(block, axis=1)
+        if np.nanmin(train) >= 0:
+            block = np.clip(block, 0.0, None)
+        forecasts[i] = block
+        index = pd.date_range(origin, periods=HORIZON_STEPS, freq=STEP)
+        actuals[i] = y.reindex(index).to_numpy(dtype=float)
+    return Backtest(
+        label=method,
+        origins=list(origins),
+        quantiles=list(QUANTILES),
+        forecasts=forecasts,
+        actuals=actuals,
+        scales=scales,
+        fit_seconds=cpu,
+        notes=notes,
+        cpu_seconds=cpu,
+    )
 
 
 def accuracy_rows(
@@ -335,6 +473,7 @@ def accuracy_rows(
     group: str = "",
     cache: ForecastCache | None = None,
     max_history: pd.Timedelta | None = None,
+    statsforecast: StatsforecastServer | None = None,
 ) -> list[BenchRow]:
     """Run the protocol on one series for each method that applies to it.
 
@@ -342,7 +481,9 @@ def accuracy_rows(
     them); any other method is the one under test, labelled ``tiercast <name>``.
     ``max_history`` cuts every method's training at every origin to that span
     (None: all the history before the origin); the rivals see exactly what the
-    method under test sees (:func:`rival_window`).
+    method under test sees (:func:`rival_window`). The statsforecast rivals
+    (:data:`STATSFORECAST_RIVALS`) run in ``statsforecast``, never from the cache, so
+    that their CPU time is of the same run as the method under test's.
     """
     origins = protocol_origins(y)
     window = rival_window(y, max_history)
@@ -350,6 +491,12 @@ def accuracy_rows(
     for method in methods:
         if method == "seasonal_naive_7d" and not weekly_naive_applies(y, origins, max_history):
             continue  # the protocol only runs the weekly baseline with 14 days of training
+        if method in STATSFORECAST_RIVALS:
+            if statsforecast is None:
+                raise BadInputError(f"{method}: no statsforecast server (--statsforecast-python)")
+            sf = statsforecast_backtest(statsforecast, method, y, origins, max_history)
+            rows.append(BenchRow.of(str(y.name), method, sf, group))
+            continue
         rival = method in BASELINES
         bt = cache.get(y, method, origins, HORIZON_STEPS, max_history) if cache and rival else None
         if bt is None:
@@ -679,14 +826,61 @@ def format_group_table(summary: Summary, methods: Sequence[str]) -> str:
 
 
 def format_fit_times(rows: Sequence[BenchRow]) -> str:
-    """Fit (and forecast) seconds per method: per fit, and in total over the run."""
-    totals: dict[str, tuple[float, int]] = {}
+    """Per method: its mean MASE over the series, and the fit (and forecast) time per fit
+    (one series at one origin) in wall seconds and in process CPU seconds, and in total.
+
+    CPU seconds are what compares on a shared machine (wall time counts the waits for
+    other processes); a method read from a cache written before CPU time was kept shows
+    ``-``. The statsforecast rivals' CPU is measured in their own process, first-call
+    costs included, and their wall time is that CPU time.
+    """
+    totals: dict[str, list[float]] = {}
     for r in rows:
-        seconds, fits = totals.get(r.method, (0.0, 0))
-        totals[r.method] = (seconds + r.fit_seconds, fits + len(r.day_errors))
-    lines = ["| method | fits | seconds per fit | total seconds |", "| --- | ---: | ---: | ---: |"]
-    for method, (seconds, fits) in totals.items():
-        lines.append(f"| {method} | {fits} | {seconds / max(fits, 1):.3f} | {seconds:.1f} |")
+        t = totals.setdefault(r.method, [0.0, 0.0, 0.0, 0.0, 0.0])
+        t[0] += r.fit_seconds
+        t[1] += r.cpu_seconds
+        t[2] += len(r.day_errors)
+        t[3] += r.mase if math.isfinite(r.mase) else 0.0
+        t[4] += 1
+    lines = [
+        "| method | mean MASE | fits | seconds per fit | CPU s per fit | total seconds | total CPU s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for method, (seconds, cpu, fits, mase, series) in totals.items():
+        per = f"{cpu / max(fits, 1):.3f}" if math.isfinite(cpu) else "-"
+        total = f"{cpu:.1f}" if math.isfinite(cpu) else "-"
+        lines.append(
+            f"| {method} | {mase / max(series, 1):.3f} | {fits:.0f} | {seconds / max(fits, 1):.3f} "
+            f"| {per} | {seconds:.1f} | {total} |"
+        )
+    return "\n".join(lines)
+
+
+def chosen_counts(rows: Sequence[BenchRow]) -> dict[str, tuple[int, int]]:
+    """Per candidate, over the method under test's fits: (chosen alone, chosen as a member of
+    a combination). A combination's label names its members (``median(a+b+c)``)."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        if not r.method.startswith(TIERCAST):
+            continue
+        for label in r.chosen:
+            if "(" in label and label.endswith(")"):
+                members = label[label.index("(") + 1 : -1].split("+")
+                for member in members:
+                    out.setdefault(member, [0, 0])[1] += 1
+            else:
+                out.setdefault(label, [0, 0])[0] += 1
+    return {k: (v[0], v[1]) for k, v in sorted(out.items(), key=lambda i: -sum(i[1]))}
+
+
+def format_chosen(rows: Sequence[BenchRow]) -> str:
+    """:func:`chosen_counts` as a table."""
+    lines = [
+        "| candidate | chosen alone | member of the chosen combination |",
+        "| --- | ---: | ---: |",
+    ]
+    for name, (alone, member) in chosen_counts(rows).items():
+        lines.append(f"| {name} | {alone} | {member} |")
     return "\n".join(lines)
 
 

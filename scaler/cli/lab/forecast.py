@@ -17,13 +17,16 @@ from typing import Any
 from forecaster.backtesting import parse_max_history
 from forecaster.benchmarks.accuracy import (
     BASELINES,
+    STATSFORECAST_RIVALS,
     TIERCAST,
     BenchSeries,
     ForecastCache,
+    StatsforecastServer,
     accuracy_rows,
     bootstrap_mean_ratio,
     coverage_by_group,
     discover,
+    format_chosen,
     format_fit_times,
     format_group_table,
     format_horizon_table,
@@ -32,6 +35,7 @@ from forecaster.benchmarks.accuracy import (
     horizon_coverage,
     horizon_verdict,
     speed,
+    statsforecast_python,
     summarize,
 )
 from forecaster.errors import BadInputError
@@ -49,11 +53,11 @@ def _bench_methods(method: str, rivals: list[str]) -> list[str]:
 
 def _rivals(args: argparse.Namespace) -> list[str]:
     rivals = [r.strip() for r in args.rivals.split(",") if r.strip()]
-    unknown = [r for r in rivals if r not in BASELINES]
+    unknown = [r for r in rivals if r not in BASELINES and r not in STATSFORECAST_RIVALS]
     if unknown or not rivals:
         raise BadInputError(
             f"--rivals: {','.join(unknown) or repr(args.rivals)} is not a rival; "
-            f"expected a comma-separated subset of {','.join(BASELINES)}"
+            f"expected a comma-separated subset of {','.join((*BASELINES, *STATSFORECAST_RIVALS))}"
         )
     if args.skip_prophet:
         rivals = [r for r in rivals if r != "prophet_default"]
@@ -86,11 +90,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"date": today, "groups": found}
     # One unit per series and pass, and per fit of the speed check.
     total = len(series) * (int(args.accuracy) + int(args.horizon_coverage))
-    with Progress.for_args(args, "bench-forecast", total + 2 * args.speed_count, "unit") as bar:
-        _bench(args, series, rivals, cache, report, bar)
+    server = _statsforecast_server(args, rivals)
+    try:
+        with Progress.for_args(args, "bench-forecast", total + 2 * args.speed_count, "unit") as bar:
+            _bench(args, series, rivals, cache, report, bar, server)
+    finally:
+        if server is not None:
+            server.close()
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
     return 0
+
+
+def _statsforecast_server(
+    args: argparse.Namespace, rivals: list[str]
+) -> StatsforecastServer | None:
+    """The statsforecast worker when a statsforecast rival is asked for (one line if it cannot start)."""
+    if not any(r in STATSFORECAST_RIVALS for r in rivals) or not args.accuracy:
+        return None
+    python = statsforecast_python(args.statsforecast_python)
+    if python is None:
+        raise BadInputError(
+            "--rivals: statsforecast is not installed here (it needs pandas < 3); "
+            "pass --statsforecast-python PATH, an interpreter that has it"
+        )
+    server = StatsforecastServer(python)
+    print(f"statsforecast {server.version} rivals run in {python}")
+    return server
 
 
 def _bench(
@@ -100,6 +126,7 @@ def _bench(
     cache: ForecastCache | None,
     report: dict[str, Any],
     bar: Progress,
+    server: StatsforecastServer | None = None,
 ) -> None:
     """The benchmark's passes: tables on stdout, one line per series done on stderr."""
     if args.accuracy:
@@ -107,7 +134,7 @@ def _bench(
         rows = []
         for item in series:
             bar.describe(f"accuracy {item.relative}")
-            rows.extend(accuracy_rows(item.y, methods, item.group, cache, args.max_history))
+            rows.extend(accuracy_rows(item.y, methods, item.group, cache, args.max_history, server))
             bar.update()
             bar.write(f"  {item.relative}: done")
         summary = summarize(rows)
@@ -130,9 +157,16 @@ def _bench(
                 print(f"- {spread.groups_line(summary)}")
                 print(f"- {spread.coverage_line(summary)}")
             print()
-            print("Fit and forecast time per method (cached rivals keep the time of their run):")
+            print(
+                "Accuracy and fit and forecast time per method, per fit (one series at one "
+                "origin; cached rivals keep the time of their run):"
+            )
             print()
-            print(format_fit_times(rows), flush=True)
+            print(format_fit_times(rows))
+            print()
+            print(f"What tiercast {args.method} chose, over its fits:")
+            print()
+            print(format_chosen(rows), flush=True)
         if spread is not None:
             report["mean_ratio_uncertainty"] = vars(spread)
         report["accuracy"] = [vars(r) for r in rows]
@@ -209,6 +243,13 @@ def _add_bench_forecast(sub: argparse._SubParsersAction) -> None:
         help="comma-separated rivals (default: %(default)s)",
     )
     p.add_argument("--skip-prophet", action="store_true", help="leave out the (slow) Prophet rival")
+    p.add_argument(
+        "--statsforecast-python",
+        metavar="PATH",
+        help="a Python interpreter with statsforecast installed, for the opt-in rivals "
+        f"{', '.join(STATSFORECAST_RIVALS)} (statsforecast needs pandas < 3, so it runs in "
+        "its own process; default: this interpreter where it has statsforecast)",
+    )
     p.add_argument(
         "--method",
         default="auto",
