@@ -34,6 +34,12 @@ weekly pattern is real is decided from the history itself before step 1
 (:func:`weekly_pattern`): the weekly candidates stay in play where it is and are left
 out where it is not, so that one noisy week is not copied as if it were a cycle.
 
+``choice`` names the rule of step 3: ``lowest`` (the default) as above;
+``stable_copy`` or ``stable_median`` score every candidate and combination by its mean
+backtest error plus a standard error and keep a robust default unless it is clearly
+beaten (:mod:`forecaster.choice`); the floor of the daily seasonal naive model holds for
+every rule.
+
 Every decision is recorded in ``reason_`` and ``scores_``. Histories too short to
 backtest fall back to the daily seasonal naive model and say so in ``fallback_``.
 """
@@ -49,6 +55,8 @@ import numpy as np
 import pandas as pd
 
 from forecaster.backtesting import naive_scale, pinball
+from forecaster.choice import RULES as CHOICE_RULES
+from forecaster.choice import Pool, pick
 from forecaster.ensemble import combination_label
 from forecaster.errors import BadInputError, TiercastError
 from forecaster.estimators import (
@@ -460,6 +468,7 @@ class AutoSelector(BaseEstimator):
         level_shifts: bool = True,
         combine: str = "median",
         recency_halflife_days: float = 0.0,
+        choice: str = "lowest",
     ) -> None:
         self.candidates = candidates
         self.slow_candidates = slow_candidates
@@ -476,6 +485,7 @@ class AutoSelector(BaseEstimator):
         self.level_shifts = level_shifts
         self.combine = combine
         self.recency_halflife_days = recency_halflife_days
+        self.choice = choice
 
     def label(self) -> str:
         return getattr(self, "chosen_", "auto")
@@ -514,9 +524,15 @@ class AutoSelector(BaseEstimator):
             raise BadInputError(
                 f"auto: combine must be one of {', '.join(COMBINE_MODES)}, not {self.combine!r}"
             )
+        if self.choice != "lowest" and self.choice not in CHOICE_RULES:
+            raise BadInputError(
+                f"auto: choice must be lowest or one of {', '.join(CHOICE_RULES)}, "
+                f"not {self.choice!r}"
+            )
 
     def fit(self, history: pd.Series) -> AutoSelector:
         self.check_settings()
+        self.choice_note_ = ""
         self._memo = {}
         try:
             return self._fit(history)
@@ -585,6 +601,7 @@ class AutoSelector(BaseEstimator):
                 scores[name] = relative(points[name])
         ranking = sorted(scores, key=lambda k: scores[k])
         chosen, chosen_points, weights = ranking[0], points[ranking[0]], {ranking[0]: 1.0}
+        pool = Pool.of(points, scores, actual, self.scale_)  # for a choice rule, with combinations
 
         # Skill-weighted ensembles of the best few, on the origins their members share.
         for size in range(2, min(self.ensemble_size, len(ranking)) + 1):
@@ -599,11 +616,15 @@ class AutoSelector(BaseEstimator):
                 blend = sum(wi * points[name][:k] for wi, name in zip(w, top, strict=True))
             label = combination_label(top, "median" if median else "mean")
             scores[label] = relative(blend)
+            pool.add(label, blend, dict(zip(top, w.tolist(), strict=True)))
             forced = self.combine == "top" and size == min(self.ensemble_size, len(ranking))
             if forced or scores[label] < scores[chosen]:
                 chosen, chosen_points = label, blend
                 weights = dict(zip(top, w.tolist(), strict=True))
 
+        if self.choice != "lowest":  # forecaster.choice: penalized, shrunk to a default
+            chosen, chosen_points, weights, self.choice_note_ = pick(self.choice, pool)
+            scores.setdefault(chosen, relative(chosen_points))
         self.guard_ = ""
         naive = points.get(NAIVE)
         if naive is None:  # the floor is checked even when it is not a candidate
@@ -939,6 +960,8 @@ class AutoSelector(BaseEstimator):
             parts.append("also tried " + ", ".join(slow))
         if skipped:
             parts.append("too little history for " + ", ".join(skipped))
+        if getattr(self, "choice_note_", ""):
+            parts.append(self.choice_note_)
         if self.guard_:
             parts.append(f"{self.guard_}: {NAIVE} used")
         parts.append(f"bands calibrated per lead day up to day {self.calibrated_days_}")
