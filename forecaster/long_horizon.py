@@ -1,4 +1,5 @@
-"""Forecasts for long horizons: the level and a robust weekly shape past the first week.
+"""Forecasts for long horizons: the level, a damped trend and a robust weekly shape past the
+first week, with bands calibrated by lead on the rule's own backtests.
 
 A model chosen by one-day backtests (:mod:`forecaster.selection`) is good for the days
 ahead; weeks ahead it mostly repeats the last week, one-off spikes included, with bands as
@@ -10,16 +11,20 @@ calibrated by lead day) and, after a day of blending, the forecast is
   divided by its own mean (at least :data:`MIN_WEEKS` weeks; else the median time-of-day
   profile of the days, times a day-of-week factor), so a spike seen once is not planned
   again;
-* times the **level**: the median daily mean of the last week. The trend of the daily
-  means (Theil-Sen slope) is reported where its 90% interval excludes zero, and not
-  extrapolated: a slope carried a month ahead did worse than none on most groups of the
-  traces in a first try; the backtested bands carry the drift
-  (docs/forecasting.md#long-horizons);
+* times the **level**: the median over the last week's days of each day's mean over its
+  day-of-week factor, moved by the **trend** of those daily levels (Theil-Sen slope over up
+  to eight weeks) where its 90% interval excludes zero, damped by :data:`DAMPING` a day
+  (the level carries at most ``DAMPING / (1 - DAMPING)`` days of slope, however far
+  ahead; 0 by default: the trend is reported, not extrapolated, as measured);
 * with **bands** from backtests of this very rule on the series' own history at lead days
-  1, 7, 14 and 30 (:data:`BAND_LEADS`): the quantiles of log(actual / forecast) at each lead,
-  interpolated between leads, never narrower than the model's band at the seam. Beyond the
-  longest lead the history supports, the bands hold its width, and a note says how far that
-  is from the horizon asked.
+  1, 7, 14 and 30 (:data:`BAND_LEADS`; at each origin the rule is fitted on the history
+  before it, nothing after): the empirical quantiles of log(actual / forecast) at each lead
+  (quantile recalibration by lead, the split-conformal recipe with the lead's errors as
+  scores), never narrower at a longer lead than at a shorter one, interpolated between
+  leads and never narrower than the model's band at the seam. Beyond the longest lead the
+  history supports (or past the seam where it supports none), the band's log-width grows
+  as the square root of the lead (:func:`beyond_measured`, a random walk's rate), and a
+  note says from which lead that rule takes over.
 
 Pure numpy, pandas and scipy; no fitting state is kept.
 """
@@ -47,7 +52,14 @@ MIN_TRAIN_DAYS = 14
 """History a backtest origin needs before it."""
 ORIGINS_PER_LEAD = 8
 """Most backtest origins per lead day (the newest, a day or more apart)."""
+MIN_BAND_ORIGINS = 3
+"""Origins a lead day needs for its backtest errors to set the band there."""
 TREND_CONFIDENCE = 0.90
+DAMPING = 0.0
+"""Daily damping of the trend (0: not extrapolated, 1: a straight line): day h ahead of the
+last week's middle the level has moved by the slope times ``sum(DAMPING**i, i=1..h)``.
+0 by the long-horizon benchmark of 2026-12-05: 0.5, 0.8, 0.9 and 0.97 each raised the
+error of the median on the groups that confirm (docs/benchmarks.md)."""
 QUIET_PERIOD = 0.25
 """A week (or day) whose mean is under this share of the median week's is left out of the
 shape."""
@@ -65,14 +77,22 @@ class _Rule:
     level: float
     """Mean per step at the history's end: the median daily mean of the last week."""
     slope_per_day: float
-    """The daily means' Theil-Sen slope where its interval excludes zero, else 0: reported,
-    not extrapolated (see the module docstring)."""
+    """The daily means' Theil-Sen slope where its interval excludes zero, else 0."""
     end: pd.Timestamp
     """The first timestamp after the history."""
     step: pd.Timedelta
     ceiling: float = math.inf
-    """The largest value of the weeks the shape was taken from: with no trend extrapolated,
-    nothing is forecast above what those weeks reached."""
+    """The largest value of the weeks the shape was taken from: nothing is forecast above
+    what those weeks reached, but for the trend's move."""
+    damping: float = DAMPING
+
+    def level_at(self, days_ahead: np.ndarray) -> np.ndarray:
+        """The level ``days_ahead`` after the history's end: the last week's level (its
+        middle, 3.5 days before the end) moved by the damped trend."""
+        h = np.maximum(0.0, np.asarray(days_ahead, dtype=float) + 3.5)
+        phi = min(max(self.damping, 0.0), 1.0)
+        carried = h if phi >= 1.0 else phi * (1.0 - phi**h) / (1.0 - phi)
+        return np.maximum(0.0, self.level + self.slope_per_day * carried)
 
     def predict(self, index: pd.DatetimeIndex) -> np.ndarray:
         """The median path at ``index``."""
@@ -81,7 +101,11 @@ class _Rule:
         factor = self.shape[slot]
         if not self.weekly:
             factor = factor * self.weekday_factor[index.day_of_week]
-        return np.clip(level * factor, 0.0, self.ceiling)
+        flat = np.clip(level * factor, 0.0, self.ceiling)
+        if not self.slope_per_day or level <= 0:
+            return flat
+        ahead = np.asarray((index - self.end) / pd.Timedelta(days=1), dtype=float)
+        return flat * self.level_at(ahead) / level
 
 
 def _slots(index: pd.DatetimeIndex, step: pd.Timedelta, weekly: bool) -> np.ndarray:
@@ -92,7 +116,7 @@ def _slots(index: pd.DatetimeIndex, step: pd.Timedelta, weekly: bool) -> np.ndar
     return (np.floor(since).astype(np.int64) % per).astype(np.int64)
 
 
-def fit_rule(y: pd.Series, step: pd.Timedelta) -> _Rule | None:
+def fit_rule(y: pd.Series, step: pd.Timedelta, damping: float = DAMPING) -> _Rule | None:
     """The rule on history ``y`` (regular at ``step``); None with under two days of it."""
     y = y.astype(float)
     per_day = max(1, int(pd.Timedelta(days=1) / step))
@@ -105,6 +129,11 @@ def fit_rule(y: pd.Series, step: pd.Timedelta) -> _Rule | None:
     weeks = len(y) // (7 * per_day)
     weekly = weeks >= MIN_WEEKS
     shape, weekday = _shape(y, step, weekly, min(weeks, 8), per_day)
+    # Each day's mean over its day-of-week factor: the week's level as that day saw it, so
+    # that a median of them is neither the weekdays' level nor moved by a one-off spike.
+    factor = _day_factors(shape, weekday, weekly, per_day)
+    days_of_week = pd.DatetimeIndex(daily.index).day_of_week.to_numpy()
+    daily = daily / factor[days_of_week]
     recent = daily[daily.index > daily.index[-1] - pd.Timedelta(days=7)]
     level = float(np.median(recent.to_numpy())) if len(recent) else float(y.mean())
     slope = 0.0
@@ -117,7 +146,17 @@ def fit_rule(y: pd.Series, step: pd.Timedelta) -> _Rule | None:
         return None
     span = (min(weeks, 8) * 7 if weekly else min(len(y) // per_day, 28)) * per_day
     ceiling = float(np.nanmax(y.to_numpy(dtype=float)[-max(span, per_day) :]))
-    return _Rule(shape, weekly, weekday, max(0.0, level), slope, end, step, ceiling)
+    return _Rule(shape, weekly, weekday, max(0.0, level), slope, end, step, ceiling, damping)
+
+
+def _day_factors(shape: np.ndarray, weekday: np.ndarray, weekly: bool, per_day: int) -> np.ndarray:
+    """Per day of week (Monday first), the mean of the forecast's multiplier over that day:
+    a day's mean over its factor is the level the rule multiplies."""
+    if weekly and shape.size == 7 * per_day:
+        factor = shape.reshape(7, per_day).mean(axis=1)
+    else:
+        factor = np.asarray(weekday, dtype=float) * float(np.mean(shape))
+    return np.where(np.isfinite(factor) & (factor > 0), factor, 1.0)
 
 
 def _shape(
@@ -155,36 +194,108 @@ def _shape(
     return shape, weekday
 
 
-def _lead_errors(y: pd.Series, step: pd.Timedelta, lead_days: int) -> np.ndarray:
+def _lead_errors(
+    y: pd.Series, step: pd.Timedelta, lead_days: int, damping: float = DAMPING
+) -> tuple[np.ndarray, int]:
     """log(actual / forecast) of the rule on ``y``'s own history, ``lead_days`` ahead: the
-    day ending ``lead_days`` after each origin, at most :data:`ORIGINS_PER_LEAD` origins."""
+    day ending ``lead_days`` after each origin, at most :data:`ORIGINS_PER_LEAD` origins,
+    each fitted on the history before it only; and how many origins gave errors."""
     per_day = max(1, int(pd.Timedelta(days=1) / step))
     n = len(y)
     values = y.to_numpy(dtype=float)
-    eps = max(1e-9, 0.01 * float(np.nanmean(values)) if np.isfinite(np.nanmean(values)) else 1e-9)
+    mean = float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+    eps = max(1e-9, 0.01 * mean) if math.isfinite(mean) else 1e-9
     out: list[np.ndarray] = []
     latest = n - lead_days * per_day
     earliest = MIN_TRAIN_DAYS * per_day
+    if latest < earliest:
+        return np.array([]), 0
     origins = range(latest, earliest - 1, -max(per_day, (latest - earliest) // ORIGINS_PER_LEAD))
     for o in list(origins)[:ORIGINS_PER_LEAD]:
-        rule = fit_rule(y.iloc[:o], step)
+        rule = fit_rule(y.iloc[:o], step, damping)
         if rule is None:
             continue
         window = slice(o + (lead_days - 1) * per_day, o + lead_days * per_day)
         actual = values[window]
         pred = rule.predict(pd.DatetimeIndex(y.index[window]))
         ok = np.isfinite(actual)
-        out.append(np.log((actual[ok] + eps) / (pred[ok] + eps)))
-    return np.concatenate(out) if out else np.array([])
+        if ok.any():
+            out.append(np.log((actual[ok] + eps) / (pred[ok] + eps)))
+    return (np.concatenate(out) if out else np.array([])), len(out)
+
+
+def measured_errors(
+    y: pd.Series, step: pd.Timedelta, damping: float = DAMPING
+) -> dict[int, np.ndarray]:
+    """The rule's backtest log errors at each of :data:`BAND_LEADS` that at least
+    :data:`MIN_BAND_ORIGINS` origins of ``y`` reach."""
+    out = {}
+    for d in BAND_LEADS:
+        errors, origins = _lead_errors(y, step, d, damping)
+        if origins >= MIN_BAND_ORIGINS and errors.size >= 10:
+            out[d] = errors
+    return out
+
+
+def conformal_level(q: float, n: int) -> float:
+    """The empirical quantile level that split-conformal prediction takes for a bound at
+    ``q`` from ``n`` scores: ceil((n + 1) q) / n above the median (floor((n + 1) q) / n
+    below), clipped to [0, 1]."""
+    if n <= 0:
+        return q
+    if q >= 0.5:
+        return min(1.0, math.ceil((n + 1) * q - 1e-9) / n)
+    return max(0.0, math.floor((n + 1) * q + 1e-9) / n)
+
+
+def beyond_measured(
+    log_ratio: float, lead: np.ndarray, last: float, center: float = 0.0
+) -> np.ndarray:
+    """The stated rule past the longest lead any backtest reaches: the band's distance from
+    ``center`` (the errors' median there) in log ratio at ``last``, grown as
+    sqrt(lead / last), the rate at which a random walk's spread grows."""
+    return center + (log_ratio - center) * np.sqrt(np.maximum(lead, last) / last)
+
+
+def band_log_ratio(
+    measured: dict[int, np.ndarray],
+    q: float,
+    lead_days: np.ndarray,
+    seam: float,
+    seam_day: float,
+) -> np.ndarray:
+    """log(q-band / median) at each lead: the backtests' conformal q-quantile at each
+    measured lead, never narrower at a longer lead, interpolated between leads, grown by
+    :func:`beyond_measured` past the last, and never narrower than the model's own band
+    (``seam``, its log ratio at ``seam_day``); with nothing measured, the seam grown by the
+    same rule from ``seam_day``."""
+    upper = q > 0.5
+    if not measured:
+        return beyond_measured(seam, lead_days, seam_day)
+    leads = sorted(measured)
+    at = np.array(
+        [float(np.quantile(measured[d], conformal_level(q, measured[d].size))) for d in leads]
+    )
+    at = np.maximum.accumulate(at) if upper else np.minimum.accumulate(at)
+    last = float(leads[-1])
+    out = np.interp(lead_days, np.array(leads, dtype=float), at)
+    past = lead_days > last
+    center = float(np.median(measured[leads[-1]]))
+    out[past] = beyond_measured(float(at[-1]), lead_days[past], last, center)
+    return np.maximum(out, seam) if upper else np.minimum(out, seam)
 
 
 def long_horizon_frame(
-    y: pd.Series, frame: pd.DataFrame, step: pd.Timedelta, quantiles: Sequence[float]
+    y: pd.Series,
+    frame: pd.DataFrame,
+    step: pd.Timedelta,
+    quantiles: Sequence[float],
+    damping: float = DAMPING,
 ) -> tuple[pd.DataFrame, list[str]]:
     """``frame`` (the model's forecast) with everything past :data:`MODEL_SPAN` replaced by
     the long-horizon rule, blended over the day after; the notes say how its bands were
     set. Unchanged, with a note, where the history is under two days."""
-    rule = fit_rule(y, step)
+    rule = fit_rule(y, step, damping)
     if rule is None:
         return frame, ["long horizon: under two days of history, the model's forecast is kept"]
     index = pd.DatetimeIndex(frame.index)
@@ -192,8 +303,7 @@ def long_horizon_frame(
         step / pd.Timedelta(days=1)
     )
     path = rule.predict(index)
-    measured = {d: e for d in BAND_LEADS if (e := _lead_errors(y, step, d)).size >= 10}
-    notes = [_shape_note(rule)]
+    measured = measured_errors(y, step, damping)
     cols = {float(c[1:]): c for c in frame.columns}
     model_days = MODEL_SPAN / pd.Timedelta(days=1)
     within = np.flatnonzero(lead_days <= model_days)
@@ -203,42 +313,36 @@ def long_horizon_frame(
     mid = frame[cols[0.5]].to_numpy(dtype=float) if 0.5 in cols else path
     for q in sorted(cols):
         model = frame[cols[q]].to_numpy(dtype=float)
-        ratio = _ratio(measured, q, lead_days) if q != 0.5 else np.ones(len(model))
-        if q != 0.5 and len(model):
-            # Never narrower than the model's own band at the seam (relative to its median).
-            seam_ratio = (model[at_seam] + 1e-9) / (mid[at_seam] + 1e-9)
-            ratio = np.maximum(ratio, seam_ratio) if q > 0.5 else np.minimum(ratio, seam_ratio)
+        if q == 0.5 or not len(model):
+            ratio = np.ones(len(model))
+        else:
+            seam = math.log((model[at_seam] + 1e-9) / (mid[at_seam] + 1e-9))
+            seam_day = max(1.0, float(lead_days[at_seam]))
+            ratio = np.exp(band_log_ratio(measured, q, lead_days, seam, seam_day))
         out[cols[q]] = (1 - blend) * model + blend * path * ratio
     out = _sorted_columns(out, cols)
-    longest = max(measured, default=0)
     asked = math.ceil(lead_days[-1]) if len(lead_days) else 0
-    if not measured:
-        notes.append(
-            f"long horizon: the history is too short to backtest the long-horizon rule "
-            f"(it needs {MIN_TRAIN_DAYS + 1} days); its bands hold the model's width at day "
-            f"{MODEL_SPAN.days}"
-        )
-    elif longest < asked:
-        notes.append(
-            f"long horizon: bands from backtests at lead days {', '.join(map(str, sorted(measured)))}; "
-            f"beyond day {longest} they hold its width, {asked - longest} days short of the "
-            f"{asked} asked"
-        )
-    else:
-        notes.append(
-            f"long horizon: bands from backtests at lead days {', '.join(map(str, sorted(measured)))}"
-        )
-    return out, notes
+    return out, [_shape_note(rule), _band_note(measured, asked)]
 
 
-def _ratio(measured: dict[int, np.ndarray], q: float, lead_days: np.ndarray) -> np.ndarray:
-    """exp of the q-quantile of the backtest's log errors at each lead (interpolated between
-    the measured leads, held beyond them); ones where nothing was measured."""
+def _band_note(measured: dict[int, np.ndarray], asked: int) -> str:
+    """How the long-horizon bands were set, and where the stated rule took over."""
     if not measured:
-        return np.ones(len(lead_days))
-    leads = sorted(measured)
-    at = np.array([float(np.quantile(measured[d], q)) for d in leads])
-    return np.exp(np.interp(lead_days, np.array(leads, dtype=float), at))
+        return (
+            f"long horizon: the history is too short to backtest the long-horizon rule at "
+            f"{MIN_BAND_ORIGINS} origins (it needs {MIN_TRAIN_DAYS + MIN_BAND_ORIGINS} days); "
+            f"past day {MODEL_SPAN.days} its bands widen from the model's band at day "
+            f"{MODEL_SPAN.days} as the square root of the lead"
+        )
+    leads = ", ".join(map(str, sorted(measured)))
+    longest = max(measured)
+    if longest < asked:
+        return (
+            f"long horizon: bands from backtests at lead days {leads}; beyond day {longest} "
+            f"they widen as the square root of the lead, {asked - longest} days short of "
+            f"the {asked} asked"
+        )
+    return f"long horizon: bands from backtests at lead days {leads}"
 
 
 def _sorted_columns(frame: pd.DataFrame, cols: dict[float, str]) -> pd.DataFrame:
@@ -258,9 +362,11 @@ def _shape_note(rule: _Rule) -> str:
         else ("daily shape (median of the history's days) by day of week")
     )
     trend = (
-        f"a trend of {rule.slope_per_day:+.3g} a day, not extrapolated (it is in the bands)"
-        if rule.slope_per_day
+        f"a trend of {rule.slope_per_day:+.3g} a day damped by {rule.damping:g} a day"
+        if rule.slope_per_day and rule.damping > 0
         else "no significant trend"
+        if not rule.slope_per_day
+        else f"a trend of {rule.slope_per_day:+.3g} a day, not extrapolated"
     )
     return (
         f"long horizon: past day {MODEL_SPAN.days} the forecast is the level of the last week "

@@ -56,7 +56,9 @@ def test_bands_widen_with_the_lead_where_the_level_wanders() -> None:
     rel = (fc.frame["q0.9"] - fc.frame["q0.1"]) / fc.frame["q0.5"]
     day = (fc.frame.index - fc.frame.index[0]) // pd.Timedelta(days=1)
     width = rel.groupby(day).mean()
-    assert width.loc[13] > width.loc[8] and width.loc[29] > width.loc[13]
+    # Never narrower at a longer lead (equal where the backtests at 14 days were not wider
+    # than at 7), and wider a month out.
+    assert width.loc[13] >= width.loc[8] and width.loc[29] > width.loc[13]
     assert (fc.frame["q0.1"] <= fc.frame["q0.5"]).all()
     assert (fc.frame["q0.5"] <= fc.frame["q0.9"]).all()
     # The history supports lead day 30 but not 60, and the note says how far it falls short.
@@ -75,9 +77,9 @@ def test_too_short_a_history_keeps_the_model_width_and_says_so() -> None:
     assert np.isfinite(fc.frame.to_numpy()).all() and (fc.frame.to_numpy() >= 0).all()
 
 
-def test_a_trend_is_reported_not_extrapolated() -> None:
+def test_with_no_damping_a_trend_is_reported_not_extrapolated() -> None:
     y = weekly(42) * np.linspace(1.0, 2.0, 42 * 24)
-    rule = fit_rule(y, STEP)
+    rule = fit_rule(y, STEP, damping=0.0)
     assert rule is not None and rule.slope_per_day > 0
     later = pd.date_range(y.index[-1] + pd.Timedelta(days=14), periods=24 * 7, freq=STEP)
     sooner = later - pd.Timedelta(days=7)

@@ -43,7 +43,12 @@ from scaler.reports.commitments import commitment_section
 from scaler.reports.document import Column, KeyFigure, Report, Section, Table, money_label
 from scaler.reports.finance import CommitmentAdvice, PricedFleet, ReservedIdle, project_fleet
 from scaler.reports.hindsight import hindsight_section
-from scaler.reports.horizon_accuracy import add_horizon_accuracy, horizon_accuracy, lead_days_asked
+from scaler.reports.horizon_accuracy import (
+    add_horizon_accuracy,
+    horizon_accuracy,
+    horizon_flags,
+    lead_days_asked,
+)
 from scaler.reports.i18n import (
     fmt_number,
     month_label,
@@ -148,6 +153,7 @@ def build_capacity_report(
     )
     accuracy = accuracy_section(scores, skipped, frame.low, frame.high, backtest_origins, lang)
     at_horizon = pd.Timedelta(seconds=plan.horizon_s)
+    lead_flags: list[tuple[int, str, str]] = []
     if lead_days_asked(at_horizon) > 1:
         leads = horizon_accuracy(
             history,
@@ -159,6 +165,7 @@ def build_capacity_report(
             bar,
         )
         add_horizon_accuracy(accuracy, leads, frame.low, frame.high, lang)
+        lead_flags = horizon_flags(leads, frame.low, frame.high, lang)
     sections.append(accuracy)
     bar.update(label="forecast against actual")
 
@@ -208,7 +215,11 @@ def build_capacity_report(
         subtitle=_subtitle(plan, source, lang),
         created_at=plan.created_at,
         figures=_key_figures(config.fleet, config.policy, currency, plan, utilization, lang),
-        sections=[summary_section(recommendations, lang), *sections, *_notes(plan.notes, lang)],
+        sections=[
+            summary_section([*recommendations, *lead_flags], lang),
+            *sections,
+            *_notes(plan.notes, lang),
+        ],
         data={"plan": plan.to_dict()},
     )
 

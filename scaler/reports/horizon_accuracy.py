@@ -9,11 +9,19 @@ apart on the signal's own history, each with the whole horizon of actuals after 
 (:func:`forecaster.backtesting.backtest`), and scored per lead day: MASE of the median
 and coverage of the low-high band.
 
-An origin needs :data:`MIN_TRAIN` of history before it and the horizon's days of
-actuals after it, so a short history supports fewer lead days than asked: the section
-then scores the longest lead the history supports and says how far that is from the
-horizon asked, or that no backtest at that lead is possible. Cost is bounded by
-:data:`MAX_ORIGINS` fits per signal.
+The plan's forecast is made from the whole history; an origin sees only the history
+before it, so the scores are of a forecast made with less. To score as near the plan's
+forecast as the history allows, each lead day is scored at the newest origins that have
+that day of actuals after them (lead day 1 a day before the end, lead day 13 thirteen
+days before it), not at origins old enough for the whole horizon, and each row says how
+many days of history its origins had beside the plan's: a shortfall is stated, not
+hidden. An origin needs :data:`MIN_TRAIN` of history before it, so a short history
+supports fewer lead days than asked: the section then scores the longest lead the
+history supports and says how far that is from the horizon asked, or that no backtest at
+that lead is possible. Cost is bounded by :data:`MAX_FITS` fits per signal.
+
+:func:`horizon_flags` puts a line in the review's "What matters" where the band's coverage
+at a scored lead day is more than :data:`FLAG_POINTS` from nominal, with why.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forecaster.backtesting import Backtest, daily_origins
+from forecaster.backtesting import Backtest
 from forecaster.errors import TiercastError
 from forecaster.estimators import BaseEstimator, quantile_column, registered
 from forecaster.forecasting import SeriesForecast
@@ -39,7 +47,17 @@ from scaler.reports.i18n import fmt_number, t
 
 DAY = pd.Timedelta(days=1)
 MAX_ORIGINS = 4
-"""Most origins per signal (one fit each), however many ``--backtest-origins`` asks for."""
+"""Most origins per lead day, however many ``--backtest-origins`` asks for."""
+MAX_FITS = 10
+"""Most origins (one fit each) per signal over all lead days."""
+LADDER: tuple[int, ...] = (1, 2, 3, 4, 5, 7, 10, 14, 21, 30, 45, 60, 90, 120, 180, 270, 366)
+"""Lead days whose newest origins are fitted; a lead day between two is scored at the
+newest fitted origins that reach it."""
+FLAG_POINTS = 0.10
+"""Coverage this far from nominal (0.10: ten points) at any scored lead day is flagged."""
+HISTORY_SHARE = 0.75
+"""A flag blames the history where the flagged row's origins had under this share of the
+history the plan's forecast was made from."""
 MIN_ORIGINS = 2
 """Origins a lead needs to count as supported (one origin is one path, not a score)."""
 MIN_TRAIN = pd.Timedelta(days=7)
@@ -55,10 +73,12 @@ class HorizonAccuracy:
     origins: int
     """Origins asked for (``--backtest-origins``); 0 means backtests are off."""
     rows: list[dict[str, Any]] = field(default_factory=list)
-    """signal, estimator, lead_day, origins, mase, coverage."""
+    """signal, estimator, lead_day, origins, history_days (the origins' least), mase,
+    coverage."""
     supported: dict[str, int] = field(default_factory=dict)
     """Longest lead day each signal's history supports (0: none)."""
     history_days: dict[str, float] = field(default_factory=dict)
+    """Days of history the plan's forecast of each signal was made from."""
     skipped: list[str] = field(default_factory=list)
 
 
@@ -123,7 +143,6 @@ def horizon_accuracy(
     out = HorizonAccuracy(asked_days=lead_days_asked(horizon), origins=origins)
     if origins <= 0:
         return out
-    factories = registered()
     bar = progress or Progress(False)
     long = horizon > LONG_HORIZON
     for name, fc in forecasts.items():
@@ -136,43 +155,99 @@ def horizon_accuracy(
         out.supported[name] = lead
         if lead == 0:
             continue
-        step = infer_step(y)
-        m_day = steps_per(DAY, step)
-        points = [
-            o
-            for o in daily_origins(y, min(origins, MAX_ORIGINS), lead * m_day)
-            if o - y.index[0] >= MIN_TRAIN
-        ]
-        in_use = fc.estimator if fc.estimator in factories else method
-        if in_use not in factories or not points:
-            out.supported[name] = 0
-            continue
-        inner = factories[in_use]
-
-        def factory(inner: Callable[[], BaseEstimator] = inner) -> BaseEstimator:
-            return _AtHorizon(inner(), long)
-
         try:
-            bt = counted_backtest(
-                factory, y, points, lead * m_day, quantiles, in_use, name, bar, " at the horizon"
-            )
+            _score_signal(out, name, fc, y, lead, origins, method, long, quantiles, bar)
         except (TiercastError, ValueError, FloatingPointError) as exc:
-            out.skipped.append(f"{name}/{in_use}: {exc}")
+            out.skipped.append(f"{name}: {exc}")
             out.supported[name] = 0
-            continue
-        label = in_use if in_use == fc.estimator else f"{in_use} ({fc.estimator})"
-        for day, scored in enumerate(by_lead_day(bt, m_day), start=1):
-            out.rows.append(
-                {
-                    "signal": name,
-                    "estimator": label,
-                    "lead_day": day,
-                    "origins": len(points),
-                    "mase": scored.mase(),
-                    "coverage": scored.interval_coverage(),
-                }
-            )
     return out
+
+
+def ladder_offsets(lead: int, per_lead: int, most_offset: int) -> tuple[dict[int, list[int]], int]:
+    """Origins as whole days before the end (offset d: d days of actuals after it), and
+    for each lead day 1..``lead`` the newest ``per_lead`` of them that reach it, none
+    older than ``most_offset`` (history before it); fewer origins per lead, then every other
+    rung of :data:`LADDER`, until at most :data:`MAX_FITS` origins are fitted. Returns
+    ``({lead_day: offsets}, per_lead)``."""
+    rungs = [d for d in LADDER if d < lead] + [lead]
+    while True:
+        offsets = sorted({d + k for d in rungs for k in range(per_lead) if d + k <= most_offset})
+        if len(offsets) <= MAX_FITS or (per_lead <= MIN_ORIGINS and len(rungs) <= 2):
+            break
+        if per_lead > MIN_ORIGINS:
+            per_lead -= 1
+        else:  # every other rung between the first and the last
+            rungs = [rungs[0], *rungs[1:-1][1::2], rungs[-1]]
+    by_lead = {d: [o for o in offsets if o >= d][:per_lead] for d in range(1, lead + 1)}
+    return by_lead, per_lead
+
+
+def _score_signal(
+    out: HorizonAccuracy,
+    name: str,
+    fc: SeriesForecast,
+    y: pd.Series,
+    lead: int,
+    origins: int,
+    method: str,
+    long: bool,
+    quantiles: Sequence[float],
+    bar: Progress,
+) -> None:
+    """One signal's rows: each lead day scored at the newest origins that reach it."""
+    step = infer_step(y)
+    m_day = steps_per(DAY, step)
+    end = y.index[-1] + step
+    most = math.floor((end - y.index[0] - MIN_TRAIN) / DAY + 1e-9)
+    by_lead, _ = ladder_offsets(lead, max(1, min(origins, MAX_ORIGINS)), most)
+    offsets = sorted({o for os in by_lead.values() for o in os})
+    factories = registered()
+    in_use = fc.estimator if fc.estimator in factories else method
+    if in_use not in factories or not offsets:
+        out.supported[name] = 0
+        return
+    inner = factories[in_use]
+
+    def factory(inner: Callable[[], BaseEstimator] = inner) -> BaseEstimator:
+        return _AtHorizon(inner(), long)
+
+    points = [end - o * DAY for o in offsets]
+    bt = counted_backtest(
+        factory, y, points, lead * m_day, quantiles, in_use, name, bar, " at the horizon"
+    )
+    label = in_use if in_use == fc.estimator else f"{in_use} ({fc.estimator})"
+    first = y.dropna().index[0]
+    for day in range(1, lead + 1):
+        rows = [offsets.index(o) for o in by_lead[day]]
+        if len(rows) < min(MIN_ORIGINS, len(offsets)):
+            continue
+        scored = _subset(bt, rows, (day - 1) * m_day, day * m_day)
+        history = min((points[i] - first) / DAY for i in rows)
+        out.rows.append(
+            {
+                "signal": name,
+                "estimator": label,
+                "lead_day": day,
+                "origins": len(rows),
+                "history_days": round(float(history), 1),
+                "mase": scored.mase(),
+                "coverage": scored.interval_coverage(),
+            }
+        )
+
+
+def _subset(bt: Backtest, rows: Sequence[int], start: int, stop: int) -> Backtest:
+    """``bt`` at origins ``rows`` and steps ``start`` to ``stop``."""
+    idx = list(rows)
+    return Backtest(
+        label=bt.label,
+        origins=[bt.origins[i] for i in idx],
+        quantiles=bt.quantiles,
+        forecasts=bt.forecasts[idx, start:stop],
+        actuals=bt.actuals[idx, start:stop],
+        scales=bt.scales[idx],
+        fit_seconds=bt.fit_seconds,
+    )
 
 
 def by_lead_day(bt: Backtest, steps_per_day: int) -> list[Backtest]:
@@ -236,6 +311,7 @@ def add_horizon_accuracy(
                 Column("estimator", t(lang, "col_estimator")),
                 Column("lead_day", t(lang, "col_lead_day"), 0),
                 Column("origins", t(lang, "col_origins"), 0),
+                Column("history_days", t(lang, "col_history_days"), 1),
                 Column("mase", t(lang, "col_mase"), 3),
                 Column("coverage", t(lang, "col_coverage", **band), 0, percent=True),
             ],
@@ -245,6 +321,55 @@ def add_horizon_accuracy(
     for name in dict.fromkeys(r["signal"] for r in result.rows):
         rows = [r for r in result.rows if r["signal"] == name]
         sec.charts.append(lead_day_chart(name, rows, low, high, lang))
+
+
+def horizon_flags(
+    result: HorizonAccuracy, low: float, high: float, lang: str
+) -> list[tuple[int, str, str]]:
+    """A "What matters" line per signal whose band coverage at a scored lead day is more
+    than :data:`FLAG_POINTS` from nominal (``high - low``), with why: scored on less
+    history than the plan's forecast had, or bands too narrow or too wide for the demand.
+    Ranked with a forecast that lost to its baseline (2); links to the accuracy section."""
+    nominal = high - low
+    out = []
+    for name in dict.fromkeys(str(r["signal"]) for r in result.rows):
+        rows = [r for r in result.rows if r["signal"] == name]
+        off = [
+            r
+            for r in rows
+            if math.isfinite(float(r["coverage"]))
+            and abs(float(r["coverage"]) - nominal) > FLAG_POINTS + 1e-9
+        ]
+        if not off:
+            continue
+        worst = max(off, key=lambda r: abs(float(r["coverage"]) - nominal))
+        narrow = float(worst["coverage"]) < nominal
+        plan_days = result.history_days.get(name, math.nan)
+        had = float(worst.get("history_days", plan_days))
+        if math.isfinite(plan_days) and had < HISTORY_SHARE * plan_days:
+            why = t(
+                lang,
+                "lead_flag_history",
+                had=fmt_number(had, lang, 1),
+                plan=fmt_number(plan_days, lang, 1),
+            )
+        else:
+            why = t(lang, "lead_flag_narrow" if narrow else "lead_flag_wide")
+        text = t(
+            lang,
+            "summary_lead_coverage",
+            signal=name,
+            low=quantile_column(low),
+            high=quantile_column(high),
+            coverage=fmt_number(100 * float(worst["coverage"]), lang, 0),
+            nominal=fmt_number(100 * nominal, lang, 0),
+            day=int(worst["lead_day"]),
+            off=len(off),
+            scored=len(rows),
+            why=why,
+        )
+        out.append((2, text, "accuracy"))
+    return out
 
 
 def lead_day_chart(

@@ -202,6 +202,22 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "Over the review period, {short} GPU-h of demand went unserved (cost {short_cost}) and {idle} GPU-h were idle (cost {idle_cost}).",
         "ru": "За период обзора не обслужено {short} GPU-ч спроса (стоимость {short_cost}), простаивало {idle} GPU-ч (стоимость {idle_cost}).",
     },
+    "summary_lead_coverage": {
+        "en": "{signal}: the {low}–{high} band covered {coverage}% of actuals at lead day {day} of the plan's horizon against {nominal}% nominal ({off} of {scored} scored lead days more than 10 points off): {why}.",
+        "ru": "{signal}: полоса {low}–{high} накрыла {coverage}% фактических значений на {day}-й день упреждения горизонта плана при номинале {nominal}% (на {off} из {scored} оценённых дней отклонение больше 10 пунктов): {why}.",
+    },
+    "lead_flag_history": {
+        "en": "those origins had {had} days of history, the plan's forecast {plan}, so the score is of a forecast made with less history than the plan's and may not carry over to it",
+        "ru": "у этих точек отсчёта было {had} дн. истории, у прогноза плана — {plan}, так что оценён прогноз на более короткой истории, чем у плана, и оценка может к нему не относиться",
+    },
+    "lead_flag_narrow": {
+        "en": "with about the plan's history the band is too narrow there, so demand falls outside the planned band more often than it says",
+        "ru": "при истории, близкой к истории плана, полоса там слишком узка: спрос выходит за полосу плана чаще, чем она обещает",
+    },
+    "lead_flag_wide": {
+        "en": "with about the plan's history the band is wider than the demand's spread there, so the plan's high case holds more capacity than the band's nominal share needs",
+        "ru": "при истории, близкой к истории плана, полоса там шире разброса спроса, и верхний сценарий плана держит больше мощности, чем нужно для номинальной доли",
+    },
     "summary_lost_to_baseline": {
         "en": "The forecast of {signal} lost to {baseline} in the backtest (MASE {mase} against {base_mase}).",
         "ru": "Прогноз {signal} в бэктесте проиграл {baseline} (MASE {mase} против {base_mase}).",
@@ -242,8 +258,8 @@ TEXTS: dict[str, dict[str, str]] = {
     },
     "accuracy_skipped": {"en": "Not backtested: {what}.", "ru": "Без бэктеста: {what}."},
     "lead_accuracy_intro": {
-        "en": "At the plan's horizon ({days} days): the forecaster in use (past a week, with the long-horizon rule, as the plan's forecast) is refitted at up to {n} origins a day apart, each with the horizon's days of actuals after it and at least a week of history before it, and scored per lead day: MASE of the median (as above) and the share of actual values inside the {low}–{high} band.",
-        "ru": "На горизонте плана ({days} дн.): используемый прогноз (после первой недели — с правилом длинного горизонта, как в прогнозе плана) заново обучается не более чем в {n} точках отсчёта с шагом в сутки, после каждой из которых есть факт на весь горизонт, а до неё — не меньше недели истории, и оценивается по каждому дню упреждения: MASE медианы (как выше) и доля фактических значений внутри полосы {low}–{high}.",
+        "en": "At the plan's horizon ({days} days): the forecaster in use (past a week, with the long-horizon rule, as the plan's forecast) is refitted at origins a day apart, each with at least a week of history before it, and scored per lead day at the newest {n} origins with that day of actuals after them: MASE of the median (as above) and the share of actual values inside the {low}–{high} band. An origin sees only the history before it, so a later lead day is scored on less history than the plan's forecast had; each row says how much.",
+        "ru": "На горизонте плана ({days} дн.): используемый прогноз (после первой недели — с правилом длинного горизонта, как в прогнозе плана) заново обучается в точках отсчёта с шагом в сутки, до каждой из которых не меньше недели истории, и каждый день упреждения оценивается в {n} самых поздних точках, после которых есть факт за этот день: MASE медианы (как выше) и доля фактических значений внутри полосы {low}–{high}. Точка отсчёта видит только историю до себя, поэтому дальние дни упреждения оцениваются на более короткой истории, чем у прогноза плана; в каждой строке указано, на какой.",
     },
     "lead_accuracy_none": {
         "en": "{signal}: no backtest {days} days ahead, nor at any lead day, is possible: the history holds {have} days and the backtest needs a week of history before its origins and a day of actuals after them ({need} days or more); the one-day scores above are not the horizon's.",
