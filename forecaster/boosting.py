@@ -17,7 +17,6 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
-from threadpoolctl import threadpool_limits
 
 from forecaster.estimators import (
     BaseEstimator,
@@ -25,6 +24,7 @@ from forecaster.estimators import (
     clone,
     register,
 )
+from forecaster.fast_boosting import QuantileGradientBoosting, one_thread
 from forecaster.series import steps_per
 
 DAY = pd.Timedelta(days=1)
@@ -99,14 +99,14 @@ class QuantileBoosting(BaseEstimator):
         self.models_ = []
         # One thread: these fits are small, and OpenMP threads spinning against other
         # processes on a shared machine cost far more than they save.
-        with threadpool_limits(limits=1, user_api="openmp"):
+        with one_thread():
             self._train(X, target)
         self.recent_ = values[-max(self.lags_) :].copy()
         return self
 
     def _train(self, X: np.ndarray, target: np.ndarray) -> None:
         for q in self.trained_quantiles_:
-            model = HistGradientBoostingRegressor(
+            model = QuantileGradientBoosting(  # scikit-learn's, with faster leaf values
                 loss="quantile",
                 quantile=q,
                 max_iter=self.max_iter,
@@ -156,7 +156,7 @@ class QuantileBoosting(BaseEstimator):
             stop = min(horizon, start + m_day)
             target = np.arange(base + start, base + stop)
             X = self._features(values, index[start:stop], target)
-            with threadpool_limits(limits=1, user_api="openmp"):
+            with one_thread():
                 for j, model in enumerate(self.models_):
                     trained[start:stop, j] = model.predict(X)
             values[base + start : base + stop] = trained[start:stop, median_col]
