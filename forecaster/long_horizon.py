@@ -11,20 +11,21 @@ calibrated by lead day) and, after a day of blending, the forecast is
   divided by its own mean (at least :data:`MIN_WEEKS` weeks; else the median time-of-day
   profile of the days, times a day-of-week factor), so a spike seen once is not planned
   again;
-* times the **level**: the median over the last week's days of each day's mean over its
-  day-of-week factor, moved by the **trend** of those daily levels (Theil-Sen slope over up
-  to eight weeks) where its 90% interval excludes zero, damped by :data:`DAMPING` a day
+* times the **level**: the median daily mean of the last week, moved by the **trend** of
+  the daily means (Theil-Sen slope over up to eight weeks) where its 90% interval excludes
+  zero, damped by :data:`DAMPING` a day
   (the level carries at most ``DAMPING / (1 - DAMPING)`` days of slope, however far
   ahead; 0 by default: the trend is reported, not extrapolated, as measured);
 * with **bands** from backtests of this very rule on the series' own history at lead days
   1, 7, 14 and 30 (:data:`BAND_LEADS`; at each origin the rule is fitted on the history
   before it, nothing after): the empirical quantiles of log(actual / forecast) at each lead
   (quantile recalibration by lead, the split-conformal recipe with the lead's errors as
-  scores), never narrower at a longer lead than at a shorter one, interpolated between
-  leads and never narrower than the model's band at the seam. Beyond the longest lead the
-  history supports (or past the seam where it supports none), the band's log-width grows
-  as the square root of the lead (:func:`beyond_measured`, a random walk's rate), and a
-  note says from which lead that rule takes over.
+  scores), interpolated between leads and never narrower than the model's band at the
+  seam. Beyond the longest lead the history supports (and past the seam), the band's
+  distance from the median in log ratio grows as a power of the lead
+  (:func:`beyond_measured`): the growth measured between the two longest leads backtested
+  (:func:`growth_exponent`, within 0 and a random walk's 0.5), or :data:`DEFAULT_GROWTH`
+  with fewer, and a note says from which lead that rule takes over.
 
 Pure numpy, pandas and scipy; no fitting state is kept.
 """
@@ -52,6 +53,12 @@ MIN_TRAIN_DAYS = 14
 """History a backtest origin needs before it."""
 ORIGINS_PER_LEAD = 8
 """Most backtest origins per lead day (the newest, a day or more apart)."""
+DEFAULT_GROWTH = 0.1
+"""Exponent of the band's growth with the lead past the longest measured lead, where the
+series' backtests measure fewer than two leads: the median, over the groups the rule is
+chosen on, of the measured growth of the spread of log errors from lead day 7 to 30
+(aws_cloudwatch 0.105, nab_twitter2015 -0.042, nasa_http 0.117; 2026-12-05,
+docs/benchmarks.md). A random walk's would be 0.5."""
 MIN_BAND_ORIGINS = 3
 """Origins a lead day needs for its backtest errors to set the band there."""
 TREND_CONFIDENCE = 0.90
@@ -129,11 +136,6 @@ def fit_rule(y: pd.Series, step: pd.Timedelta, damping: float = DAMPING) -> _Rul
     weeks = len(y) // (7 * per_day)
     weekly = weeks >= MIN_WEEKS
     shape, weekday = _shape(y, step, weekly, min(weeks, 8), per_day)
-    # Each day's mean over its day-of-week factor: the week's level as that day saw it, so
-    # that a median of them is neither the weekdays' level nor moved by a one-off spike.
-    factor = _day_factors(shape, weekday, weekly, per_day)
-    days_of_week = pd.DatetimeIndex(daily.index).day_of_week.to_numpy()
-    daily = daily / factor[days_of_week]
     recent = daily[daily.index > daily.index[-1] - pd.Timedelta(days=7)]
     level = float(np.median(recent.to_numpy())) if len(recent) else float(y.mean())
     slope = 0.0
@@ -147,16 +149,6 @@ def fit_rule(y: pd.Series, step: pd.Timedelta, damping: float = DAMPING) -> _Rul
     span = (min(weeks, 8) * 7 if weekly else min(len(y) // per_day, 28)) * per_day
     ceiling = float(np.nanmax(y.to_numpy(dtype=float)[-max(span, per_day) :]))
     return _Rule(shape, weekly, weekday, max(0.0, level), slope, end, step, ceiling, damping)
-
-
-def _day_factors(shape: np.ndarray, weekday: np.ndarray, weekly: bool, per_day: int) -> np.ndarray:
-    """Per day of week (Monday first), the mean of the forecast's multiplier over that day:
-    a day's mean over its factor is the level the rule multiplies."""
-    if weekly and shape.size == 7 * per_day:
-        factor = shape.reshape(7, per_day).mean(axis=1)
-    else:
-        factor = np.asarray(weekday, dtype=float) * float(np.mean(shape))
-    return np.where(np.isfinite(factor) & (factor > 0), factor, 1.0)
 
 
 def _shape(
@@ -249,12 +241,25 @@ def conformal_level(q: float, n: int) -> float:
 
 
 def beyond_measured(
-    log_ratio: float, lead: np.ndarray, last: float, center: float = 0.0
+    log_ratio: float, lead: np.ndarray, last: float, center: float = 0.0, growth: float = 0.5
 ) -> np.ndarray:
     """The stated rule past the longest lead any backtest reaches: the band's distance from
     ``center`` (the errors' median there) in log ratio at ``last``, grown as
-    sqrt(lead / last), the rate at which a random walk's spread grows."""
-    return center + (log_ratio - center) * np.sqrt(np.maximum(lead, last) / last)
+    (lead / last) ** ``growth`` (0.5: a random walk's spread)."""
+    return center + (log_ratio - center) * (np.maximum(lead, last) / last) ** growth
+
+
+def growth_exponent(measured: dict[int, np.ndarray]) -> float:
+    """How the backtests' q0.1-q0.9 spread of log errors grows with the lead: the exponent
+    between the two longest measured leads, within [0, 0.5] (never narrowing, never faster
+    than a random walk); :data:`DEFAULT_GROWTH` with under two leads measured."""
+    if len(measured) < 2:
+        return DEFAULT_GROWTH
+    a, b = sorted(measured)[-2:]
+    spread = [float(np.quantile(measured[d], 0.9) - np.quantile(measured[d], 0.1)) for d in (a, b)]
+    if min(spread) <= 0:
+        return DEFAULT_GROWTH
+    return float(np.clip(math.log(spread[1] / spread[0]) / math.log(b / a), 0.0, 0.5))
 
 
 def band_log_ratio(
@@ -265,24 +270,27 @@ def band_log_ratio(
     seam_day: float,
 ) -> np.ndarray:
     """log(q-band / median) at each lead: the backtests' conformal q-quantile at each
-    measured lead, never narrower at a longer lead, interpolated between leads, grown by
-    :func:`beyond_measured` past the last, and never narrower than the model's own band
-    (``seam``, its log ratio at ``seam_day``); with nothing measured, the seam grown by the
-    same rule from ``seam_day``."""
+    measured lead, interpolated between leads; never
+    narrower than the model's own band (``seam``, its log ratio at ``seam_day``, itself
+    calibrated by the model's backtests at that lead); past the later of the longest
+    measured lead and ``seam_day``, grown by :func:`beyond_measured` at the series' own
+    :func:`growth_exponent`."""
     upper = q > 0.5
+    pick = np.maximum if upper else np.minimum
+    growth = growth_exponent(measured)
     if not measured:
-        return beyond_measured(seam, lead_days, seam_day)
+        return beyond_measured(seam, lead_days, seam_day, 0.0, growth)
     leads = sorted(measured)
     at = np.array(
         [float(np.quantile(measured[d], conformal_level(q, measured[d].size))) for d in leads]
     )
-    at = np.maximum.accumulate(at) if upper else np.minimum.accumulate(at)
-    last = float(leads[-1])
-    out = np.interp(lead_days, np.array(leads, dtype=float), at)
-    past = lead_days > last
+    out = pick(np.interp(lead_days, np.array(leads, dtype=float), at), seam)
+    anchor = max(float(leads[-1]), seam_day)
+    past = lead_days > anchor
     center = float(np.median(measured[leads[-1]]))
-    out[past] = beyond_measured(float(at[-1]), lead_days[past], last, center)
-    return np.maximum(out, seam) if upper else np.minimum(out, seam)
+    value = float(pick(at[-1], seam))
+    out[past] = pick(beyond_measured(value, lead_days[past], anchor, center, growth), seam)
+    return out
 
 
 def long_horizon_frame(
@@ -327,20 +335,22 @@ def long_horizon_frame(
 
 def _band_note(measured: dict[int, np.ndarray], asked: int) -> str:
     """How the long-horizon bands were set, and where the stated rule took over."""
+    growth = round(growth_exponent(measured), 2)
     if not measured:
         return (
             f"long horizon: the history is too short to backtest the long-horizon rule at "
             f"{MIN_BAND_ORIGINS} origins (it needs {MIN_TRAIN_DAYS + MIN_BAND_ORIGINS} days); "
             f"past day {MODEL_SPAN.days} its bands widen from the model's band at day "
-            f"{MODEL_SPAN.days} as the square root of the lead"
+            f"{MODEL_SPAN.days} as (lead / {MODEL_SPAN.days}) ** {growth:g}"
         )
     leads = ", ".join(map(str, sorted(measured)))
-    longest = max(measured)
+    longest = max(max(measured), MODEL_SPAN.days)
+    how = "as measured between its two longest leads" if len(measured) >= 2 else "by default"
     if longest < asked:
         return (
             f"long horizon: bands from backtests at lead days {leads}; beyond day {longest} "
-            f"they widen as the square root of the lead, {asked - longest} days short of "
-            f"the {asked} asked"
+            f"they widen as (lead / {longest}) ** {growth:g} ({how}), {asked - longest} days "
+            f"short of the {asked} asked"
         )
     return f"long horizon: bands from backtests at lead days {leads}"
 

@@ -67,6 +67,7 @@ from forecaster.estimators import (
     register,
     rolling_profile,
 )
+from forecaster.long_horizon import LONG_HORIZON, MODEL_SPAN
 from forecaster.series import parse_duration, steps_per
 
 DAY = pd.Timedelta(days=1)
@@ -914,9 +915,13 @@ class AutoSelector(BaseEstimator):
         days = getattr(self, "calibrated_days_", 0)
         if m and self.calibration_ != "model":
             asked = -(-horizon // m)
-            if asked > days:
+            # Past the model's span of a long horizon the long-horizon rule sets the bands
+            # (forecaster.long_horizon), and its own note says how.
+            held_to = min(asked, MODEL_SPAN.days) if asked > LONG_HORIZON.days else asked
+            if held_to > days:
+                upto = f" up to day {held_to}" if held_to < asked else ""
                 notes.append(
-                    f"quantiles beyond lead day {days} hold the width of day {days}: "
+                    f"quantiles beyond lead day {days} hold the width of day {days}{upto}: "
                     f"the backtests of this series reach {days} of the {asked} days asked"
                 )
         if getattr(self, "shift_", None) is not None:

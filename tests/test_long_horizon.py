@@ -56,9 +56,7 @@ def test_bands_widen_with_the_lead_where_the_level_wanders() -> None:
     rel = (fc.frame["q0.9"] - fc.frame["q0.1"]) / fc.frame["q0.5"]
     day = (fc.frame.index - fc.frame.index[0]) // pd.Timedelta(days=1)
     width = rel.groupby(day).mean()
-    # Never narrower at a longer lead (equal where the backtests at 14 days were not wider
-    # than at 7), and wider a month out.
-    assert width.loc[13] >= width.loc[8] and width.loc[29] > width.loc[13]
+    assert width.loc[13] > width.loc[8] and width.loc[29] > width.loc[13]
     assert (fc.frame["q0.1"] <= fc.frame["q0.5"]).all()
     assert (fc.frame["q0.5"] <= fc.frame["q0.9"]).all()
     # The history supports lead day 30 but not 60, and the note says how far it falls short.
