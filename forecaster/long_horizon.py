@@ -65,8 +65,8 @@ TREND_CONFIDENCE = 0.90
 DAMPING = 0.0
 """Daily damping of the trend (0: not extrapolated, 1: a straight line): day h ahead of the
 last week's middle the level has moved by the slope times ``sum(DAMPING**i, i=1..h)``.
-0 by the long-horizon benchmark of 2026-12-05: 0.5, 0.8, 0.9 and 0.97 each raised the
-error of the median on the groups that confirm (docs/benchmarks.md)."""
+0 by the long-horizon benchmark of 2026-12-05: 0.5, 0.8 and 0.9 each raised the error of
+the median on the groups that confirm (docs/forecasting.md#long-horizons)."""
 QUIET_PERIOD = 0.25
 """A week (or day) whose mean is under this share of the median week's is left out of the
 shape."""
