@@ -888,9 +888,10 @@ _SETTINGS = re.compile(r"^\s*([A-Za-z_][\w]*)\s*\((.*)\)\s*$")
 
 
 def _with_settings(est: BaseEstimator, spec: str, settings: str) -> BaseEstimator:
-    """``est`` with the ``key=value`` settings of ``spec`` (JSON scalars), type-checked."""
+    """``est`` with the ``key=value`` settings of ``spec`` (JSON scalars, or a JSON list of
+    numbers for a parameter whose default is a tuple of numbers), type-checked."""
     params = est.get_params()
-    for item in (x.strip() for x in settings.split(",")):
+    for item in (x.strip() for x in re.split(r",(?![^\[]*\])", settings)):
         key, eq, raw = item.partition("=")
         key = key.strip()
         if not item or not eq or key not in params:
@@ -914,6 +915,13 @@ def _with_settings(est: BaseEstimator, spec: str, settings: str) -> BaseEstimato
             ok = isinstance(value, int | float) and not isinstance(value, bool)
             ok = ok and math.isfinite(value)
             value = float(value) if ok else value
+        elif isinstance(old, tuple) and all(isinstance(v, int | float) for v in old):
+            ok = isinstance(value, list) and bool(value)
+            ok = ok and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in value
+            )
+            value = tuple(float(v) for v in value) if ok else value
         else:
             ok = isinstance(old, str) and isinstance(value, str)
         if not ok:

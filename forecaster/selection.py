@@ -109,6 +109,12 @@ MIN_HISTORY_DAYS: dict[str, float] = {
 }
 """History each candidate needs before a backtest origin to be itself (not its fallback)."""
 
+MEDIAN_ONLY: dict[str, str] = {"gbm": "gbm(quantiles=[0.5])"}
+"""Candidates that train one model per quantile, as ``auto`` builds its chosen ones: ``auto``
+asks only the median of its chosen model (its bands come from the backtests' residuals, see
+:meth:`AutoSelector.predict`), and the backtests that chose it scored that median model alone
+(``QuantileBoosting.backtest_medians``); the other quantile models were trained for nothing."""
+
 COMBINE_MODES: tuple[str, ...] = ("select", "top", "median")
 """``select``: the best backtest of the single models and the skill-weighted ensembles of
 the best few; ``top``: always the ensemble of the best ``ensemble_size`` (forecast
@@ -787,13 +793,16 @@ class AutoSelector(BaseEstimator):
         return float((w * per).sum() / max((w * cnt).sum(), 1e-12) / self.scale_)
 
     def _build(self, y: pd.Series) -> BaseEstimator:
-        if len(self.weights_) == 1:
-            return make(next(iter(self.weights_))).fit(y)
+        names = tuple(self.weights_)
+        specs = names
+        if np.isfinite(self.residuals_).any():  # only the median is asked of it (predict)
+            specs = tuple(MEDIAN_ONLY.get(name, name) for name in names)
+        if len(specs) == 1:
+            return make(specs[0]).fit(y)
         from forecaster.ensemble import Ensemble
 
-        names = tuple(self.weights_)
         return Ensemble(
-            members=names,
+            members=specs,
             weights=tuple(self.weights_[k] for k in names),
             combine="median" if self.chosen_.startswith("median(") else "mean",
         ).fit(y)
