@@ -441,6 +441,47 @@ class ThetaForecaster(StatisticalEstimator):
         self.fill_ = float(window[-1])
         return self
 
+    def backtest_medians(self, y: pd.Series, origins: Sequence[int], horizon: int) -> np.ndarray:
+        """Median forecasts at each origin with the smoothing weight fitted at the oldest one.
+
+        As AutoETS's backtest: the model is fitted once, on the history before the
+        oldest origin (so no backtest sees its own test day); at each later origin
+        the window a fit would take there is run with that weight held
+        (:meth:`_held`: the seasonality test, decomposition and drift redone, the
+        weight not estimated), which is what :meth:`update` gives a stored model.
+        The weight's estimate was most of a fit's cost; a day more of data moves it
+        little. Where the oldest fit falls back, or a later origin fails, that origin
+        is refitted.
+        """
+        out = np.empty((len(origins), horizon))
+        if not len(origins):
+            return out
+        oldest = int(min(origins))
+        base = self._refit(y.iloc[:oldest])
+        alpha = getattr(base, "alpha_", None)
+        if base.delegate_ is not None or alpha is None or not isinstance(base, ThetaForecaster):
+            return super().backtest_medians(y, origins, horizon)
+        values = y.to_numpy(dtype=float)
+        m = base.season_steps_
+        keep = max(steps_per(parse_duration(self.window), base.step_), 2 * m)
+        for i, o in enumerate(origins):
+            if o == oldest:
+                out[i] = base.median(horizon)
+                continue
+            prefix = values[:o]
+            first = int(np.argmax(~np.isnan(prefix)))
+            window = _filled(prefix[max(first, o - keep) :])
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    mean = np.asarray(base._held(window, alpha).forecast(horizon), dtype=float)
+            except (*_FIT_ERRORS, AttributeError, TypeError):
+                out[i] = self._refit(y.iloc[:o]).median(horizon)
+                continue
+            mean = np.nan_to_num(mean, nan=float(window[-1]))
+            out[i] = np.clip(mean, 0.0, None) if np.nanmin(prefix) >= 0 else mean
+        return out
+
     def _mean(self, horizon: int) -> np.ndarray:
         return np.asarray(self.result_.forecast(horizon), dtype=float)
 
