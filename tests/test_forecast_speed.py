@@ -73,7 +73,7 @@ def test_one_quantile_equals_numpy() -> None:
     assert math.isnan(one_quantile(with_nan, 0.5))
 
 
-def _hand_made(days: int = 8, step: str = "1h", seed: int = 0) -> pd.Series:
+def _hand_made(days: int = 8, step: str = "1h", seed: int = 0, noise: float = 3.0) -> pd.Series:
     """A daily cycle, a weekday effect, a slow trend and noise: gbm has something to learn."""
     index = pd.date_range(
         "2026-03-02", periods=days * (pd.Timedelta("1D") // pd.Timedelta(step)), freq=step
@@ -85,7 +85,7 @@ def _hand_made(days: int = 8, step: str = "1h", seed: int = 0) -> pd.Series:
         + 20.0 * np.sin(2 * np.pi * hours / 24)
         + 6.0 * (index.day_of_week >= 5)
         + 0.05 * hours
-        + rng.normal(0.0, 3.0, len(index))
+        + rng.normal(0.0, noise, len(index))
     )
     return pd.Series(values, index=index, name=f"demand{seed}")
 
@@ -235,3 +235,49 @@ def test_worker_imports_nothing_of_the_project() -> None:
         Path(__file__).parents[1] / "forecaster/benchmarks/statsforecast_worker.py"
     ).read_text()
     assert "from forecaster" not in source and "import forecaster" not in source
+
+
+@pytest.mark.slow
+def test_theta_backtest_holds_the_oldest_fit_as_update_does() -> None:
+    """Theta's backtest fits once, at the oldest origin; every later origin's forecast is the
+    one that fitted model moved onto that origin's history by ``update`` gives (the
+    reference), and the oldest origin's is a plain refit's."""
+    import copy
+
+    from forecaster.statistical import ThetaForecaster
+
+    y = _hand_made(days=10, step="1h", seed=2)
+    origins = [len(y) - 24 - 24 * k for k in range(4)]
+    got = ThetaForecaster().backtest_medians(y, origins, 24)
+    oldest = min(origins)
+    base = ThetaForecaster().fit(y.iloc[:oldest])
+    for row, o in zip(got, origins, strict=True):
+        if o == oldest:
+            expected = base.median(24)
+        else:
+            moved = copy.deepcopy(base).update(y.iloc[:o])
+            assert moved.alpha_ == base.alpha_  # held, not estimated again
+            expected = moved.median(24)
+        np.testing.assert_allclose(row, expected, rtol=0, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_auto_builds_the_median_model_it_backtested() -> None:
+    """A chosen gbm is built as its median model alone (the one its backtests scored), and
+    auto's median is that model's forecast; the band still comes from the residuals."""
+    y = _hand_made(days=9, seed=4, noise=12.0)  # noisy: repeating yesterday doubles the noise
+    est = AutoSelector(candidates=("recent_level",), slow_candidates=("gbm",), combine="select")
+    est.fit(y)
+    members = [m for m, _ in est.model_.fitted_] if hasattr(est.model_, "fitted_") else [est.model_]
+    gbm = [m for m in members if m.name == "gbm"]
+    assert gbm and all(m.trained_quantiles_ == [0.5] for m in gbm)
+    frame = est.predict(24, [0.1, 0.5, 0.9]).to_numpy()
+    np.testing.assert_allclose(frame[:, 1], est.model_.predict(24, [0.5]).to_numpy()[:, 0])
+    assert (frame[:, 2] > frame[:, 0]).all()
+
+
+def test_settings_take_a_list_for_a_tuple_of_numbers() -> None:
+    assert make("gbm(quantiles=[0.5])").get_params()["quantiles"] == (0.5,)
+    assert make("gbm(quantiles=[0.1, 0.9], max_iter=5)").get_params()["max_iter"] == 5
+    with pytest.raises(Exception, match="quantiles must be tuple"):
+        make('gbm(quantiles=["a"])')
