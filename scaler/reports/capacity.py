@@ -39,9 +39,10 @@ from scaler.reports import reviewing
 from scaler.reports.accuracy import accuracy_rows, accuracy_section
 from scaler.reports.actions import actions_section
 from scaler.reports.capacity_charts import capacity_chart, signal_chart, tier_cost_chart
-from scaler.reports.commitments import commitment_section
+from scaler.reports.charts import by_day
+from scaler.reports.commitments import COMMITMENT_NOTES, commitment_section
 from scaler.reports.document import Column, KeyFigure, Report, Section, Table, money_label
-from scaler.reports.finance import CommitmentAdvice, PricedFleet, ReservedIdle, project_fleet
+from scaler.reports.finance import FinanceProjection, PricedFleet, project_fleet
 from scaler.reports.hindsight import hindsight_section
 from scaler.reports.horizon_accuracy import (
     add_horizon_accuracy,
@@ -57,10 +58,11 @@ from scaler.reports.i18n import (
     translate_source,
 )
 from scaler.reports.mig_review import add_mig
+from scaler.reports.reconcile import reconciliation_section
 from scaler.reports.rightsizing import rightsizing_rows, rightsizing_section
 from scaler.reports.summary import capacity_recommendations, plan_figures, summary_section
 from scaler.reports.tokens import token_costs, token_section
-from scaler.reports.workload_costs import workload_cost_section
+from scaler.reports.workload_costs import served_workload_costs, workload_section
 from scaler.wording import Reason, render
 
 if TYPE_CHECKING:
@@ -195,16 +197,25 @@ def build_capacity_report(
     if sizing is not None:
         sections.append(sizing)
     currency = config.finance.currency
-    by_workload = workload_cost_section(config.fleet, currency, plan, forecasts, lang, history)
-    if by_workload is not None:
-        sections.append(by_workload)
+    costs = served_workload_costs(config.fleet, plan, forecasts, history)
+    if costs is not None:
+        sections.append(workload_section(costs, plan.quantile, currency, lang))
     sections.append(_utilization_section(utilization, frame.q, lang))
     bar.update(label="commitment advice")
 
-    advice, idle = _commitment_advice(fleet, config.signals, config.forecast, plan, forecasts, bar)
-    if advice:
+    projection = _projection(fleet, config.signals, config.forecast, plan, forecasts, bar)
+    advice = projection.commitments if projection is not None else []
+    idle = projection.reserved_idle if projection is not None else []
+    if projection is not None and (
+        advice or any(n.key in COMMITMENT_NOTES for n in projection.notes)
+    ):
         unserved_price = config.finance.unserved_price_per_gpu_hour
-        sections.append(commitment_section(advice, unserved_price, lang, currency))
+        sections.append(
+            commitment_section(advice, unserved_price, lang, currency, projection.notes, idle)
+        )
+    reconciliation = reconciliation_section(plan, projection, costs, currency, lang)
+    if reconciliation is not None:
+        sections.append(reconciliation)
     recommendations = capacity_recommendations(
         config.fleet, config.policy, currency, plan, advice, scores, hindsight, lang, idle
     )
@@ -276,16 +287,20 @@ def _signals_section(
         sec.paragraphs.append(t(lang, "charts_daily", days=DAILY_CHARTS_AFTER.days))
     rows = []
     units = {s.name: s.unit for s in signals}
+    horizon = pd.Timedelta(seconds=plan.horizon_s)
     for s in plan.signals:
         fc = forecasts.get(s.name)
         if fc is None:
             continue
         y = history[s.name]
-        tail = y[y.index > fc.last_timestamp - history_window]
-        view = _forecast_over_plan(fc, frame.grid, plan.step_s)
+        # Beside a long forecast, as much history as there is, up to the horizon.
+        held = pd.Timedelta(days=_history_days(y))
+        window = max(history_window, min(horizon, held))
+        tail = y[y.index > fc.last_timestamp - window]
+        view = _forecast_over_plan(fc, frame.grid)
         unit = units.get(s.name, s.unit)
         if _daily(frame.grid):
-            tail, view = tail.resample("1D").mean(), _daily_forecast(view)
+            tail, view = by_day(tail), _daily_forecast(view)
         sec.charts.append(
             signal_chart(s.name, unit, tail, view, frame.low, frame.high, frame.q, lang)
         )
@@ -340,21 +355,23 @@ def _daily(grid: pd.DatetimeIndex) -> bool:
 
 
 def _day_index(grid: pd.DatetimeIndex) -> pd.DatetimeIndex:
-    return pd.DatetimeIndex(pd.Series(0.0, index=grid).resample("1D").mean().index)
+    """The whole days of ``grid`` (:func:`~scaler.reports.charts.by_day`)."""
+    return pd.DatetimeIndex(by_day(pd.Series(0.0, index=grid)).index)
 
 
 def _daily_mean(grid: pd.DatetimeIndex, values: np.ndarray) -> np.ndarray:
-    return pd.Series(np.asarray(values, dtype=float), index=grid).resample("1D").mean().to_numpy()
+    """Daily means of ``values`` on ``grid``, one per day of :func:`_day_index`."""
+    return by_day(pd.Series(np.asarray(values, dtype=float), index=grid)).to_numpy()
 
 
 def _daily_forecast(fc: SeriesForecast) -> SeriesForecast:
-    """``fc`` as daily means of each quantile."""
-    return SeriesForecast(**{**fc.__dict__, "frame": fc.frame.resample("1D").mean()})
+    """``fc`` as daily means of each quantile, whole days only."""
+    return SeriesForecast(**{**fc.__dict__, "frame": by_day(fc.frame)})
 
 
-def _forecast_over_plan(fc: SeriesForecast, grid: pd.DatetimeIndex, step_s: int) -> SeriesForecast:
-    """The forecast cut to the plan's timeline (and one step past it), when that leaves a line."""
-    shown = fc.frame[fc.frame.index <= grid[-1] + pd.Timedelta(seconds=step_s)]
+def _forecast_over_plan(fc: SeriesForecast, grid: pd.DatetimeIndex) -> SeriesForecast:
+    """The forecast cut to the plan's timeline, when that leaves a line."""
+    shown = fc.frame[fc.frame.index <= grid[-1]]
     return SeriesForecast(**{**fc.__dict__, "frame": shown}) if len(shown) >= 2 else fc
 
 
@@ -445,7 +462,7 @@ def _capacity_section(
     if plan.mig.get("models"):
         sec.paragraphs.append(t(lang, "mig_intro"))
         prices = {p.name: p.price_per_gpu_hour for p in fleet}
-        add_mig(sec, prices, plan, frame.grid, lang, currency)
+        add_mig(sec, prices, plan, frame.grid, lang, currency, daily=daily)
     return sec
 
 
@@ -498,12 +515,15 @@ def _cost_section(plan: CapacityPlan, grid: pd.DatetimeIndex, currency: str, lan
     tiers = _tiers(plan)
     cost_cols = [
         Column("period", t(lang, "col_period")),
+        Column("days", t(lang, "col_days"), 1),
         *[Column(x, money_label(t(lang, "tier_" + x), currency), 2) for x in tiers],
         Column("total", money_label(t(lang, "col_total"), currency), 2),
     ]
     monthly = _period_cost_rows(plan, grid, "%Y-%m")
     for r in monthly:
         r["period"] = month_label(r["period"], lang)
+    _mark_partial(monthly, lang)
+    weekly = grid[-1] - grid[0] > WEEKLY_TABLES_AFTER
     by_tier = {
         x: sum(
             (
@@ -515,20 +535,25 @@ def _cost_section(plan: CapacityPlan, grid: pd.DatetimeIndex, currency: str, lan
         )
         for x in tiers
     }
-    sec = Section("cost", t(lang, "sec_cost"), [t(lang, "sec_cost_intro")])
+    intro = t(lang, "sec_cost_intro_weekly" if weekly else "sec_cost_intro")
+    sec = Section("cost", t(lang, "sec_cost"), [intro])
     if _daily(grid):
         days = _day_index(grid)
         daily_spend = {x: _daily_mean(grid, v) for x, v in by_tier.items()}
         sec.charts.append(tier_cost_chart(days, daily_spend, lang, currency))
     else:
         sec.charts.append(tier_cost_chart(grid, by_tier, lang, currency))
-    if grid[-1] - grid[0] > WEEKLY_TABLES_AFTER:
+    if weekly:
         # Past two weeks, a row a day is a wall of numbers: a row a week (from its Monday).
-        weekly = _period_cost_rows(plan, grid, "%Y-%m-%d", by_week=True)
-        sec.tables.append(Table("cost_weekly", t(lang, "tbl_cost_weekly"), cost_cols, weekly))
+        weeks = _period_cost_rows(plan, grid, "%Y-%m-%d", by_week=True)
+        _mark_partial(weeks, lang)
+        sec.tables.append(Table("cost_weekly", t(lang, "tbl_cost_weekly"), cost_cols, weeks))
     else:
-        daily = _period_cost_rows(plan, grid, "%Y-%m-%d")
-        sec.tables.append(Table("cost_daily", t(lang, "tbl_cost_daily"), cost_cols, daily))
+        by_date = _period_cost_rows(plan, grid, "%Y-%m-%d")
+        _mark_partial(by_date, lang)
+        # A day's row is a day (a partial one says so beside its date): no days column.
+        day_cols = [c for c in cost_cols if c.key != "days"]
+        sec.tables.append(Table("cost_daily", t(lang, "tbl_cost_daily"), day_cols, by_date))
     sec.tables.append(Table("cost_monthly", t(lang, "tbl_cost_monthly"), cost_cols, monthly))
     return sec
 
@@ -545,7 +570,13 @@ def _period_cost_rows(
     tiers = _tiers(plan)
     for period in dict.fromkeys(periods):
         mask = periods == period
-        row: dict[str, Any] = {"period": str(period)}
+        first = grid[mask][0]
+        whole = 7.0 if by_week else float(first.days_in_month) if fmt == "%Y-%m" else 1.0
+        row: dict[str, Any] = {
+            "period": str(period),
+            "days": float(mask.sum()) * step_h / 24.0,
+            "whole_days": whole,
+        }
         total = 0.0
         for tier in tiers:
             cost = sum(
@@ -561,6 +592,20 @@ def _period_cost_rows(
         row["total"] = total
         rows.append(row)
     return rows
+
+
+def _mark_partial(rows: list[dict[str, Any]], lang: str) -> None:
+    """A period the horizon covers only in part says so beside its name (its cost is of
+    those days only, not a whole week's or month's)."""
+    for r in rows:
+        if r["days"] < r["whole_days"] - 1e-6:
+            r["period"] = t(
+                lang,
+                "period_partial",
+                period=r["period"],
+                days=fmt_number(r["days"], lang, 1),
+                whole=fmt_number(r["whole_days"], lang, 0),
+            )
 
 
 # ---------------------------------------------------------------- utilization
@@ -617,22 +662,22 @@ def _utilization_section(rows: list[dict[str, Any]], q: float, lang: str) -> Sec
 # ---------------------------------------------------------------- commitments, notes, figures
 
 
-def _commitment_advice(
+def _projection(
     fleet: PricedFleet,
     signals: Sequence[SignalConfig],
     settings: ForecastConfig,
     plan: CapacityPlan,
     forecasts: Mapping[str, SeriesForecast],
     bar: Progress,
-) -> tuple[list[CommitmentAdvice], list[ReservedIdle]]:
-    """Commitment advice and idle reserved capacity over the plan's horizon, from the same
-    forecasts and pools; none when the horizon is under an hour or no pool is reserved."""
+) -> FinanceProjection | None:
+    """The finance projection over the plan's horizon, from the same forecasts and pools: its
+    commitment advice, idle reserved capacity and totals; none when the horizon is under an
+    hour or no pool is reserved."""
     if plan.horizon_s < 3600 or not any(p.tier == "reserved" for p in fleet.pools):
-        return [], []
+        return None
     now = pd.Timestamp(plan.created_at).tz_localize(None)
     horizon = pd.Timedelta(seconds=plan.horizon_s)
-    projection = project_fleet(fleet, signals, settings, forecasts, now, horizon, progress=bar)
-    return projection.commitments, projection.reserved_idle
+    return project_fleet(fleet, signals, settings, forecasts, now, horizon, progress=bar)
 
 
 def _notes(notes: Sequence[Reason | str], lang: str) -> list[Section]:

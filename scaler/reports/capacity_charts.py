@@ -164,8 +164,7 @@ def mig_chart(
             )
     ax.set_ylabel(t(lang, "axis_instances"))
     top = max([float(np.max(v)) for v in demand.values()] + [float(c) for c in capacity.values()])
-    # Room above the lines for the legend.
-    ax.set_ylim(0, max(1.0, top) * 1.3)
+    ax.set_ylim(0, max(1.0, top) * 1.1)
     time_axis(ax, lang)
     return finish_chart(fig, ax, f"mig-{model}", t(lang, "chart_mig", model=model), lang, 4)
 
@@ -197,7 +196,7 @@ def mig_use_chart(
         label=t(lang, "legend_mig_compute"),
     )
     ax.set_ylabel(t(lang, "axis_percent"))
-    ax.set_ylim(0, 130)
+    ax.set_ylim(0, 105)
     time_axis(ax, lang)
     return finish_chart(fig, ax, f"mig-use-{model}", t(lang, "chart_mig_use", model=model), lang, 2)
 

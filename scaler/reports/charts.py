@@ -10,9 +10,10 @@ in :mod:`scaler.reports.capacity_charts` and :mod:`scaler.reports.finance_charts
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+import pandas as pd
 
 from scaler.reports.document import Chart
 from scaler.reports.i18n import fmt_number, month_label, t
@@ -26,6 +27,27 @@ CHART_SIZE_PX = (960, 360)
 CHART_DPI = 96
 TIER_COLORS = {"reserved": "#1b6ca8", "on-demand": "#e07b39", "spot": "#5aa55a"}
 BAND_COLORS = {"low": "#9ecae1", "expected": "#3182bd", "high": "#08519c"}
+
+
+_Frame = TypeVar("_Frame", pd.Series, pd.DataFrame)
+
+
+def by_day(values: _Frame, how: str = "mean") -> _Frame:
+    """``values`` (regularly sampled) aggregated by calendar day (``how``: ``mean`` or
+    ``max``), a partial first or last day dropped: a day with fewer samples than a whole
+    day holds at the median step would draw a point of a few samples (a lone midnight
+    sample made the last point of a long forecast plunge)."""
+    bins = values.resample("1D")
+    out = bins.agg(how)
+    if len(values.index) < 2 or out.empty:
+        return out
+    step_s = float(pd.Series(values.index).diff().dt.total_seconds().median())
+    whole = 86400.0 / step_s if step_s > 0 else 1.0
+    counts = np.asarray(bins.size(), dtype=float)
+    keep = np.ones(len(out), dtype=bool)
+    keep[0] = counts[0] >= whole - 1e-9
+    keep[-1] = keep[-1] and counts[-1] >= whole - 1e-9
+    return out[keep]
 
 
 def new_figure() -> tuple[MplFigure, Axes]:
@@ -89,8 +111,13 @@ def month_axis(ax: Axes, x: np.ndarray, months: list[str], lang: str, currency: 
 def finish_chart(
     fig: MplFigure, ax: Axes, key: str, title: str, lang: str, ncols: int, alt: str | None = None
 ) -> Chart:
-    """The end every chart shares: value-axis separators, legend, title; rendered as ``key``."""
+    """The end every chart shares: value-axis separators, legend, title; rendered as ``key``.
+
+    The legend goes below the plot, outside the data (inside, it hid the band of a long
+    forecast for weeks)."""
     value_axis(ax, lang)
-    ax.legend(loc="upper left", fontsize=8, ncols=ncols)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", fontsize=8, ncols=ncols)
     ax.set_title(title, fontsize=11)
     return render_chart(fig, key, title, title if alt is None else alt)

@@ -16,6 +16,7 @@ from scaler.reports.finance import (
     IDLE_RESERVED_SHARE,
     CommitmentAdvice,
     CommitmentOption,
+    Note,
     ReservedIdle,
     TradeOff,
 )
@@ -27,13 +28,17 @@ def commitment_section(
     unserved_price: float | None,
     lang: str,
     currency: str = "",
+    notes: Sequence[Note] = (),
+    idle: Sequence[ReservedIdle] = (),
 ) -> Section:
     """Commitment advice: one sentence per GPU model with its trade-off, the advice table and
-    the options behind it."""
+    the options behind it; ``notes`` (the projection's) say why a GPU model has no row,
+    with its idle reserved capacity from ``idle`` where it has some."""
     sec = Section(
         "commitments", t(lang, "sec_commitments"), [_intro(unserved_price, currency, lang)]
     )
     sec.paragraphs += [advice_headline(c, currency, lang) for c in advice]
+    sec.paragraphs += no_row_sentences(notes, idle, currency, lang)
     sec.tables.append(_advice_table(advice, currency, lang))
     sec.tables.append(_options_table(advice, currency, lang))
     return sec
@@ -80,6 +85,42 @@ def advice_headline(c: CommitmentAdvice, currency: str, lang: str) -> str:
     one, in money in every band, and the band that decides."""
     trade = trade_off_sentence(c, currency, lang)
     return f"{_advice_sentence(c, lang)} {trade}".strip()
+
+
+COMMITMENT_NOTES: frozenset[str] = frozenset({"no_reserved_pool", "no_alternative_pool"})
+"""The projection's notes that say why a GPU model has no advice (:func:`no_row_sentences`)."""
+
+
+def no_row_sentences(
+    notes: Sequence[Note], idle: Sequence[ReservedIdle], currency: str, lang: str
+) -> list[str]:
+    """Why a GPU model has no row in the advice table, one sentence each: no reserved pool, or
+    only reserved pools (then with how idle they are, so a summary that leads with idle
+    reserved capacity is answered here)."""
+    by_model = {r.gpu_model: r for r in idle}
+    out = []
+    for n in notes:
+        model = str(n.params.get("model", ""))
+        if n.key == "no_reserved_pool":
+            out.append(t(lang, "commit_no_row_no_reserved", model=model))
+        elif n.key == "no_alternative_pool":
+            r = by_model.get(model)
+            if r is None:
+                out.append(t(lang, "commit_no_row_only_reserved", model=model, pools="–"))
+                continue
+            out.append(
+                t(
+                    lang,
+                    "commit_no_row_only_reserved_idle",
+                    model=model,
+                    pools=", ".join(r.pools),
+                    share=fmt_number(100 * r.share, lang, 0),
+                    idle=fmt_number(r.idle_gpu_hours, lang, 0),
+                    reserved=fmt_number(r.reserved_gpu_hours, lang, 0),
+                    cost=format_money(r.idle_cost, currency, lang),
+                )
+            )
+    return out
 
 
 def _amount(value: float, currency: str, lang: str) -> str:
@@ -142,21 +183,11 @@ def _advice_table(advice: Sequence[CommitmentAdvice], currency: str, lang: str) 
         "commitments",
         t(lang, "tbl_commitments"),
         [
+            # The option and what it saves first; how it was judged after.
             Column("gpu_model", t(lang, "col_gpu_model")),
-            Column("pool", t(lang, "col_pool")),
             Column("decision", t(lang, "col_decision")),
-            Column("current_nodes", t(lang, "col_current_nodes"), 0),
             Column("recommended_nodes", t(lang, "col_recommended_nodes"), 0),
-            Column("change_nodes", t(lang, "col_change_nodes"), 0),
             Column("term", t(lang, "col_term")),
-            Column("base_load_gpus", t(lang, "col_base_load"), 0),
-            Column("reserved_price", money_label(t(lang, "col_reserved_price"), currency), 2),
-            Column("alternative_price", money_label(t(lang, "col_alternative_price"), currency), 2),
-            Column("break_even_utilization", t(lang, "col_break_even"), 0, percent=True),
-            Column("changed_utilization", t(lang, "col_changed_utilization"), 0, percent=True),
-            Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
-            Column("unserved_now", t(lang, "col_unserved_now"), 0),
-            Column("unserved", t(lang, "col_unserved_after"), 0),
             *[
                 Column(
                     f"monthly_saving{suffix}",
@@ -165,6 +196,17 @@ def _advice_table(advice: Sequence[CommitmentAdvice], currency: str, lang: str) 
                 )
                 for b, suffix in (("expected", ""), ("low", "_low"), ("high", "_high"))
             ],
+            Column("pool", t(lang, "col_pool")),
+            Column("current_nodes", t(lang, "col_current_nodes"), 0),
+            Column("change_nodes", t(lang, "col_change_nodes"), 0),
+            Column("base_load_gpus", t(lang, "col_base_load"), 0),
+            Column("reserved_price", money_label(t(lang, "col_reserved_price"), currency), 2),
+            Column("alternative_price", money_label(t(lang, "col_alternative_price"), currency), 2),
+            Column("break_even_utilization", t(lang, "col_break_even"), 0, percent=True),
+            Column("changed_utilization", t(lang, "col_changed_utilization"), 0, percent=True),
+            Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
+            Column("unserved_now", t(lang, "col_unserved_now"), 0),
+            Column("unserved", t(lang, "col_unserved_after"), 0),
         ],
         [_advice_row(c, lang) for c in advice],
     )
@@ -199,24 +241,25 @@ def _options_table(advice: Sequence[CommitmentAdvice], currency: str, lang: str)
         "commitment_options",
         t(lang, "tbl_commitment_options"),
         [
+            # The option, its cost in each case and the verdict first; the rest after.
             Column("gpu_model", t(lang, "col_gpu_model")),
             Column("nodes", t(lang, "col_option_nodes"), 0),
             Column("term", t(lang, "col_term")),
-            Column("price", money_label(t(lang, "col_reserved_price"), currency), 2),
             *[
                 Column(
                     f"cost_{b}",
                     money_label(t(lang, "col_cost_band", band=t(lang, "band_" + b)), currency),
                     2,
                 )
-                for b in BANDS
+                for b in ("expected", "low", "high")
             ],
+            Column("verdict", t(lang, "col_verdict")),
+            Column("price", money_label(t(lang, "col_reserved_price"), currency), 2),
             *[
                 Column(f"unserved_{b}", t(lang, "col_unserved_band", band=t(lang, "band_" + b)), 0)
                 for b in BANDS
             ],
             Column("utilization", t(lang, "col_commit_utilization"), 0, percent=True),
-            Column("verdict", t(lang, "col_verdict")),
         ],
         [row for c in advice for row in _option_rows(c, currency, lang)],
     )

@@ -19,7 +19,7 @@ from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.config import Config
 from scaler.plans import CapacityPlan
-from scaler.reports.commitments import commitment_section
+from scaler.reports.commitments import COMMITMENT_NOTES, commitment_section
 from scaler.reports.document import (
     Column,
     KeyFigure,
@@ -32,6 +32,7 @@ from scaler.reports.document import (
 from scaler.reports.finance import BANDS, HOURS_PER_MONTH, FinanceProjection, ScenarioProjection
 from scaler.reports.finance_charts import monthly_tier_chart, scenario_chart
 from scaler.reports.i18n import month_label, render_note, t, translate_source
+from scaler.reports.reconcile import reconciliation_section
 from scaler.reports.summary import (
     finance_recommendations,
     plan_figures,
@@ -39,7 +40,7 @@ from scaler.reports.summary import (
     summary_section,
 )
 from scaler.reports.tokens import token_costs, token_section
-from scaler.reports.workload_costs import workload_cost_section
+from scaler.reports.workload_costs import served_workload_costs, workload_section
 
 
 def build_finance_report(
@@ -70,17 +71,27 @@ def build_finance_report(
         _projection_section(projection, currency, lang, charts),
         _scenarios_section(projection, currency, lang, charts),
         commitment_section(
-            projection.commitments, config.finance.unserved_price_per_gpu_hour, lang, currency
+            projection.commitments,
+            config.finance.unserved_price_per_gpu_hour,
+            lang,
+            currency,
+            projection.notes,
+            projection.reserved_idle,
         ),
         *_notes(projection, lang),
     ]
+    if plan is not None:
+        costs = served_workload_costs(fleet, plan, forecasts) if forecasts is not None else None
+        reconciliation = reconciliation_section(plan, projection, costs, currency, lang)
+        if reconciliation is not None:
+            sections.insert(4, reconciliation)
     if plan is not None and forecasts is not None:
         served = config.served_workloads
         tokens = token_section(token_costs(served, plan, forecasts), currency, lang)
         if tokens is not None:
             sections.insert(3, tokens)
-        idle = workload_cost_section(fleet, currency, plan, forecasts, lang)
-        if idle is not None:
+        if costs is not None:
+            idle = workload_section(costs, plan.quantile, currency, lang)
             sections.insert(4 if tokens is not None else 3, idle)
     figures = _key_figures(projection, currency, lang)
     if plan is not None:
@@ -322,14 +333,16 @@ def _scenario_months_table(projection: FinanceProjection, lang: str) -> Table:
 
 
 def _notes(projection: FinanceProjection, lang: str) -> list[Section]:
-    """The projection's notes in the reader's language; none without notes."""
-    if not projection.notes:
+    """The projection's notes in the reader's language; none without notes. Why a GPU model
+    has no commitment advice is said in the commitment section, not again here."""
+    notes = [n for n in projection.notes if n.key not in COMMITMENT_NOTES]
+    if not notes:
         return []
     return [
         Section(
             "notes",
             t(lang, "sec_notes"),
-            [render_note(n.key, dict(n.params), lang) for n in projection.notes],
+            [render_note(n.key, dict(n.params), lang) for n in notes],
         )
     ]
 

@@ -558,6 +558,19 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "The plan spans more than {days} days, so its charts show daily means.",
         "ru": "План длиннее {days} дней, поэтому графики показывают средние за сутки.",
     },
+    "sec_cost_intro_weekly": {
+        "en": "Planned spend by tier (reserved, on-demand, spot), per week (from its Monday) and per calendar month of the plan's horizon, at the configured price per GPU-hour. A week or month the horizon covers only in part is marked with the days it covers; its cost is of those days only.",
+        "ru": "Плановые расходы по типам (зарезервированные, по запросу, спотовые) за каждую неделю (с понедельника) и календарный месяц горизонта плана по ценам GPU-часа из конфигурации. Неделя или месяц, которые горизонт покрывает лишь частично, помечены числом покрытых дней; их стоимость — только за эти дни.",
+    },
+    "period_partial": {
+        "en": "{period} (partial: {days} of {whole} days)",
+        "ru": "{period} (неполный: {days} из {whole} дн.)",
+    },
+    "col_days": {"en": "Days", "ru": "Дней"},
+    "charts_daily_mig": {
+        "en": "The MIG charts show each day's peak, the moment the layouts are cut for.",
+        "ru": "Графики MIG показывают пик каждого дня — момент, под который нарезаны разметки.",
+    },
     "tbl_cost_weekly": {
         "en": "Cost per week (weeks from Monday)",
         "ru": "Стоимость по неделям (недели с понедельника)",
@@ -856,6 +869,104 @@ TEXTS: dict[str, dict[str, str]] = {
     "reason_scale_up": {
         "en": "{pool}: +{amount} node(s), {current} → {target}, so that {q} demand is covered at {needed_at} (lead time {lead} min); +{cost} per hour. Bound by: {bound}.",
         "ru": "{pool}: +{amount} узл., {current} → {target}, чтобы спрос {q} был покрыт к {needed_at} (время подготовки {lead} мин); +{cost} в час. Ограничено: {bound}.",
+    },
+    # How the totals of the review and the finance report relate (rec_, reconcile.py), why a
+    # GPU model has no commitment row (commit_no_row_), partial periods and daily charts.
+    "sec_reconcile": {"en": "How the totals relate", "ru": "Как связаны итоги"},
+    "sec_reconcile_intro": {
+        "en": "The capacity review and the finance dry-run plan one fleet from one forecast, and each shows its own totals over the horizon. Here is every one of them, what it counts, and the differences from each to the next with their reasons, all computed from the same plan and projection: each total is the one above it plus the differences between them.",
+        "ru": "Обзор мощности и финансовый прогноз планируют один парк по одному прогнозу, и каждый показывает свои итоги за горизонт. Здесь все эти итоги, что каждый из них считает, и разницы от каждого к следующему с их причинами, рассчитанные из того же плана и прогноза: каждый итог равен итогу над ним плюс разницы между ними.",
+    },
+    "tbl_reconcile": {
+        "en": "Totals over the horizon and the differences between them",
+        "ru": "Итоги за горизонт и разницы между ними",
+    },
+    "col_rec_total": {"en": "Total", "ru": "Итог"},
+    "col_rec_value": {"en": "Amount", "ru": "Сумма"},
+    "col_rec_difference": {"en": "Difference to the next", "ru": "Разница к следующему"},
+    "col_rec_why": {
+        "en": "What it counts, or why it differs",
+        "ru": "Что учтено или откуда разница",
+    },
+    "rec_total_workloads": {
+        "en": "Idle GPU-hours by workload: planned cost (total)",
+        "ru": "Простой GPU по нагрузкам: плановая стоимость (итого)",
+    },
+    "rec_counts_workloads": {
+        "en": "the served workloads' GPU-hours at {q} (the GPUs their replicas take), each priced at the plan's price per GPU-hour of its GPU model",
+        "ru": "GPU-часы обслуживаемых нагрузок по {q} (GPU их реплик), каждый по плановой цене GPU-часа своей модели GPU",
+    },
+    "rec_total_plan": {
+        "en": "Capacity review: planned cost over the horizon",
+        "ru": "Обзор мощности: плановая стоимость за горизонт",
+    },
+    "rec_counts_plan": {
+        "en": "every pool's planned nodes at {q}, every {step} min over {hours} h, lead times, stabilization and near-term margins included: what the cycle would buy",
+        "ru": "плановые узлы каждого пула по {q}, каждые {step} мин за {hours} ч, с учётом времени подготовки, стабилизации и краткосрочного запаса: то, что купил бы цикл",
+    },
+    "rec_total_high": {
+        "en": "Finance dry-run: cost, high ({high})",
+        "ru": "Финансовый прогноз: стоимость, высокий ({high})",
+    },
+    "rec_counts_high": {
+        "en": "every pool, hour by hour: the hourly peak of the {high} forecast filled with the planner's allocation, reserved pools held at their commitment, billing periods applied",
+        "ru": "каждый пул, час за часом: часовой пик прогноза {high}, распределённый по пулам так же, как это делает планировщик; пулы резерва на уровне их резерва, с учётом периодов оплаты",
+    },
+    "rec_total_expected": {
+        "en": "Finance dry-run: cost, expected (median)",
+        "ru": "Финансовый прогноз: стоимость, ожидаемый (медиана)",
+    },
+    "rec_counts_expected": {
+        "en": "the same projection at the median forecast",
+        "ru": "тот же прогноз по медиане",
+    },
+    "rec_total_commitments": {
+        "en": "Commitment options: the advised option, expected cost",
+        "ru": "Варианты резерва: рекомендованный вариант, ожидаемая стоимость",
+    },
+    "rec_counts_commitments": {
+        "en": "the pools of {models} only, at the advised commitment, in the expected case, priced by the hour",
+        "ru": "только пулы {models}, при рекомендованном резерве, в ожидаемом случае, по часам",
+    },
+    "rec_step_beyond_workloads": {
+        "en": "{model}: {gpu_hours} GPU-h the plan buys beyond its workloads' demand (whole nodes, spot spares, near-term margins), at {price} per GPU-hour",
+        "ru": "{model}: {gpu_hours} GPU-ч, которые план покупает сверх спроса нагрузок (целые узлы, запас спота, краткосрочный запас), по {price} за GPU-час",
+    },
+    "rec_step_no_workload": {
+        "en": "{model}: {gpu_hours} GPU-h the plan buys with no served workload counted on them, at {price} per GPU-hour",
+        "ru": "{model}: {gpu_hours} GPU-ч, которые план покупает без учтённой на них обслуживаемой нагрузки, по {price} за GPU-час",
+    },
+    "rec_step_projection": {
+        "en": "{pool} ({tier}): {proj_h} GPU-h in the projection's hourly fill of the {high} band instead of {plan_h} GPU-h of the plan's targets at {q} every {step} min",
+        "ru": "{pool} ({tier}): {proj_h} GPU-ч в почасовом заполнении варианта {high} вместо {plan_h} GPU-ч плановых целей по {q} каждые {step} мин",
+    },
+    "rec_step_band": {
+        "en": "{pool} ({tier}): demand at the median instead of {high}, {expected_h} GPU-h instead of {high_h}",
+        "ru": "{pool} ({tier}): спрос по медиане вместо {high}, {expected_h} GPU-ч вместо {high_h}",
+    },
+    "rec_step_not_advised": {
+        "en": "{model} ({pools}) left out: the commitment options cover only GPU models with advice. {why}",
+        "ru": "{model} ({pools}) не учтена: варианты резерва охватывают только модели GPU с советом. {why}",
+    },
+    "rec_step_advised": {
+        "en": "{model}: the advised option ({nodes} reserved node(s){term}, {current} now) in place of the baseline's pools of {model}, priced by the hour without billing periods",
+        "ru": "{model}: рекомендованный вариант ({nodes} узл. резерва{term}, сейчас {current}) вместо пулов {model} базового прогноза, по часам, без периодов оплаты",
+    },
+    "note_no_advice": {
+        "en": "{model}: no commitment advice.",
+        "ru": "{model}: совета по резервированию нет.",
+    },
+    "commit_no_row_no_reserved": {
+        "en": "{model} has no row here: it has no reserved pool in the configuration, so there is no commitment to advise on; add a reserved pool with its price to get one.",
+        "ru": "Для {model} здесь нет строки: в конфигурации у неё нет пула резерва, так что советовать не о чем; добавьте пул резерва с его ценой.",
+    },
+    "commit_no_row_only_reserved": {
+        "en": "{model} has no row here: its only pools ({pools}) are reserved, so there is no on-demand price to weigh a commitment against and no other pool to take the demand a release would leave; add an on-demand {model} pool with its price to get advice.",
+        "ru": "Для {model} здесь нет строки: все её пулы ({pools}) — резерв, так что нет цены по запросу, с которой сравнить резерв, и нет другого пула для спроса, который оставит сокращение; добавьте пул {model} по запросу с его ценой, чтобы получить совет.",
+    },
+    "commit_no_row_only_reserved_idle": {
+        "en": "{model} has no row here: its only pools ({pools}) are reserved, so there is no on-demand price to weigh a commitment against and no other pool to take the demand a release would leave. Its committed GPU-hours are {share}% idle in the expected case ({idle} of {reserved} GPU-h, {cost} over the horizon); a smaller commitment at renewal, or more work placed on it, is what would reduce that. Add an on-demand {model} pool with its price to get advice.",
+        "ru": "Для {model} здесь нет строки: все её пулы ({pools}) — резерв, так что нет цены по запросу, с которой сравнить резерв, и нет другого пула для спроса, который оставит сокращение. Её зарезервированные GPU-часы простаивают на {share}% в ожидаемом случае ({idle} из {reserved} GPU-ч, {cost} за горизонт); уменьшить это может меньший резерв при продлении или больше работы на нём. Добавьте пул {model} по запросу с его ценой, чтобы получить совет.",
     },
     # Terminal output of the finance dry-run and the report (cli_).
     "cli_commitments": {"en": "commitment advice", "ru": "совет по резервированию"},

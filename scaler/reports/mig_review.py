@@ -20,6 +20,7 @@ from forecaster.estimators import quantile_column
 from scaler.catalog.gpus import gpu_model
 from scaler.plans import CapacityPlan
 from scaler.reports.capacity_charts import mig_chart, mig_use_chart
+from scaler.reports.charts import by_day
 from scaler.reports.document import Column, Section, Table, money_label
 from scaler.reports.i18n import fmt_number, t
 
@@ -81,10 +82,15 @@ def add_mig(
     grid: pd.DatetimeIndex,
     lang: str,
     currency: str = "",
+    daily: bool = False,
 ) -> None:
     """Per MIG profile: demand against capacity in instances, and what an instance-hour costs;
-    ``prices`` is each pool's price per GPU-hour."""
+    ``prices`` is each pool's price per GPU-hour. ``daily``: the charts show each whole
+    day's peak (a long plan's steps would draw a barcode)."""
     models = sorted(plan.mig.get("models", {}).items())
+    if daily:
+        cap.paragraphs.append(t(lang, "charts_daily_mig"))
+    shown = _day_peaks if daily else _as_is
     for model, m in models:
         series = {
             k: np.asarray(v, dtype=float)
@@ -93,19 +99,37 @@ def add_mig(
         }
         if series:
             capacity = m.get("capacity_instances", {}) or {}
-            cap.charts.append(mig_chart(model, grid, series, capacity, lang))
+            x, values = shown(grid, list(series.values()))
+            peaks = dict(zip(series, values, strict=True))
+            cap.charts.append(mig_chart(model, x, peaks, capacity, lang))
     pool_rows = mig_pool_rows(plan)
     for model, m in models:
         use = mig_use(model, m, grid)
         if use is not None:
             cap.paragraphs.append(_use_sentence(model, use, plan.quantile, lang))
-            cap.charts.append(mig_use_chart(model, grid, use.slices, use.compute, lang))
+            x, (slices, compute) = shown(grid, [use.slices, use.compute])
+            cap.charts.append(mig_use_chart(model, x, slices, compute, lang))
     cap.tables.append(
         Table("mig_pools", t(lang, "tbl_mig_pools"), _mig_pool_columns(lang), pool_rows)
     )
     cap.paragraphs += _pool_remarks(pool_rows, lang)
     cap.tables.append(_profiles_table(models, prices, lang, currency))
     cap.tables.append(_nodes_table(models, lang))
+
+
+def _as_is(
+    grid: pd.DatetimeIndex, values: Sequence[np.ndarray]
+) -> tuple[pd.DatetimeIndex, list[np.ndarray]]:
+    return grid, list(values)
+
+
+def _day_peaks(
+    grid: pd.DatetimeIndex, values: Sequence[np.ndarray]
+) -> tuple[pd.DatetimeIndex, list[np.ndarray]]:
+    """Each whole day's peak of every series on ``grid`` (:func:`by_day`)."""
+    frame = pd.DataFrame({i: np.asarray(v, dtype=float) for i, v in enumerate(values)}, index=grid)
+    peaks = by_day(frame, "max")
+    return pd.DatetimeIndex(peaks.index), [peaks[i].to_numpy() for i in range(len(values))]
 
 
 @dataclass(frozen=True)

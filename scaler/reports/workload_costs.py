@@ -402,7 +402,18 @@ def workload_cost_section(
 ) -> Section | None:
     """The section both reports show, priced in ``currency``; None when ``fleet`` serves no
     workload or the plan has no timeline."""
+    costs = served_workload_costs(fleet, plan, forecasts, history)
+    return workload_section(costs, plan.quantile, currency, lang) if costs is not None else None
+
+
+def served_workload_costs(
+    fleet: Fleet,
+    plan: CapacityPlan,
+    forecasts: Mapping[str, SeriesForecast],
+    history: Mapping[str, pd.Series] | None = None,
+) -> WorkloadCosts | None:
+    """:func:`workload_costs`, or None when ``fleet`` serves no workload or the plan has no
+    timeline (the reports then show no workload table)."""
     if not fleet.served_workloads or not plan.timeline:
         return None
-    costs = workload_costs(fleet, plan, forecasts, history)
-    return workload_section(costs, plan.quantile, currency, lang)
+    return workload_costs(fleet, plan, forecasts, history)
