@@ -208,6 +208,13 @@ def test_coverage_far_from_nominal_at_a_lead_day_is_flagged_with_why() -> None:
     assert "chat_rps" in text and "38%" in text and "lead day 2" in text and "80%" in text
     assert "1 of 3 scored lead days" in text and "8.0 days of history" in text
     assert "21.0" in text
+    # Lead days off with about the plan's history are named too, with what their band did.
+    mixed = _scored([0.92, 0.93, 0.92, 0.80, 0.40], history=8.0)
+    for r in mixed.rows[:3]:
+        r["history_days"] = 19.0
+    text = horizon_flags(mixed, 0.1, 0.9, "en")[0][1]
+    assert "40% of actuals at lead day 5" in text and "4 of 5 scored lead days" in text
+    assert "; and at lead days 1–3, with about the plan's history the band is wider" in text
     # With about the plan's history, the band itself is blamed: too narrow, or too wide.
     narrow = horizon_flags(_scored([0.62], history=20.0), 0.1, 0.9, "en")[0][1]
     assert "too narrow" in narrow

@@ -346,13 +346,23 @@ def horizon_flags(
         narrow = float(worst["coverage"]) < nominal
         plan_days = result.history_days.get(name, math.nan)
         had = float(worst.get("history_days", plan_days))
-        if math.isfinite(plan_days) and had < HISTORY_SHARE * plan_days:
+        if _short(had, plan_days):
             why = t(
                 lang,
                 "lead_flag_history",
                 had=fmt_number(had, lang, 1),
                 plan=fmt_number(plan_days, lang, 1),
             )
+            # Lead days off with about the plan's history say something of its bands too.
+            near = [r for r in off if not _short(float(r.get("history_days", math.nan)), plan_days)]
+            if near:
+                under = sum(float(r["coverage"]) < nominal for r in near) * 2 > len(near)
+                why += t(
+                    lang,
+                    "lead_flag_also",
+                    days=_day_list([int(r["lead_day"]) for r in near]),
+                    why=t(lang, "lead_flag_narrow" if under else "lead_flag_wide"),
+                )
         else:
             why = t(lang, "lead_flag_narrow" if narrow else "lead_flag_wide")
         text = t(
@@ -370,6 +380,23 @@ def horizon_flags(
         )
         out.append((2, text, "accuracy"))
     return out
+
+
+def _short(had: float, plan_days: float) -> bool:
+    """Whether origins with ``had`` days of history had under :data:`HISTORY_SHARE` of the
+    plan's ``plan_days`` (False where either is unknown)."""
+    return math.isfinite(had) and math.isfinite(plan_days) and had < HISTORY_SHARE * plan_days
+
+
+def _day_list(days: Sequence[int]) -> str:
+    """Lead days as runs: [1, 2, 3, 5] is "1–3, 5"."""
+    runs: list[list[int]] = []
+    for d in sorted(days):
+        if runs and d == runs[-1][-1] + 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def lead_day_chart(

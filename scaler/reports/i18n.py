@@ -214,6 +214,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "en": "with about the plan's history the band is too narrow there, so demand falls outside the planned band more often than it says",
         "ru": "при истории, близкой к истории плана, полоса там слишком узка: спрос выходит за полосу плана чаще, чем она обещает",
     },
+    "lead_flag_also": {
+        "en": "; and at lead days {days}, {why}",
+        "ru": "; а на днях упреждения {days} {why}",
+    },
     "lead_flag_wide": {
         "en": "with about the plan's history the band is wider than the demand's spread there, so the plan's high case holds more capacity than the band's nominal share needs",
         "ru": "при истории, близкой к истории плана, полоса там шире разброса спроса, и верхний сценарий плана держит больше мощности, чем нужно для номинальной доли",
