@@ -46,8 +46,10 @@ backtest fall back to the daily seasonal naive model and say so in ``fallback_``
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -426,6 +428,51 @@ def _below_floor(values: np.ndarray, start: int, hour: int) -> bool:
     return bool(np.isfinite(medians).all() and (medians < before.min()).all())
 
 
+PER_ORIGIN = frozenset(
+    {*CHEAP_CANDIDATES, "seasonal_median_1d", "seasonal_median_7d", "profile_mix", "gbm", "mstl"}
+)
+"""Candidates whose backtest forecast at an origin is a function of the history before it
+alone (a refit there, or its exact shortcut): :data:`PREFIX_CACHE` may serve it. Not AutoETS
+and Theta, whose backtests hold the model fitted at the oldest origin, nor Prophet."""
+
+
+class PrefixCache:
+    """Backtest rows of the :data:`PER_ORIGIN` candidates by the history they were fitted on,
+    the ``size`` most recent, kept for this process.
+
+    Fits of one series a day apart (the growth backtest's daily refreshes, the benchmark's
+    daily origins on all the history) backtest the same candidates at the same origins on
+    the same history; a row taken from here is the row a refit would give (the key holds
+    the candidate, the steps forecast, the origin and a digest of the history before it,
+    with its start and step).
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.rows: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self.hits = 0
+
+    def get(self, key: tuple) -> np.ndarray | None:
+        row = self.rows.get(key)
+        if row is not None:
+            self.rows.move_to_end(key)
+            self.hits += 1
+        return row
+
+    def put(self, key: tuple, row: np.ndarray) -> None:
+        row.setflags(write=False)
+        self.rows[key] = row
+        while len(self.rows) > self.size:
+            self.rows.popitem(last=False)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.hits = 0
+
+
+PREFIX_CACHE = PrefixCache()
+
+
 def auto_candidates(
     selector: AutoSelector, weekly: dict[str, Any] | None = None
 ) -> tuple[str, ...]:
@@ -457,6 +504,8 @@ class AutoSelector(BaseEstimator):
     calibrated_days_: int
     lead_steps_: int
     _memo: dict[str, tuple[tuple[int, ...], np.ndarray]] | None = None
+    _prefix: dict[int, tuple[int, int, bytes]] | None = None
+    """This fit's history before each backtest origin, by digest (:meth:`_prefix_key`)."""
 
     def __init__(
         self,
@@ -519,12 +568,40 @@ class AutoSelector(BaseEstimator):
         if keep:
             steps = max(horizon, self.lead_days * steps_per(DAY, self.step_))
         try:
-            result = make(name).backtest_medians(y, origins, steps)
+            result = self._shared_backtest(name, y, origins, steps)
         except _FIT_ERRORS:
             return None
         if keep and memo is not None:
             memo[name] = (tuple(origins), result)
         return result[:, :horizon]
+
+    def _shared_backtest(
+        self, name: str, y: pd.Series, origins: list[int], steps: int
+    ) -> np.ndarray:
+        """``make(name).backtest_medians(y, origins, steps)``, each origin's row taken from
+        :data:`PREFIX_CACHE` where this process has backtested ``name`` on the same history
+        before that origin (same values, start and step), fitted only where it has not."""
+        if name not in PER_ORIGIN or not len(origins) or self._prefix is None:
+            return make(name).backtest_medians(y, origins, steps)
+        keys = [self._prefix_key(name, y, o, steps) for o in origins]
+        rows = [PREFIX_CACHE.get(k) for k in keys]
+        missing = [i for i, row in enumerate(rows) if row is None]
+        if missing:
+            fresh = make(name).backtest_medians(y, [origins[i] for i in missing], steps)
+            for j, i in enumerate(missing):
+                rows[i] = fresh[j].copy()
+                PREFIX_CACHE.put(keys[i], fresh[j].copy())
+        return np.stack(rows)  # type: ignore[arg-type]
+
+    def _prefix_key(self, name: str, y: pd.Series, origin: int, steps: int) -> tuple:
+        """What a per-origin backtest row depends on: the candidate, the steps forecast and
+        the history before ``origin`` (its start, step and values, by digest)."""
+        prefix = self._prefix if self._prefix is not None else {}
+        if origin not in prefix:
+            values = np.ascontiguousarray(y.to_numpy(dtype=float)[:origin])
+            digest = hashlib.blake2b(values.tobytes(), digest_size=20).digest()
+            prefix[origin] = (int(y.index[0].value), int(self.step_.value), digest)
+        return (name, steps, origin, *prefix[origin])
 
     def check_settings(self) -> None:
         if self.combine not in COMBINE_MODES:
@@ -541,10 +618,12 @@ class AutoSelector(BaseEstimator):
         self.check_settings()
         self.choice_note_ = ""
         self._memo = {}
+        self._prefix = {}
         try:
             return self._fit(history)
         finally:
             self.__dict__.pop("_memo", None)  # backtests of this fit only; never stored
+            self.__dict__.pop("_prefix", None)
 
     def _fit(self, history: pd.Series) -> AutoSelector:
         started = time.perf_counter()

@@ -281,3 +281,40 @@ def test_settings_take_a_list_for_a_tuple_of_numbers() -> None:
     assert make("gbm(quantiles=[0.1, 0.9], max_iter=5)").get_params()["max_iter"] == 5
     with pytest.raises(Exception, match="quantiles must be tuple"):
         make('gbm(quantiles=["a"])')
+
+
+@pytest.mark.slow
+def test_prefix_cache_gives_the_answers_of_refitting() -> None:
+    """Two fits a day apart on one history (as the growth backtest's refreshes): the second,
+    served from the backtests of the first where the history before an origin is the same,
+    chooses, scores and forecasts as with nothing cached (to 1e-9)."""
+    from forecaster.selection import PREFIX_CACHE
+
+    y = _hand_made(days=9, seed=6, noise=8.0)
+    first, second = y.iloc[: -24 * 2], y.iloc[:-24]
+
+    def fit(history: pd.Series) -> AutoSelector:
+        est = AutoSelector(slow_candidates=("gbm", "theta"), max_origins=6, slow_origins=3)
+        return est.fit(history)
+
+    PREFIX_CACHE.clear()
+    fresh = fit(second)
+    assert PREFIX_CACHE.hits == 0
+    PREFIX_CACHE.clear()
+    fit(first)
+    cached = fit(second)
+    assert PREFIX_CACHE.hits > 0
+    assert cached.chosen_ == fresh.chosen_ and cached.scores_ == fresh.scores_
+    np.testing.assert_allclose(cached.residuals_, fresh.residuals_, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(
+        cached.predict(48, [0.1, 0.5, 0.9]).to_numpy(),
+        fresh.predict(48, [0.1, 0.5, 0.9]).to_numpy(),
+        rtol=0,
+        atol=1e-9,
+    )
+    # Another start is another history: nothing is served from the cache.
+    PREFIX_CACHE.clear()
+    fit(first)
+    hits = PREFIX_CACHE.hits
+    fit(second.iloc[24:])
+    assert PREFIX_CACHE.hits == hits
