@@ -444,10 +444,11 @@ class PrefixCache:
     daily origins on all the history) backtest the same candidates at the same origins on
     the same history; a row taken from here is the row a refit would give (the key holds
     the candidate, the steps forecast, the origin and a digest of the history before it,
-    with its start and step).
+    with its start and step). A row is a day of steps (a week for the slow candidates), so
+    2,048 rows of 5-minute forecasts hold at most about 33 MB, and a few fits' worth.
     """
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 2048) -> None:
         self.size = size
         self.rows: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self.hits = 0
