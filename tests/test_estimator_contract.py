@@ -170,8 +170,10 @@ def test_backtest_medians_are_the_refitted_median_forecasts(name: str) -> None:
     # What selection backtests must be what the estimator forecasts when refitted
     # on each prefix; the boosting's median-only shortcut is compared with its
     # median model, and with the full fit wherever its quantile models do not cross.
-    if name in SLOW or name in ("gbm", "ets_auto"):
-        pytest.skip("Prophet is slow; the boosting's and AutoETS's shortcuts have their own tests")
+    if name in SLOW or name in ("gbm", "ets_auto", "theta"):
+        pytest.skip(
+            "Prophet is slow; the boosting's, AutoETS's and Theta's shortcuts have their own tests"
+        )
     y = hourly(days=12, seed=3)
     origins = [len(y) - 24 - 24 * k for k in range(3)]
     got = make(name).backtest_medians(y, origins, 24)
