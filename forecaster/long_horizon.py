@@ -20,7 +20,9 @@ calibrated by lead day) and, after a day of blending, the forecast is
   1, 7, 14 and 30 (:data:`BAND_LEADS`; at each origin the rule is fitted on the history
   before it, nothing after): the empirical quantiles of log(actual / forecast) at each lead
   (quantile recalibration by lead, the split-conformal recipe with the lead's errors as
-  scores), interpolated between leads and never narrower than the model's band at the
+  scores; each tail is its own quantile of the signed errors, so a median that runs high
+  or low gets an asymmetric band; :data:`BAND_SCORES` lists the other errors the
+  benchmark can calibrate on), interpolated between leads and never narrower than the model's band at the
   seam. Beyond the longest lead the history supports (and past the seam), the band's
   distance from the median in log ratio grows as a power of the lead
   (:func:`beyond_measured`): the growth measured between the two longest leads backtested
@@ -67,6 +69,18 @@ DAMPING = 0.0
 last week's middle the level has moved by the slope times ``sum(DAMPING**i, i=1..h)``.
 0 by the long-horizon benchmark of 2026-12-05: 0.5, 0.8 and 0.9 each raised the error of
 the median on the groups that confirm (docs/forecasting.md#long-horizons)."""
+BAND_SCORES: tuple[str, ...] = ("log", "relative", "level")
+"""The backtest errors a band can be calibrated on: ``"log"``, log(actual / forecast)
+(the bound is the median times exp of the score's quantile); ``"relative"``, (actual -
+forecast) / (forecast + :data:`RELATIVE_FLOOR` x level), the score of ``auto``'s
+day-ahead bands; ``"level"``, (actual - forecast) / level (the bound of both is the median
+plus the scale times the quantile), the level being the rule's at that origin. ``"log"``
+by the long-horizon benchmark of 2026-12-05 (second round): ``"relative"`` was chosen on
+the choosing groups and made the confirming ones worse (docs/benchmarks.md)."""
+BAND_SCORE = "log"
+RELATIVE_FLOOR = 0.1
+"""The share of the level under which the forecast is not taken as the scale of a
+``"relative"`` error (as ``auto``'s day-ahead bands floor theirs)."""
 QUIET_PERIOD = 0.25
 """A week (or day) whose mean is under this share of the median week's is left out of the
 shape."""
@@ -187,11 +201,16 @@ def _shape(
 
 
 def _lead_errors(
-    y: pd.Series, step: pd.Timedelta, lead_days: int, damping: float = DAMPING
+    y: pd.Series,
+    step: pd.Timedelta,
+    lead_days: int,
+    damping: float = DAMPING,
+    score: str = BAND_SCORE,
 ) -> tuple[np.ndarray, int]:
-    """log(actual / forecast) of the rule on ``y``'s own history, ``lead_days`` ahead: the
-    day ending ``lead_days`` after each origin, at most :data:`ORIGINS_PER_LEAD` origins,
-    each fitted on the history before it only; and how many origins gave errors."""
+    """The errors (``score``, one of :data:`BAND_SCORES`) of the rule on ``y``'s own
+    history, ``lead_days`` ahead: the day ending ``lead_days`` after each origin, at most
+    :data:`ORIGINS_PER_LEAD` origins, each fitted on the history before it only; and how
+    many origins gave errors."""
     per_day = max(1, int(pd.Timedelta(days=1) / step))
     n = len(y)
     values = y.to_numpy(dtype=float)
@@ -211,19 +230,34 @@ def _lead_errors(
         actual = values[window]
         pred = rule.predict(pd.DatetimeIndex(y.index[window]))
         ok = np.isfinite(actual)
-        if ok.any():
+        if not ok.any() or (score != "log" and rule.level <= 0):
+            continue
+        if score == "log":
             out.append(np.log((actual[ok] + eps) / (pred[ok] + eps)))
+        else:
+            scale = error_scale(score, pred[ok], rule.level)
+            out.append((actual[ok] - pred[ok]) / scale)
     return (np.concatenate(out) if out else np.array([])), len(out)
 
 
+def error_scale(score: str, forecast: np.ndarray, level: float) -> np.ndarray:
+    """The scale a ``"relative"`` or ``"level"`` error is divided by (see
+    :data:`BAND_SCORES`)."""
+    if score == "relative":
+        return np.maximum(forecast, 0.0) + RELATIVE_FLOOR * level
+    if score == "level":
+        return np.full(np.shape(forecast), level)
+    raise ValueError(f"unknown band score {score!r}; use one of {', '.join(BAND_SCORES)}")
+
+
 def measured_errors(
-    y: pd.Series, step: pd.Timedelta, damping: float = DAMPING
+    y: pd.Series, step: pd.Timedelta, damping: float = DAMPING, score: str = BAND_SCORE
 ) -> dict[int, np.ndarray]:
-    """The rule's backtest log errors at each of :data:`BAND_LEADS` that at least
+    """The rule's backtest errors (``score``) at each of :data:`BAND_LEADS` that at least
     :data:`MIN_BAND_ORIGINS` origins of ``y`` reach."""
     out = {}
     for d in BAND_LEADS:
-        errors, origins = _lead_errors(y, step, d, damping)
+        errors, origins = _lead_errors(y, step, d, damping, score)
         if origins >= MIN_BAND_ORIGINS and errors.size >= 10:
             out[d] = errors
     return out
@@ -268,13 +302,15 @@ def band_log_ratio(
     lead_days: np.ndarray,
     seam: float,
     seam_day: float,
+    seam_floor: bool = True,
 ) -> np.ndarray:
-    """log(q-band / median) at each lead: the backtests' conformal q-quantile at each
-    measured lead, interpolated between leads; never
-    narrower than the model's own band (``seam``, its log ratio at ``seam_day``, itself
-    calibrated by the model's backtests at that lead); past the later of the longest
-    measured lead and ``seam_day``, grown by :func:`beyond_measured` at the series' own
-    :func:`growth_exponent`."""
+    """The q-bound's distance from the median at each lead, in the backtest errors' own
+    units (log(q-band / median) for log errors): the backtests' conformal q-quantile at each
+    measured lead, one tail at a time, interpolated between leads; never
+    narrower than the model's own band (``seam``, its distance at ``seam_day``, itself
+    calibrated by the model's backtests at that lead) unless ``seam_floor`` is False; past
+    the later of the longest measured lead and ``seam_day``, grown by
+    :func:`beyond_measured` at the series' own :func:`growth_exponent`."""
     upper = q > 0.5
     pick = np.maximum if upper else np.minimum
     growth = growth_exponent(measured)
@@ -284,12 +320,13 @@ def band_log_ratio(
     at = np.array(
         [float(np.quantile(measured[d], conformal_level(q, measured[d].size))) for d in leads]
     )
-    out = pick(np.interp(lead_days, np.array(leads, dtype=float), at), seam)
-    anchor = max(float(leads[-1]), seam_day)
+    floor = seam if seam_floor else (-math.inf if upper else math.inf)
+    out = pick(np.interp(lead_days, np.array(leads, dtype=float), at), floor)
+    anchor = max(float(leads[-1]), seam_day) if seam_floor else float(leads[-1])
     past = lead_days > anchor
     center = float(np.median(measured[leads[-1]]))
-    value = float(pick(at[-1], seam))
-    out[past] = pick(beyond_measured(value, lead_days[past], anchor, center, growth), seam)
+    value = float(pick(at[-1], floor))
+    out[past] = pick(beyond_measured(value, lead_days[past], anchor, center, growth), floor)
     return out
 
 
@@ -299,10 +336,16 @@ def long_horizon_frame(
     step: pd.Timedelta,
     quantiles: Sequence[float],
     damping: float = DAMPING,
+    score: str = BAND_SCORE,
+    seam_floor: bool = True,
 ) -> tuple[pd.DataFrame, list[str]]:
     """``frame`` (the model's forecast) with everything past :data:`MODEL_SPAN` replaced by
     the long-horizon rule, blended over the day after; the notes say how its bands were
-    set. Unchanged, with a note, where the history is under two days."""
+    set. Unchanged, with a note, where the history is under two days. ``score`` and
+    ``seam_floor`` are the band's (:func:`band_log_ratio`); the defaults are the
+    product's, the others are there to be benchmarked."""
+    if score not in BAND_SCORES:
+        raise ValueError(f"unknown band score {score!r}; use one of {', '.join(BAND_SCORES)}")
     rule = fit_rule(y, step, damping)
     if rule is None:
         return frame, ["long horizon: under two days of history, the model's forecast is kept"]
@@ -311,7 +354,9 @@ def long_horizon_frame(
         step / pd.Timedelta(days=1)
     )
     path = rule.predict(index)
-    measured = measured_errors(y, step, damping)
+    if score != "log" and rule.level <= 0:
+        score = "log"  # an idle history has no level to scale errors by
+    measured = measured_errors(y, step, damping, score)
     cols = {float(c[1:]): c for c in frame.columns}
     model_days = MODEL_SPAN / pd.Timedelta(days=1)
     within = np.flatnonzero(lead_days <= model_days)
@@ -324,9 +369,15 @@ def long_horizon_frame(
         if q == 0.5 or not len(model):
             ratio = np.ones(len(model))
         else:
-            seam = math.log((model[at_seam] + 1e-9) / (mid[at_seam] + 1e-9))
             seam_day = max(1.0, float(lead_days[at_seam]))
-            ratio = np.exp(band_log_ratio(measured, q, lead_days, seam, seam_day))
+            if score != "log":
+                scale = error_scale(score, path, rule.level)
+                seam = (model[at_seam] - mid[at_seam]) / scale[at_seam]
+                far = band_log_ratio(measured, q, lead_days, seam, seam_day, seam_floor)
+                out[cols[q]] = (1 - blend) * model + blend * (path + scale * far)
+                continue
+            seam = math.log((model[at_seam] + 1e-9) / (mid[at_seam] + 1e-9))
+            ratio = np.exp(band_log_ratio(measured, q, lead_days, seam, seam_day, seam_floor))
         out[cols[q]] = (1 - blend) * model + blend * path * ratio
     out = _sorted_columns(out, cols)
     asked = math.ceil(lead_days[-1]) if len(lead_days) else 0

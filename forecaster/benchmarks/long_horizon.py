@@ -7,7 +7,9 @@ Every trace of at least :data:`MIN_DAYS` days (15-minute means, as in
 would have had then: everything before the origin, at most ``--max-history`` of it (a
 history store that has kept that long), nothing after. The model is fitted once per origin;
 its own 28-day forecast (``model``, what a plan had before the long-horizon rule) and the
-long-horizon rule past day 7 for each ``--damping`` of the trend (``long@<damping>``;
+long-horizon rule past day 7 for each ``--damping`` of the trend and each ``--scores``
+error its bands are calibrated on (``long@<damping>``, ``long@<damping>/<score>`` for a
+score other than the default log error, with ``/no-floor`` under ``--no-seam-floor``;
 :mod:`forecaster.long_horizon`) are scored on the same actuals.
 
 Scored per lead week (days 1-7, 8-14, 15-21, 22-28): the share of actuals inside
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import pickle
 import sys
 from collections.abc import Sequence
@@ -35,7 +38,7 @@ import pandas as pd
 
 from forecaster import forecasting
 from forecaster.benchmarks.accuracy import BenchSeries, discover, span_days
-from forecaster.long_horizon import DAMPING, long_horizon_frame
+from forecaster.long_horizon import BAND_SCORE, BAND_SCORES, DAMPING, long_horizon_frame
 from forecaster.series import infer_step, regularize
 from forecaster.store import ModelStore
 
@@ -87,6 +90,8 @@ def score_series(
     max_history: pd.Timedelta,
     dampings: Sequence[float],
     cache: Path | None = None,
+    scores: Sequence[str] = (BAND_SCORE,),
+    seam_floor: bool = True,
 ) -> list[dict[str, object]]:
     """The rows of one series: per origin, variant and lead week, coverage and error."""
     rows: list[dict[str, object]] = []
@@ -96,9 +101,10 @@ def score_series(
         frame, label = model_frame(history, cache, f"{s.relative}|{origin}|{max_history}")
         regular = regularize(history)
         variants = {"model": frame}
-        for d in dampings:
-            variants[f"long@{d:g}"] = long_horizon_frame(
-                regular, frame, infer_step(regular), QUANTILES, damping=d
+        for d, score in itertools.product(dampings, scores):
+            name = f"long@{d:g}" + ("" if score == BAND_SCORE else f"/{score}")
+            variants[name + ("" if seam_floor else "/no-floor")] = long_horizon_frame(
+                regular, frame, infer_step(regular), QUANTILES, d, score, seam_floor
             )[0]
         ahead = (pd.DatetimeIndex(actual.index) - origin) / pd.Timedelta(days=1)
         lead = np.asarray(ahead, dtype=np.float64)
@@ -186,6 +192,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=f"{DAMPING:g}",
         help="trend dampings of the long-horizon rule to score, comma-separated (0: no trend)",
     )
+    p.add_argument(
+        "--scores",
+        default=BAND_SCORE,
+        help=f"backtest errors the bands are calibrated on, comma-separated: "
+        f"{', '.join(BAND_SCORES)}",
+    )
+    p.add_argument(
+        "--no-seam-floor",
+        action="store_true",
+        help="let the rule's backtests alone set the bands (not floored at the model's)",
+    )
     p.add_argument("--cache", default="", help="folder keeping each origin's model forecast")
     p.add_argument("--rows", default="", help="write every row as CSV here")
     args = p.parse_args(argv)
@@ -196,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         max_history = pd.Timedelta(args.max_history.upper())
         dampings = [float(d) for d in args.damping.split(",") if d]
+        scores = [s for s in args.scores.split(",") if s]
+        unknown = sorted(set(scores) - set(BAND_SCORES))
+        if unknown:
+            raise ValueError(f"unknown --scores {', '.join(unknown)}")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -206,7 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if span_days(s.y) < MIN_DAYS:
             continue
         print(f"{s.relative} ...", file=sys.stderr, flush=True)
-        rows += score_series(s, args.origins, max_history, dampings, cache)
+        rows += score_series(
+            s, args.origins, max_history, dampings, cache, scores, not args.no_seam_floor
+        )
     if not rows:
         print("no trace of 35 days or more", file=sys.stderr)
         return 0
