@@ -105,6 +105,33 @@ def _ets_smoothed(values: np.ndarray, config: dict[str, Any], params: Any) -> An
     return ETSModel(pd.Series(values), **config).smooth(np.asarray(params, dtype=float))
 
 
+def _ets_mean(result: Any, horizon: int) -> np.ndarray:
+    """``result.forecast(horizon)`` of an additive ETS, the same numbers without its loop.
+
+    statsmodels forecasts by simulating with zero errors, one Python step at a time over
+    the states (most of an AutoETS backtest's forecast time). With additive error, trend
+    and season, a zero error leaves each step's level ``previous level + damped trend``,
+    the trend ``previous trend x phi`` and the season the one a cycle before: the same
+    products and sums in the same order as numpy's accumulations, so the forecast is the
+    same to the bit (``tests/test_forecast_speed.py``). Anything multiplicative goes to
+    statsmodels.
+    """
+    if result.error != "add" or result.trend == "mul" or result.seasonal == "mul":
+        return np.asarray(result.forecast(horizon), dtype=float)
+    from statsmodels.tsa.exponential_smoothing import _ets_smooth
+
+    start = result._get_prediction_start_index("end")
+    params = result._get_prediction_params(start)
+    x = np.zeros((horizon, result.model._k_states_internal))
+    fixed = np.zeros(len(params), dtype=np.int64)
+    _, _, _, phi, m, _ = _ets_smooth._initialize_ets_smooth(params, x, fixed, np.zeros_like(params))
+    state = x[-1]  # level, trend, then the seasons newest first, as simulate reads them
+    trend = np.multiply.accumulate(np.concatenate([[state[1]], np.full(horizon, phi)]))[1:]
+    level = np.add.accumulate(np.concatenate([[state[0]], trend]))[1:]
+    season = state[2 : 2 + m][::-1]
+    return level + season[np.arange(horizon) % m]
+
+
 def _ets_forecast(result: Any, horizon: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation of an ETS forecast ``horizon`` steps ahead."""
     n = int(result.nobs)
@@ -265,7 +292,7 @@ class AutoETS(StatisticalEstimator):
         return _ets_forecast(self.result_, horizon)
 
     def _mean(self, horizon: int) -> np.ndarray:
-        return np.asarray(self.result_.forecast(horizon), dtype=float)
+        return _ets_mean(self.result_, horizon)
 
     def _rebuild(self) -> None:
         self.result_ = _ets_smoothed(self.window_, self.config_, self.params_)
@@ -327,7 +354,7 @@ class AutoETS(StatisticalEstimator):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     smoothed = _ets_smoothed(window, base.config_, base.result_.params)
-                    mean = np.asarray(smoothed.forecast(horizon), dtype=float)
+                    mean = _ets_mean(smoothed, horizon)
             except _FIT_ERRORS:
                 out[i] = self._refit(y.iloc[:o]).median(horizon)
                 continue
@@ -367,7 +394,7 @@ class MSTLForecaster(StatisticalEstimator):
         return self._seasonal(mean), sd
 
     def _mean(self, horizon: int) -> np.ndarray:
-        return self._seasonal(np.asarray(self.result_.forecast(horizon), dtype=float))
+        return self._seasonal(_ets_mean(self.result_, horizon))
 
     def _rebuild(self) -> None:
         self.result_ = _ets_smoothed(self.adjusted_, self.config_, self.params_)
