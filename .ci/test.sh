@@ -16,6 +16,12 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
+if ! ldconfig -p 2>/dev/null | grep -q libgomp.so.1; then
+    echo "installing Debian's libgomp1 (OpenMP runtime of LightGBM)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends libgomp1 >/dev/null
+fi
 # The Debian package starts a system service where systemd runs; the tests start their own.
 python -m pip install -q --disable-pip-version-check -e ".[test]"
 
