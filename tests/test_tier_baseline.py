@@ -1,5 +1,5 @@
 """The tiered reactive baseline of the tier replay (issue 46): reserved sized by tiercast's
-rule (or at hindsight), spot for the rest up to the market depth with the reclaim spares,
+rule (or at hindsight, or every commitment as a floor), spot for the rest up to the market depth with the reclaim spares,
 on-demand above it, all following the reactive rule's target; and the tiered plan scored
 against it at matched service."""
 
@@ -88,6 +88,28 @@ def test_the_commitment_is_tiercast_s_rule_or_the_cheapest_at_hindsight() -> Non
         tiered_reactive_frontier(trace, SETUP, "guess", FEW)
 
 
+def test_the_floor_is_no_dearer_than_either_commitment_at_any_service() -> None:
+    trace = _trace(_wavy(1))
+    rule = tiered_reactive_frontier(trace, SETUP, "rule", FEW)
+    hindsight = tiered_reactive_frontier(trace, SETUP, "hindsight", FEW)
+    floor = tiered_reactive_frontier(trace, SETUP, "floor", FEW)
+    committed, _ = tier_sizes(trace, SETUP)
+    # Every commitment from none to the largest request, each at every headroom and hold.
+    holds = sorted(set(floor.holds))
+    assert len(floor.points()) % (len(FEW) * len(holds)) == 0
+    commitments = len(floor.points()) // (len(FEW) * len(holds))
+    assert commitments > committed + 1
+    # The rule's own points are among the floor's (the same commitment, the same runs).
+    floor_scores = {(h, hold, s.cost, s.unserved_share) for h, hold, s in floor.points()}
+    for h, hold, s in rule.points():
+        assert (h, hold, s.cost, s.unserved_share) in floor_scores
+    # At each service the rule's and hindsight's points reach, the floor costs no more.
+    for _, _, point in rule.points() + hindsight.points():
+        probe = replace(point, policy="probe")
+        best = min(rule.match(probe).frontier_cost, hindsight.match(probe).frontier_cost)
+        assert floor.match(probe).frontier_cost <= best + 1e-6
+
+
 def test_hindsight_is_the_cheapest_exact_split_of_the_requests() -> None:
     need = np.array([2.0, 2, 2, 6, 6, 2])
     n, cost = _cheapest_tiers(need, 4, NO_RECLAIMS)
@@ -153,14 +175,17 @@ def test_the_tier_replay_prints_the_tiered_plan_against_the_tiered_reactive_base
 
     monkeypatch.setattr(simulating, "tiercast_run", plan)
     replay = simulating.run_replay(trace, setup, ("reactive", "predictive"), tiers=True)
-    assert set(replay.tier_matched) == {"rule", "hindsight"}
+    assert set(replay.tier_matched) == {"rule", "hindsight", "floor"}
     tiered = replay.scores["predictive-tiers"]
     for m in replay.tier_matched.values():
         assert m.saving == pytest.approx(1 - tiered.cost / m.frontier_cost)
         assert m.hold_s in (1800, 2400)
     # The stand-in is a point of the rule-sized baseline's frontier: no saving against it.
     assert replay.tier_matched["rule"].saving <= 1e-9
+    # The floor is no dearer than the rule at the plan's service.
+    assert replay.tier_matched["floor"].saving <= replay.tier_matched["rule"].saving + 1e-9
     text = format_tiers(replay)
     assert "tiers vs tiered reactive (commitment by tiercast's rule" in text
     assert "tiers vs tiered reactive (commitment chosen at hindsight" in text
+    assert "tiers vs tiered reactive (the cheapest of every commitment" in text
     assert "frontier hold min" in format_table(replay)

@@ -116,6 +116,7 @@ def _tier_baseline_lines(tier_matched: dict[str, Matched], tiered: Score) -> lis
     how = {
         "rule": "commitment by tiercast's rule on the training period",
         "hindsight": "commitment chosen at hindsight on the test period",
+        "floor": "the cheapest of every commitment at this service",
     }
     return [
         f"tiers vs tiered reactive ({how.get(r, r)}): ${tiered.cost:,.0f} vs "
@@ -142,7 +143,7 @@ _SUMMARY_HEADER = (
     "clairv. tiers %",
     "captured %",
     "unserved GPU-h tiers/od",
-    "tiers vs tiered reactive % rule/hindsight",
+    "tiers vs tiered reactive % rule/hindsight/floor",
     "tiers ok",
 )
 
@@ -378,7 +379,8 @@ def _tier_leads(
     order: Sequence[tuple[str, Sequence[str]]],
 ) -> list[str]:
     """Groups by lead time: the tiered plan's saving at matched service against the tiered
-    reactive baseline (commitment by rule / at hindsight), and the groups it is >= 0 on."""
+    reactive baseline (commitment by rule / at hindsight / the floor of every commitment),
+    and the groups it is >= 0 on."""
     rules = _tier_rules(results)
     if not rules:
         return []

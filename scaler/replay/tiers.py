@@ -6,7 +6,8 @@ The tiered reactive baseline (:func:`tiered_reactive_run`) is what a team withou
 forecast would run on the same three tiers: the reserved commitment, sized either by
 the rule tiercast's replay uses (:func:`tier_sizes`, on the training period) or at
 hindsight (the cheapest for the baseline's own requests on the test period, reported
-beside it); the reactive rule's target (newest demand x (1 + headroom), held) with
+beside it), and as a floor (every commitment tried at every headroom and hold, the
+cheapest at each service kept: no reactive team on these tiers does better); the reactive rule's target (newest demand x (1 + headroom), held) with
 the rest on spot, up to the same market depth and with the same reclaim spares, and
 on-demand above that. Spot nodes are reclaimed as in the tiered planner's replay (the
 same seeded rate) and replaced after the lead time; the spares cover the gap.
@@ -17,13 +18,14 @@ frontier, so the tiered plan is scored against it at matched service.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from scaler.planning.coverage import reclaim_spares
-from scaler.replay.baselines import oracle_requests
+from scaler.replay.baselines import oracle_requests, reactive_requests
 from scaler.replay.fleets import FleetRun, SpotFleet, usable_nodes
-from scaler.replay.frontier import Frontier, RunOf, reactive_frontier
+from scaler.replay.frontier import Frontier, RunOf, frontier_holds, reactive_frontier
 from scaler.replay.protocol import STEP, STEP_H, ReplaySetup, Trace
 
 TIER_CAPTURE_TARGET = 0.8
@@ -105,9 +107,11 @@ def clairvoyant_tier_saving(trace: Trace, setup: ReplaySetup) -> float:
 
 # --------------------------------------------------------------------------- tiered reactive
 
-RESERVED_RULES: tuple[str, ...] = ("rule", "hindsight")
+RESERVED_RULES: tuple[str, ...] = ("rule", "hindsight", "floor")
 """How the tiered reactive baseline's commitment is sized: by tiercast's replay rule on the
-training period (:func:`tier_sizes`), or at hindsight on the test period."""
+training period (:func:`tier_sizes`); at hindsight on the test period, the cheapest split of
+each point's own requests; or every commitment at every point (``floor``): the cheapest
+any commitment reaches at each service, a lower bound for a reactive team on these tiers."""
 
 
 def tier_split(
@@ -164,16 +168,55 @@ def tiered_reactive_frontier(
     """The tiered reactive baseline at every headroom and hold of the reactive frontier, its
     commitment sized by ``reserved`` (:data:`RESERVED_RULES`): ``rule``, tiercast's
     (:func:`tier_sizes`); ``hindsight``, for each point the count that serves that point's
-    own requests on the test period cheapest (:func:`_cheapest_tiers`)."""
+    own requests on the test period cheapest (:func:`_cheapest_tiers`); ``floor``, each
+    point at every count from none to its largest request, so the frontier's efficient
+    points are the cheapest any commitment reaches at each service (:func:`_floor_frontier`).
+    """
     if reserved not in RESERVED_RULES:
         raise ValueError(f"reserved must be one of {RESERVED_RULES}; got {reserved!r}")
     committed, spot_max = tier_sizes(trace, setup)
+    if reserved == "floor":
+        return _floor_frontier(trace, setup, spot_max, headrooms)
 
     def run_of(requests: np.ndarray, at: ReplaySetup) -> FleetRun:
         n = committed if reserved == "rule" else _cheapest_tiers(requests, spot_max, at)[0]
         return tiered_reactive_run(requests, n, spot_max, at)
 
-    run: RunOf = run_of
+    return _traced(trace, setup, run_of, headrooms)
+
+
+def _traced(
+    trace: Trace, setup: ReplaySetup, run_of: RunOf, headrooms: tuple[float, ...] | None
+) -> Frontier:
     if headrooms is None:
-        return reactive_frontier(trace, setup, run_of=run)
-    return reactive_frontier(trace, setup, headrooms, run_of=run)
+        return reactive_frontier(trace, setup, run_of=run_of)
+    return reactive_frontier(trace, setup, headrooms, run_of=run_of)
+
+
+def _floor_frontier(
+    trace: Trace, setup: ReplaySetup, spot_max: int, headrooms: tuple[float, ...] | None
+) -> Frontier:
+    """Every headroom and hold at every commitment from 0 to the largest request of the
+    widest headroom (a larger one serves no better: reserved nodes already serve every
+    request), the points of all commitments in one frontier."""
+    widest = max(headrooms) if headrooms else 1.0
+    hold = max(frontier_holds(setup))
+    top = int(
+        reactive_requests(
+            trace, replace(setup, reactive_headroom=widest, reactive_hold_s=hold)
+        ).max(initial=0)
+    )
+    parts = [
+        _traced(
+            trace,
+            setup,
+            lambda requests, at, n=n: tiered_reactive_run(requests, n, spot_max, at),
+            headrooms,
+        )
+        for n in range(top + 1)
+    ]
+    return Frontier(
+        tuple(h for f in parts for h in f.headrooms),
+        tuple(s for f in parts for s in f.scores),
+        tuple(hold for f in parts for hold in f.holds),
+    )
