@@ -25,7 +25,13 @@ import numpy as np
 from scaler.planning.coverage import reclaim_spares
 from scaler.replay.baselines import oracle_requests, reactive_requests
 from scaler.replay.fleets import FleetRun, SpotFleet, usable_nodes
-from scaler.replay.frontier import Frontier, RunOf, frontier_holds, reactive_frontier
+from scaler.replay.frontier import (
+    HEADROOMS,
+    Frontier,
+    RunOf,
+    frontier_holds,
+    reactive_frontier,
+)
 from scaler.replay.protocol import STEP, STEP_H, ReplaySetup, Trace
 
 TIER_CAPTURE_TARGET = 0.8
@@ -193,28 +199,29 @@ def _traced(
     return reactive_frontier(trace, setup, headrooms, run_of=run_of)
 
 
+def _committed_run(committed: int, spot_max: int) -> RunOf:
+    """The tiered reactive run of any requests at a fixed commitment."""
+
+    def run_of(requests: np.ndarray, at: ReplaySetup) -> FleetRun:
+        return tiered_reactive_run(requests, committed, spot_max, at)
+
+    return run_of
+
+
 def _floor_frontier(
     trace: Trace, setup: ReplaySetup, spot_max: int, headrooms: tuple[float, ...] | None
 ) -> Frontier:
     """Every headroom and hold at every commitment from 0 to the largest request of the
     widest headroom (a larger one serves no better: reserved nodes already serve every
     request), the points of all commitments in one frontier."""
-    widest = max(headrooms) if headrooms else 1.0
+    widest = max(headrooms or HEADROOMS)
     hold = max(frontier_holds(setup))
     top = int(
         reactive_requests(
             trace, replace(setup, reactive_headroom=widest, reactive_hold_s=hold)
         ).max(initial=0)
     )
-    parts = [
-        _traced(
-            trace,
-            setup,
-            lambda requests, at, n=n: tiered_reactive_run(requests, n, spot_max, at),
-            headrooms,
-        )
-        for n in range(top + 1)
-    ]
+    parts = [_traced(trace, setup, _committed_run(n, spot_max), headrooms) for n in range(top + 1)]
     return Frontier(
         tuple(h for f in parts for h in f.headrooms),
         tuple(s for f in parts for s in f.scores),
