@@ -27,6 +27,7 @@ seasonal naive model and say so in ``fallback_``.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -99,10 +100,53 @@ def _ets(
 
 
 def _ets_smoothed(values: np.ndarray, config: dict[str, Any], params: Any) -> Any:
-    """The ETS results of ``config`` run over ``values`` with ``params`` held (no fitting)."""
-    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+    """The ETS results of ``config`` run over ``values`` with ``params`` held (no fitting).
 
-    return ETSModel(pd.Series(values), **config).smooth(np.asarray(params, dtype=float))
+    ``ETSModel.smooth`` as statsmodels runs it, but for the covariance of the parameter
+    estimates (:func:`_held_results`), which nothing here reads.
+    """
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel, ETSResultsWrapper
+
+    model = ETSModel(pd.Series(values), **config)
+    held = np.asarray(params, dtype=float)
+    return model._wrap_results(
+        held,
+        model._smooth(held),
+        False,
+        results_class=_held_results(),
+        wrapper_class=ETSResultsWrapper,
+    )
+
+
+@functools.cache
+def _held_results() -> type:
+    """statsmodels' ``ETSResults`` without the covariance of its parameters.
+
+    Its constructor computes that covariance by a complex-step Hessian of the likelihood:
+    a fifth of a warm cycle (``tiercast bench-scale``), for the standard errors of
+    estimates that were not made here (the parameters are held). Forecasts and their
+    intervals read the states, the parameters and the residuals' scale, not this, so they
+    are the same to the bit (``tests/test_forecast_speed.py``). Built on first use, as
+    statsmodels is imported on first use; importable by name for pickle (module
+    ``__getattr__``).
+    """
+    from statsmodels.tsa.exponential_smoothing.ets import ETSResults
+
+    class _HeldETSResults(ETSResults):  # type: ignore[misc]
+        @property
+        def cov_params_approx(self) -> np.ndarray:
+            k = len(self.params)
+            return np.full((k, k), np.nan)
+
+    _HeldETSResults.__module__ = __name__
+    _HeldETSResults.__qualname__ = "_HeldETSResults"
+    return _HeldETSResults
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_HeldETSResults":
+        return _held_results()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _ets_mean(result: Any, horizon: int) -> np.ndarray:

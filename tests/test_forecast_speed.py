@@ -400,3 +400,39 @@ def test_ets_mean_equals_statsmodels_forecast_to_the_bit() -> None:
         np.testing.assert_array_equal(
             _ets_mean(multiplicative, 10), np.asarray(multiplicative.forecast(10), dtype=float)
         )
+
+
+def test_held_ets_results_forecast_as_statsmodels_smooth_without_its_hessian(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A smoothing pass with the parameters held gives statsmodels' own ``smooth`` results
+    to the bit (means, intervals, states), pickles, and computes no Hessian."""
+    import pickle
+    import warnings
+
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    from forecaster.statistical import _ets_config, _ets_smoothed
+
+    rng = np.random.default_rng(5)
+    t = np.arange(240)
+    values = 100 + 0.05 * t + 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 3, t.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for season in (None, 24):
+            for damped in (False, True):
+                config = _ets_config(season, damped)
+                params = ETSModel(pd.Series(values[:200]), **config).fit(disp=False).params
+                library = ETSModel(pd.Series(values), **config).smooth(params)
+                with monkeypatch.context() as m:
+                    m.setattr(ETSModel, "hessian", lambda *a, **k: pytest.fail("Hessian"))
+                    held = _ets_smoothed(values, config, params)
+                    frames = [
+                        r.get_prediction(240, 240 + 29).summary_frame(alpha=0.2).to_numpy()
+                        for r in (library, held)
+                    ]
+                np.testing.assert_array_equal(frames[0], frames[1])
+                np.testing.assert_array_equal(np.asarray(library.states), np.asarray(held.states))
+                assert np.isnan(np.asarray(held.cov_params(), dtype=float)).all()
+                again = pickle.loads(pickle.dumps(held))
+                np.testing.assert_array_equal(again.forecast(5), library.forecast(5))
