@@ -174,6 +174,24 @@ def test_update_keeps_the_selection_and_moves_the_origin() -> None:
     assert frame.index[0] == y.index[-1] + pd.Timedelta("1h")
 
 
+def test_the_drift_check_reads_the_kept_median_as_the_model_would_forecast() -> None:
+    # The stored model's live error from the median kept at fit time equals the one from
+    # predicting with the model, for every count of new points up to past the kept width;
+    # a model moved onto newer data drops it (its own forecast starts later).
+    y = series(21, noise=4.0, seed=5)
+    est = AutoSelector(candidates=("ets_auto", "theta", "seasonal_naive_1d"), slow_candidates=())
+    est.fit(y.iloc[: -3 * 24])
+    assert len(est.live_median_) == est.residuals_.shape[1]
+    without = AutoSelector.__new__(AutoSelector)
+    without.__dict__.update({k: v for k, v in est.__dict__.items() if k != "live_median_"})
+    for new in (1, 5, 24, 3 * 24):
+        seen = y.iloc[: len(y) - 3 * 24 + new]
+        assert est.live_error(seen) == without.live_error(seen)
+    assert est.live_error(y)[1] == min(3 * 24, est.residuals_.shape[1])
+    est.update(y)
+    assert not hasattr(est, "live_median_")
+
+
 @pytest.mark.slow
 def test_forecast_series_auto_reports_the_choice() -> None:
     y = series(15, noise=4.0, seed=6).rename("selection_report")
