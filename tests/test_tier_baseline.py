@@ -6,12 +6,13 @@ against it at matched service."""
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from scaler.replay.frontier import Matched
+from scaler.replay.frontier import CheapestOf, Frontier, Matched
 from scaler.replay.protocol import STEP_H, ReplaySetup, prepare_trace
 from scaler.replay.scoring import Score
 from scaler.replay.suite import Suite, SuiteResult, SuiteSeries
@@ -94,20 +95,43 @@ def test_the_floor_is_no_dearer_than_either_commitment_at_any_service() -> None:
     hindsight = tiered_reactive_frontier(trace, SETUP, "hindsight", FEW)
     floor = tiered_reactive_frontier(trace, SETUP, "floor", FEW)
     committed, _ = tier_sizes(trace, SETUP)
-    # Every commitment from none to the largest request, each at every headroom and hold.
+    # Every commitment from none to the largest request, each at every headroom and hold,
+    # and the rule's and hindsight's frontiers beside them.
     holds = sorted(set(floor.holds))
     assert len(floor.points()) % (len(FEW) * len(holds)) == 0
-    commitments = len(floor.points()) // (len(FEW) * len(holds))
-    assert commitments > committed + 1
+    frontiers = len(floor.points()) // (len(FEW) * len(holds))
+    assert frontiers - 2 > committed + 1
     # The rule's own points are among the floor's (the same commitment, the same runs).
     floor_scores = {(h, hold, s.cost, s.unserved_share) for h, hold, s in floor.points()}
     for h, hold, s in rule.points():
         assert (h, hold, s.cost, s.unserved_share) in floor_scores
-    # At each service the rule's and hindsight's points reach, the floor costs no more.
-    for _, _, point in rule.points() + hindsight.points():
-        probe = replace(point, policy="probe")
+    # At each service the rule's and hindsight's points reach, and between them (where the
+    # match interpolates), the floor costs no more than either.
+    points = rule.points() + hindsight.points()
+    shares = sorted({s.unserved_share for _, _, s in points})
+    between = [(a + b) / 2 for a, b in pairwise(shares)]
+    for share in [*shares, *between]:
+        probe = replace(points[0][2], policy="probe", unserved_share=share)
         best = min(rule.match(probe).frontier_cost, hindsight.match(probe).frontier_cost)
         assert floor.match(probe).frontier_cost <= best + 1e-6
+
+
+def test_cheapest_of_matches_each_frontier_apart_not_their_pooled_points() -> None:
+    # A: 1.0 unserved at $10, none at $20 (at 0.5: $15 on its chord). B: 0.4 at $17, which
+    # pooled with A's points would lift the chord at 0.5 to $15.83.
+    def point(share: float, cost: float) -> Score:
+        return Score("reactive", cost, 1.0, 1.0, 0.0, share, 0.0)
+
+    a = Frontier((0.0, 0.5), (point(1.0, 10.0), point(0.0, 20.0)))
+    b = Frontier((0.2,), (point(0.4, 17.0),))
+    pooled = Frontier(a.headrooms + b.headrooms, a.scores + b.scores)
+    probe = point(0.5, 14.0)
+    assert pooled.match(probe).frontier_cost == pytest.approx(10 + 7 * 0.5 / 0.6)
+    both = CheapestOf.of([a, b])
+    assert both.match(probe).frontier_cost == pytest.approx(15.0)
+    assert len(both.points()) == 3
+    with pytest.raises(ValueError, match="at least one"):
+        CheapestOf.of([])
 
 
 def test_hindsight_is_the_cheapest_exact_split_of_the_requests() -> None:

@@ -130,6 +130,33 @@ class Frontier:
         return Matched(cost, saving, h, point.reversals, beyond, hold)
 
 
+@dataclass(frozen=True)
+class CheapestOf(Frontier):
+    """Several frontiers as one: a policy is matched against each (each at its own holds,
+    :meth:`Frontier.match`) and the cheapest at its service is kept, as the holds of one
+    frontier are. Its points are all the parts' points. Matching each part apart, not
+    their pooled points, keeps it a lower bound of every part at every service: between
+    two points the match interpolates, and pooled points from different parts can lie
+    above a part's own chord."""
+
+    parts: tuple[Frontier, ...] = ()
+
+    @classmethod
+    def of(cls, parts: Sequence[Frontier]) -> CheapestOf:
+        if not parts:
+            raise ValueError("CheapestOf needs at least one frontier")
+        pts = [p for f in parts for p in f.points()]
+        return cls(
+            tuple(p[0] for p in pts),
+            tuple(p[2] for p in pts),
+            tuple(p[1] for p in pts),
+            tuple(parts),
+        )
+
+    def match(self, policy: Score) -> Matched:
+        return min((f.match(policy) for f in self.parts), key=lambda m: m.frontier_cost)
+
+
 def reactive_frontier(
     trace: Trace,
     setup: ReplaySetup,

@@ -27,6 +27,7 @@ from scaler.replay.baselines import oracle_requests, reactive_requests
 from scaler.replay.fleets import FleetRun, SpotFleet, usable_nodes
 from scaler.replay.frontier import (
     HEADROOMS,
+    CheapestOf,
     Frontier,
     RunOf,
     frontier_holds,
@@ -213,7 +214,9 @@ def _floor_frontier(
 ) -> Frontier:
     """Every headroom and hold at every commitment from 0 to the largest request of the
     widest headroom (a larger one serves no better: reserved nodes already serve every
-    request), the points of all commitments in one frontier."""
+    request), each commitment a frontier of its own, with the rule's and the hindsight
+    baseline's beside them: matched against each, the cheapest kept (:class:`CheapestOf`),
+    so it costs no more than either at any service."""
     widest = max(headrooms or HEADROOMS)
     hold = max(frontier_holds(setup))
     top = int(
@@ -222,8 +225,5 @@ def _floor_frontier(
         ).max(initial=0)
     )
     parts = [_traced(trace, setup, _committed_run(n, spot_max), headrooms) for n in range(top + 1)]
-    return Frontier(
-        tuple(h for f in parts for h in f.headrooms),
-        tuple(s for f in parts for s in f.scores),
-        tuple(hold for f in parts for hold in f.holds),
-    )
+    parts += [tiered_reactive_frontier(trace, setup, r, headrooms) for r in ("rule", "hindsight")]
+    return CheapestOf.of(parts)
