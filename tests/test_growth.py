@@ -333,7 +333,7 @@ def test_simulate_replays_your_own_pools_at_their_lead_times(workdir, capsys) ->
             "--method",
             "last_value",
             "--policies",
-            "reactive,predictive",
+            "reactive",
             "--lead-time",
             "10m,30m",
             "--timeline-out",

@@ -512,8 +512,9 @@ def test_the_summary_averages_over_series_of_a_group_then_over_groups() -> None:
 @pytest.mark.slow
 def test_simulate_suite_prints_a_table_per_series_and_the_summary(workdir, capsys) -> None:
     (workdir / "traces").mkdir()
-    daily(6).to_frame("value").to_csv(workdir / "traces" / "one.csv")
-    daily(6, seed=1).to_frame("value").to_csv(workdir / "traces" / "two.csv")
+    # 15-minute steps: a third of the planning steps of 5-minute ones (the table is the point).
+    daily(6, step="15min").to_frame("value").to_csv(workdir / "traces" / "one.csv")
+    daily(6, step="15min", seed=1).to_frame("value").to_csv(workdir / "traces" / "two.csv")
     (workdir / "suite.yaml").write_text(
         "name: t\ntuned_on: [x]\nseries:\n"
         "  - {path: one.csv, units_per_gpu: 1, group: x}\n"
