@@ -1099,7 +1099,8 @@ class AutoSelector(BaseEstimator):
             return float("nan"), 0
         kept = getattr(self, "live_median_", None)
         if kept is not None and len(kept) >= steps:
-            index, median = self._future_index(steps), kept[:steps]
+            index: pd.Index = self._future_index(steps)
+            median = kept[:steps]
         else:  # a model stored before the median was kept
             frame = self.model_.predict(steps, [0.5])
             index, median = frame.index, frame.to_numpy()[:, 0]
