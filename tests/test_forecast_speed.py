@@ -372,6 +372,20 @@ def test_lightgbm_trees_cost_less_cpu_than_scikit_learn() -> None:
     assert cpu("lightgbm") < 0.5 * cpu("sklearn")
 
 
+def _trend_and_day(seed: int, slope: float) -> np.ndarray:
+    """240 hourly values: a level of 100, a trend, a daily cycle of 20 and noise of 3."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(240)
+    return 100 + slope * t + 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 3, t.size)
+
+
+def _ets_configs() -> list[dict]:
+    """Every additive configuration auto fits: with or without a daily season, damped or not."""
+    from forecaster.statistical import _ets_config
+
+    return [_ets_config(season, damped) for season in (None, 24) for damped in (False, True)]
+
+
 def test_ets_mean_equals_statsmodels_forecast_to_the_bit() -> None:
     """The ETS forecast without statsmodels' step loop: every additive configuration auto
     fits (level or damped trend, with or without a season), at horizons shorter and longer
@@ -380,22 +394,18 @@ def test_ets_mean_equals_statsmodels_forecast_to_the_bit() -> None:
 
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
-    from forecaster.statistical import _ets_config, _ets_mean, _ets_smoothed
+    from forecaster.statistical import _ets_mean, _ets_smoothed
 
-    rng = np.random.default_rng(11)
-    t = np.arange(240)
-    values = 100 + 0.08 * t + 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 3, t.size)
+    values = _trend_and_day(seed=11, slope=0.08)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for season in (None, 24):
-            for damped in (False, True):
-                config = _ets_config(season, damped)
-                fitted = ETSModel(pd.Series(values[:200]), **config).fit(disp=False)
-                moved = _ets_smoothed(values, config, fitted.params)
-                for result in (fitted, moved):
-                    for horizon in (1, 5, 24, 7 * 24 + 5):
-                        expected = np.asarray(result.forecast(horizon), dtype=float)
-                        np.testing.assert_array_equal(_ets_mean(result, horizon), expected)
+        for config in _ets_configs():
+            fitted = ETSModel(pd.Series(values[:200]), **config).fit(disp=False)
+            moved = _ets_smoothed(values, config, fitted.params)
+            for result in (fitted, moved):
+                for horizon in (1, 5, 24, 7 * 24 + 5):
+                    expected = np.asarray(result.forecast(horizon), dtype=float)
+                    np.testing.assert_array_equal(_ets_mean(result, horizon), expected)
         multiplicative = ETSModel(pd.Series(values), error="mul").fit(disp=False)
         np.testing.assert_array_equal(
             _ets_mean(multiplicative, 10), np.asarray(multiplicative.forecast(10), dtype=float)
@@ -412,27 +422,23 @@ def test_held_ets_results_forecast_as_statsmodels_smooth_without_its_hessian(
 
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
-    from forecaster.statistical import _ets_config, _ets_smoothed
+    from forecaster.statistical import _ets_smoothed
 
-    rng = np.random.default_rng(5)
-    t = np.arange(240)
-    values = 100 + 0.05 * t + 20 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 3, t.size)
+    values = _trend_and_day(seed=5, slope=0.05)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for season in (None, 24):
-            for damped in (False, True):
-                config = _ets_config(season, damped)
-                params = ETSModel(pd.Series(values[:200]), **config).fit(disp=False).params
-                library = ETSModel(pd.Series(values), **config).smooth(params)
-                with monkeypatch.context() as m:
-                    m.setattr(ETSModel, "hessian", lambda *a, **k: pytest.fail("Hessian"))
-                    held = _ets_smoothed(values, config, params)
-                    frames = [
-                        r.get_prediction(240, 240 + 29).summary_frame(alpha=0.2).to_numpy()
-                        for r in (library, held)
-                    ]
-                np.testing.assert_array_equal(frames[0], frames[1])
-                np.testing.assert_array_equal(np.asarray(library.states), np.asarray(held.states))
-                assert np.isnan(np.asarray(held.cov_params(), dtype=float)).all()
-                again = pickle.loads(pickle.dumps(held))
-                np.testing.assert_array_equal(again.forecast(5), library.forecast(5))
+        for config in _ets_configs():
+            params = ETSModel(pd.Series(values[:200]), **config).fit(disp=False).params
+            library = ETSModel(pd.Series(values), **config).smooth(params)
+            with monkeypatch.context() as m:
+                m.setattr(ETSModel, "hessian", lambda *a, **k: pytest.fail("Hessian"))
+                held = _ets_smoothed(values, config, params)
+                frames = [
+                    r.get_prediction(240, 240 + 29).summary_frame(alpha=0.2).to_numpy()
+                    for r in (library, held)
+                ]
+            np.testing.assert_array_equal(frames[0], frames[1])
+            np.testing.assert_array_equal(np.asarray(library.states), np.asarray(held.states))
+            assert np.isnan(np.asarray(held.cov_params(), dtype=float)).all()
+            again = pickle.loads(pickle.dumps(held))
+            np.testing.assert_array_equal(again.forecast(5), library.forecast(5))
