@@ -14,7 +14,7 @@ import pytest
 import scaler.replay.walkforward as walkforward
 from forecaster.files import OutputError
 from scaler.replay.forecast_store import load_forecasts, save_forecasts, store_path
-from scaler.replay.protocol import ReplaySetup, prepare_trace
+from scaler.replay.protocol import ReplaySetup, Trace, prepare_trace
 from scaler.replay.simulating import run_replay
 from scaler.replay.walkforward import ForecastCache
 from tests.test_growth import diurnal
@@ -24,6 +24,16 @@ SETUP = replace(ReplaySetup(), forecast_method="seasonal_naive_1d", growth_backt
 
 def _trace(seed: int = 0):
     return prepare_trace(diurnal(6, seed=seed).rename("d"), 1.0, SETUP)
+
+
+@pytest.fixture(scope="module")
+def replayed() -> tuple[Trace, ForecastCache]:
+    """One predictive replay's forecasts, for the tests that only need a filled cache
+    (they copy what they change)."""
+    trace = _trace()
+    cache: ForecastCache = {}
+    run_replay(trace, SETUP, ("predictive",), cache=cache)
+    return trace, cache
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -87,11 +97,11 @@ def test_an_unreadable_file_is_an_empty_cache_with_a_warning(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_a_link_planted_at_the_cache_file_is_refused_not_followed(tmp_path: Path) -> None:
+def test_a_link_planted_at_the_cache_file_is_refused_not_followed(
+    tmp_path: Path, replayed: tuple[Trace, ForecastCache]
+) -> None:
     # The cache file is tiercast's own name in the folder: a link there was planted.
-    trace = _trace()
-    cache: ForecastCache = {}
-    run_replay(trace, SETUP, ("predictive",), cache=cache)
+    trace, cache = replayed
     target = tmp_path / "kept.json"
     target.write_text("")
     path = store_path(tmp_path / "cache", trace, [SETUP])
@@ -103,10 +113,10 @@ def test_a_link_planted_at_the_cache_file_is_refused_not_followed(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_nan_values_survive_the_round_trip(tmp_path: Path) -> None:
-    trace = _trace()
-    cache: ForecastCache = {}
-    run_replay(trace, SETUP, ("predictive",), cache=cache)
+def test_nan_values_survive_the_round_trip(
+    tmp_path: Path, replayed: tuple[Trace, ForecastCache]
+) -> None:
+    _, cache = replayed
     key = next(iter(cache))
     fc = cache[key]
     frame = fc.frame.copy()
