@@ -633,9 +633,12 @@ class AutoSelector(BaseEstimator):
         of the residuals), so that a stored model's drift check reads it instead of
         rebuilding the model's state on its old window each cycle (for AutoETS and Theta,
         a quarter of a warm cycle): the same numbers, computed once per fit (test)."""
-        width = max(self.residuals_.shape[1], 1)
-        frame = self.model_.predict(width, [0.5])
+        frame = self.model_.predict(self._live_width(), [0.5])
         self.live_median_ = np.asarray(frame.to_numpy()[:, 0], dtype=float)
+
+    def _live_width(self) -> int:
+        """The most leads :meth:`live_error` scores: the calibrated ones (at least one)."""
+        return max(self.residuals_.shape[1], 1)
 
     def _fit(self, history: pd.Series) -> AutoSelector:
         started = time.perf_counter()
@@ -1094,7 +1097,7 @@ class AutoSelector(BaseEstimator):
         """
         self._check_fitted()
         newer = history[history.index > self.last_timestamp_]
-        steps = min(len(newer), max(self.residuals_.shape[1], 1))
+        steps = min(len(newer), self._live_width())
         if steps == 0:
             return float("nan"), 0
         kept = getattr(self, "live_median_", None)

@@ -57,7 +57,7 @@ from scaler.replay.fleets import FleetRun, single_pool_run
 from scaler.replay.frontier import Frontier, Matched, reactive_frontier
 from scaler.replay.protocol import STEP, STEPS_PER_DAY, ReplaySetup, Trace
 from scaler.replay.scoring import Score, score
-from scaler.replay.tiers import RESERVED_RULES, tiered_reactive_frontier
+from scaler.replay.tiers import tiered_reactive_frontiers
 from scaler.replay.walkforward import ForecastCache, replay_config, tiercast_run
 
 POLICIES: tuple[str, ...] = ("static", "reactive", "predictive", "clairvoyant", "oracle")
@@ -91,7 +91,8 @@ class Replay:
     """Each real policy at matched service against the frontier (scaler.replay.frontier)."""
     tier_matched: dict[str, Matched] = field(default_factory=dict)
     """The tiered planner at matched service against the tiered reactive baseline, its
-    commitment sized by rule and at hindsight (scaler.replay.tiers.RESERVED_RULES)."""
+    commitment sized by rule, at hindsight and as the floor of every commitment
+    (scaler.replay.tiers.RESERVED_RULES)."""
 
 
 def run_replay(
@@ -124,7 +125,7 @@ def run_replay(
     tiered = scores.get("predictive-tiers")
     # The baseline takes the replay's own tiers: not a user's pools (--config).
     tier_matched = (
-        {r: tiered_reactive_frontier(trace, setup, r).match(tiered) for r in RESERVED_RULES}
+        {r: f.match(tiered) for r, f in tiered_reactive_frontiers(trace, setup).items()}
         if tiered is not None and fleet is None
         else {}
     )

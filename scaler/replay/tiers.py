@@ -7,7 +7,8 @@ forecast would run on the same three tiers: the reserved commitment, sized eithe
 the rule tiercast's replay uses (:func:`tier_sizes`, on the training period) or at
 hindsight (the cheapest for the baseline's own requests on the test period, reported
 beside it), and as a floor (every commitment tried at every headroom and hold, the
-cheapest at each service kept: no reactive team on these tiers does better); the reactive rule's target (newest demand x (1 + headroom), held) with
+cheapest at each service kept: no reactive team on these tiers does better); the
+reactive rule's target (newest demand x (1 + headroom), held) with
 the rest on spot, up to the same market depth and with the same reclaim spares, and
 on-demand above that. Spot nodes are reclaimed as in the tiered planner's replay (the
 same seeded rate) and replaced after the lead time; the spares cover the gap.
@@ -181,23 +182,26 @@ def tiered_reactive_frontier(
     """
     if reserved not in RESERVED_RULES:
         raise ValueError(f"reserved must be one of {RESERVED_RULES}; got {reserved!r}")
-    committed, spot_max = tier_sizes(trace, setup)
     if reserved == "floor":
-        return _floor_frontier(trace, setup, spot_max, headrooms)
+        return tiered_reactive_frontiers(trace, setup, headrooms)["floor"]
+    committed, spot_max = tier_sizes(trace, setup)
 
     def run_of(requests: np.ndarray, at: ReplaySetup) -> FleetRun:
         n = committed if reserved == "rule" else _cheapest_tiers(requests, spot_max, at)[0]
         return tiered_reactive_run(requests, n, spot_max, at)
 
-    return _traced(trace, setup, run_of, headrooms)
+    return reactive_frontier(trace, setup, headrooms or HEADROOMS, run_of=run_of)
 
 
-def _traced(
-    trace: Trace, setup: ReplaySetup, run_of: RunOf, headrooms: tuple[float, ...] | None
-) -> Frontier:
-    if headrooms is None:
-        return reactive_frontier(trace, setup, run_of=run_of)
-    return reactive_frontier(trace, setup, headrooms, run_of=run_of)
+def tiered_reactive_frontiers(
+    trace: Trace, setup: ReplaySetup, headrooms: tuple[float, ...] | None = None
+) -> dict[str, Frontier]:
+    """The tiered reactive baseline under every rule of :data:`RESERVED_RULES`, the floor
+    built on the rule's and hindsight's frontiers rather than replaying them again."""
+    rule = tiered_reactive_frontier(trace, setup, "rule", headrooms)
+    hindsight = tiered_reactive_frontier(trace, setup, "hindsight", headrooms)
+    floor = _floor_frontier(trace, setup, headrooms or HEADROOMS, (rule, hindsight))
+    return {"rule": rule, "hindsight": hindsight, "floor": floor}
 
 
 def _committed_run(committed: int, spot_max: int) -> RunOf:
@@ -210,20 +214,24 @@ def _committed_run(committed: int, spot_max: int) -> RunOf:
 
 
 def _floor_frontier(
-    trace: Trace, setup: ReplaySetup, spot_max: int, headrooms: tuple[float, ...] | None
+    trace: Trace, setup: ReplaySetup, headrooms: tuple[float, ...], beside: tuple[Frontier, ...]
 ) -> Frontier:
     """Every headroom and hold at every commitment from 0 to the largest request of the
     widest headroom (a larger one serves no better: reserved nodes already serve every
-    request), each commitment a frontier of its own, with the rule's and the hindsight
-    baseline's beside them: matched against each, the cheapest kept (:class:`CheapestOf`),
-    so it costs no more than either at any service."""
-    widest = max(headrooms or HEADROOMS)
+    request), each commitment a frontier of its own, with ``beside`` (the rule's, whose
+    commitment is then not replayed again, and hindsight's): matched against each, the
+    cheapest kept (:class:`CheapestOf`), so it costs no more than any of them at any
+    service."""
+    committed, spot_max = tier_sizes(trace, setup)
     hold = max(frontier_holds(setup))
     top = int(
         reactive_requests(
-            trace, replace(setup, reactive_headroom=widest, reactive_hold_s=hold)
+            trace, replace(setup, reactive_headroom=max(headrooms), reactive_hold_s=hold)
         ).max(initial=0)
     )
-    parts = [_traced(trace, setup, _committed_run(n, spot_max), headrooms) for n in range(top + 1)]
-    parts += [tiered_reactive_frontier(trace, setup, r, headrooms) for r in ("rule", "hindsight")]
-    return CheapestOf.of(parts)
+    parts = [
+        reactive_frontier(trace, setup, headrooms, run_of=_committed_run(n, spot_max))
+        for n in range(top + 1)
+        if n != committed
+    ]
+    return CheapestOf.of([*parts, *beside])
