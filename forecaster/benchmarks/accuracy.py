@@ -73,6 +73,9 @@ STEP = pd.Timedelta(minutes=15)
 DAY = pd.Timedelta(days=1)
 HORIZON_STEPS = 96
 QUANTILES = (0.1, 0.5, 0.9)
+CHOOSE = ("helios_earth", "aws_cloudwatch", "nasa_http", "servegen", "nab_twitter2015")
+"""The groups rules are chosen on (docs/benchmarks.md, the protocol of this round); the
+other groups only confirm."""
 BASELINES = (
     "seasonal_naive_1d",
     "seasonal_naive_7d",
@@ -701,48 +704,13 @@ def bootstrap_mean_ratio(
     actuals at or below q0.9). None when the rows carry no per-day errors.
     """
     rng = np.random.default_rng(seed)
-    # group -> method -> per-series arrays of the draws' MASE
-    per_group: dict[str, dict[str, list[np.ndarray]]] = {}
-    covered: dict[str, list[np.ndarray]] = {}
-    sizes: dict[str, int] = {}
-    members_by_group: dict[str, list[list[BenchRow]]] = {}
-    for _, group, mine, base in _by_series(rows):
-        if not mine or not base or not mine[0].day_errors:
-            continue
-        members = [mine[0], *base]
-        if len({len(r.day_errors) for r in members}) != 1:
-            continue
-        members_by_group.setdefault(group, []).append(members)
-    for group, series in members_by_group.items():
-        for members, weights in zip(series, _day_weights(series, rng, draws), strict=True):
-            errors = np.array([r.day_errors for r in members])  # (methods, days)
-            counts = np.array([r.day_counts for r in members], dtype=float)
-            err = errors @ weights.T  # (methods, draws)
-            cnt = counts @ weights.T
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mase = np.where(cnt > 0, err / cnt, np.nan)
-            sizes[group] = sizes.get(group, 0) + 1
-            methods = per_group.setdefault(group, {})
-            for r, values in zip(members, mase, strict=True):
-                methods.setdefault(r.method, []).append(values)
-            tested = members[0]
-            if len(tested.day_below) == len(tested.day_observed) == len(tested.day_errors):
-                seen = np.asarray(tested.day_observed, dtype=float) @ weights.T
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    share = np.asarray(tested.day_below, dtype=float) @ weights.T / seen
-                covered.setdefault(group, []).append(np.where(seen > 0, share, np.nan))
-    if not per_group:
-        return None
     ratios = []
     intervals: dict[str, tuple[float, float]] = {}
-    for group, methods in per_group.items():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a draw no series took part in
-            full = {m: np.nanmean(v, axis=0) for m, v in methods.items() if len(v) == sizes[group]}
-        mine = next(v for m, v in full.items() if m.startswith(TIERCAST))
-        best = np.nanmin(np.array([v for m, v in full.items() if m in BASELINES]), axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = mine / best
+    covered: dict[str, list[np.ndarray]] = {}
+    for group, series in drawable_groups(rows).items():
+        ratio, shares = group_draws(series, _day_weights(series, rng, draws))
+        if shares is not None:
+            covered[group] = shares
         ratios.append(ratio)
         finite = ratio[np.isfinite(ratio)]
         if finite.size:
@@ -750,10 +718,10 @@ def bootstrap_mean_ratio(
                 float(np.percentile(finite, 5)),
                 float(np.percentile(finite, 95)),
             )
+    if not ratios:
+        return None
     coverage: dict[str, tuple[float, float]] = {}
     for group, shares in covered.items():
-        if len(shares) != sizes[group]:
-            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             mean = np.nanmean(shares, axis=0)
@@ -774,6 +742,57 @@ def bootstrap_mean_ratio(
         groups=intervals,
         coverage=coverage,
     )
+
+
+def drawable_groups(rows: Sequence[BenchRow]) -> dict[str, list[list[BenchRow]]]:
+    """Per group, each series' rows (the method under test first, then the rivals) that
+    carry per-day errors of one length: what :func:`bootstrap_mean_ratio` resamples."""
+    out: dict[str, list[list[BenchRow]]] = {}
+    for _, group, mine, base in _by_series(rows):
+        if not mine or not base or not mine[0].day_errors:
+            continue
+        members = [mine[0], *base]
+        if len({len(r.day_errors) for r in members}) != 1:
+            continue
+        out.setdefault(group, []).append(members)
+    return out
+
+
+def group_draws(
+    series: Sequence[Sequence[BenchRow]], weights: Sequence[np.ndarray]
+) -> tuple[np.ndarray, list[np.ndarray] | None]:
+    """One group's ratio in each draw (tiercast's mean MASE over its series' picked days,
+    over the best rival's, as :func:`summarize` takes it) and, where every series carries
+    per-day counts below q0.9, each series' q0.9 coverage in each draw (else None).
+    ``weights``: per series, how often each of its days is picked (draws x days)."""
+    methods: dict[str, list[np.ndarray]] = {}
+    shares: list[np.ndarray] | None = []
+    for members, w in zip(series, weights, strict=True):
+        errors = np.array([r.day_errors for r in members])  # (methods, days)
+        counts = np.array([r.day_counts for r in members], dtype=float)
+        err = errors @ w.T  # (methods, draws)
+        cnt = counts @ w.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mase = np.where(cnt > 0, err / cnt, np.nan)
+        for r, values in zip(members, mase, strict=True):
+            methods.setdefault(r.method, []).append(values)
+        tested = members[0]
+        if shares is not None and (
+            len(tested.day_below) == len(tested.day_observed) == len(tested.day_errors)
+        ):
+            seen = np.asarray(tested.day_observed, dtype=float) @ w.T
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = np.asarray(tested.day_below, dtype=float) @ w.T / seen
+            shares.append(np.where(seen > 0, share, np.nan))
+        else:
+            shares = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a draw no series took part in
+        full = {m: np.nanmean(v, axis=0) for m, v in methods.items() if len(v) == len(series)}
+    mine = next(v for m, v in full.items() if m.startswith(TIERCAST))
+    best = np.nanmin(np.array([v for m, v in full.items() if m in BASELINES]), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return mine / best, shares
 
 
 def _day_weights(

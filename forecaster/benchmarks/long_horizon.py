@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster import forecasting
-from forecaster.benchmarks.accuracy import BenchSeries, discover, span_days
+from forecaster.benchmarks.accuracy import CHOOSE, BenchSeries, discover, span_days
 from forecaster.long_horizon import BAND_SCORE, BAND_SCORES, DAMPING, long_horizon_frame
 from forecaster.series import infer_step, regularize
 from forecaster.store import ModelStore
@@ -49,8 +49,6 @@ MIN_DAYS = 35
 MIN_HISTORY = pd.Timedelta(days=7)
 """History an origin needs before it."""
 QUANTILES = (0.1, 0.5, 0.9)
-CHOOSE = ("helios_earth", "aws_cloudwatch", "nasa_http", "servegen", "nab_twitter2015")
-"""The groups rules are chosen on this round; the others confirm."""
 
 
 def origins_of(y: pd.Series, count: int) -> list[pd.Timestamp]:
