@@ -278,26 +278,10 @@ def test_coverage_outside_its_range_says_whether_its_test_days_could_explain_it(
 def _rows(
     series: str, mine: list[float], naive: list[float], other: list[float], group: str = ""
 ) -> list:
-    from forecaster.benchmarks.accuracy import BenchRow
+    from tests.bench_rows import bench_rows
 
-    def row(method: str, errors: list[float]) -> BenchRow:
-        return BenchRow(
-            series,
-            method,
-            sum(errors) / (96 * len(errors)),
-            0.0,
-            0.9,
-            0.0,
-            day_errors=errors,
-            day_counts=[96] * len(errors),
-            group=group,
-        )
-
-    return [
-        row("tiercast auto", mine),
-        row("seasonal_naive_1d", naive),
-        row("prophet_default", other),
-    ]
+    methods = {"tiercast auto": mine, "seasonal_naive_1d": naive, "prophet_default": other}
+    return bench_rows(series, methods, group)
 
 
 def test_a_rival_near_zero_on_one_series_does_not_decide_its_group() -> None:

@@ -12,26 +12,14 @@ import pytest
 from forecaster.benchmarks.accuracy import BenchRow
 from forecaster.benchmarks.compare import compare, load_rows, main
 from forecaster.errors import BadInputError
+from tests.bench_rows import bench_rows
 
 DATES = [f"2000-01-{d:02d}" for d in range(1, 8)]
 
 
 def _rows(group: str, series: str, mine: list[float], naive: list[float]) -> list[BenchRow]:
-    def row(method: str, errors: list[float]) -> BenchRow:
-        return BenchRow(
-            series,
-            method,
-            sum(errors) / (96 * len(errors)),
-            0.0,
-            0.9,
-            0.0,
-            day_errors=errors,
-            day_counts=[96] * len(errors),
-            group=group,
-            day_dates=DATES[: len(errors)],
-        )
-
-    return [row("tiercast auto", mine), row("seasonal_naive_1d", naive)]
+    methods = {"tiercast auto": mine, "seasonal_naive_1d": naive}
+    return bench_rows(series, methods, group, DATES[: len(mine)])
 
 
 HARD = [50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 200.0]
