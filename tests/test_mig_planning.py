@@ -408,3 +408,44 @@ def test_a_pool_the_tier_plan_shrinks_is_not_relayouted() -> None:
     shrink = plan_mig(cfg.fleet, cfg.policy, fc, {"mig": 2}, NOW, {"mig": 1}, node_states=_states())
     assert not [a for a in shrink.actions if a.decision == "relayout"]
     assert "scales down 2 -> 1 this cycle" in shrink.actions[0].reason.text()
+
+
+def test_a_change_pays_for_every_gpu_of_the_node_it_drains() -> None:
+    # One node of 8 GPUs at 3 x 1g.10gb each; 6 instances are asked for. Moving them onto
+    # one GPU at 7 x 1g.10gb frees a GPU but drains the whole node: 8 GPUs out of service
+    # for the change time (15 minutes), not only the one GPU whose layout changes.
+    cfg = config(["1g.10gb:3"], gpus_per_node=8, current_nodes=1, min_nodes=1, max_nodes=1)
+    sections = {}
+    for hours in (1, 6):
+        policy = cfg.policy.model_copy(update={"horizon_s": hours * 3600})
+        rps = {"rps": forecast(np.full(hours * 12, 60.0))}
+        plan = plan_mig(cfg.fleet, policy, rps, {"mig": 1}, NOW)
+        sections[hours] = plan.section["models"]["A100-80GB"]
+    one_hour, six_hours = sections[1], sections[6]
+    assert one_hour["gpus_changed"] == 0 and one_hour["gpus_used_without_changes"] == 2
+    # Over an hour the GPU freed saves 0.75 GPU-h, which paid for one GPU's drain (0.25)
+    # but not for the node's (8 x 0.25 = 2.0): the layouts are kept.
+    assert one_hour["decision"] == "not-worth"
+    assert one_hour["drain_gpu_hours"] == pytest.approx(2.0)
+    assert one_hour["saved_gpu_hours"] == pytest.approx(0.75)
+    # Over six hours it saves 5.75 GPU-h, more than the node's drain: changed.
+    assert six_hours["decision"] == "save" and six_hours["gpus_changed"] == 1
+    assert six_hours["drain_gpu_hours"] == pytest.approx(2.0)
+
+
+def test_drained_gpus_count_whole_running_nodes_and_no_new_one() -> None:
+    from scaler.planning.mig.actions import drained_gpus
+    from scaler.planning.mig.layouts import LayoutSolution
+    from scaler.planning.mig.state import MigNode
+
+    pool = config(["whole"]).pools[0]
+    three = Layout.of({"1g.10gb": 3})
+    nodes = [
+        MigNode(pool, "a", [three, three], new=False),
+        MigNode(pool, "b", [three, three], new=False),
+        MigNode(pool, "c", [WHOLE, WHOLE], new=True),
+    ]
+    # Node a changes one GPU, b none (one GPU left unused keeps its layout), c is new.
+    assignment = [SEVEN_1G, None, three, None, SEVEN_1G, SEVEN_1G]
+    chosen = LayoutSolution(assignment, used=4, changed=1, shortfall={}, solver="test", seconds=0)
+    assert drained_gpus(nodes, chosen) == 2

@@ -98,6 +98,12 @@ def test_a_drain_takes_the_whole_node_out_of_service_and_is_counted_as_lost_gpu_
     pool.hold_for({"1g.10gb": 21})
     account_step(pool, {"1g.10gb": 21}, tally, 0)
     assert tally.unserved_slice_hours == pytest.approx(7 * STEP_H)
+    # All of it while the node drained; a step short with no drain counts apart.
+    assert tally.unserved_during_drains == pytest.approx(7 * STEP_H)
+    calm = MigTally.empty("p", 1)
+    account_step(MigPool.of(MODEL, 1, [SEVEN_1G], 900), {"1g.10gb": 9}, calm, 0)
+    assert calm.unserved_slice_hours == pytest.approx(2 * STEP_H)
+    assert calm.unserved_during_drains == 0
 
 
 def test_relayout_to_the_same_layouts_is_no_relayout() -> None:

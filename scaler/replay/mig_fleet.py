@@ -170,6 +170,12 @@ class MigTally:
     def unserved_slice_hours(self) -> float:
         return float(self.unserved_slices.sum() * STEP_H)
 
+    @property
+    def unserved_during_drains(self) -> float:
+        """The unserved slice-hours of the steps with a node draining: what drains cost in
+        service, as against what the layouts themselves leave short."""
+        return float(self.unserved_slices[self.drain_gpus > 0].sum() * STEP_H)
+
     def cost(self, price_per_gpu_hour: float) -> float:
         return self.gpu_hours * price_per_gpu_hour
 

@@ -2,7 +2,8 @@
 
 ``--mig list`` names the scenarios; ``--mig NAME[,NAME]`` or ``--mig all`` replays them from
 ``--traces DIR`` (the public traces folder) and prints, per policy, GPU-hours, cost,
-unserved slice-hours, relayouts, GPU-hours lost to drains and the mean need it held for.
+unserved slice-hours (and how many of them while a node drained), relayouts, GPU-hours
+lost to drains and the mean need it held for.
 """
 
 from __future__ import annotations
@@ -113,15 +114,16 @@ def format_mig(r: MigResult, traces: str = "DIR") -> str:
         f"{r.pool_gpus} GPUs ({r.pool_gpus // s.gpus_per_node} nodes)",
     ]
     rows = [
-        f"{'policy':<13} {'GPU-h':>9} {'cost $':>10} {'unserved slice-h':>17} {'relayouts':>9} "
-        f"{'drain GPU-h':>11} {'need GPUs':>9} {'vs static':>9}"
+        f"{'policy':<13} {'GPU-h':>9} {'cost $':>10} {'unserved slice-h':>17} {'in drains':>9} "
+        f"{'relayouts':>9} {'drain GPU-h':>11} {'need GPUs':>9} {'vs static':>9}"
     ]
     base = r.tallies.get("static")
     for name, t in r.tallies.items():
         vs = "" if base is None or name == "static" else _pct(t.gpu_hours, base.gpu_hours)
         rows.append(
             f"{name:<13} {t.gpu_hours:>9.1f} {t.cost(st.price_per_gpu_hour):>10,.0f} "
-            f"{t.unserved_slice_hours:>17.2f} {t.relayouts:>9d} {t.drain_gpu_hours:>11.1f} "
+            f"{t.unserved_slice_hours:>17.2f} {t.unserved_during_drains:>9.2f} "
+            f"{t.relayouts:>9d} {t.drain_gpu_hours:>11.1f} "
             f"{t.mean_need:>9.1f} {vs:>9}"
         )
     return "\n".join(head + rows + [target_line(r)]) + "\n"

@@ -40,6 +40,21 @@ def node_targets(nodes: Sequence[MigNode], chosen: LayoutSolution) -> list[list[
     return out
 
 
+def drained_gpus(nodes: Sequence[MigNode], chosen: LayoutSolution) -> int:
+    """GPUs out of service while ``chosen`` is applied: every GPU of each running node any
+    of whose GPUs changes layout. A relayout cordons and drains the whole node before it
+    relabels (:data:`scaler.planning.mig.state.RELAYOUT_STEPS`), and a new
+    ``nvidia.com/mig.config`` label makes the GPU Operator's MIG manager stop the node's GPU
+    operands (device plugin, GPU feature discovery, DCGM exporter; NVIDIA/mig-parted,
+    deployments/gpu-operator/reconfigure-mig.sh), so its unchanged GPUs stop serving too.
+    A node still to come is labelled on arrival and drains nothing."""
+    return sum(
+        len(n.current)
+        for n, tgt in zip(nodes, node_targets(nodes, chosen), strict=True)
+        if not n.new and any(a != b for a, b in zip(n.current, tgt, strict=True))
+    )
+
+
 @dataclass(frozen=True)
 class NodeTarget:
     """One node's target layouts and the ``nvidia.com/mig.config`` names of both ends."""

@@ -2,7 +2,8 @@
 
 A change needed for coverage happens in the lowest-demand window before the current
 layouts fall short; a change that only saves GPUs happens in the lowest-demand window of
-the horizon, and only when the GPU-hours it saves exceed the GPU-hours its drains cost.
+the horizon, and only when the GPU-hours it saves exceed the GPU-hours its drains cost
+(a drain takes the whole node out of service, not only the GPUs whose layout changes).
 A window that starts within this cycle gives a ``relayout`` action; a later one gives a
 ``no-op`` naming the window.
 """
@@ -42,7 +43,7 @@ class Timing:
     saved_h: float
     """GPU-hours the change saves over the horizon."""
     drain_h: float
-    """GPU-hours its drains cost."""
+    """GPU-hours its drains cost: every GPU of a drained node, its unchanged ones too."""
     held: list[str]
     """Signals stale or missing (the layouts hold)."""
 
@@ -58,10 +59,13 @@ def when_to_change(
     best: LayoutSolution,
     keep: LayoutSolution,
     held: list[str],
+    drained: int,
 ) -> Timing:
     """A change needed for coverage goes in the lowest-demand window before the current
     layouts fall short; one that only saves GPUs in the lowest-demand window of the
-    horizon, and only when it saves more GPU-hours than its drains cost."""
+    horizon, and only when it saves more GPU-hours than its drains cost: ``drained`` GPUs
+    (every GPU of each node it drains, :func:`scaler.planning.mig.actions.drained_gpus`)
+    out of service for the drain and re-partition time."""
     model, grid, change_s = ctx.model, ctx.grid, ctx.change_s
     # Load per step (GPU-equivalents), for the quiet window and the coverage deadline.
     w = {p: gpu_fraction(model, p) for p in series}
@@ -76,7 +80,7 @@ def when_to_change(
         weighted_gpus(model, keep.shortfall) > weighted_gpus(model, best.shortfall) + 1e-9
     )
     saved_h = (keep.used - best.used) * max(0.0, ctx.horizon_h - change_s / 3600)
-    drain_h = best.changed * change_s / 3600
+    drain_h = drained * change_s / 3600
     start = 0
     if held:
         mode = "held"
