@@ -4,6 +4,7 @@ halves' means, and a paired bootstrap whose interval is of the change itself."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
 
@@ -78,3 +79,12 @@ def test_the_command_reads_two_json_files_and_names_a_bad_one(
     assert main([str(bad), paths[1]]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {bad}: not a bench-forecast --json file") and "\n" not in err
+
+
+def test_files_without_per_day_errors_compare_without_an_interval() -> None:
+    before, after = _files()
+    for r in before + after:
+        r.day_errors, r.day_counts, r.day_dates = [], [], []
+    changes = {c.name: c for c in compare(before, after, choose=["g1"], draws=200)}
+    assert changes["g1"].change == pytest.approx(-0.05)
+    assert math.isnan(changes["g1"].low) and math.isnan(changes["all groups"].high)

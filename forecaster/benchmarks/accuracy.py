@@ -708,7 +708,7 @@ def bootstrap_mean_ratio(
     intervals: dict[str, tuple[float, float]] = {}
     covered: dict[str, list[np.ndarray]] = {}
     for group, series in drawable_groups(rows).items():
-        ratio, shares = group_draws(series, _day_weights(series, rng, draws))
+        ratio, shares = group_draws(series, day_weights(series, rng, draws))
         if shares is not None:
             covered[group] = shares
         ratios.append(ratio)
@@ -795,7 +795,7 @@ def group_draws(
         return mine / best, shares
 
 
-def _day_weights(
+def day_weights(
     series: Sequence[Sequence[BenchRow]], rng: np.random.Generator, draws: int
 ) -> list[np.ndarray]:
     """Per series of one group, how often each of its test days is picked in each draw

@@ -25,7 +25,7 @@ import numpy as np
 from forecaster.benchmarks.accuracy import (
     CHOOSE,
     BenchRow,
-    _day_weights,
+    day_weights,
     drawable_groups,
     group_draws,
     summarize,
@@ -114,6 +114,9 @@ def _paired_draws(
     out = {}
     for g in groups:
         a, b = now.get(g, []), was.get(g, [])
+        if not a and not b:  # files written before per-day errors were kept: no interval
+            out[g] = np.full(draws, np.nan)
+            continue
         if [m[0].series for m in a] != [m[0].series for m in b] or any(
             x[0].day_dates != y[0].day_dates for x, y in zip(a, b, strict=True)
         ):
@@ -121,7 +124,7 @@ def _paired_draws(
                 f"group {g!r}: the two files hold other series or test days; "
                 "run both with the same traces, groups and --max-history"
             )
-        weights = _day_weights(a, rng, draws)
+        weights = day_weights(a, rng, draws)
         with np.errstate(invalid="ignore"):
             out[g] = group_draws(a, weights)[0] - group_draws(b, weights)[0]
     return out
