@@ -355,23 +355,6 @@ def test_gbm_engine_is_lightgbm_by_default_and_checked() -> None:
         make('gbm(engine="xgboost")').fit(_hand_made())
 
 
-@pytest.mark.slow
-def test_lightgbm_trees_cost_less_cpu_than_scikit_learn() -> None:
-    """The reason for the engine: the same 100 trees in under half the CPU (about 5x idle)."""
-    import time
-
-    y = _hand_made(days=14, step="15min", seed=3)
-
-    def cpu(engine: str) -> float:
-        boosting.QuantileBoosting(engine=engine, quantiles=(0.5,)).fit(y)  # first-call costs
-        start = time.process_time()
-        for _ in range(3):
-            boosting.QuantileBoosting(engine=engine, quantiles=(0.5,)).fit(y)
-        return time.process_time() - start
-
-    assert cpu("lightgbm") < 0.5 * cpu("sklearn")
-
-
 def _trend_and_day(seed: int, slope: float) -> np.ndarray:
     """240 hourly values: a level of 100, a trend, a daily cycle of 20 and noise of 3."""
     rng = np.random.default_rng(seed)

@@ -458,7 +458,9 @@ def test_bench_scale_prints_the_table_and_verdicts(
     assert "- warm predict-only cycle of 6 series in" in out
     assert "- nightly refit of 6 series with auto in" in out
     assert "| ets_auto (statsmodels) | cold | joblib 1 process | 2 |" in out
-    assert "mstl " in out and "x auto)" in out
+    assert "mstl (statsmodels) " in out and "x auto)" in out
+    assert "| gbm median (LightGBM trees) | cold | joblib 1 process | 2 |" in out
+    assert "- gbm's median model with LightGBM's trees takes " in out
     warm = [line for line in out.splitlines() if "warm: predict only" in line]
     assert all(line.split("|")[9].strip() == "6" for line in warm)  # every model reused
 

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--rival-count",
         type=_count,
         default=16,
-        help="series in the statsmodels AutoETS and MSTL rows (1 process)",
+        help="series in the rows of statsmodels AutoETS and MSTL and of gbm with each engine (1 process)",
     )
     p.add_argument("--workers", type=int, default=2, help="processes / Dask workers (default 2)")
     p.add_argument("--batch-size", type=int, default=8, help="series per task (default 8)")
