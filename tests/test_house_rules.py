@@ -3,6 +3,9 @@
 No function in ``scaler/`` or ``forecaster/`` is over 120 lines (from its ``def`` line to
 its last line, as Python's parser reports them; aim for about 60). The other timed rule, no
 unmarked test over 2 seconds, is a hook in ``tests/conftest.py``; its own check is here.
+No test reads a clock to judge speed (speed is a benchmark's table, a ratio against a
+baseline of the same run, not a bound that a busy machine breaks): :data:`CLOCKS` appear
+only in the files of :data:`CLOCK_ALLOWED`, each with its reason.
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ pytest_plugins = ["pytester"]
 
 MAX_FUNCTION_LINES = 120
 PACKAGES = ("scaler", "forecaster")
+CLOCKS = ("process_time", "perf_counter", "thread_time")
+"""The clocks a speed test would read (``time.monotonic`` measures timeouts, not speed)."""
+CLOCK_ALLOWED: dict[str, str] = {
+    "tests/test_large_inputs.py": "ten times the series in under forty times the time: "
+    "linear against quadratic growth, a factor of 4 from the bound either way",
+    "tests/test_house_rules.py": "this rule names the clocks",
+}
 
 
 def long_functions(files: list[Path], limit: int = MAX_FUNCTION_LINES) -> list[str]:
@@ -105,3 +115,35 @@ def test_an_unmarked_test_over_the_limit_fails_the_run(
     assert limit_s(None, {}) == 0 and limit_s(0.0, {"CI": "true"}) == 0
     assert limit_s(None, {"CI": "true"}) == 2.0 and limit_s(None, {"CI": "false"}) == 0
     assert limit_s(1.5, {}) == 1.5
+
+
+def clock_reads(files: list[Path]) -> list[str]:
+    """``path:line clock`` for every attribute or name in ``files`` that is one of :data:`CLOCKS`."""
+    found = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if not any(clock in text for clock in CLOCKS):
+            continue  # parse only the files that could hold one: the rule stays quick
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, ast.Attribute):
+                name: str | None = node.attr
+            elif isinstance(node, ast.alias):  # from time import perf_counter
+                name = node.name
+            else:
+                name = getattr(node, "id", None)
+            if name in CLOCKS:
+                where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+                found.append(f"{where}:{getattr(node, 'lineno', 0)} {name}")
+    return found
+
+
+def test_no_test_times_itself_against_a_bound(tmp_path: Path) -> None:
+    timed = tmp_path / "test_timed.py"
+    timed.write_text("import time\nfrom time import perf_counter\nt = time.process_time()\n")
+    assert clock_reads([timed]) == [f"{timed}:2 perf_counter", f"{timed}:3 process_time"]
+    tests = sorted((REPO / "tests").rglob("*.py"))
+    found = [f for f in clock_reads(tests) if f.split(":")[0] not in CLOCK_ALLOWED]
+    assert not found, (
+        "tests read a clock (put the figure in a benchmark's table instead):\n" + "\n".join(found)
+    )
+    assert set(CLOCK_ALLOWED) <= {str(p.relative_to(REPO)) for p in tests}

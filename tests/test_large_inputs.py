@@ -110,7 +110,8 @@ def test_many_series_are_grouped_in_linear_time(tmp_path: Path) -> None:
         return time.perf_counter() - began
 
     seconds(small)  # warm-up
-    ratio = seconds(large) / max(seconds(small), 1e-3)
+    # The least of a few runs of each: what the machine's other work cannot add to.
+    ratio = min(seconds(large) for _ in range(2)) / max(min(seconds(small) for _ in range(3)), 1e-3)
     # Ten times the series: ten times the time when linear, a hundred when quadratic.
     assert ratio < 40, ratio
 
