@@ -24,6 +24,7 @@ from forecaster.estimators import (
     BaseEstimator,
     check_quantiles,
     clone,
+    interpolate_levels,
     register,
 )
 from forecaster.fast_boosting import QuantileGradientBoosting, one_thread
@@ -197,7 +198,7 @@ class QuantileBoosting(BaseEstimator):
                     trained[start:stop, j] = model.predict(X)
             values[base + start : base + stop] = trained[start:stop, median_col]
         trained = np.sort(trained, axis=1)
-        out = np.column_stack([_interpolate(self.trained_quantiles_, trained, q) for q in qs])
+        out = np.column_stack([interpolate_levels(self.trained_quantiles_, trained, q) for q in qs])
         return self._frame(out, qs, horizon)
 
 
@@ -209,17 +210,6 @@ class _Booster:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return np.asarray(self.booster.predict(X, num_threads=1), dtype=float)
-
-
-def _interpolate(levels: list[float], columns: np.ndarray, q: float) -> np.ndarray:
-    """Column for quantile ``q`` by linear interpolation between trained levels (clamped)."""
-    if q <= levels[0]:
-        return columns[:, 0]
-    if q >= levels[-1]:
-        return columns[:, -1]
-    j = int(np.searchsorted(levels, q)) - 1
-    w = (q - levels[j]) / (levels[j + 1] - levels[j])
-    return (1 - w) * columns[:, j] + w * columns[:, j + 1]
 
 
 register("gbm", QuantileBoosting)

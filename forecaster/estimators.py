@@ -743,6 +743,18 @@ def _anchor_steps(reach: int) -> np.ndarray:
     return anchors
 
 
+def interpolate_levels(levels: list[float], columns: np.ndarray, q: float) -> np.ndarray:
+    """Column for quantile ``q`` of ``columns`` (one per trained level in ``levels``, ascending)
+    by linear interpolation between the levels, clamped at the outer ones."""
+    if q <= levels[0]:
+        return columns[:, 0]
+    if q >= levels[-1]:
+        return columns[:, -1]
+    j = int(np.searchsorted(levels, q)) - 1
+    w = (q - levels[j]) / (levels[j + 1] - levels[j])
+    return (1 - w) * columns[:, j] + w * columns[:, j + 1]
+
+
 def linear_quantiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     """``np.quantile(values, qs)`` (linear method) for a 1-D float array, bit for bit.
 

@@ -57,7 +57,13 @@ import numpy as np
 import pandas as pd
 
 from forecaster.errors import BadInputError, TiercastError
-from forecaster.estimators import BaseEstimator, check_quantiles, clone, register
+from forecaster.estimators import (
+    BaseEstimator,
+    check_quantiles,
+    clone,
+    interpolate_levels,
+    register,
+)
 from forecaster.series import infer_step, regularize, steps_per
 
 DAY = pd.Timedelta(days=1)
@@ -788,19 +794,8 @@ class GlobalBoosting(BaseEstimator):
                 trained[start:stop, j] = predict_trees(trees, X) * scale
             values[base + start : base + stop] = trained[start:stop, median]
         trained = np.sort(trained, axis=1)
-        out = np.column_stack([_interpolate(levels, trained, q) for q in qs])
+        out = np.column_stack([interpolate_levels(levels, trained, q) for q in qs])
         return self._frame(out, qs, horizon)
-
-
-def _interpolate(levels: list[float], columns: np.ndarray, q: float) -> np.ndarray:
-    """Column for quantile ``q`` by linear interpolation between trained levels (clamped)."""
-    if q <= levels[0]:
-        return columns[:, 0]
-    if q >= levels[-1]:
-        return columns[:, -1]
-    j = int(np.searchsorted(levels, q)) - 1
-    w = (q - levels[j]) / (levels[j + 1] - levels[j])
-    return (1 - w) * columns[:, j] + w * columns[:, j + 1]
 
 
 def fleet_of_history(history: Mapping[str, pd.Series]) -> Fleet | None:
