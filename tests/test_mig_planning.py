@@ -449,3 +449,32 @@ def test_drained_gpus_count_whole_running_nodes_and_no_new_one() -> None:
     assignment = [SEVEN_1G, None, three, None, SEVEN_1G, SEVEN_1G]
     chosen = LayoutSolution(assignment, used=4, changed=1, shortfall={}, solver="test", seconds=0)
     assert drained_gpus(nodes, chosen) == 2
+
+
+def test_change_records_on_nodes_read_back_or_are_none() -> None:
+    """Relayout and SharingChange share one reader: a round trip gives the record; a missing
+    required field, a step not theirs, JSON that is not an object or not JSON give None."""
+    from scaler.actuation.kube.device_plugin import SharingChange
+    from scaler.actuation.kube.inventory import SHARING_ANNOTATION
+    from scaler.planning.mig.state import RELAYOUT_ANNOTATION, Relayout
+
+    relayout = Relayout("draining", "all-1g.10gb", None, "2026-12-06T00:00:00Z", True)
+    sharing = SharingChange("relabelled", "mps-4", "none", "mps", 4, "2026-12-06T00:00:00Z", True)
+    assert Relayout.from_annotations({RELAYOUT_ANNOTATION: relayout.to_annotation()}) == relayout
+    assert SharingChange.from_annotations({SHARING_ANNOTATION: sharing.to_annotation()}) == sharing
+    # Written before a field with a default existed: read with the default.
+    old = '{"step":"draining","target":"x","since":"t"}'
+    assert Relayout.from_annotations({RELAYOUT_ANNOTATION: old}) == Relayout(
+        "draining", "x", None, "t"
+    )
+    for raw in (
+        '{"step":"draining","target":"x"}',
+        '{"step":"done","target":"x","since":"t"}',
+        "[1]",
+        "not json",
+        "",
+    ):
+        assert Relayout.from_annotations({RELAYOUT_ANNOTATION: raw}) is None, raw
+    bad_replicas = '{"step":"draining","target":"x","mode":"mps","replicas":"a","since":"t"}'
+    assert SharingChange.from_annotations({SHARING_ANNOTATION: bad_replicas}) is None
+    assert Relayout.from_annotations(None) is None

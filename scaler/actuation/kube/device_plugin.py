@@ -35,10 +35,9 @@ waits are noted instead of awaited.
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -55,7 +54,7 @@ from scaler.actuation.kube.transport import (
 )
 from scaler.actuation.kube.writes import still_conflicting
 from scaler.config import KubernetesConfig
-from scaler.planning.mig.state import Relayout, utc_text
+from scaler.planning.mig.state import Relayout, read_record, record_annotation, utc_text
 from scaler.planning.sharing import MPS_MAX_CLIENTS, SharingMode, device_plugin_config
 from scaler.planning.sharing_actions import (
     ACTION_KIND,
@@ -213,29 +212,12 @@ class SharingChange:
     """Whether tiercast set ``karpenter.sh/do-not-disrupt`` (and alone removes it)."""
 
     def to_annotation(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return record_annotation(self)
 
     @classmethod
     def from_annotations(cls, annotations: dict[str, str] | None) -> SharingChange | None:
         """The change a node's annotations record; None when none or unreadable."""
-        raw = (annotations or {}).get(SHARING_ANNOTATION)
-        if not raw:
-            return None
-        try:
-            data = json.loads(raw)
-            out = cls(
-                step=str(data["step"]),
-                target=str(data["target"]),
-                previous=None if data.get("previous") is None else str(data["previous"]),
-                mode=str(data["mode"]),
-                replicas=int(data["replicas"]),
-                since=str(data["since"]),
-                cordoned=bool(data.get("cordoned", False)),
-                do_not_disrupt=bool(data.get("do_not_disrupt", False)),
-            )
-        except (ValueError, KeyError, TypeError):
-            return None
-        return out if out.step in ("draining", "relabelled") else None
+        return read_record(cls, annotations, SHARING_ANNOTATION, ("draining", "relabelled"))
 
 
 class SharingRelabel:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, asdict, dataclass, fields, replace
+from typing import Any, TypeVar
 
 from forecaster.errors import BadInputError
 from scaler.catalog.mig import Layout, config_name, parse_layout, parse_mig_parted_entry
@@ -45,6 +45,49 @@ def parse_utc(text: str | None) -> datetime.datetime | None:
     return t if t.tzinfo is not None else t.replace(tzinfo=datetime.UTC)
 
 
+R = TypeVar("R")
+
+_FIELD_READERS: dict[str, Callable[[Any], Any]] = {
+    "str": str,
+    "str | None": lambda v: None if v is None else str(v),
+    "int": int,
+    "bool": bool,
+}
+"""How a field of each type is read back from a record's JSON."""
+
+
+def record_annotation(record: Any) -> str:
+    """A change record (:class:`Relayout` and the like) as the compact JSON a node annotation holds."""
+    return json.dumps(asdict(record), sort_keys=True, separators=(",", ":"))
+
+
+def read_record(
+    cls: type[R], annotations: Mapping[str, str] | None, key: str, steps: tuple[str, ...]
+) -> R | None:
+    """The record of ``cls`` that ``annotations`` hold under ``key``; None when there is none,
+    it is unreadable, a required text field is missing or its ``step`` is not in ``steps``.
+    A missing optional text is None; fields with a default may be missing (records written
+    before they existed)."""
+    raw = (annotations or {}).get(key)
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            return None
+        values = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            kind = str(f.type)
+            if f.name in data or kind == "str | None":
+                values[f.name] = _FIELD_READERS[kind](data.get(f.name))
+            elif f.default is MISSING:
+                return None
+        out = cls(**values)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return out if getattr(out, "step", None) in steps else None
+
+
 @dataclass(frozen=True)
 class Relayout:
     """A relayout tiercast started on a node, as its :data:`RELAYOUT_ANNOTATION` records it.
@@ -67,26 +110,12 @@ class Relayout:
     """Whether tiercast set ``karpenter.sh/do-not-disrupt`` (and alone removes it)."""
 
     def to_annotation(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return record_annotation(self)
 
     @classmethod
     def from_annotations(cls, annotations: Mapping[str, str] | None) -> Relayout | None:
         """The relayout a node's annotations record; None when there is none or it is unreadable."""
-        raw = (annotations or {}).get(RELAYOUT_ANNOTATION)
-        if not raw:
-            return None
-        try:
-            data = json.loads(raw)
-            out = cls(
-                step=str(data["step"]),
-                target=str(data["target"]),
-                previous=None if data.get("previous") is None else str(data["previous"]),
-                since=str(data["since"]),
-                do_not_disrupt=bool(data.get("do_not_disrupt", False)),
-            )
-        except (ValueError, KeyError, TypeError):
-            return None
-        return out if out.step in RELAYOUT_STEPS else None
+        return read_record(cls, annotations, RELAYOUT_ANNOTATION, RELAYOUT_STEPS)
 
 
 @dataclass(frozen=True)
