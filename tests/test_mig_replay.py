@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forecaster.errors import BadInputError
 from scaler.catalog.mig import Layout
 from scaler.cli import main
 from scaler.replay.mig import POLICIES, MigSetup, best_static, run_mig_replay
@@ -164,6 +165,51 @@ def test_a_relayout_is_made_before_the_ramp_and_its_drain_is_counted(tmp_path: P
 
 
 @pytest.mark.slow
+def test_planner_cover_relayouts_for_coverage_as_the_planner_does(tmp_path: Path) -> None:
+    # The ramp of the test above: every relayout there is for coverage (the layouts cannot
+    # serve the large model), so planner-cover makes the planner's; planner-keep none.
+    small, large = _phases(3)
+    large[: 2 * 288] = 0.0
+    demand = _demand(tmp_path, small, large, HOURLY)
+    result = run_mig_replay(demand, HOURLY, ("planner", "planner-keep", "planner-cover"))
+    plan, keep, cover = (result.tallies[p] for p in ("planner", "planner-keep", "planner-cover"))
+    assert plan.relayouts >= 1 and keep.relayouts == 0
+    assert cover.relayouts == plan.relayouts
+    assert np.array_equal(cover.gpus, plan.gpus)
+    assert cover.unserved_slice_hours == plan.unserved_slice_hours < keep.unserved_slice_hours
+
+
+@pytest.mark.parametrize(("decision", "acts"), [("save", False), ("cover", True), ("fits", False)])
+def test_planner_cover_starts_no_relayout_that_only_saves(
+    monkeypatch: pytest.MonkeyPatch, decision: str, acts: bool
+) -> None:
+    from types import SimpleNamespace
+
+    from scaler.replay import mig
+
+    action = SimpleNamespace(kind="mig-layout", decision="relayout", details={"node": "mig-0"})
+    section = {"decision": decision, "nodes": [{"node": "mig-0", "layouts": ["7g.80gb"]}]}
+    plan = SimpleNamespace(
+        actions=[action],
+        section={"models": {"A100-80GB": {**section, "demand_peak_instances": {}}}},
+    )
+    monkeypatch.setattr(mig, "plan_mig", lambda *a, **k: plan)
+    monkeypatch.setattr(mig, "node_states", lambda pool: [])
+    started: list[int] = []
+    pool = SimpleNamespace(
+        model="A100-80GB",
+        nodes=1,
+        relayout=lambda node, layouts: started.append(node),
+        hold_for=lambda need: None,
+    )
+    config = SimpleNamespace(fleet=None, policy=None)
+    planner = mig._Planner(config, {}, None, None, acts_on=("cover",))  # type: ignore[arg-type]
+    monkeypatch.setattr(planner, "_forecasts", lambda t, now: {})
+    planner.decide(pool, 0, pd.Timestamp("2026-12-06"))  # type: ignore[arg-type]
+    assert started == ([0] if acts else [])
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["reactive", "planner"])
 def test_no_decision_reads_the_step_it_decides_for_or_later(tmp_path: Path, policy: str) -> None:
     small, large = _phases(3)
@@ -230,3 +276,6 @@ def test_policies_with_mig_pick_a_subset_and_the_tier_replays_list_means_all() -
     assert pick_policies("clairvoyant,static") == ("static", "clairvoyant")
     assert pick_policies("static,reactive,predictive,clairvoyant,oracle") == POLICIES
     assert pick_policies(None) == POLICIES
+    assert pick_policies("planner-cover,planner") == ("planner", "planner-cover")
+    with pytest.raises(BadInputError, match=r"--policies: 'planer' is no MIG replay policy"):
+        pick_policies("static,planer")

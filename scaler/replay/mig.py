@@ -18,6 +18,9 @@ slice-hours). The policies:
   plan's peak instances over the horizon;
 - ``planner-keep``: the same forecasts and holding, never relayouting: the share of the
   planner's saving that its relayouts make;
+- ``planner-cover``: the same, relayouting only where the plan's layouts would fall short
+  of its forecast (the plan's ``cover`` decisions), never to save GPUs alone (``save``):
+  what each kind of relayout gives and costs;
 - ``clairvoyant``: the same planner given the true future demand as its forecast.
 
 No decision at step ``t`` reads a value of step ``t`` or later, except ``clairvoyant``'s.
@@ -49,7 +52,7 @@ from scaler.replay.walkforward import ForecastCache, _Forecasts
 
 POOL = "mig"
 """The replayed pool's name."""
-POLICIES = ("static", "reactive", "planner", "planner-keep", "clairvoyant")
+POLICIES = ("static", "reactive", "planner", "planner-keep", "planner-cover", "clairvoyant")
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,9 @@ class _Planner:
     """Per workload signal; None: clairvoyant (the true future as the forecast)."""
     demand: MigDemand
     setup: MigSetup
-    relayouts: bool = True
+    acts_on: tuple[str, ...] = ("cover", "save")
+    """The plan's decisions (``when_to_change`` modes) whose relayouts start: both, only
+    ``cover``, or none (the plan's layouts are then never applied)."""
 
     def decide(self, pool: MigPool, t: int, now: pd.Timestamp) -> None:
         fc = self._forecasts(t, now)
@@ -246,7 +251,7 @@ class _Planner:
             node_states={POOL: node_states(pool)},
         )
         section = plan.section["models"][pool.model]
-        if self.relayouts:
+        if section.get("decision") in self.acts_on:
             targets = {e["node"]: e["layouts"] for e in section["nodes"]}
             for a in plan.actions:
                 if a.kind == "mig-layout" and a.decision == "relayout":
@@ -385,7 +390,9 @@ def _policy(
     if name == "planner":
         return _Planner(config, sources, demand, setup)
     if name == "planner-keep":
-        return _Planner(config, sources, demand, setup, relayouts=False)
+        return _Planner(config, sources, demand, setup, acts_on=())
+    if name == "planner-cover":
+        return _Planner(config, sources, demand, setup, acts_on=("cover",))
     if name == "clairvoyant":
         return _Planner(config, None, demand, setup)
     raise ValueError(f"unknown MIG replay policy {name!r}; expected one of {', '.join(POLICIES)}")

@@ -82,8 +82,17 @@ def cmd_mig(args: argparse.Namespace) -> int:
 
 def pick_policies(text: str | None) -> tuple[str, ...]:
     """``--policies`` with ``--mig``: a subset of the MIG replay's policies, in their order;
-    any other list (the tier replay's default) means all of them."""
+    a list with a policy of the tier replay only (its default) means all of them; a name of
+    neither is refused in one line."""
+    from scaler.replay.simulating import POLICIES as TIER_POLICIES
+
     names = [p.strip() for p in str(text or "").split(",") if p.strip()]
+    unknown = [n for n in names if n not in POLICIES and n not in TIER_POLICIES]
+    if unknown:
+        raise BadInputError(
+            f"--policies: {', '.join(map(repr, unknown))} is no MIG replay policy; "
+            f"expected some of {','.join(POLICIES)}"
+        )
     if not names or any(n not in POLICIES for n in names):
         return POLICIES
     return tuple(p for p in POLICIES if p in names)
