@@ -144,15 +144,20 @@ def test_static_reactive_clairvoyant_match_the_figures_worked_out_by_hand(tmp_pa
     assert clair.gpu_hours < reactive.gpu_hours < static.gpu_hours
 
 
-@pytest.mark.slow
-def test_a_relayout_is_made_before_the_ramp_and_its_drain_is_counted(tmp_path: Path) -> None:
-    # Training without the large model; in the test it arrives at 12:00. The static layout
-    # (all 1g) cannot serve it; the clairvoyant planner re-partitions ahead of the ramp.
+def _ramp(tmp_path: Path, *policies: str) -> list[MigTally]:
+    """``policies`` replayed where the large model is absent from training and arrives at
+    12:00 of the test day."""
     small, large = _phases(3)
     large[: 2 * 288] = 0.0
-    demand = _demand(tmp_path, small, large, HOURLY)
-    result = run_mig_replay(demand, HOURLY, ("static", "reactive", "clairvoyant"))
-    static, reactive, clair = (result.tallies[p] for p in ("static", "reactive", "clairvoyant"))
+    result = run_mig_replay(_demand(tmp_path, small, large, HOURLY), HOURLY, policies)
+    return [result.tallies[p] for p in policies]
+
+
+@pytest.mark.slow
+def test_a_relayout_is_made_before_the_ramp_and_its_drain_is_counted(tmp_path: Path) -> None:
+    # The static layout (all 1g) cannot serve the large model; the clairvoyant planner
+    # re-partitions ahead of the ramp.
+    static, reactive, clair = _ramp(tmp_path, "static", "reactive", "clairvoyant")
     # Static: 2 x 7g (7 slices) unserved for 12 hours.
     assert static.unserved_slice_hours == pytest.approx(2 * 7 * 12)
     assert clair.relayouts >= 1
@@ -168,11 +173,7 @@ def test_a_relayout_is_made_before_the_ramp_and_its_drain_is_counted(tmp_path: P
 def test_planner_cover_relayouts_for_coverage_as_the_planner_does(tmp_path: Path) -> None:
     # The ramp of the test above: every relayout there is for coverage (the layouts cannot
     # serve the large model), so planner-cover makes the planner's; planner-keep none.
-    small, large = _phases(3)
-    large[: 2 * 288] = 0.0
-    demand = _demand(tmp_path, small, large, HOURLY)
-    result = run_mig_replay(demand, HOURLY, ("planner", "planner-keep", "planner-cover"))
-    plan, keep, cover = (result.tallies[p] for p in ("planner", "planner-keep", "planner-cover"))
+    plan, keep, cover = _ramp(tmp_path, "planner", "planner-keep", "planner-cover")
     assert plan.relayouts >= 1 and keep.relayouts == 0
     assert cover.relayouts == plan.relayouts
     assert np.array_equal(cover.gpus, plan.gpus)
