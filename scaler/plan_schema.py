@@ -515,6 +515,14 @@ class MigModel(_Part):
     window: TimeWindow = Field(description="The lowest-demand window to change in.")
     saved_gpu_hours: float = Field(description="What the change saves (negative: it costs).")
     drain_gpu_hours: NonNegFloat
+    covered_gpu_hours: float = Field(
+        description="A change for coverage: the forecast shortfall it removes after its "
+        "window (0 when none is needed)."
+    )
+    drain_shortfall_gpu_hours: NonNegFloat = Field(
+        description="The forecast shortfall its drains make in the window; a change for "
+        "coverage is made only when it removes more than this."
+    )
     nodes: list[MigNodeEntry]
 
 

@@ -872,6 +872,10 @@ CLAUSES: dict[str, dict[str, str]] = {
         "saved_h": "; saves {saved_h:.1f} GPU-h against {drain_h:.1f} GPU-h of drain",
         "held_signals": "; {held_signals} stale or missing",
         "not_worth_h": "; a relayout would save {not_worth_h:.1f} GPU-h for {drain_h:.1f} GPU-h of drain",
+        "cover_not_worth_h": (
+            "; a relayout would cover {cover_not_worth_h:.2f} GPU-h of forecast shortfall "
+            "and leave {drain_short_h:.2f} GPU-h short while its nodes drain"
+        ),
         "short": "; the pool's GPUs cannot hold it all: short {short*short_profiles}",
         "held_nodes": "; held: {held_nodes}",
         "blocked": "; {blocked} would need mig.strategy=mixed: not re-partitioned",
@@ -894,6 +898,10 @@ CLAUSES: dict[str, dict[str, str]] = {
         "saved_h": "; экономит {saved_h:.1f} GPU-ч против {drain_h:.1f} GPU-ч на вывод",
         "held_signals": "; {held_signals} устарели или отсутствуют",
         "not_worth_h": "; переразметка сэкономила бы {not_worth_h:.1f} GPU-ч за {drain_h:.1f} GPU-ч вывода",
+        "cover_not_worth_h": (
+            "; переразметка покрыла бы {cover_not_worth_h:.2f} GPU-ч прогнозной нехватки "
+            "и оставила бы {drain_short_h:.2f} GPU-ч нехватки, пока её узлы выводятся"
+        ),
         "short": "; GPU пула не вмещают весь спрос: не хватает {short*short_profiles}",
         "held_nodes": "; удержаны: {held_nodes}",
         "blocked": "; {blocked}: нужна mig.strategy=mixed, переразметки нет",

@@ -433,8 +433,8 @@ def test_a_change_pays_for_every_gpu_of_the_node_it_drains() -> None:
     assert six_hours["drain_gpu_hours"] == pytest.approx(2.0)
 
 
-def test_drained_gpus_count_whole_running_nodes_and_no_new_one() -> None:
-    from scaler.planning.mig.actions import drained_gpus
+def test_a_drain_counts_whole_running_nodes_and_no_new_one() -> None:
+    from scaler.planning.mig.actions import drain_of
     from scaler.planning.mig.layouts import LayoutSolution
     from scaler.planning.mig.state import MigNode
 
@@ -448,7 +448,77 @@ def test_drained_gpus_count_whole_running_nodes_and_no_new_one() -> None:
     # Node a changes one GPU, b none (one GPU left unused keeps its layout), c is new.
     assignment = [SEVEN_1G, None, three, None, SEVEN_1G, SEVEN_1G]
     chosen = LayoutSolution(assignment, used=4, changed=1, shortfall={}, solver="test", seconds=0)
-    assert drained_gpus(nodes, chosen) == 2
+    drain = drain_of(nodes, chosen)
+    # Node a's two GPUs are out of service; node b serves meanwhile in its current layouts.
+    assert drain.gpus == 2
+    assert drain.serving == {"1g.10gb": 6}
+
+
+def _two_profile_config() -> Any:
+    """Two nodes of 2 GPUs at 7 x 1g.10gb, serving 25 embedding instances; a training
+    workload asks for 3g.40gb instances, which no current layout holds."""
+    raw = {
+        "signals": [{"name": "rps"}, {"name": "jobs"}],
+        "workloads": [
+            {
+                "name": "embed",
+                "signal": "rps",
+                "gpu_model": "A100-80GB",
+                "units_per_replica": 10.0,
+                "mig_profile": "1g.10gb",
+            },
+            {
+                "name": "train",
+                "signal": "jobs",
+                "gpu_model": "A100-80GB",
+                "units_per_replica": 1.0,
+                "mig_profile": "3g.40gb",
+            },
+        ],
+        "pools": [
+            {
+                "name": "mig",
+                "tier": "reserved",
+                "gpu_model": "A100-80GB",
+                "gpus_per_node": 2,
+                "price_per_gpu_hour": 2.0,
+                "current_nodes": 2,
+                "min_nodes": 2,
+                "max_nodes": 2,
+                "mig_layouts": ["1g.10gb:7", "1g.10gb:7"],
+            }
+        ],
+        "policy": {"horizon_s": 6 * 3600, "cycle_s": 300},
+    }
+    return parse_config(raw)
+
+
+def test_a_coverage_relayout_is_made_only_when_it_covers_more_than_its_drain_takes() -> None:
+    cfg = _two_profile_config()
+    sections = {}
+    for name, when in (("blip", slice(40, 41)), ("lasting", slice(40, None))):
+        jobs = np.zeros(72)
+        jobs[when] = 1.0
+        fc = {"rps": forecast(np.full(72, 250.0)), "jobs": forecast(jobs, "jobs")}
+        plan = plan_mig(cfg.fleet, cfg.policy, fc, {"mig": 2}, NOW)
+        sections[name] = (plan.section["models"]["A100-80GB"], plan.actions)
+    # One 3g.40gb instance for 5 minutes (half a GPU, 4 of its 8 memory slices: 0.04
+    # GPU-h) is not worth draining a node for 15 minutes: of the 25 embedding instances
+    # the other node holds 14, so 11 go short (11/7 GPU x 0.25 h = 0.39 GPU-h).
+    blip, blip_actions = sections["blip"]
+    assert blip["decision"] == "not-worth"
+    assert blip["covered_gpu_hours"] == pytest.approx(0.5 / 12, abs=1e-3)
+    assert blip["drain_shortfall_gpu_hours"] == pytest.approx(11 / 7 / 4, abs=1e-3)
+    assert blip["shortfall_instances"] == {"3g.40gb": 1}
+    assert not [a for a in blip_actions if a.kind == "mig-layout" and a.decision == "relayout"]
+    assert "would cover 0.04 GPU-h of forecast shortfall and leave 0.39 GPU-h short" in (
+        blip_actions[-1].reason.text()
+    )
+    # Lasting from step 40 to the horizon's end (32 steps), it is: a relayout for coverage.
+    lasting, lasting_actions = sections["lasting"]
+    assert lasting["decision"] == "cover" and lasting["shortfall_instances"] == {}
+    assert lasting["covered_gpu_hours"] == pytest.approx(32 * 0.5 / 12, abs=1e-3)
+    assert [a for a in lasting_actions if a.decision == "relayout"]
 
 
 def test_change_records_on_nodes_read_back_or_are_none() -> None:

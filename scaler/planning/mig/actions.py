@@ -18,9 +18,9 @@ from scaler import wording as w
 from scaler.catalog.mig import Layout, mig_parted_entry, needs_mixed_strategy
 from scaler.config import PoolConfig
 from scaler.planning.mig.context import MigContext
-from scaler.planning.mig.layouts import LayoutSolution
+from scaler.planning.mig.layouts import LayoutSolution, capacity_of
 from scaler.planning.mig.state import MigNode, MigNodeState, resolve_config_name
-from scaler.planning.mig.timing import Timing
+from scaler.planning.mig.timing import Drain, Timing
 from scaler.plans import Action, iso
 from scaler.wording import Reason, pairs
 
@@ -40,19 +40,25 @@ def node_targets(nodes: Sequence[MigNode], chosen: LayoutSolution) -> list[list[
     return out
 
 
-def drained_gpus(nodes: Sequence[MigNode], chosen: LayoutSolution) -> int:
-    """GPUs out of service while ``chosen`` is applied: every GPU of each running node any
+def drain_of(nodes: Sequence[MigNode], chosen: LayoutSolution) -> Drain:
+    """What applying ``chosen`` takes out of service: every GPU of each running node any
     of whose GPUs changes layout. A relayout cordons and drains the whole node before it
     relabels (:data:`scaler.planning.mig.state.RELAYOUT_STEPS`), and a new
     ``nvidia.com/mig.config`` label makes the GPU Operator's MIG manager stop the node's GPU
     operands (device plugin, GPU feature discovery, DCGM exporter; NVIDIA/mig-parted,
     deployments/gpu-operator/reconfigure-mig.sh), so its unchanged GPUs stop serving too.
-    A node still to come is labelled on arrival and drains nothing."""
-    return sum(
-        len(n.current)
-        for n, tgt in zip(nodes, node_targets(nodes, chosen), strict=True)
-        if not n.new and any(a != b for a, b in zip(n.current, tgt, strict=True))
-    )
+    A node still to come is labelled on arrival and drains nothing. ``serving`` is what the
+    running nodes that are not drained hold meanwhile, in their current layouts."""
+    gpus = 0
+    serving: list[Layout] = []
+    for n, tgt in zip(nodes, node_targets(nodes, chosen), strict=True):
+        if n.new:
+            continue
+        if any(a != b for a, b in zip(n.current, tgt, strict=True)):
+            gpus += len(n.current)
+        else:
+            serving.extend(n.current)
+    return Drain(gpus, capacity_of(serving))
 
 
 @dataclass(frozen=True)
@@ -208,6 +214,11 @@ def keep_reason(
     out: dict[str, object] = {}
     if timing.mode == "held":
         out["held_signals"] = tuple(timing.held)
+    elif timing.mode == "not-worth" and timing.covered_h > 0:
+        out.update(
+            cover_not_worth_h=round(timing.covered_h, 4),
+            drain_short_h=round(timing.drain_short_h, 4),
+        )
     elif timing.mode == "not-worth":
         out.update(not_worth_h=round(timing.saved_h, 4), drain_h=round(timing.drain_h, 4))
     elif chosen.shortfall:

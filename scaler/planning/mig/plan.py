@@ -22,7 +22,7 @@ from scaler.catalog.mig import Layout, geometry
 from scaler.config import Fleet, PolicyConfig, PoolConfig
 from scaler.planning.demand import planning_grid
 from scaler.planning.mig.actions import (
-    drained_gpus,
+    drain_of,
     keep_reason,
     name_target,
     node_entry,
@@ -211,7 +211,7 @@ def _plan_model(
     costs = Costs(used_gpu_h=ctx.horizon_h, change_gpu_h=ctx.change_s / 3600)
     best = solve_node_layouts(model, nodes, gpus, need, costs, method)
     keep = solve_node_layouts(model, nodes, gpus, need, costs, method, allow_changes=False)
-    timing = when_to_change(ctx, series, gpus, best, keep, held, drained_gpus(nodes, best))
+    timing = when_to_change(ctx, series, gpus, best, keep, held, drain_of(nodes, best))
     chosen = best if timing.mode in ("cover", "save") else keep
     out = _ModelMig()
     unchanged: dict[str, list[str]] = {p.name: [] for p in group}
@@ -247,6 +247,8 @@ def _plan_model(
         "window": {"start": iso(timing.window_at), "end": iso(timing.window_end)},
         "saved_gpu_hours": round(timing.saved_h, 3),
         "drain_gpu_hours": round(timing.drain_h, 3),
+        "covered_gpu_hours": round(timing.covered_h, 3),
+        "drain_shortfall_gpu_hours": round(timing.drain_short_h, 3),
         "nodes": pool_nodes,
     }
     return out
