@@ -30,10 +30,12 @@ SEVEN_1G = Layout.of({"1g.10gb": 7})
 WHOLE = Layout(whole=True)
 
 
-def config(layouts: list[str], **pool: Any) -> Any:
+def config(layouts: list[str], more: tuple[dict[str, Any], ...] = (), **pool: Any) -> Any:
+    """One pool ``mig`` of A100s; an embedding workload on signal ``rps`` at 1g.10gb, and
+    ``more`` workloads, each on a signal of its own name."""
     return parse_config(
         {
-            "signals": [{"name": "rps"}],
+            "signals": [{"name": "rps"}, *({"name": wl["signal"]} for wl in more)],
             "workloads": [
                 {
                     "name": "embed",
@@ -41,7 +43,8 @@ def config(layouts: list[str], **pool: Any) -> Any:
                     "gpu_model": "A100-80GB",
                     "units_per_replica": 10.0,
                     "mig_profile": "1g.10gb",
-                }
+                },
+                *more,
             ],
             "pools": [
                 {
@@ -454,47 +457,20 @@ def test_a_drain_counts_whole_running_nodes_and_no_new_one() -> None:
     assert drain.serving == {"1g.10gb": 6}
 
 
-def _two_profile_config() -> Any:
-    """Two nodes of 2 GPUs at 7 x 1g.10gb, serving 25 embedding instances; a training
-    workload asks for 3g.40gb instances, which no current layout holds."""
-    raw = {
-        "signals": [{"name": "rps"}, {"name": "jobs"}],
-        "workloads": [
-            {
-                "name": "embed",
-                "signal": "rps",
-                "gpu_model": "A100-80GB",
-                "units_per_replica": 10.0,
-                "mig_profile": "1g.10gb",
-            },
-            {
-                "name": "train",
-                "signal": "jobs",
-                "gpu_model": "A100-80GB",
-                "units_per_replica": 1.0,
-                "mig_profile": "3g.40gb",
-            },
-        ],
-        "pools": [
-            {
-                "name": "mig",
-                "tier": "reserved",
-                "gpu_model": "A100-80GB",
-                "gpus_per_node": 2,
-                "price_per_gpu_hour": 2.0,
-                "current_nodes": 2,
-                "min_nodes": 2,
-                "max_nodes": 2,
-                "mig_layouts": ["1g.10gb:7", "1g.10gb:7"],
-            }
-        ],
-        "policy": {"horizon_s": 6 * 3600, "cycle_s": 300},
-    }
-    return parse_config(raw)
+TRAINING = {
+    "name": "train",
+    "signal": "jobs",
+    "gpu_model": "A100-80GB",
+    "units_per_replica": 1.0,
+    "mig_profile": "3g.40gb",
+}
+"""A training workload at 3g.40gb, beside the embedding one at 1g.10gb."""
 
 
 def test_a_coverage_relayout_is_made_only_when_it_covers_more_than_its_drain_takes() -> None:
-    cfg = _two_profile_config()
+    # Two nodes of 2 GPUs at 7 x 1g.10gb serve 25 embedding instances; the training
+    # workload's 3g.40gb instances fit no current layout.
+    cfg = config(["1g.10gb:7", "1g.10gb:7"], more=(TRAINING,))
     sections = {}
     for name, when in (("blip", slice(40, 41)), ("lasting", slice(40, None))):
         jobs = np.zeros(72)
