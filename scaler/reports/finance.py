@@ -957,12 +957,14 @@ class _Residual:
         return cost, unserved
 
 
-def _options(
+def commitment_options(
     fleet: PricedFleet,
     pool: PoolConfig,
     demand: Mapping[str, np.ndarray],
 ) -> list[CommitmentOption]:
-    """Every commitment level from 0 to enough for the high band's peak, per priced term."""
+    """Every commitment level of ``pool`` from 0 to enough for the high band's peak, per
+    priced term, costed on ``demand`` (band -> GPUs of the pool's model at each hour) with
+    the model's other pools filled for what the commitment leaves."""
     step_h = STEP / pd.Timedelta(hours=1)
     unserved_price = fleet.unserved_price
     others = [p for p in fleet.pools_for(pool.gpu_model) if p.name != pool.name]
@@ -1056,11 +1058,11 @@ def advise_commitments(
             continue
         alt = min(p.price_per_gpu_hour for p in on_demand)
         demand = {b: baseline[b].demand[model] for b in BANDS}
-        advice.append(_advise(fleet, model, reserved[0], alt, demand, months))
+        advice.append(advise_pool(fleet, model, reserved[0], alt, demand, months))
     return advice, notes
 
 
-def _advise(
+def advise_pool(
     fleet: PricedFleet,
     model: str,
     pool: PoolConfig,
@@ -1069,11 +1071,12 @@ def _advise(
     months: float,
 ) -> CommitmentAdvice:
     """The advice for one GPU model's cheapest reserved ``pool`` against the on-demand price
-    ``alt``: the option chosen, its reason, and what it is worth per month."""
+    ``alt``, on ``demand`` (band -> GPUs at each hour) over ``months``: the option chosen
+    from the pool's committed nodes, its reason, and what it is worth per month."""
     unserved_price = fleet.unserved_price
     current = pool.committed_nodes
     g = pool.gpus_per_node
-    options = _options(fleet, pool, demand)
+    options = commitment_options(fleet, pool, demand)
     keep = next(o for o in options if o.nodes == current)
     base = float(np.quantile(demand["low"], 1.0 - BASE_LOAD_COVERAGE))
     best, reason = _choose(options, keep, current, math.ceil(base / g - _EPS), unserved_price)

@@ -22,6 +22,10 @@ LAB: dict[str, tuple[str, str]] = {
     "bench-scale": ("scaler.cli.lab.scale", "benchmark batch forecasting of many series"),
     "bench-mig": ("scaler.cli.lab.mig", "benchmark the MIG layout solver against its heuristic"),
     "bench-start": ("scaler.cli.lab.start", "benchmark command start-up time against bare Python"),
+    "bench-commit": (
+        "scaler.cli.lab.commit",
+        "reserved commitments from the forecast's advice against a rule without one",
+    ),
     "bench-cycle": (
         "scaler.cli.lab.cycle",
         "where the time of one cold demo cycle goes, by step and in forecasting",
