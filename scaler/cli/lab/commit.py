@@ -44,6 +44,7 @@ from scaler.config import PoolConfig
 from scaler.replay.protocol import ReplaySetup
 from scaler.reports.finance import (
     HOURS_PER_MONTH,
+    CommitmentOption,
     PricedFleet,
     advise_pool,
     commitment_options,
@@ -56,7 +57,8 @@ RULE_HISTORY = pd.Timedelta(days=14)
 MODEL = "H100-80GB"
 CYCLE_S = 300
 BANDS = {"low": "q0.1", "expected": "q0.5", "high": "q0.9"}
-POLICIES = ("rule", "advice", "hindsight")
+POLICIES = ("rule", "advice", "expected", "minimax")
+"""The commitments scored against ``hindsight``."""
 
 
 def fleet_for(setup: ReplaySetup, committed: int) -> PricedFleet:
@@ -98,6 +100,22 @@ def costs_of(fleet: PricedFleet, gpus: np.ndarray) -> dict[int, float]:
     pool = fleet.pools[0]
     options = commitment_options(fleet, pool, {"low": gpus, "expected": gpus, "high": gpus})
     return {o.nodes: o.cost["expected"] for o in options if o.term == ""}
+
+
+def decide(options: Sequence[CommitmentOption]) -> dict[str, int]:
+    """Two decision rules over the advice's options on the forecast's bands: ``expected``,
+    the cheapest in the expected band; ``minimax``, the least largest regret over the bands
+    (an option's cost in a band less the cheapest option's there)."""
+    bands = tuple(BANDS)
+    best = {b: min(o.cost[b] for o in options) for b in bands}
+
+    def regret(o: CommitmentOption) -> float:
+        return max(o.cost[b] - best[b] for b in bands)
+
+    return {
+        "expected": min(options, key=lambda o: (round(o.cost["expected"], 6), o.nodes)).nodes,
+        "minimax": min(options, key=lambda o: (round(regret(o), 6), o.nodes)).nodes,
+    }
 
 
 def cheapest(costs: Mapping[int, float]) -> int:
@@ -152,7 +170,7 @@ def score_origin(
     demand = {band: hourly(bands[col].clip(lower=0.0), scale) for band, col in BANDS.items()}
     months = len(demand["expected"]) / HOURS_PER_MONTH
     advice = advise_pool(fleet, MODEL, fleet.pools[0], setup.price_per_gpu_hour, demand, months)
-    nodes = {"rule": rule, "advice": advice.recommended_nodes}
+    nodes = {"rule": rule, "advice": advice.recommended_nodes, **decide(advice.options)}
     # Costed from no commitment up to past the largest one here (the options' range).
     realized = costs_of(fleet_for(setup, max(nodes.values())), after)
     nodes["hindsight"] = cheapest(realized)
@@ -160,49 +178,34 @@ def score_origin(
 
 
 def by_group(outcomes: Sequence[Outcome]) -> pd.DataFrame:
-    """Per group (series first, then origins averaged): regrets over hindsight and advice
-    against rule, in %."""
+    """Per group (series first, then origins averaged): each policy's regret over hindsight,
+    %, and the share of origins where the advice moved from the rule's commitment."""
     rows = []
     for o in outcomes:
         best = o.cost["hindsight"]
-        rows.append(
-            {
-                "group": o.group,
-                "series": o.series,
-                "rule_regret": 100 * (o.cost["rule"] / best - 1),
-                "advice_regret": 100 * (o.cost["advice"] / best - 1),
-                "advice_vs_rule": 100 * (o.cost["advice"] / o.cost["rule"] - 1),
-                "moved": float(o.nodes["advice"] != o.nodes["rule"]),
-            }
-        )
-    frame = pd.DataFrame(rows)
-    per_series = frame.groupby(["group", "series"]).mean(numeric_only=True)
+        row: dict[str, Any] = {"group": o.group, "series": o.series}
+        row |= {p: 100 * (o.cost[p] / best - 1) for p in POLICIES}
+        row["moved"] = float(o.nodes["advice"] != o.nodes["rule"])
+        rows.append(row)
+    per_series = pd.DataFrame(rows).groupby(["group", "series"]).mean(numeric_only=True)
     return per_series.groupby("group").mean()
 
 
 def table(outcomes: Sequence[Outcome], choose: Sequence[str]) -> str:
-    """The group table, then the mean over the groups of each half."""
+    """Regret over hindsight, %, per group, then the mean over the groups of each half."""
     groups = by_group(outcomes)
-    header = ["group", "half", "rule regret %", "advice regret %", "advice vs rule %", "moved"]
-    rows = [header]
+    rows = [["group", "half", *(f"{p} %" for p in POLICIES), "advice moved"]]
+
+    def line(name: str, half: str, r: pd.Series) -> list[str]:
+        return [name, half, *(f"{r[p]:.2f}" for p in POLICIES), f"{r['moved']:.2f}"]
+
     for g, r in groups.iterrows():
-        half = "choose" if g in choose else "confirm"
-        rows.append([str(g), half, *(f"{r[c]:.2f}" for c in groups.columns[:3]), f"{r.moved:.2f}"])
-    for half, mask in (
-        ("choose", groups.index.isin(choose)),
-        ("confirm", ~groups.index.isin(choose)),
-    ):
+        rows.append(line(str(g), "choose" if g in choose else "confirm", r))
+    for half in ("choose", "confirm"):
+        mask = groups.index.isin(choose) == (half == "choose")
         if mask.any():
-            m = groups[mask].mean()
-            rows.append(
-                [
-                    f"mean, {half}",
-                    half,
-                    *(f"{m[c]:.2f}" for c in groups.columns[:3]),
-                    f"{m.moved:.2f}",
-                ]
-            )
-    return "\n".join(aligned(rows, right=range(2, 6)))
+            rows.append(line(f"mean, {half}", half, groups[mask].mean()))
+    return "\n".join(aligned(rows, right=range(2, len(POLICIES) + 3)))
 
 
 def run(
