@@ -45,6 +45,7 @@ from scaler.planning.mig.layouts import Costs, GpuState, solve_layouts, weighted
 from scaler.planning.mig.plan import plan_mig
 from scaler.planning.mig.state import MigNodeState
 from scaler.replay.forecast_store import kept_forecasts
+from scaler.replay.frontier import Matched
 from scaler.replay.mig_fleet import MigPool, MigTally, account_step
 from scaler.replay.mig_scenarios import MigDemand, MigScenario
 from scaler.replay.protocol import STEP, ReplaySetup
@@ -113,6 +114,9 @@ class MigResult:
     train_peak: dict[str, int]
     test_peak: dict[str, int]
     tallies: dict[str, MigTally] = field(default_factory=dict)
+    matched: dict[str, Matched] = field(default_factory=dict)
+    """Policies against the reactive frontier at matched service
+    (:mod:`scaler.replay.mig_frontier`); empty when it was not traced."""
 
 
 class _Policy(Protocol):
@@ -199,16 +203,20 @@ class _Static:
 
 
 @dataclass
-class _Reactive:
+class Reactive:
+    """The reactive relayout: hold for the peak of the newest ``hold_steps`` observations
+    (1: the newest alone) plus ``headroom`` (None: the setup's); re-partition only when
+    that does not fit the current layouts."""
+
     demand: MigDemand
     setup: MigSetup
+    headroom: float | None = None
+    hold_steps: int = 1
 
     def decide(self, pool: MigPool, t: int, now: pd.Timestamp) -> None:
-        """Hold for the newest demand plus headroom; re-partition only when it does not fit."""
-        h = self.setup.reactive_headroom
-        need = {
-            p: math.ceil(n * (1 + h) - 1e-9) for p, n in self.demand.visible_instances(t).items()
-        }
+        h = self.setup.reactive_headroom if self.headroom is None else self.headroom
+        seen = self.demand.visible_instances(t, self.hold_steps)
+        need = {p: math.ceil(n * (1 + h) - 1e-9) for p, n in seen.items()}
         have = pool.all_capacity()
         if any(have.get(p, 0) < n for p, n in need.items()):
             relayout_to_fit(pool, need, self.setup.costs())
@@ -386,7 +394,7 @@ def _policy(
     if name == "static":
         return _Static()
     if name == "reactive":
-        return _Reactive(demand, setup)
+        return Reactive(demand, setup)
     if name == "planner":
         return _Planner(config, sources, demand, setup)
     if name == "planner-keep":

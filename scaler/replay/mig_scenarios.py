@@ -138,16 +138,17 @@ class MigDemand:
             out[p] = out.get(p, np.zeros(len(n))) + n
         return out
 
-    def visible_instances(self, t: int) -> dict[str, int]:
-        """Instances per profile the newest observation the decision at step ``t`` sees implies."""
+    def visible_instances(self, t: int, steps: int = 1) -> dict[str, int]:
+        """Instances per profile the decision at step ``t`` sees: each workload's peak over
+        its newest ``steps`` visible observations (gaps hold the last value)."""
         out: dict[str, int] = {}
         for w in self.scenario.workloads:
             trace = self.traces[w.name]
-            end = trace.visible_end(t)
-            seen = trace.signal.iloc[:end].dropna()
-            value = float(seen.iloc[-1]) if len(seen) else 0.0
+            seen = trace.signal.iloc[: trace.visible_end(t)].ffill().dropna()
+            values = seen.to_numpy(dtype=float)[-max(1, steps) :]
+            peak = int(replicas(values, w.units_per_replica).max()) if len(values) else 0
             p = self.profiles[w.name]
-            out[p] = out.get(p, 0) + int(replicas(np.array([value]), w.units_per_replica)[0])
+            out[p] = out.get(p, 0) + peak
         return out
 
 
