@@ -15,7 +15,8 @@ from scaler.catalog.mig import Layout
 from scaler.cli import main
 from scaler.replay.mig import POLICIES, MigSetup, best_static, run_mig_replay
 from scaler.replay.mig_fleet import MigPool, MigTally, account_step
-from scaler.replay.mig_report import pick_policies
+from scaler.replay.mig_frontier import HEADROOMS, matched, reactive_frontier
+from scaler.replay.mig_report import format_mig, pick_policies
 from scaler.replay.mig_scenarios import (
     SCENARIOS,
     MigDemand,
@@ -280,3 +281,34 @@ def test_policies_with_mig_pick_a_subset_and_the_tier_replays_list_means_all() -
     assert pick_policies("planner-cover,planner") == ("planner", "planner-cover")
     with pytest.raises(BadInputError, match=r"--policies: 'planer' is no MIG replay policy"):
         pick_policies("static,planer")
+
+
+# --------------------------------------------------------------------------- the frontier
+
+
+def test_the_reactive_frontier_holds_the_recent_peak_and_matches_a_policy(tmp_path: Path) -> None:
+    demand = _demand(tmp_path, *_phases(3), HOURLY)
+    result = run_mig_replay(demand, HOURLY, ("reactive", "clairvoyant"))
+    frontier = reactive_frontier(demand, result)
+    points = {(h, hold): s for h, hold, s in frontier.points()}
+    assert len(points) == 2 * len(HEADROOMS)
+    # The newest observation at +20% is the table's reactive policy, to the slice-hour.
+    newest = points[(0.2, 0)]
+    assert newest.cost == pytest.approx(result.tallies["reactive"].cost(HOURLY.price_per_gpu_hour))
+    assert newest.unserved_gpu_hours == pytest.approx(28.0)
+    # Holding the peak of the last 6 hours keeps the phase that just ended: more GPU-hours
+    # than the newest observation alone, and no fewer misses at the switches (the phase
+    # that starts was last seen 12 hours before, outside the window).
+    peak, alone = points[(0.0, HOURLY.horizon_s)], points[(0.0, 0)]
+    assert peak.cost > alone.cost
+    assert peak.unserved_gpu_hours == pytest.approx(28.0)
+    # Every point misses the switches alike, so the cheapest of them is the frontier; the
+    # clairvoyant serves everything, better than every point: it is matched against that
+    # point, and flagged as beyond it (its saving understated).
+    m = matched(demand, result, frontier)["clairvoyant"]
+    assert m.beyond and m.frontier_cost == pytest.approx(alone.cost)
+    assert m.saving == pytest.approx(1 - 58.0 / 48.0)
+    assert "reactive" not in matched(demand, result, frontier)
+    result.matched.update(matched(demand, result, frontier))
+    row = next(ln for ln in format_mig(result).splitlines() if ln.startswith("clairvoyant"))
+    assert row.endswith(">=-20.8%  +0% newest")
