@@ -5,6 +5,7 @@ review period's forecast and capacity against what happened."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,29 @@ from scaler.config import TIER_ORDER
 from scaler.reports.charts import BAND_COLORS, TIER_COLORS, finish_chart, new_figure, time_axis
 from scaler.reports.document import Chart
 from scaler.reports.i18n import t
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure as MplFigure
+
+
+def _finish_over_time(
+    fig: MplFigure,
+    ax: Axes,
+    ylabel: str | None,
+    key: str,
+    title: str,
+    lang: str,
+    ncols: int,
+    alt: str | None = None,
+) -> Chart:
+    """The end of a chart over time with y from zero: the y label (if any), the date
+    axis, then :func:`finish_chart`."""
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    time_axis(ax, lang)
+    return finish_chart(fig, ax, key, title, lang, ncols, alt=alt)
 
 
 def signal_chart(
@@ -64,12 +88,10 @@ def signal_chart(
         label=t(lang, "legend_policy_quantile", q=quantile_column(policy_q)),
     )
     ax.axvline(float(mdates.date2num(forecast.last_timestamp)), color="#777777", lw=0.8, ls=":")
-    ax.set_ylabel(f"{name}, {unit}")
-    ax.set_ylim(bottom=0)
-    time_axis(ax, lang)
-    return finish_chart(
+    return _finish_over_time(
         fig,
         ax,
+        f"{name}, {unit}",
         f"signal-{name}",
         t(lang, "chart_signal", name=name),
         lang,
@@ -115,12 +137,10 @@ def capacity_chart(
         ls="--",
         label=t(lang, "legend_demand_median"),
     )
-    ax.set_ylabel(t(lang, "axis_gpus"))
-    ax.set_ylim(bottom=0)
-    time_axis(ax, lang)
-    return finish_chart(
+    return _finish_over_time(
         fig,
         ax,
+        t(lang, "axis_gpus"),
         f"capacity-{model}",
         t(lang, "chart_capacity", model=model),
         lang,
@@ -216,10 +236,8 @@ def tier_cost_chart(
         step="post",
     )
     label = t(lang, "axis_cost_per_hour")
-    ax.set_ylabel(f"{label}, {currency}" if currency else label)
-    ax.set_ylim(bottom=0)
-    time_axis(ax, lang)
-    return finish_chart(fig, ax, "cost-by-tier", t(lang, "chart_cost_tier"), lang, 3)
+    ylabel = f"{label}, {currency}" if currency else label
+    return _finish_over_time(fig, ax, ylabel, "cost-by-tier", t(lang, "chart_cost_tier"), lang, 3)
 
 
 def hindsight_signal_chart(
@@ -266,11 +284,8 @@ def hindsight_signal_chart(
         lw=1.0,
         label=t(lang, "legend_actual"),
     )
-    ax.set_ylim(bottom=0)
-    time_axis(ax, lang)
-    return finish_chart(
-        fig, ax, f"hindsight-signal-{name}", t(lang, "chart_hindsight_signal", name=name), lang, 4
-    )
+    title = t(lang, "chart_hindsight_signal", name=name)
+    return _finish_over_time(fig, ax, None, f"hindsight-signal-{name}", title, lang, 4)
 
 
 def hindsight_capacity_chart(model: str, frame: pd.DataFrame, lang: str) -> Chart:
@@ -318,12 +333,10 @@ def hindsight_capacity_chart(model: str, frame: pd.DataFrame, lang: str) -> Char
         label=t(lang, "legend_forecast_gpus"),
     )
     ax.step(x, actual, where="post", color="#222222", lw=1.0, label=t(lang, "legend_actual_gpus"))
-    ax.set_ylabel(t(lang, "axis_gpus"))
-    ax.set_ylim(bottom=0)
-    time_axis(ax, lang)
-    return finish_chart(
+    return _finish_over_time(
         fig,
         ax,
+        t(lang, "axis_gpus"),
         f"hindsight-capacity-{model}",
         t(lang, "chart_hindsight_capacity", model=model),
         lang,
