@@ -312,3 +312,16 @@ def test_the_reactive_frontier_holds_the_recent_peak_and_matches_a_policy(tmp_pa
     result.matched.update(matched(demand, result, frontier))
     row = next(ln for ln in format_mig(result).splitlines() if ln.startswith("clairvoyant"))
     assert row.endswith(">=-20.8%  +0% newest")
+
+
+def test_recent_peak_is_flat_at_the_peak_of_the_visible_window() -> None:
+    from scaler.replay.mig import recent_peak
+
+    idx = pd.date_range("2026-11-01", periods=10, freq="5min")
+    signal = pd.Series([1.0, 9.0, 2.0, np.nan, 3.0, 4.0, 50.0, 60.0, 70.0, 80.0], index=idx)
+    # The 4 observations before step 6 (2, a gap holding 2, 3, 4): the 9 and the later
+    # values are out of the window.
+    fc = recent_peak(signal, 6, 4, 5)
+    assert fc.frame.index[0] == idx[6] and len(fc.frame) == 5
+    assert (fc.frame.to_numpy() == 4.0).all()
+    assert fc.last_timestamp == idx[5] and fc.last_value == 4.0

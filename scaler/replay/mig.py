@@ -21,6 +21,9 @@ slice-hours). The policies:
 - ``planner-cover``: the same, relayouting only where the plan's layouts would fall short
   of its forecast (the plan's ``cover`` decisions), never to save GPUs alone (``save``):
   what each kind of relayout gives and costs;
+- ``planner-peak``: the same planner given, for every workload, a flat forecast at the
+  peak of its last ``horizon_s`` of visible observations: what the forecast adds to the
+  planner over persistence of the horizon's peak;
 - ``clairvoyant``: the same planner given the true future demand as its forecast.
 
 No decision at step ``t`` reads a value of step ``t`` or later, except ``clairvoyant``'s.
@@ -53,7 +56,15 @@ from scaler.replay.walkforward import ForecastCache, _Forecasts
 
 POOL = "mig"
 """The replayed pool's name."""
-POLICIES = ("static", "reactive", "planner", "planner-keep", "planner-cover", "clairvoyant")
+POLICIES = (
+    "static",
+    "reactive",
+    "planner",
+    "planner-keep",
+    "planner-cover",
+    "planner-peak",
+    "clairvoyant",
+)
 
 
 @dataclass(frozen=True)
@@ -247,6 +258,8 @@ class _Planner:
     acts_on: tuple[str, ...] = ("cover", "save")
     """The plan's decisions (``when_to_change`` modes) whose relayouts start: both, only
     ``cover``, or none (the plan's layouts are then never applied)."""
+    persistence: bool = False
+    """With no ``forecasts``: the recent peak (:func:`recent_peak`) in place of the truth."""
 
     def decide(self, pool: MigPool, t: int, now: pd.Timestamp) -> None:
         fc = self._forecasts(t, now)
@@ -272,6 +285,12 @@ class _Planner:
         if self.forecasts is not None:
             return {name: f.at(t, now)[1] for name, f in self.forecasts.items()}
         steps = math.ceil(self.setup.horizon_s / STEP.total_seconds()) + self.setup.cycle_steps
+        if self.persistence:
+            back = math.ceil(self.setup.horizon_s / STEP.total_seconds())
+            return {
+                name: recent_peak(trace.signal, trace.visible_end(t), back, steps)
+                for name, trace in self.demand.traces.items()
+            }
         return {
             name: true_future(trace.signal, t, steps, self.setup.quantile)
             for name, trace in self.demand.traces.items()
@@ -306,6 +325,30 @@ def true_future(signal: pd.Series, t: int, steps: int, quantile: float) -> Serie
     value = float(seen.iloc[max(0, t - 1)])
     return SeriesForecast(
         str(signal.name), frame, "clairvoyant", "the true future", STEP, last, value, value, t
+    )
+
+
+def recent_peak(signal: pd.Series, end: int, back: int, steps: int) -> SeriesForecast:
+    """A flat forecast, at every quantile, at the peak of the ``back`` observations before
+    step ``end`` (gaps hold the last value), for ``steps`` steps from ``end``."""
+    seen = signal.iloc[:end].ffill().dropna()
+    peak = float(seen.iloc[-back:].max()) if len(seen) else 0.0
+    index = pd.date_range(
+        signal.index[end - 1] + STEP if end else signal.index[0], periods=steps, freq=STEP
+    )
+    frame = pd.DataFrame({f"q{q:g}": np.full(steps, peak) for q in (0.1, 0.5, 0.9)}, index=index)
+    last = seen.index[-1] if len(seen) else signal.index[0]
+    value = float(seen.iloc[-1]) if len(seen) else 0.0
+    return SeriesForecast(
+        str(signal.name),
+        frame,
+        "recent-peak",
+        "the peak of the last hours",
+        STEP,
+        last,
+        value,
+        value,
+        len(seen),
     )
 
 
@@ -401,6 +444,8 @@ def _policy(
         return _Planner(config, sources, demand, setup, acts_on=())
     if name == "planner-cover":
         return _Planner(config, sources, demand, setup, acts_on=("cover",))
+    if name == "planner-peak":
+        return _Planner(config, None, demand, setup, persistence=True)
     if name == "clairvoyant":
         return _Planner(config, None, demand, setup)
     raise ValueError(f"unknown MIG replay policy {name!r}; expected one of {', '.join(POLICIES)}")
