@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from forecaster.bounded_yaml import BoundedLoader
 from forecaster.errors import BadInputError
 from forecaster.files import read_bounded
 
@@ -77,26 +78,14 @@ def decode(
         ) from None
 
 
-class _BoundedLoader(yaml.SafeLoader):
+class _BoundedLoader(BoundedLoader):
     """``yaml.SafeLoader`` that stops at :data:`MAX_DEPTH` levels and :data:`MAX_ALIASES` aliases."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._aliases = 0
+    max_depth = MAX_DEPTH
+    max_aliases = MAX_ALIASES
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                raise _Limit(f"more than {MAX_ALIASES} *alias references")
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise _Limit(f"nested deeper than {MAX_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+    def over_limit(self, problem: str) -> Exception:
+        return _Limit(problem)
 
 
 class _Limit(Exception):

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from forecaster.bounded_yaml import BoundedLoader
 from forecaster.errors import BadInputError
 from forecaster.files import read_bounded
 from scaler.catalog.gpus import GPU_MODELS, GpuModel, gpu_model, reserved_names, user_models
@@ -1554,28 +1555,14 @@ class _YamlLimit(yaml.YAMLError):
         self.problem_mark = mark
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(BoundedLoader):
     """``yaml.SafeLoader`` that refuses duplicate keys and bounds nesting and aliases."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._aliases = 0
+    max_depth = MAX_YAML_DEPTH
+    max_aliases = MAX_YAML_ALIASES
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_YAML_ALIASES:
-                mark = self.peek_event().start_mark
-                raise _YamlLimit(f"more than {MAX_YAML_ALIASES} *alias references", mark)
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                mark = self.peek_event().start_mark
-                raise _YamlLimit(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+    def over_limit(self, problem: str) -> Exception:
+        return _YamlLimit(problem, self.peek_event().start_mark)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
