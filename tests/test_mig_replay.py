@@ -13,6 +13,7 @@ import pytest
 from forecaster.errors import BadInputError
 from scaler.catalog.mig import Layout
 from scaler.cli import main
+from scaler.replay import mig
 from scaler.replay.mig import POLICIES, MigSetup, best_static, run_mig_replay
 from scaler.replay.mig_fleet import MigPool, MigTally, account_step
 from scaler.replay.mig_frontier import HEADROOMS, matched, reactive_frontier
@@ -187,8 +188,6 @@ def test_planner_cover_starts_no_relayout_that_only_saves(
 ) -> None:
     from types import SimpleNamespace
 
-    from scaler.replay import mig
-
     action = SimpleNamespace(kind="mig-layout", decision="relayout", details={"node": "mig-0"})
     section = {"decision": decision, "nodes": [{"node": "mig-0", "layouts": ["7g.80gb"]}]}
     plan = SimpleNamespace(
@@ -325,3 +324,48 @@ def test_recent_peak_is_flat_at_the_peak_of_the_visible_window() -> None:
     assert fc.frame.index[0] == idx[6] and len(fc.frame) == 5
     assert (fc.frame.to_numpy() == 4.0).all()
     assert fc.last_timestamp == idx[5] and fc.last_value == 4.0
+
+
+def test_peak_source_takes_persistence_only_where_it_predicted_the_peak_better() -> None:
+    from scaler.planning.mig.demand import peak_source
+
+    actual = np.array([10.0, 12.0, 10.0, 11.0])
+    close, far = np.array([10.0, 12.0, 10.0, 11.0]), np.array([6.0, 6.0, 6.0, 6.0])
+    assert peak_source(far, close, actual, 0.9) == "recent-peak"
+    assert peak_source(close, far, actual, 0.9) == "forecast"
+    # A tie, or nothing to judge by, keeps the forecast.
+    assert peak_source(close, close, actual, 0.9) == "forecast"
+    assert peak_source(np.array([]), np.array([]), np.array([]), 0.9) == "forecast"
+    # Under-prediction weighs 9 times over-prediction at q0.9: 1 short loses to 5 over.
+    assert peak_source(actual - 1, actual + 5, actual, 0.9) == "recent-peak"
+
+
+def test_each_workload_is_planned_on_what_predicted_its_peak_better(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from scaler.replay.mig import choose_sources, recent_peak, true_future
+
+    # "small" has a daily block that the last 6 hours' peak lags by hours, and a perfect
+    # forecast; "large" a level one higher each day, and a forecast of none at all.
+    days = 10
+    hour = np.arange(days * 288) % 288
+    daily = np.where((hour >= 96) & (hour < 192), 14.0, 2.0)
+    level = 2.0 + np.arange(days * 288) // 288
+    demand = _demand(tmp_path, daily, level, HOURLY)
+    small, large = demand.traces["small"], demand.traces["large"]
+    seen: list[int] = []
+
+    def perfect(t: int, now: pd.Timestamp) -> tuple[None, object]:
+        seen.append(t)
+        return None, true_future(small.signal, t, 100, 0.9)
+
+    def nothing(t: int, now: pd.Timestamp) -> tuple[None, object]:
+        return None, recent_peak(large.signal * 0, large.visible_end(t), 1, 100)
+
+    sources = {"small": SimpleNamespace(at=perfect), "large": SimpleNamespace(at=nothing)}
+    got = choose_sources(demand, HOURLY, sources)  # type: ignore[arg-type]
+    assert got == {"small": "forecast", "large": "recent-peak"}
+    # Judged at the hourly decisions of the training period's last 7 days whose next
+    # 6 hours end before the test starts.
+    t0 = demand.test_start
+    assert seen == list(range(t0 - 7 * 288, t0 - 72 + 1, 12))

@@ -24,6 +24,9 @@ slice-hours). The policies:
 - ``planner-peak``: the same planner given, for every workload, a flat forecast at the
   peak of its last ``horizon_s`` of visible observations: what the forecast adds to the
   planner over persistence of the horizon's peak;
+- ``planner-chosen``: the same planner, each workload on its forecast or on persistence,
+  whichever predicted the 6-hour peak better over the training period's last 7 days
+  (:func:`choose_sources`, :func:`scaler.planning.mig.demand.peak_source`);
 - ``clairvoyant``: the same planner given the true future demand as its forecast.
 
 No decision at step ``t`` reads a value of step ``t`` or later, except ``clairvoyant``'s.
@@ -44,6 +47,7 @@ import pandas as pd
 from forecaster.forecasting import SeriesForecast, forecast_series
 from scaler.catalog.mig import Layout, parse_layout
 from scaler.config import Config, parse_config
+from scaler.planning.mig.demand import peak_source
 from scaler.planning.mig.layouts import Costs, GpuState, solve_layouts, weighted_gpus
 from scaler.planning.mig.plan import plan_mig
 from scaler.planning.mig.state import MigNodeState
@@ -63,6 +67,7 @@ POLICIES = (
     "planner-keep",
     "planner-cover",
     "planner-peak",
+    "planner-chosen",
     "clairvoyant",
 )
 
@@ -125,6 +130,8 @@ class MigResult:
     train_peak: dict[str, int]
     test_peak: dict[str, int]
     tallies: dict[str, MigTally] = field(default_factory=dict)
+    chosen: dict[str, str] = field(default_factory=dict)
+    """``planner-chosen``'s source per workload: ``forecast`` or ``recent-peak``."""
     matched: dict[str, Matched] = field(default_factory=dict)
     """Policies against the reactive frontier at matched service
     (:mod:`scaler.replay.mig_frontier`); empty when it was not traced."""
@@ -258,8 +265,9 @@ class _Planner:
     acts_on: tuple[str, ...] = ("cover", "save")
     """The plan's decisions (``when_to_change`` modes) whose relayouts start: both, only
     ``cover``, or none (the plan's layouts are then never applied)."""
-    persistence: bool = False
-    """With no ``forecasts``: the recent peak (:func:`recent_peak`) in place of the truth."""
+    persist: tuple[str, ...] = ()
+    """Workloads planned on the peak of their recent observations (:func:`recent_peak`)
+    instead of their forecast."""
 
     def decide(self, pool: MigPool, t: int, now: pd.Timestamp) -> None:
         fc = self._forecasts(t, now)
@@ -282,19 +290,17 @@ class _Planner:
         pool.hold_for(section["demand_peak_instances"])
 
     def _forecasts(self, t: int, now: pd.Timestamp) -> dict[str, SeriesForecast]:
-        if self.forecasts is not None:
-            return {name: f.at(t, now)[1] for name, f in self.forecasts.items()}
         steps = math.ceil(self.setup.horizon_s / STEP.total_seconds()) + self.setup.cycle_steps
-        if self.persistence:
-            back = math.ceil(self.setup.horizon_s / STEP.total_seconds())
-            return {
-                name: recent_peak(trace.signal, trace.visible_end(t), back, steps)
-                for name, trace in self.demand.traces.items()
-            }
-        return {
-            name: true_future(trace.signal, t, steps, self.setup.quantile)
-            for name, trace in self.demand.traces.items()
-        }
+        back = math.ceil(self.setup.horizon_s / STEP.total_seconds())
+        out: dict[str, SeriesForecast] = {}
+        for name, trace in self.demand.traces.items():
+            if name in self.persist:
+                out[name] = recent_peak(trace.signal, trace.visible_end(t), back, steps)
+            elif self.forecasts is not None:
+                out[name] = self.forecasts[name].at(t, now)[1]
+            else:
+                out[name] = true_future(trace.signal, t, steps, self.setup.quantile)
+        return out
 
 
 class _SignalForecasts(_Forecasts):
@@ -332,7 +338,7 @@ def recent_peak(signal: pd.Series, end: int, back: int, steps: int) -> SeriesFor
     """A flat forecast, at every quantile, at the peak of the ``back`` observations before
     step ``end`` (gaps hold the last value), for ``steps`` steps from ``end``."""
     seen = signal.iloc[:end].ffill().dropna()
-    peak = float(seen.iloc[-back:].max()) if len(seen) else 0.0
+    peak = _window_peak(signal, end, back)
     index = pd.date_range(
         signal.index[end - 1] + STEP if end else signal.index[0], periods=steps, freq=STEP
     )
@@ -350,6 +356,41 @@ def recent_peak(signal: pd.Series, end: int, back: int, steps: int) -> SeriesFor
         value,
         len(seen),
     )
+
+
+TRAINING_DAYS = 7
+"""Days at the end of the training period whose decisions judge forecast and persistence."""
+
+
+def choose_sources(
+    demand: MigDemand, setup: MigSetup, sources: Mapping[str, _Forecasts]
+) -> dict[str, str]:
+    """Per workload, ``forecast`` or ``recent-peak`` (:func:`peak_source`): at each decision
+    time of the training period's last :data:`TRAINING_DAYS` days whose next ``horizon_s``
+    is still in training, the forecast's peak at the policy quantile over the horizon and
+    the peak of the last ``horizon_s`` of observations, against the true peak."""
+    span = math.ceil(setup.horizon_s / STEP.total_seconds())
+    t0 = demand.test_start
+    first = max(span, t0 - TRAINING_DAYS * 86400 // int(STEP.total_seconds()))
+    times = range(first, t0 - span + 1, setup.cycle_steps)
+    out: dict[str, str] = {}
+    for name, trace in demand.traces.items():
+        truth = trace.signal.ffill().fillna(0.0).to_numpy(dtype=float)
+        fc, recent, actual = [], [], []
+        for t in times:
+            now = demand.index[t]
+            q = sources[name].at(t, now)[1].quantile(setup.quantile)
+            fc.append(float(q[(q.index >= now) & (q.index < now + span * STEP)].max()))
+            recent.append(_window_peak(trace.signal, trace.visible_end(t), span))
+            actual.append(float(truth[t : t + span].max()))
+        out[name] = peak_source(np.array(fc), np.array(recent), np.array(actual), setup.quantile)
+    return out
+
+
+def _window_peak(signal: pd.Series, end: int, back: int) -> float:
+    """The peak of the ``back`` observations before step ``end`` (gaps hold the last value)."""
+    seen = signal.iloc[:end].ffill().dropna()
+    return float(seen.iloc[-back:].max()) if len(seen) else 0.0
 
 
 # --------------------------------------------------------------------------- the walk
@@ -419,6 +460,10 @@ def run_mig_replay(
                 for w, trace in demand.traces.items()
             }
             policy = _policy(name, demand, setup, config, sources)
+            if name == "planner-chosen" and isinstance(policy, _Planner):
+                result.chosen = {
+                    w: "recent-peak" if w in policy.persist else "forecast" for w in demand.traces
+                }
             result.tallies[name] = replay_policy(
                 name, policy, pool, inst, t0, demand.index, setup.cycle_steps
             )
@@ -445,7 +490,11 @@ def _policy(
     if name == "planner-cover":
         return _Planner(config, sources, demand, setup, acts_on=("cover",))
     if name == "planner-peak":
-        return _Planner(config, None, demand, setup, persistence=True)
+        return _Planner(config, None, demand, setup, persist=tuple(demand.traces))
+    if name == "planner-chosen":
+        chosen = choose_sources(demand, setup, sources)
+        persist = tuple(w for w, source in chosen.items() if source == "recent-peak")
+        return _Planner(config, sources, demand, setup, persist=persist)
     if name == "clairvoyant":
         return _Planner(config, None, demand, setup)
     raise ValueError(f"unknown MIG replay policy {name!r}; expected one of {', '.join(POLICIES)}")

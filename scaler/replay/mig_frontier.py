@@ -28,7 +28,14 @@ from scaler.replay.scoring import Score
 
 HEADROOMS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(11))
 """Reactive headrooms the frontier is traced at: 0% to 100% in steps of 10%."""
-MATCHED = ("planner", "planner-keep", "planner-cover", "planner-peak", "clairvoyant")
+MATCHED = (
+    "planner",
+    "planner-keep",
+    "planner-cover",
+    "planner-peak",
+    "planner-chosen",
+    "clairvoyant",
+)
 """The policies matched on the frontier."""
 
 

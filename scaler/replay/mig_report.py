@@ -139,7 +139,12 @@ def format_mig(r: MigResult, traces: str = "DIR") -> str:
             f"{t.relayouts:>9d} {t.drain_gpu_hours:>11.1f} "
             f"{t.mean_need:>9.1f} {vs:>9}" + _matched(r, name)
         )
-    return "\n".join(head + rows + _frontier_note(r) + [target_line(r)]) + "\n"
+    chosen = (
+        ["planner-chosen plans on: " + ", ".join(f"{w} {c}" for w, c in r.chosen.items())]
+        if r.chosen
+        else []
+    )
+    return "\n".join(head + rows + chosen + _frontier_note(r) + [target_line(r)]) + "\n"
 
 
 def _matched(r: MigResult, name: str) -> str:

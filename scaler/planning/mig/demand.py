@@ -81,3 +81,30 @@ def held_signals(
     for signals in held.values():
         signals.sort()
     return held
+
+
+PEAK_SOURCES = ("forecast", "recent-peak")
+"""What a workload's demand over the horizon is planned on: its forecast, or the peak of its
+observations over the last horizon (persistence)."""
+
+
+def pinball(actual: np.ndarray, predicted: np.ndarray, quantile: float) -> float:
+    """Mean pinball loss of ``predicted`` as the ``quantile`` of ``actual``."""
+    d = np.asarray(actual, dtype=float) - np.asarray(predicted, dtype=float)
+    return float(np.mean(np.maximum(quantile * d, (quantile - 1.0) * d)))
+
+
+def peak_source(
+    forecast_peaks: np.ndarray,
+    recent_peaks: np.ndarray,
+    actual_peaks: np.ndarray,
+    quantile: float,
+) -> str:
+    """``recent-peak`` where persistence predicted the peak over the horizon better than the
+    forecast at past decisions (the lower pinball loss at the policy ``quantile`` against the
+    true peak), ``forecast`` otherwise (a tie, or no past decision to judge by)."""
+    a = np.asarray(actual_peaks, dtype=float)
+    if not a.size:
+        return "forecast"
+    persist = pinball(a, recent_peaks, quantile)
+    return "recent-peak" if persist < pinball(a, forecast_peaks, quantile) - 1e-12 else "forecast"
