@@ -502,7 +502,12 @@ class MigModel(_Part):
     pools: list[str]
     demand_peak_instances: dict[str, NonNegInt]
     demand_instances: dict[str, list[float]] = Field(
-        description="Profile -> instances at the policy quantile on each timeline step."
+        description="Profile -> instances at the policy quantile on each timeline step: the "
+        "forecast's, also for a profile planned on its recent peak."
+    )
+    recent_peak_instances: dict[str, NonNegFloat] = Field(
+        description="Profiles planned on the peak of their recent instances instead of the "
+        "forecast (it predicted their peak better at past cycles), with that peak."
     )
     capacity_instances: dict[str, NonNegInt]
     shortfall_instances: dict[str, NonNegInt]

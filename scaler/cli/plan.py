@@ -29,15 +29,18 @@ if TYPE_CHECKING:
 def lead_time_records(
     pools: Sequence[PoolConfig], service: ServiceConfig, path: str | None = None
 ) -> RunStore | None:
-    """The run records ``lead_time_s: auto`` pools are planned from, as ``run`` plans them.
+    """The run records the plan reads, as ``run`` plans from them: the node starts of
+    ``lead_time_s: auto`` pools, and the past plans of MIG-managed pools (whose profiles
+    may plan on their recent peak, :mod:`scaler.planning.mig.persistence`).
 
     ``path``: the records file (default ``service.records_path``). None where no pool is
-    ``auto`` or the file does not exist, so a command that never acts never creates one;
-    the recording provider shows no node starts, so nothing is written to it either.
+    ``auto`` or MIG-managed, or the file does not exist, so a command that never acts never
+    creates one; the recording provider shows no node starts, so nothing is written to it
+    either.
     """
     from scaler.records import RunStore
 
-    if not any(p.lead_time_auto for p in pools):
+    if not any(p.lead_time_auto or p.mig_layouts is not None for p in pools):
         return None
     records = Path(path or service.records_path)
     if not records.is_file():

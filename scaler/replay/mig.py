@@ -49,6 +49,12 @@ from scaler.catalog.mig import Layout, parse_layout
 from scaler.config import Config, parse_config
 from scaler.planning.mig.demand import peak_source
 from scaler.planning.mig.layouts import Costs, GpuState, solve_layouts, weighted_gpus
+from scaler.planning.mig.persistence import (
+    PastMigDemand,
+    observed_instances,
+    past_mig_demand,
+    recent_peaks,
+)
 from scaler.planning.mig.plan import plan_mig
 from scaler.planning.mig.state import MigNodeState
 from scaler.replay.forecast_store import kept_forecasts
@@ -268,6 +274,11 @@ class _Planner:
     persist: tuple[str, ...] = ()
     """Workloads planned on the peak of their recent observations (:func:`recent_peak`)
     instead of their forecast."""
+    learns: bool = False
+    """As the cycle does: profiles plan on their recent peak where it predicted their peak
+    better than the forecast at this run's own past decisions
+    (:mod:`scaler.planning.mig.persistence`; the run's plans stand in for the records)."""
+    past: list[PastMigDemand] = field(default_factory=list)
 
     def decide(self, pool: MigPool, t: int, now: pd.Timestamp) -> None:
         fc = self._forecasts(t, now)
@@ -278,7 +289,11 @@ class _Planner:
             {POOL: pool.nodes},
             now,
             node_states={POOL: node_states(pool)},
+            recent=self._recent(t, now) if self.learns else None,
         )
+        if self.learns:
+            made = past_mig_demand({"created_at": now.isoformat(), "mig": plan.section})
+            self.past += [made] if made is not None else []
         section = plan.section["models"][pool.model]
         if section.get("decision") in self.acts_on:
             targets = {e["node"]: e["layouts"] for e in section["nodes"]}
@@ -288,6 +303,19 @@ class _Planner:
                     lays = [parse_layout(pool.model, s) for s in targets[node]]
                     pool.relayout(int(node.rsplit("-", 1)[1]), lays)
         pool.hold_for(section["demand_peak_instances"])
+
+    def _recent(self, t: int, now: pd.Timestamp) -> dict[str, dict[str, float]]:
+        """The profiles that plan on their recent peak now, judged on the past decisions."""
+        seen = {
+            w.signal: self.demand.traces[w.name].signal.iloc[
+                : self.demand.traces[w.name].visible_end(t)
+            ]
+            for w in self.config.workloads
+            if w.name in self.demand.traces
+        }
+        observed = observed_instances(self.config.workloads, seen)
+        horizon = pd.Timedelta(seconds=self.setup.horizon_s)
+        return recent_peaks(self.past, observed, now, horizon, self.setup.quantile)
 
     def _forecasts(self, t: int, now: pd.Timestamp) -> dict[str, SeriesForecast]:
         steps = math.ceil(self.setup.horizon_s / STEP.total_seconds()) + self.setup.cycle_steps
@@ -484,11 +512,11 @@ def _policy(
     if name == "reactive":
         return Reactive(demand, setup)
     if name == "planner":
-        return _Planner(config, sources, demand, setup)
+        return _Planner(config, sources, demand, setup, learns=True)
     if name == "planner-keep":
-        return _Planner(config, sources, demand, setup, acts_on=())
+        return _Planner(config, sources, demand, setup, acts_on=(), learns=True)
     if name == "planner-cover":
-        return _Planner(config, sources, demand, setup, acts_on=("cover",))
+        return _Planner(config, sources, demand, setup, acts_on=("cover",), learns=True)
     if name == "planner-peak":
         return _Planner(config, None, demand, setup, persist=tuple(demand.traces))
     if name == "planner-chosen":

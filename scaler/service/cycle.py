@@ -57,6 +57,7 @@ from scaler.config import Config, Fleet, ForecastConfig, ModelStoreConfig, Polic
 from scaler.planning.billing import starts_from_past
 from scaler.planning.footprints import implausible_footprints, observed_footprints
 from scaler.planning.margins import Margin
+from scaler.planning.mig.persistence import observed_instances, recent_peaks
 from scaler.planning.mig.plan import mig_pools, plan_mig
 from scaler.planning.power import PowerReading
 from scaler.planning.reasons import suspicion_reasons
@@ -77,6 +78,7 @@ from scaler.service.lead_times import (
     planned_seconds,
     with_lead_times,
 )
+from scaler.service.mig_past import past_mig_plans
 from scaler.wording import Reason
 
 log = logging.getLogger(__name__)
@@ -446,6 +448,12 @@ def plan_mig_layouts(
     # A provider that can read the cluster's MIG state gives the real nodes and the
     # mig-parted entries the MIG manager can apply; otherwise the config's mig_layouts.
     node_states, known = reader.mig_inventory() if reader is not None else (None, None)
+    # Profiles whose recent peak predicted their peak better than the forecast at this
+    # cycle's past decisions plan on it (scaler.planning.mig.persistence).
+    horizon = pd.Timedelta(seconds=config.policy.horizon_s)
+    past = past_mig_plans(observed.records, now, horizon, config.policy.cycle_s)
+    observed_now = observed_instances(collected.fleet.workloads, collected.history)
+    recent = recent_peaks(past, observed_now, now, horizon, config.policy.quantile)
     mig = plan_mig(
         collected.fleet,
         config.policy,
@@ -456,6 +464,7 @@ def plan_mig_layouts(
         stale=forecasts.held(collected),
         node_states=node_states,
         known_configs=known,
+        recent=recent,
     )
     return dataclasses.replace(plan, actions=plan.actions + mig.actions, mig=mig.section)
 

@@ -64,6 +64,7 @@ def plan_mig(
     stale: set[str] | None = None,
     node_states: Mapping[str, Sequence[MigNodeState]] | None = None,
     known_configs: Mapping[str, Any] | None = None,
+    recent: Mapping[str, Mapping[str, float]] | None = None,
 ) -> MigPlan:
     """MIG layout actions and the plan's ``mig`` section for every MIG-managed pool.
 
@@ -77,7 +78,10 @@ def plan_mig(
     as there, the others get ``tiercast-`` names and their entries in the actions.
     A pool the tier plan shrinks this cycle keeps its layouts, since which node goes
     is the provider's choice; a node with ``mig.strategy=single`` only gets layouts of
-    one profile on every GPU.
+    one profile on every GPU. ``recent`` names, per GPU model, the profiles that plan on
+    the peak of their recent instances instead of the forecast, with that peak
+    (:func:`scaler.planning.mig.persistence.recent_peaks`); the plan's
+    ``demand_instances`` stay the forecast's, so later cycles can judge it again.
     """
     pools = mig_pools(fleet.pools)
     if not pools:
@@ -112,7 +116,12 @@ def plan_mig(
             inventory=inventory,
             known_configs=known_configs,
         )
-        out = _plan_model(ctx, group, nodes, demand.get(model, {}), method, held_by_model[model])
+        forecast = demand.get(model, {})
+        flat = {p: float(v) for p, v in (recent or {}).get(model, {}).items() if p in forecast}
+        planned = {p: np.full(len(grid), flat[p]) if p in flat else v for p, v in forecast.items()}
+        out = _plan_model(ctx, group, nodes, planned, method, held_by_model[model])
+        out.section["demand_instances"] = _rounded(forecast)
+        out.section["recent_peak_instances"] = dict(sorted(flat.items()))
         plan.actions += out.actions
         configs.update(out.configs)
         labels.update(out.labels)
@@ -124,6 +133,11 @@ def plan_mig(
         "mig_parted_config": {"version": "v1", "mig-configs": dict(sorted(configs.items()))},
     }
     return plan
+
+
+def _rounded(series: Mapping[str, np.ndarray]) -> dict[str, list[float]]:
+    """Instances per profile and step as the plan's JSON keeps them."""
+    return {p: [round(float(x), 3) for x in v] for p, v in sorted(series.items())}
 
 
 def _group_nodes(
@@ -235,7 +249,7 @@ def _plan_model(
     out.section = {
         "pools": [p.name for p in group],
         "demand_peak_instances": {p: int(n) for p, n in sorted(need.items())},
-        "demand_instances": {p: [round(float(x), 3) for x in v] for p, v in sorted(series.items())},
+        "demand_instances": _rounded(series),
         "capacity_instances": {p: int(n) for p, n in sorted(cap.items())},
         "shortfall_instances": dict(sorted(chosen.shortfall.items())),
         "gpus": len(gpus),
