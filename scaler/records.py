@@ -375,6 +375,23 @@ class RunStore:
             )
         return out
 
+    def runs_between(self, job: str, start: str, end: str) -> list[tuple[str, str]]:
+        """``(run_id, started_at)`` of the ``job`` runs that started between ``start`` and
+        ``end`` (ISO-8601 UTC with a ``Z``, as records keep them), oldest first; read off
+        the indexed columns without parsing any record."""
+        conn = self._connect(create=False)
+        try:
+            rows = conn.execute(
+                "SELECT run_id, started_at FROM runs WHERE job = ? AND started_at >= ? "
+                "AND started_at <= ? ORDER BY started_at",
+                (job, start, end),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise RecordsError(f"run records {str(self.path)!r}: cannot read: {exc}") from exc
+        finally:
+            conn.close()
+        return [(str(r), str(t)) for r, t in rows]
+
     def full_plan(self, run_id: str) -> dict[str, Any] | None:
         """The complete plan JSON of one run, or None when the run made no plan."""
         conn = self._connect(create=False)

@@ -111,12 +111,12 @@ def test_the_first_cycle_plan_of_each_hour_is_read_back(tmp_path: Path) -> None:
     for k in range(60):
         _record(store, now - H6 - pd.Timedelta(minutes=30 * k), float(k))
     _record(store, now - pd.Timedelta(hours=1), 99.0)
-    got = past_mig_plans(store, now, H6, 300)
+    got = past_mig_plans(store, now, H6)
     assert len(got) == 31
     assert all(p.at.minute == 0 for p in got[1:]) and got == sorted(got, key=lambda p: p.at)
     assert 99.0 not in [p.peaks[MODEL]["1g.10gb"] for p in got]
-    assert past_mig_plans(None, now, H6, 300) == []
-    assert past_mig_plans(RunStore(tmp_path / "absent.sqlite"), now, H6, 300) == []
+    assert past_mig_plans(None, now, H6) == []
+    assert past_mig_plans(RunStore(tmp_path / "absent.sqlite"), now, H6) == []
 
 
 @pytest.mark.slow

@@ -451,7 +451,7 @@ def plan_mig_layouts(
     # Profiles whose recent peak predicted their peak better than the forecast at this
     # cycle's past decisions plan on it (scaler.planning.mig.persistence).
     horizon = pd.Timedelta(seconds=config.policy.horizon_s)
-    past = past_mig_plans(observed.records, now, horizon, config.policy.cycle_s)
+    past = past_mig_plans(observed.records, now, horizon)
     observed_now = observed_instances(collected.fleet.workloads, collected.history)
     recent = recent_peaks(past, observed_now, now, horizon, config.policy.quantile)
     mig = plan_mig(

@@ -12,18 +12,15 @@ the forecast, never a failed cycle.
 from __future__ import annotations
 
 import logging
-import math
 
 import pandas as pd
 
 from forecaster.errors import BadInputError
 from scaler.planning.mig.persistence import EVERY, SPAN, PastMigDemand, past_mig_demand
+from scaler.plans import iso
 from scaler.records import RecordsError, RunStore
 
 log = logging.getLogger(__name__)
-
-MAX_RECORDS = 20_000
-"""Records read at most to find the span's cycles (a week of 30-second cycles)."""
 
 
 def _at(text: str) -> pd.Timestamp | None:
@@ -35,29 +32,24 @@ def _at(text: str) -> pd.Timestamp | None:
 
 
 def past_mig_plans(
-    records: RunStore | None, now: pd.Timestamp, horizon: pd.Timedelta, cycle_s: int
+    records: RunStore | None, now: pd.Timestamp, horizon: pd.Timedelta
 ) -> list[PastMigDemand]:
     """The MIG demand of the first cycle plan of each hour between ``now - horizon - SPAN``
     and ``now - horizon``, from ``records`` (none without records)."""
     if records is None:
         return []
-    start, end = now - horizon - SPAN, now - horizon
-    limit = min(MAX_RECORDS, math.ceil((SPAN + horizon) / pd.Timedelta(seconds=cycle_s)) + 1)
     try:
-        runs = records.recent(limit, job="cycle")
+        runs = records.runs_between("cycle", iso(now - horizon - SPAN), iso(now - horizon))
     except BadInputError:
         return []  # no records yet: the first cycle
     except RecordsError as exc:
         log.warning("MIG persistence: run records unreadable, the forecast stays: %s", exc)
         return []
     first: dict[pd.Timestamp, tuple[pd.Timestamp, str]] = {}
-    for r in runs:
-        at = _at(r.started_at)
-        if at is None or not start <= at <= end:
-            continue
-        hour = at.floor(EVERY)
-        if hour not in first or at < first[hour][0]:
-            first[hour] = (at, r.run_id)
+    for run_id, started in runs:
+        at = _at(started)
+        if at is not None and at.floor(EVERY) not in first:
+            first[at.floor(EVERY)] = (at, run_id)
     out: list[PastMigDemand] = []
     for _, run_id in sorted(first.values()):
         try:
