@@ -91,6 +91,10 @@ def test_a_profile_planned_on_its_recent_peak_keeps_its_forecast_in_the_plan() -
     assert b["demand_peak_instances"] == {"1g.10gb": 9}
     assert b["recent_peak_instances"] == {"1g.10gb": 9.0}
     assert b["demand_instances"] == a["demand_instances"]
+    # The actions say so, in their reasons.
+    texts = [x.reason.text() for x in flat.actions]
+    assert texts and all("1g.10gb on their recent peak" in t for t in texts)
+    assert not any("recent peak" in x.reason.text() for x in plain.actions)
 
 
 def _record(store: RunStore, at: pd.Timestamp, peak: float, status: str = "ok") -> None:

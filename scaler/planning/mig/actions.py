@@ -136,6 +136,8 @@ def relayout_action(
         params["cover"] = True
     else:
         params.update(saved_h=round(timing.saved_h, 4), drain_h=round(timing.drain_h, 4))
+    if ctx.recent:
+        params["recent_peak"] = ctx.recent
     # The demand per profile is the plan's mig section's, stated once per GPU model.
     reason = Reason(code, params, (f"mig.models.{ctx.model}.demand_peak_instances",))
     return Action(
@@ -253,6 +255,7 @@ def unchanged_action(
             "capacity": capacity,
             "profiles": profiles,
             **keep_why,
+            **({"recent_peak": ctx.recent} if ctx.recent else {}),
         },
         (f"mig.models.{ctx.model}.demand_peak_instances",),
     )

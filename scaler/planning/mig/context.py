@@ -25,3 +25,6 @@ class MigContext:
     """The longest lead time of the model's pools."""
     inventory: Mapping[str, int]
     known_configs: Mapping[str, Any] | None
+    recent: tuple[str, ...] = ()
+    """Profiles planned on their recent peak instead of the forecast
+    (:mod:`scaler.planning.mig.persistence`)."""

@@ -8,6 +8,7 @@ actions; then the ``nvidia.com/mig.config`` label per node and a mig-parted conf
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,6 +119,7 @@ def plan_mig(
         )
         forecast = demand.get(model, {})
         flat = {p: float(v) for p, v in (recent or {}).get(model, {}).items() if p in forecast}
+        ctx = dataclasses.replace(ctx, recent=tuple(sorted(flat)))
         planned = {p: np.full(len(grid), flat[p]) if p in flat else v for p, v in forecast.items()}
         out = _plan_model(ctx, group, nodes, planned, method, held_by_model[model])
         out.section["demand_instances"] = _rounded(forecast)
