@@ -29,7 +29,7 @@ import hashlib
 import itertools
 import pickle
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from unittest import mock
 
@@ -49,6 +49,15 @@ MIN_DAYS = 35
 MIN_HISTORY = pd.Timedelta(days=7)
 """History an origin needs before it."""
 QUANTILES = (0.1, 0.5, 0.9)
+
+
+def long_series(traces: Path, groups: Sequence[str] | None) -> Iterator[BenchSeries]:
+    """Every trace of ``groups`` (None: all) under ``traces`` of at least :data:`MIN_DAYS`,
+    announced on stderr as it comes."""
+    for s in discover(traces, groups):
+        if span_days(s.y) >= MIN_DAYS:
+            print(f"{s.relative} ...", file=sys.stderr, flush=True)
+            yield s
 
 
 def origins_of(y: pd.Series, count: int) -> list[pd.Timestamp]:
@@ -221,10 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = [g for g in args.groups.split(",") if g] or None
     cache = Path(args.cache) if args.cache else None
     rows: list[dict[str, object]] = []
-    for s in discover(traces, wanted):
-        if span_days(s.y) < MIN_DAYS:
-            continue
-        print(f"{s.relative} ...", file=sys.stderr, flush=True)
+    for s in long_series(traces, wanted):
         rows += score_series(
             s, args.origins, max_history, dampings, cache, scores, not args.no_seam_floor
         )

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from scaler.replay.frontier import Frontier, Matched
-from scaler.replay.mig import MigResult, Reactive, replay_policy, shared_pool
+from scaler.replay.mig import POLICIES, MigResult, Reactive, replay_policy, shared_pool
 from scaler.replay.mig_fleet import MigPool, MigTally, compute_slices
 from scaler.replay.mig_scenarios import MigDemand
 from scaler.replay.protocol import STEP, STEP_H
@@ -28,15 +28,8 @@ from scaler.replay.scoring import Score
 
 HEADROOMS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(11))
 """Reactive headrooms the frontier is traced at: 0% to 100% in steps of 10%."""
-MATCHED = (
-    "planner",
-    "planner-keep",
-    "planner-cover",
-    "planner-peak",
-    "planner-chosen",
-    "clairvoyant",
-)
-"""The policies matched on the frontier."""
+MATCHED = tuple(p for p in POLICIES if p not in ("static", "reactive"))
+"""The policies matched on the frontier: every planner."""
 
 
 def holds_of(horizon_s: int) -> tuple[int, ...]:

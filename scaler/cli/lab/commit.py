@@ -35,8 +35,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forecaster.benchmarks.accuracy import CHOOSE, BenchSeries, discover, span_days
-from forecaster.benchmarks.long_horizon import HORIZON, MIN_DAYS, QUANTILES, model_frame, origins_of
+from forecaster.benchmarks.accuracy import CHOOSE, BenchSeries
+from forecaster.benchmarks.long_horizon import (
+    HORIZON,
+    QUANTILES,
+    long_series,
+    model_frame,
+    origins_of,
+)
 from forecaster.long_horizon import long_horizon_frame
 from forecaster.series import infer_step, regularize
 from forecaster.tables import aligned
@@ -219,10 +225,7 @@ def run(
     """Every origin of every trace of at least :data:`~forecaster.benchmarks.long_horizon.MIN_DAYS`."""
     setup = setup or ReplaySetup()
     out: list[Outcome] = []
-    for s in discover(traces, groups):
-        if span_days(s.y) < MIN_DAYS:
-            continue
-        print(f"{s.relative} ...", file=sys.stderr, flush=True)
+    for s in long_series(traces, groups):
         for origin in origins_of(s.y, origins):
             outcome = score_origin(s, origin, setup, max_history, cache)
             if outcome is not None:
