@@ -51,6 +51,16 @@ MIN_HISTORY = pd.Timedelta(days=7)
 QUANTILES = (0.1, 0.5, 0.9)
 
 
+def traces_folder(path: str) -> Path | None:
+    """The public traces folder at ``path``; None, saying on stderr that the benchmark is
+    skipped, where there is none."""
+    traces = Path(path)
+    if traces.is_dir():
+        return traces
+    print(f"skipped: no traces folder at {traces}", file=sys.stderr)
+    return None
+
+
 def long_series(traces: Path, groups: Sequence[str] | None) -> Iterator[BenchSeries]:
     """Every trace of ``groups`` (None: all) under ``traces`` of at least :data:`MIN_DAYS`,
     announced on stderr as it comes."""
@@ -213,9 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cache", default="", help="folder keeping each origin's model forecast")
     p.add_argument("--rows", default="", help="write every row as CSV here")
     args = p.parse_args(argv)
-    traces = Path(args.traces)
-    if not traces.is_dir():
-        print(f"skipped: no traces folder at {traces}", file=sys.stderr)
+    traces = traces_folder(args.traces)
+    if traces is None:
         return 0
     try:
         max_history = pd.Timedelta(args.max_history.upper())

@@ -42,6 +42,7 @@ from forecaster.benchmarks.long_horizon import (
     long_series,
     model_frame,
     origins_of,
+    traces_folder,
 )
 from forecaster.long_horizon import long_horizon_frame
 from forecaster.series import infer_step, regularize
@@ -234,9 +235,8 @@ def run(
 
 
 def cmd_bench_commit(args: argparse.Namespace) -> int:
-    traces = Path(args.traces)
-    if not traces.is_dir():
-        print(f"skipped: no traces folder at {traces}", file=sys.stderr)
+    traces = traces_folder(args.traces)
+    if traces is None:
         return 0
     try:
         max_history = pd.Timedelta(args.max_history.upper())
