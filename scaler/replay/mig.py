@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,7 +47,8 @@ import pandas as pd
 from forecaster.forecasting import SeriesForecast, forecast_series
 from scaler.catalog.mig import Layout, parse_layout
 from scaler.config import Config, parse_config
-from scaler.planning.mig.demand import peak_source
+from scaler.planning.demand import planning_grid
+from scaler.planning.mig.demand import peak_source, slice_demand
 from scaler.planning.mig.layouts import Costs, GpuState, solve_layouts, weighted_gpus
 from scaler.planning.mig.persistence import (
     PastMigDemand,
@@ -304,6 +305,19 @@ class _Planner:
                     pool.relayout(int(node.rsplit("-", 1)[1]), lays)
         pool.hold_for(section["demand_peak_instances"])
 
+    def warm_up(self, times: Iterable[int]) -> None:
+        """The past a tiercast running before the test would have recorded: the forecast's
+        demand per profile at each decision of ``times`` (the training period's last week),
+        as its plans keep it."""
+        policy = self.config.policy
+        for t in times:
+            now = self.demand.index[t]
+            grid = planning_grid(now, policy.horizon_s, policy.cycle_s)
+            fc = self._forecasts(t, now)
+            demand = slice_demand(self.config.fleet, fc, grid, policy.quantile)
+            peaks = {m: {p: float(v.max()) for p, v in per.items()} for m, per in demand.items()}
+            self.past.append(PastMigDemand(now, peaks))
+
     def _recent(self, t: int, now: pd.Timestamp) -> dict[str, dict[str, float]]:
         """The profiles that plan on their recent peak now, judged on the past decisions."""
         seen = {
@@ -415,6 +429,15 @@ def choose_sources(
     return out
 
 
+def _last_week(demand: MigDemand, setup: MigSetup) -> range:
+    """The decision steps of the training period's last :data:`TRAINING_DAYS` days, each
+    with at least ``horizon_s`` of history before it."""
+    t0 = demand.test_start
+    span = math.ceil(setup.horizon_s / STEP.total_seconds())
+    first = max(span, t0 - TRAINING_DAYS * 86400 // int(STEP.total_seconds()))
+    return range(first + (t0 - first) % setup.cycle_steps, t0, setup.cycle_steps)
+
+
 def _window_peak(signal: pd.Series, end: int, back: int) -> float:
     """The peak of the ``back`` observations before step ``end`` (gaps hold the last value)."""
     seen = signal.iloc[:end].ffill().dropna()
@@ -511,12 +534,11 @@ def _policy(
         return _Static()
     if name == "reactive":
         return Reactive(demand, setup)
-    if name == "planner":
-        return _Planner(config, sources, demand, setup, learns=True)
-    if name == "planner-keep":
-        return _Planner(config, sources, demand, setup, acts_on=(), learns=True)
-    if name == "planner-cover":
-        return _Planner(config, sources, demand, setup, acts_on=("cover",), learns=True)
+    acts = {"planner": ("cover", "save"), "planner-keep": (), "planner-cover": ("cover",)}
+    if name in acts:
+        planner = _Planner(config, sources, demand, setup, acts_on=acts[name], learns=True)
+        planner.warm_up(_last_week(demand, setup))
+        return planner
     if name == "planner-peak":
         return _Planner(config, None, demand, setup, persist=tuple(demand.traces))
     if name == "planner-chosen":
