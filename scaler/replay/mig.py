@@ -380,7 +380,7 @@ def recent_peak(signal: pd.Series, end: int, back: int, steps: int) -> SeriesFor
     """A flat forecast, at every quantile, at the peak of the ``back`` observations before
     step ``end`` (gaps hold the last value), for ``steps`` steps from ``end``."""
     seen = signal.iloc[:end].ffill().dropna()
-    peak = _window_peak(signal, end, back)
+    peak = float(seen.iloc[-back:].max()) if len(seen) else 0.0
     index = pd.date_range(
         signal.index[end - 1] + STEP if end else signal.index[0], periods=steps, freq=STEP
     )
@@ -412,9 +412,7 @@ def choose_sources(
     is still in training, the forecast's peak at the policy quantile over the horizon and
     the peak of the last ``horizon_s`` of observations, against the true peak."""
     span = math.ceil(setup.horizon_s / STEP.total_seconds())
-    t0 = demand.test_start
-    first = max(span, t0 - TRAINING_DAYS * 86400 // int(STEP.total_seconds()))
-    times = range(first, t0 - span + 1, setup.cycle_steps)
+    times = range(_week_start(demand, setup), demand.test_start - span + 1, setup.cycle_steps)
     out: dict[str, str] = {}
     for name, trace in demand.traces.items():
         truth = trace.signal.ffill().fillna(0.0).to_numpy(dtype=float)
@@ -429,12 +427,17 @@ def choose_sources(
     return out
 
 
-def _last_week(demand: MigDemand, setup: MigSetup) -> range:
-    """The decision steps of the training period's last :data:`TRAINING_DAYS` days, each
-    with at least ``horizon_s`` of history before it."""
-    t0 = demand.test_start
+def _week_start(demand: MigDemand, setup: MigSetup) -> int:
+    """The first step of the training period's last :data:`TRAINING_DAYS` days, with at
+    least ``horizon_s`` of history before it."""
     span = math.ceil(setup.horizon_s / STEP.total_seconds())
-    first = max(span, t0 - TRAINING_DAYS * 86400 // int(STEP.total_seconds()))
+    return max(span, demand.test_start - TRAINING_DAYS * 86400 // int(STEP.total_seconds()))
+
+
+def _last_week(demand: MigDemand, setup: MigSetup) -> range:
+    """The decision steps of the training period's last :data:`TRAINING_DAYS` days, on the
+    clock of the test's decisions."""
+    t0, first = demand.test_start, _week_start(demand, setup)
     return range(first + (t0 - first) % setup.cycle_steps, t0, setup.cycle_steps)
 
 

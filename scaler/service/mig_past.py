@@ -16,19 +16,17 @@ import logging
 import pandas as pd
 
 from forecaster.errors import BadInputError
-from scaler.planning.mig.persistence import EVERY, SPAN, PastMigDemand, past_mig_demand
+from scaler.planning.mig.persistence import (
+    EVERY,
+    SPAN,
+    PastMigDemand,
+    past_mig_demand,
+    utc_naive,
+)
 from scaler.plans import iso
 from scaler.records import RecordsError, RunStore
 
 log = logging.getLogger(__name__)
-
-
-def _at(text: str) -> pd.Timestamp | None:
-    try:
-        at = pd.Timestamp(text.rstrip("Z"))
-    except ValueError:
-        return None
-    return at.tz_localize(None) if at.tzinfo else at
 
 
 def past_mig_plans(
@@ -47,7 +45,7 @@ def past_mig_plans(
         return []
     first: dict[pd.Timestamp, tuple[pd.Timestamp, str]] = {}
     for run_id, started in runs:
-        at = _at(started)
+        at = utc_naive(started)
         if at is not None and at.floor(EVERY) not in first:
             first[at.floor(EVERY)] = (at, run_id)
     out: list[PastMigDemand] = []

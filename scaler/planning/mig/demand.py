@@ -83,11 +83,6 @@ def held_signals(
     return held
 
 
-PEAK_SOURCES = ("forecast", "recent-peak")
-"""What a workload's demand over the horizon is planned on: its forecast, or the peak of its
-observations over the last horizon (persistence)."""
-
-
 def pinball(actual: np.ndarray, predicted: np.ndarray, quantile: float) -> float:
     """Mean pinball loss of ``predicted`` as the ``quantile`` of ``actual``."""
     d = np.asarray(actual, dtype=float) - np.asarray(predicted, dtype=float)

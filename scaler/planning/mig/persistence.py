@@ -59,11 +59,18 @@ def past_mig_demand(plan: Mapping[str, Any]) -> PastMigDemand | None:
             finite = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
             if finite:
                 peaks.setdefault(str(model), {})[str(profile)] = max(finite)
+    at = utc_naive(created)
+    return PastMigDemand(at, peaks) if peaks and at is not None else None
+
+
+def utc_naive(text: str) -> pd.Timestamp | None:
+    """An ISO-8601 UTC time as plans and records write it (``...Z``), without a zone; None
+    where it is not one."""
     try:
-        at = pd.Timestamp(created.rstrip("Z"))
+        at = pd.Timestamp(text.rstrip("Z"))
     except ValueError:
         return None
-    return PastMigDemand(at.tz_localize(None) if at.tzinfo else at, peaks) if peaks else None
+    return at.tz_localize(None) if at.tzinfo else at
 
 
 def observed_instances(

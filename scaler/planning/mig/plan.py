@@ -8,7 +8,6 @@ actions; then the ``nvidia.com/mig.config`` label per node and a mig-parted conf
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +104,8 @@ def plan_mig(
         geometry(model)
         group = [p for p in pools if gpu_model(p.gpu_model).name == model]
         nodes = _group_nodes(group, inventory, targets or {}, node_states)
+        forecast = demand.get(model, {})
+        flat = {p: float(v) for p, v in (recent or {}).get(model, {}).items() if p in forecast}
         ctx = MigContext(
             model=model,
             now=now,
@@ -116,10 +117,8 @@ def plan_mig(
             lead_s=max(p.lead_time_s for p in group),
             inventory=inventory,
             known_configs=known_configs,
+            recent=tuple(sorted(flat)),
         )
-        forecast = demand.get(model, {})
-        flat = {p: float(v) for p, v in (recent or {}).get(model, {}).items() if p in forecast}
-        ctx = dataclasses.replace(ctx, recent=tuple(sorted(flat)))
         planned = {p: np.full(len(grid), flat[p]) if p in flat else v for p, v in forecast.items()}
         out = _plan_model(ctx, group, nodes, planned, method, held_by_model[model])
         out.section["demand_instances"] = _rounded(forecast)
