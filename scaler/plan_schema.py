@@ -338,15 +338,6 @@ class LeadingCalibration(_Part):
     boost: float = Field(description="Signal units added to the newest observation now.")
 
 
-class SpotSpares(_Part):
-    """The spot spares counted in the margin's replay (``scaler.planning.margins.SpareCover``)."""
-
-    committed: float = Field(description="Signal units the pools' minimum nodes serve.")
-    unit: float = Field(description="Signal units one spare node serves.")
-    count: NonNegInt = Field(description="Spare spot nodes held against reclaims.")
-    all_free: float = Field(description="Chance that no spare stands in for a reclaimed node.")
-
-
 class SignalMargin(_Part):
     """How far above the newest observation a signal is provisioned near term, and the
     evidence (``scaler.planning.margins.Margin``). Shares are fractions of demand, cost
@@ -393,10 +384,6 @@ class SignalMargin(_Part):
     )
     leading: LeadingCalibration | None = Field(
         default=None, description="The leading signal's part, where its rule was chosen."
-    )
-    spot_spares: SpotSpares | None = Field(
-        default=None,
-        description="The spot spares the margin's replay counted as capacity (absent: no spot).",
     )
 
 

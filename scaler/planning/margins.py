@@ -44,27 +44,18 @@ where meeting it costs more than the reference rule did, the candidate serving
 most at no more than that rule's cost. So a series never gets a rule that was
 costlier than reactive scaling over its history.
 
-Where the signal's pools include spot (:class:`SpareCover`), the replay runs on the fleet
-the plan runs on: at each step whose capacity reaches past what the pools' minimum nodes
-(the reserved commitment) serve, the spot spares held against reclaims serve too, each
-weighted by the chance that it is not standing in for a reclaimed node; the reference rule
-is replayed the same way. A margin learnt for capacity alone would cover again what the
-spares already cover where no reclaim is pending. Without spot, nothing changes.
-
 The rules see only the history they are given; the replay gives them the training
 period, the product the collected lookback.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
 
 from scaler.planning.growth import LEVELS, Growth, GrowthBacktest, growth_factors
 from scaler.planning.leading import (
@@ -86,58 +77,6 @@ MIN_HISTORY_STEPS = 288
 REACTIVE_HEADROOM = 0.2
 """The reference rule's margin: the newest value plus 20%, the usual reactive autoscaler
 target (the replay's reactive baseline, README "Replay")."""
-
-
-@dataclass(frozen=True)
-class SpareCover:
-    """The spot spares a tiered fleet holds beyond the capacity the margin asks for, in the
-    signal's units (:func:`scaler.planning.tiers.signal_spares` builds it from the pools)."""
-
-    committed: float
-    """Signal units the pools' minimum nodes serve: spot, and its spares, are held only
-    where the capacity asked for reaches past them."""
-    unit: float
-    """Signal units one spare node serves."""
-    free: tuple[float, ...]
-    """``free[f]``: the chance that ``f`` of the spares are free (not standing in for a
-    reclaimed node), for ``f`` from 0 to the number of spares held."""
-
-    @classmethod
-    def of(cls, committed: float, unit: float, nodes: int, loss: float, spares: int) -> SpareCover:
-        """``spares`` held for ``nodes`` spot nodes, each reclaimed with probability ``loss``
-        over a replacement window: ``f`` spares are free when ``spares - f`` nodes are
-        reclaimed, none when ``spares`` or more are."""
-        reclaimed = binom(max(0, nodes), min(1.0, max(0.0, loss)))
-        free = [float(reclaimed.sf(spares - 1))] + [
-            float(reclaimed.pmf(spares - f)) for f in range(1, spares + 1)
-        ]
-        return cls(committed=committed, unit=unit, free=tuple(free))
-
-    @property
-    def count(self) -> int:
-        return len(self.free) - 1
-
-    def unserved(self, demand: np.ndarray, served: np.ndarray) -> np.ndarray:
-        """Expected demand unserved per row of ``served`` (candidates x steps), the free
-        spares serving too at the steps whose capacity reaches past :attr:`committed`."""
-        on = served > self.committed + 1e-9
-        return sum(
-            (w * np.maximum(0.0, demand - served - f * self.unit * on).sum(axis=1))
-            for f, w in enumerate(self.free)
-        )
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "committed": round(self.committed, 6),
-            "unit": round(self.unit, 6),
-            "count": self.count,
-            "all_free": round(self.free[-1], 6),
-        }
-
-    def held(self, requested: np.ndarray) -> np.ndarray:
-        """The spares held beside ``requested`` (candidates x steps), in signal units."""
-        return self.count * self.unit * (requested > self.committed + 1e-9)
-
 
 Backtester = Callable[[np.ndarray, pd.DatetimeIndex, int], GrowthBacktest | None]
 """``(values, grid, lead_steps) -> backtest``: the forecaster walked forward over a regular
@@ -199,8 +138,6 @@ class Margin:
     """The leading signal that was tried, whether or not its rule won."""
     leading_note: str = ""
     """Why the leading rule was not used though it was cheapest over the history."""
-    spares: SpareCover | None = None
-    """The spot spares the replay counted as capacity (None: the fleet holds no spot)."""
 
     @property
     def source(self) -> str:
@@ -260,12 +197,6 @@ class Margin:
                 f"{reactive}"
             )
         text += self._comparison() + self._leading_comparison()
-        if self.spares is not None and self.spares.count:
-            text += (
-                f"; replayed with the {self.spares.count} spot spare node(s) held against "
-                f"reclaims serving where none is reclaimed ({100 * self.spares.free[-1]:.0f}% "
-                "of the time all are free)"
-            )
         if self.growth_error is not None and all(math.isfinite(e) for e in self.growth_error):
             fc, none = self.growth_error
             text += (
@@ -361,8 +292,6 @@ class Margin:
                 "forecast": r6(self.growth_error[0]),
                 "no_growth": r6(self.growth_error[1]),
             }
-        if self.spares is not None:
-            out["spot_spares"] = self.spares.to_dict()
         if self.leading_signal is not None:
             out["leading_signal"] = self.leading_signal
             out["leading_cost_ratio"] = r6(self.leading_cost_ratio)
@@ -388,7 +317,6 @@ def replay_rule(
     scored_from: int = 0,
     boost: np.ndarray | None = None,
     scored_to: int | None = None,
-    spares: SpareCover | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(unserved share, capacity / demand)`` of the near-term rule per candidate margin.
 
@@ -398,8 +326,6 @@ def replay_rule(
     replica, the margin's unit (0: not rounded). Steps before ``scored_from`` are
     replayed but not scored, and so are those from ``scored_to`` on (None: none). ``boost``: signal units added to each step's level before
     the margin (the leading rule, :mod:`scaler.planning.leading`; None: nothing).
-    ``spares``: the spot spares the fleet holds beside the capacity asked for (None: none;
-    the unserved share is then their expectation over reclaims).
     """
     y = np.asarray(values, dtype=float)
     n = len(y)
@@ -436,12 +362,8 @@ def replay_rule(
     total = float(np.nansum(demand[scored]))
     if total <= 0:
         return np.zeros(len(margins)), np.zeros(len(margins))
-    if spares is None:
-        short = np.maximum(0.0, demand[None, scored] - served[:, scored]).sum(axis=1)
-        return short / total, held[:, scored].sum(axis=1) / total
-    short = spares.unserved(demand[None, scored], served[:, scored])
-    kept = held[:, scored] + spares.held(held[:, scored])
-    return short / total, kept.sum(axis=1) / total
+    short = np.maximum(0.0, demand[None, scored] - served[:, scored])
+    return short.sum(axis=1) / total, held[:, scored].sum(axis=1) / total
 
 
 def unserved_by_margin(
@@ -471,8 +393,6 @@ class _Replay:
     """First step scored: the backtest's first origin (0: the whole history)."""
     scored_to: int | None = None
     """Steps from this one on are not scored (None: all to the end)."""
-    spares: SpareCover | None = None
-    """The spot spares held beside the capacity asked for (None: no spot)."""
 
     def rule(
         self,
@@ -492,7 +412,6 @@ class _Replay:
             scored_from=self.scored_from,
             boost=boost,
             scored_to=self.scored_to,
-            spares=self.spares,
         )
 
 
@@ -524,7 +443,6 @@ def learn_margin(
     backtest: Backtester | None = None,
     leading: pd.Series | None = None,
     leading_signal: str | None = None,
-    spares: SpareCover | None = None,
 ) -> Margin | None:
     """The cheapest rule and margin keeping ``history``'s unserved share in ``budget``.
 
@@ -536,15 +454,12 @@ def learn_margin(
     forecaster walked forward over the history (None: the growth rule is not a
     candidate). ``leading``: the history of the signal's leading signal (named
     ``leading_signal``; None: the leading rule is not a candidate, and the choice is
-    exactly the one without it). ``spares``: the spot spares the signal's fleet holds
-    (:class:`SpareCover`; None: none, the margin as for capacity alone). None when the
-    history is shorter than :data:`MIN_HISTORY_STEPS` or carries no demand.
+    exactly the one without it). None when the history is shorter than
+    :data:`MIN_HISTORY_STEPS` or carries no demand.
     """
     replay = _regular_replay(history, lead_time_s, step, floor_window, granule, replica)
     if replay is None:
         return None
-    if spares is not None:
-        replay = dataclasses.replace(replay, spares=spares)
     bt = backtest(replay.values, replay.grid, replay.lead_steps) if backtest else None
     if bt is not None:
         replay = _Replay(**{**replay.__dict__, "scored_from": int(bt.positions.min())})
@@ -612,7 +527,6 @@ def learn_margin(
         leading_cost_ratio=_best_cost(tried, unserved, cost, target, "leading") if leads else None,
         leading_signal=None if leading is None else str(leading_signal or "leading"),
         leading_note=leading_note,
-        spares=spares,
     )
 
 

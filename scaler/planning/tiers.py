@@ -135,12 +135,12 @@ from scaler.planning.binding import (
 )
 from scaler.planning.bounds import PlanningCycle, model_problem, quiet_models
 from scaler.planning.cost_and_risk import expected_unserved, plan_cost
-from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes, spot_loss_fraction
+from scaler.planning.coverage import covered_gpus, lead_steps, spare_nodes
 from scaler.planning.deferrable import plan_deferrable
 from scaler.planning.demand import planning_grid
 from scaler.planning.growth import Forecaster, bounded_refresh, walk_forward
 from scaler.planning.leading import leading_signal_of
-from scaler.planning.margins import Margin, SpareCover, learn_margin
+from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.need import (
     DemandLevels,
     PoolLevels,
@@ -167,25 +167,6 @@ from scaler.plans import Action, CapacityPlan, PastCycle, PoolPlan, SignalSummar
 from scaler.wording import Reason
 
 
-def _own_pools(fleet: Fleet, signal: str) -> tuple[list[PoolConfig], float] | None:
-    """The pools serving ``signal`` alone and the GPUs one signal unit needs; None where
-    the signal shares its GPU model with another signal's workloads, drives a MIG
-    workload, or has no pool."""
-    driven = [w for w in fleet.workloads if w.signal == signal]
-    if not driven or any(w.mig_profile is not None for w in driven):
-        return None
-    models = {gpu_model(w.gpu_model).name for w in driven}
-    others = [
-        w for w in fleet.workloads if w.signal != signal and gpu_model(w.gpu_model).name in models
-    ]
-    if others or len(models) != 1:
-        return None
-    pools = fleet.pools_for(next(iter(models)))
-    if not pools:
-        return None
-    return pools, sum(w.gpus_per_replica / w.units_per_replica for w in driven)
-
-
 def signal_granule(fleet: Fleet, signal: str) -> float:
     """Signal units one node serves: the step in which capacity for ``signal`` comes.
 
@@ -193,36 +174,20 @@ def signal_granule(fleet: Fleet, signal: str) -> float:
     signal's workloads, drives a MIG workload, or has no pool: there the nodes are
     not the signal's alone, so their rounding is no margin it can count on.
     """
-    own = _own_pools(fleet, signal)
-    if own is None:
+    driven = [w for w in fleet.workloads if w.signal == signal]
+    if not driven or any(w.mig_profile is not None for w in driven):
         return 0.0
-    pools, gpus_per_unit = own
-    return min(p.gpus_per_node for p in pools) / gpus_per_unit
-
-
-def signal_spares(fleet: Fleet, signal: str, policy: PolicyConfig) -> SpareCover | None:
-    """The spot spares ``signal``'s pools hold beyond the capacity its margin asks for
-    (:class:`~scaler.planning.margins.SpareCover`), as the planner holds them: those of the
-    cheapest spot pool at its full market (:func:`spare_nodes`), once the capacity asked
-    for reaches past what every pool's minimum nodes serve. None where the signal's pools
-    are not its own (as :func:`signal_granule`) or none is spot with reclaims."""
-    own = _own_pools(fleet, signal)
-    if own is None:
-        return None
-    pools, gpus_per_unit = own
-    spot = [
-        p
-        for p in pools
-        if p.max_nodes > 0 and spot_loss_fraction(p, policy.cycle_s) > 0 and p.tier == "spot"
+    models = {gpu_model(w.gpu_model).name for w in driven}
+    others = [
+        w for w in fleet.workloads if w.signal != signal and gpu_model(w.gpu_model).name in models
     ]
-    if not spot:
-        return None
-    pool = min(spot, key=lambda p: (p.price_per_gpu_hour, p.name))
-    loss = spot_loss_fraction(pool, policy.cycle_s)
-    spares = spare_nodes(pool, pool.max_nodes, policy.quantile, policy.cycle_s)
-    committed = sum(p.min_nodes * p.gpus_per_node for p in pools) / gpus_per_unit
-    unit = pool.gpus_per_node / gpus_per_unit
-    return SpareCover.of(committed, unit, pool.max_nodes, loss, spares)
+    if others or len(models) != 1:
+        return 0.0
+    pools = fleet.pools_for(next(iter(models)))
+    if not pools:
+        return 0.0
+    gpus_per_unit = sum(w.gpus_per_replica / w.units_per_replica for w in driven)
+    return min(p.gpus_per_node for p in pools) / gpus_per_unit
 
 
 def signal_replica(workloads: Iterable[WorkloadConfig], signal: str) -> float:
@@ -284,7 +249,6 @@ def learn_margins(
             # A workload's leading signal, up to the same newest observation (never after).
             leading=None if lead_seen is None else lead_seen[lead_seen.index <= fc.last_timestamp],
             leading_signal=leading,
-            spares=signal_spares(fleet, name, policy),
         )
     return out
 

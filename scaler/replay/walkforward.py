@@ -32,13 +32,7 @@ from scaler.planning.growth import walk_forward
 from scaler.planning.leading import aligned
 from scaler.planning.margins import Margin, learn_margin
 from scaler.planning.solver import Solver
-from scaler.planning.tiers import (
-    CapacityInputs,
-    plan_capacity,
-    signal_granule,
-    signal_replica,
-    signal_spares,
-)
+from scaler.planning.tiers import CapacityInputs, plan_capacity, signal_granule, signal_replica
 from scaler.plans import CapacityPlan, PastCycle
 from scaler.replay.fleets import FleetRun, SpotFleet
 from scaler.replay.protocol import STEP, STEP_H, STEPS_PER_DAY, ReplaySetup, Trace
@@ -233,7 +227,6 @@ def _training_margin(
         backtest=backtest,
         leading=None if leading is None else leading.loc[training.index],
         leading_signal=None if leading is None else str(leading.name),
-        spares=signal_spares(config.fleet, "demand", config.policy),
     )
 
 
