@@ -15,6 +15,7 @@ from scaler.agent.nvml import FakeNvml, NvmlError
 from scaler.catalog.mig import Layout
 from scaler.cli import main
 from tests.conftest import REPO
+from tests.fake_kube import gpu_node, kubeconfig_for, start_fake
 
 BALANCED = [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "1g.10gb": 4}}]
 
@@ -176,6 +177,34 @@ def test_agent_once_applies_a_mig_parted_file(
     assert "--config-name" in capsys.readouterr().err
     assert main([*args, "--config-name", "all-balanced"]) == 1  # not cordoned: refused
     assert json.loads(capsys.readouterr().out)["last_apply"]["outcome"] == "refused"
+
+
+@pytest.mark.slow  # a fake API server and the client's first connections: about 1.3 s
+def test_agent_reads_the_cordon_through_the_kubeconfig_it_is_given(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = start_fake()
+    try:
+        fake.create("/api/v1/nodes", gpu_node("gpu-1", {}, unschedulable=True))
+        fake.create("/api/v1/nodes", gpu_node("gpu-2", {}))
+        (workdir / "kubeconfig").write_text(yaml.safe_dump(kubeconfig_for(fake.url)))
+        (workdir / "mig.yaml").write_text(
+            yaml.safe_dump({"version": "v1", "mig-configs": {"all-balanced": BALANCED}})
+        )
+        args = ["agent", "--once", "--fake-gpus", "A100-80GB", "--desired-file", "mig.yaml"]
+        args += ["--kubeconfig", "kubeconfig", "--context", "fake"]
+        # Drained: the layout is applied; schedulable: refused, nothing changed.
+        assert main([*args, "--node", "gpu-1"]) == 0
+        assert json.loads(capsys.readouterr().out)["last_apply"]["outcome"] == "success"
+        assert main([*args, "--node", "gpu-2"]) == 1
+        assert json.loads(capsys.readouterr().out)["last_apply"]["outcome"] == "refused"
+        assert not fake.writes()
+        # A context the kubeconfig does not hold: one line naming it.
+        assert main([*args, "--node", "gpu-1", "--context", "elsewhere"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "--context elsewhere" in err
+    finally:
+        fake.stop()
 
 
 def test_daemonset_manifest_is_valid() -> None:

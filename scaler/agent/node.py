@@ -482,7 +482,11 @@ def run_agent(args: argparse.Namespace) -> int:
     backend = _backend(args)
     try:
         node = args.node or os.environ.get("NODE_NAME")
-        kube = KubeNodeGate(node) if node and not args.assume_cordoned else None
+        kube = (
+            KubeNodeGate(node, getattr(args, "kubeconfig", None), getattr(args, "context", None))
+            if node and not args.assume_cordoned
+            else None
+        )
         gate: NodeGate = kube if kube is not None else StaticGate(bool(args.assume_cordoned))
         source: Callable[[], str | None] | None = None
         if args.desired_file:

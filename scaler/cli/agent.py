@@ -37,6 +37,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="the node was drained by hand; skip the Kubernetes cordon check",
     )
+    p.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file for the cordon check; default: in-cluster service account, "
+        "else ~/.kube/config",
+    )
+    p.add_argument("--context", help="kubeconfig context; default: the current context")
     p.add_argument("--interval", type=float, default=30.0, help="seconds between reconciles")
     p.add_argument("--once", action="store_true", help="apply once, print the state JSON, exit")
     p.add_argument(
