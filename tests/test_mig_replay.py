@@ -16,7 +16,13 @@ from scaler.cli import main
 from scaler.replay import mig
 from scaler.replay.mig import POLICIES, MigSetup, best_static, run_mig_replay
 from scaler.replay.mig_fleet import MigPool, MigTally, account_step
-from scaler.replay.mig_frontier import HEADROOMS, matched, reactive_frontier
+from scaler.replay.mig_frontier import (
+    HEADROOMS,
+    matched,
+    matched_intervals,
+    reactive_frontier,
+    reactive_points,
+)
 from scaler.replay.mig_report import format_mig, pick_policies
 from scaler.replay.mig_scenarios import (
     SCENARIOS,
@@ -309,8 +315,34 @@ def test_the_reactive_frontier_holds_the_recent_peak_and_matches_a_policy(tmp_pa
     assert m.saving == pytest.approx(1 - 58.0 / 48.0)
     assert "reactive" not in matched(demand, result, frontier)
     result.matched.update(matched(demand, result, frontier))
+    # One test day: every bootstrap draw is that day, so the interval is the saving itself.
+    points = reactive_points(demand, result)
+    assert reactive_frontier(demand, result, points) == frontier
+    lo, hi = matched_intervals(demand, result, points, draws=50)["clairvoyant"]
+    assert lo == pytest.approx(m.saving) and hi == pytest.approx(m.saving)
+    result.intervals.update({"clairvoyant": (lo, hi)})
     row = next(ln for ln in format_mig(result).splitlines() if ln.startswith("clairvoyant"))
-    assert row.endswith(">=-20.8%  +0% newest")
+    assert row.split()[-4:] == [">=-20.8%", "-20.8%..-20.8%", "+0%", "newest"]
+
+
+@pytest.mark.slow
+def test_the_savings_interval_spans_what_other_weeks_of_the_same_days_give(
+    tmp_path: Path,
+) -> None:
+    setup = replace(HOURLY, test_days=3)
+    small, large = _phases(5)
+    # The second test day asks 14 more small instances all afternoon: a day unlike the others.
+    day = 3 * 288
+    small[day + 160 : day + 288] = 14.0
+    demand = _demand(tmp_path, small, large, setup)
+    result = run_mig_replay(demand, setup, ("reactive", "clairvoyant"))
+    points = reactive_points(demand, result)
+    saving = matched(demand, result, reactive_frontier(demand, result, points))["clairvoyant"]
+    lo, hi = matched_intervals(demand, result, points, draws=300)["clairvoyant"]
+    # Draws with more or fewer copies of the odd day move the saving both ways.
+    assert lo < saving.saving < hi
+    again = matched_intervals(demand, result, points, draws=300)["clairvoyant"]
+    assert again == (lo, hi)  # seeded: the same table twice
 
 
 def test_recent_peak_is_flat_at_the_peak_of_the_visible_window() -> None:

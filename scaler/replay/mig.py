@@ -142,6 +142,9 @@ class MigResult:
     matched: dict[str, Matched] = field(default_factory=dict)
     """Policies against the reactive frontier at matched service
     (:mod:`scaler.replay.mig_frontier`); empty when it was not traced."""
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """The same savings' 90% intervals over the test days
+    (:func:`scaler.replay.mig_frontier.matched_intervals`); empty when not traced."""
 
 
 class _Policy(Protocol):

@@ -9,6 +9,7 @@ lost to drains and the mean need it held for.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,15 @@ from forecaster.errors import BadInputError, DataError
 from forecaster.series import parse_duration
 from scaler.catalog.mig import resolve_profile
 from scaler.replay.mig import POLICIES, MigResult, MigSetup, run_mig_replay
-from scaler.replay.mig_frontier import HEADROOMS, holds_of, matched, reactive_frontier
+from scaler.replay.mig_frontier import (
+    HEADROOMS,
+    LEVEL,
+    holds_of,
+    matched,
+    matched_intervals,
+    reactive_frontier,
+    reactive_points,
+)
 from scaler.replay.mig_scenarios import (
     SCENARIOS,
     MigScenario,
@@ -76,7 +85,10 @@ def cmd_mig(args: argparse.Namespace) -> int:
     for demand in demands:
         result = run_mig_replay(demand, setup, policies, args.forecast_cache)
         if "reactive" in policies:
-            result.matched.update(matched(demand, result, reactive_frontier(demand, result)))
+            points = reactive_points(demand, result)
+            frontier = reactive_frontier(demand, result, points)
+            result.matched.update(matched(demand, result, frontier))
+            result.intervals.update(matched_intervals(demand, result, points))
         print(format_mig(result, args.traces), flush=True)
         for name, tally in result.tallies.items():
             print(f"{name}: {tally.seconds:.1f} s", file=sys.stderr)
@@ -128,7 +140,7 @@ def format_mig(r: MigResult, traces: str = "DIR") -> str:
     rows = [
         f"{'policy':<13} {'GPU-h':>9} {'cost $':>10} {'unserved slice-h':>17} {'in drains':>9} "
         f"{'relayouts':>9} {'drain GPU-h':>11} {'need GPUs':>9} {'vs static':>9}"
-        + (f" {'vs reactive*':>12}  matched at" if r.matched else "")
+        + (f" {'vs reactive*':>12} {f'{LEVEL:.0%} days':>15}  matched at" if r.matched else "")
     ]
     base = r.tallies.get("static")
     for name, t in r.tallies.items():
@@ -154,7 +166,12 @@ def _matched(r: MigResult, name: str) -> str:
     if m is None:
         return ""
     hold = "newest" if m.hold_s == 0 else f"peak {m.hold_s / 3600:g} h"
-    return f" {('>=' if m.beyond else '') + f'{m.saving:+.1%}':>12}  +{m.headroom:.0%} {hold}"
+    lo, hi = r.intervals.get(name, (math.nan, math.nan))
+    spread = f"{lo:+.1%}..{hi:+.1%}" if math.isfinite(lo) and math.isfinite(hi) else ""
+    return (
+        f" {('>=' if m.beyond else '') + f'{m.saving:+.1%}':>12} {spread:>15}"
+        f"  +{m.headroom:.0%} {hold}"
+    )
 
 
 def _frontier_note(r: MigResult) -> list[str]:
@@ -168,7 +185,9 @@ def _frontier_note(r: MigResult) -> list[str]:
         f"* vs reactive: GPU-h saved against the reactive relayout at the same unserved share, "
         f"interpolated on its frontier at headrooms {HEADROOMS[0]:.0%} to {HEADROOMS[-1]:.0%} "
         f"held over {holds} observations (the cheaper hold kept; '>=': serves better than "
-        "every point, against the best-serving one)"
+        "every point, against the best-serving one); "
+        f"{LEVEL:.0%} days: the central {LEVEL:.0%} of the same saving over "
+        "bootstrap draws of whole test days"
     ]
 
 
