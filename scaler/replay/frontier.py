@@ -24,6 +24,12 @@ the frontier's best-serving point stands in (the saving is then understated, and
 stays understated); where it leaves more than every point, the cheapest point's cost. Reversals are compared with those of the efficient point of the same
 service: the cheapest one leaving no more unserved than the policy, whose headroom and
 hold the replay tables print.
+
+A test period is a few days, so each saving comes with how far it moves over them
+(:func:`matched_interval`): a bootstrap over whole test days, each draw resampling the
+days, summing every run's cost and unserved demand over them (:class:`DayTotals`) and
+matching the policy on that draw's frontier, so the policy and every point of the
+frontier are scored on the same days.
 """
 
 from __future__ import annotations
@@ -36,11 +42,16 @@ import numpy as np
 
 from scaler.replay.baselines import reactive_requests
 from scaler.replay.fleets import FleetRun, single_pool_run
-from scaler.replay.protocol import STEP, ReplaySetup, Trace, planner_hold_s
+from scaler.replay.protocol import STEP, STEP_H, STEPS_PER_DAY, ReplaySetup, Trace, planner_hold_s
 from scaler.replay.scoring import Score, score
 
 HEADROOMS: tuple[float, ...] = tuple(round(0.025 * k, 3) for k in range(41))
 """Reactive headrooms the frontier is traced at: 0% to 100% in steps of 2.5%."""
+
+DRAWS = 1000
+"""Bootstrap draws of :func:`matched_interval`."""
+LEVEL = 0.9
+"""The central share of the draws an interval spans."""
 
 RunOf = Callable[[np.ndarray, ReplaySetup], FleetRun]
 """A fleet run of the reactive rule's requests (nodes per test step) under a setup."""
@@ -51,6 +62,45 @@ def frontier_holds(setup: ReplaySetup) -> tuple[int, ...]:
     (``reactive_hold_s``, 30 minutes) and the planner's (lead time + stabilization),
     ascending and without repeats (one hold at the 10-minute lead)."""
     return tuple(sorted({setup.reactive_hold_s, planner_hold_s(setup)}))
+
+
+def by_day(values: np.ndarray) -> np.ndarray:
+    """Per-step values summed per test day (the last day may be partial)."""
+    days = -(-len(values) // STEPS_PER_DAY)
+    return np.bincount(np.arange(len(values)) // STEPS_PER_DAY, weights=values, minlength=days)
+
+
+@dataclass(frozen=True)
+class DayTotals:
+    """One run's cost and demand left unserved (GPU-steps) per test day."""
+
+    cost: np.ndarray
+    short: np.ndarray
+
+    @classmethod
+    def of(cls, run: FleetRun, demand: np.ndarray, gpus_per_node: int) -> DayTotals:
+        """``run`` against ``demand`` (GPUs per test step) by day. A pool billed in whole
+        periods has its cost spread over its steps in proportion to what they requested
+        (the periods cross the days), so the days still add up to the run's cost."""
+        step_cost = np.zeros(len(demand))
+        for p, n in run.requested.items():
+            per = n * run.price_per_node_step[p]
+            if p in run.billing and per.sum() > 0:
+                per = per * (run.cost_by_pool()[p] / per.sum())
+            step_cost = step_cost + per
+        short = np.maximum(0.0, demand - run.usable_total * gpus_per_node)
+        return cls(by_day(step_cost), by_day(short))
+
+    def drawn(self, s: Score, weights: np.ndarray, demanded: float) -> Score:
+        """``s`` over the days ``weights`` draws (copies of each day), ``demanded`` the
+        GPU-steps those days ask for."""
+        short = float(weights @ self.short)
+        return replace(
+            s,
+            cost=float(weights @ self.cost),
+            unserved_gpu_hours=short * STEP_H,
+            unserved_share=short / demanded if demanded > 0 else 0.0,
+        )
 
 
 @dataclass(frozen=True)
@@ -80,6 +130,17 @@ class Frontier:
     scores: tuple[Score, ...]
     holds: tuple[int, ...] = ()
     """Each point's hold, seconds (empty: every point held ``reactive_hold_s``, 1800)."""
+    days: tuple[DayTotals, ...] = ()
+    """Each point's run by test day (empty: not kept, no interval)."""
+
+    def resampled(self, weights: np.ndarray, demanded: float) -> Frontier | None:
+        """The frontier over the days ``weights`` draws; None where its days were not kept."""
+        if len(self.days) != len(self.scores):
+            return None
+        scores = tuple(
+            d.drawn(s, weights, demanded) for s, d in zip(self.scores, self.days, strict=True)
+        )
+        return Frontier(self.headrooms, scores, self.holds)
 
     def points(self) -> list[tuple[float, int, Score]]:
         """``(headroom, hold_s, score)`` of every point."""
@@ -147,11 +208,17 @@ class CheapestOf(Frontier):
             raise ValueError("CheapestOf needs at least one frontier")
         pts = [p for f in parts for p in f.points()]
         return cls(
-            tuple(p[0] for p in pts),
-            tuple(p[2] for p in pts),
-            tuple(p[1] for p in pts),
-            tuple(parts),
+            headrooms=tuple(p[0] for p in pts),
+            scores=tuple(p[2] for p in pts),
+            holds=tuple(p[1] for p in pts),
+            parts=tuple(parts),
         )
+
+    def resampled(self, weights: np.ndarray, demanded: float) -> Frontier | None:
+        parts = [p.resampled(weights, demanded) for p in self.parts]
+        if any(p is None for p in parts):
+            return None
+        return CheapestOf.of([p for p in parts if p is not None])
 
     def match(self, policy: Score) -> Matched:
         return min((f.match(policy) for f in self.parts), key=lambda m: m.frontier_cost)
@@ -172,12 +239,42 @@ def reactive_frontier(
     window = max(1, round(setup.reversal_window_s / STEP.total_seconds()))
     holds = tuple(holds) if holds is not None else frontier_holds(setup)
     run_of = run_of or (lambda requests, s: single_pool_run("reactive", requests, s))
-    hs, held, scores = [], [], []
+    hs, held, scores, days = [], [], [], []
     for hold in holds:
         for h in headrooms:
             at = replace(setup, reactive_headroom=h, reactive_hold_s=hold)
             run = run_of(reactive_requests(trace, at), at)
             scores.append(score(run, demand, setup.gpus_per_node, math.nan, math.nan, window))
+            days.append(DayTotals.of(run, demand, setup.gpus_per_node))
             hs.append(h)
             held.append(hold)
-    return Frontier(tuple(hs), tuple(scores), tuple(held))
+    return Frontier(tuple(hs), tuple(scores), tuple(held), tuple(days))
+
+
+def matched_interval(
+    frontier: Frontier,
+    policy: Score,
+    days: DayTotals,
+    demand: np.ndarray,
+    draws: int = DRAWS,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """``policy``'s saving at matched service (run by day: ``days``; ``demand`` GPUs per
+    test step) as the ``level`` central interval of a bootstrap over whole test days
+    (module docstring); None where the frontier kept no days."""
+    need = by_day(np.asarray(demand, dtype=float))
+    if not len(need):
+        return None
+    weights = np.random.default_rng(seed).multinomial(
+        len(need), np.full(len(need), 1 / len(need)), size=draws
+    )
+    savings = []
+    for w in weights.astype(float):
+        demanded = float(w @ need)
+        drawn = frontier.resampled(w, demanded)
+        if drawn is None:
+            return None
+        savings.append(drawn.match(days.drawn(policy, w, demanded)).saving)
+    tail = (1 - level) / 2
+    return float(np.nanquantile(savings, tail)), float(np.nanquantile(savings, 1 - tail))

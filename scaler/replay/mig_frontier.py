@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scaler.replay.frontier import Frontier, Matched
+from scaler.replay.frontier import DRAWS, LEVEL, Frontier, Matched, by_day
 from scaler.replay.mig import POLICIES, MigResult, Reactive, replay_policy, shared_pool
 from scaler.replay.mig_fleet import MigPool, MigTally, compute_slices
 from scaler.replay.mig_scenarios import MigDemand
@@ -37,13 +37,6 @@ HEADROOMS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(11))
 """Reactive headrooms the frontier is traced at: 0% to 100% in steps of 10%."""
 MATCHED = tuple(p for p in POLICIES if p not in ("static", "reactive"))
 """The policies matched on the frontier: every planner."""
-
-
-DRAWS = 1000
-"""Bootstrap draws of :func:`matched_intervals`."""
-LEVEL = 0.9
-"""The central share of the draws an interval spans."""
-DAY_STEPS = round(86400 / STEP.total_seconds())
 
 
 def holds_of(horizon_s: int) -> tuple[int, ...]:
@@ -114,16 +107,10 @@ def reactive_frontier(
     )
 
 
-def _by_day(values: np.ndarray) -> np.ndarray:
-    """Per-step values summed per test day (the last day may be partial)."""
-    days = -(-len(values) // DAY_STEPS)
-    return np.bincount(np.arange(len(values)) // DAY_STEPS, weights=values, minlength=days)
-
-
-def _demanded_by_day(demand: MigDemand) -> np.ndarray:
+def _demandedby_day(demand: MigDemand) -> np.ndarray:
     model, t0 = demand.scenario.gpu_model, demand.test_start
     slices = sum(v[t0:] * compute_slices(model, p) for p, v in demand.instances().items())
-    return _by_day(np.asarray(slices, dtype=float) * STEP_H)
+    return by_day(np.asarray(slices, dtype=float) * STEP_H)
 
 
 def matched_intervals(
@@ -140,7 +127,7 @@ def matched_intervals(
     runs = {n: t for n, t in result.tallies.items() if n in MATCHED}
     if not runs or not points:
         return {}
-    need = _demanded_by_day(demand)
+    need = _demandedby_day(demand)
     counts = (
         np.random.default_rng(seed)
         .multinomial(len(need), np.full(len(need), 1 / len(need)), size=draws)
@@ -148,9 +135,7 @@ def matched_intervals(
     )
 
     def totals(tally: MigTally) -> tuple[np.ndarray, np.ndarray]:
-        return counts @ _by_day(tally.gpus * STEP_H), counts @ _by_day(
-            tally.unserved_slices * STEP_H
-        )
+        return counts @ by_day(tally.gpus * STEP_H), counts @ by_day(tally.unserved_slices * STEP_H)
 
     demanded = counts @ need
     point_totals = [totals(p.tally) for p in points]

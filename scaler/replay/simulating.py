@@ -54,7 +54,13 @@ from forecaster.errors import BadInputError
 from scaler.config import Config
 from scaler.replay.baselines import BASELINES
 from scaler.replay.fleets import FleetRun, single_pool_run
-from scaler.replay.frontier import Frontier, Matched, reactive_frontier
+from scaler.replay.frontier import (
+    DayTotals,
+    Frontier,
+    Matched,
+    matched_interval,
+    reactive_frontier,
+)
 from scaler.replay.protocol import STEP, STEPS_PER_DAY, ReplaySetup, Trace
 from scaler.replay.scoring import Score, score
 from scaler.replay.tiers import tiered_reactive_frontiers
@@ -93,6 +99,11 @@ class Replay:
     """The tiered planner at matched service against the tiered reactive baseline, its
     commitment sized by rule, at hindsight and as the floor of every commitment
     (scaler.replay.tiers.RESERVED_RULES)."""
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """The planner's saving at matched service (``predictive`` and its ablations), as the
+    90% interval over bootstrap draws of the test days (scaler.replay.frontier)."""
+    tier_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """The same for each of :attr:`tier_matched`."""
 
 
 def run_replay(
@@ -124,12 +135,24 @@ def run_replay(
     matched = {p: frontier.match(s) for p, s in scores.items() if p not in YARDSTICKS}
     tiered = scores.get("predictive-tiers")
     # The baseline takes the replay's own tiers: not a user's pools (--config).
-    tier_matched = (
-        {r: f.match(tiered) for r, f in tiered_reactive_frontiers(trace, setup).items()}
-        if tiered is not None and fleet is None
-        else {}
+    tier_frontiers = (
+        tiered_reactive_frontiers(trace, setup) if tiered is not None and fleet is None else {}
     )
-    return Replay(trace, setup, runs, scores, frontier, matched, tier_matched)
+    tier_matched = {r: f.match(tiered) for r, f in tier_frontiers.items() if tiered is not None}
+    demand = trace.demand[trace.test_start :]
+
+    def spread(f: Frontier, policy: str) -> tuple[float, float] | None:
+        days = DayTotals.of(runs[policy], demand, setup.gpus_per_node)
+        return matched_interval(f, scores[policy], days, demand)
+
+    planners = [p for p in matched if p == "predictive" or _ablated_method(p) is not None]
+    intervals = {p: iv for p in planners if (iv := spread(frontier, p)) is not None}
+    tier_intervals = {
+        r: iv for r in tier_matched if (iv := spread(tier_frontiers[r], "predictive-tiers"))
+    }
+    return Replay(
+        trace, setup, runs, scores, frontier, matched, tier_matched, intervals, tier_intervals
+    )
 
 
 def planner_days(trace: Trace, policies: Sequence[str], tiers: bool) -> int:

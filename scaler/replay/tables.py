@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from forecaster.tables import aligned
-from scaler.replay.frontier import Matched
-from scaler.replay.protocol import STEP_H
+from scaler.replay.frontier import LEVEL, Matched
+from scaler.replay.protocol import STEP_H, STEPS_PER_DAY
 from scaler.replay.scoring import Score
 from scaler.replay.simulating import Replay
 from scaler.replay.suite import Suite, SuiteResult
@@ -45,7 +45,20 @@ def format_table(replay: Replay) -> str:
         _TABLE_HEADER,
         *(_policy_row(s, replay.matched.get(p)) for p, s in replay.scores.items()),
     ]
-    return "\n".join(aligned(rows, right=range(1, len(_TABLE_HEADER))))
+    spreads = [f"{p} {spread(iv)}" for p, iv in replay.intervals.items()]
+    days = math.ceil(len(replay.trace.test_index) / STEPS_PER_DAY)
+    tail = (
+        [f"saving at matched service, {LEVEL:.0%} over the {days} test days: " + "; ".join(spreads)]
+        if spreads
+        else []
+    )
+    return "\n".join(aligned(rows, right=range(1, len(_TABLE_HEADER))) + tail)
+
+
+def spread(interval: tuple[float, float]) -> str:
+    """A saving's interval over the test days, in percent."""
+    lo, hi = interval
+    return f"{100 * lo:+.2f}% to {100 * hi:+.2f}%"
 
 
 def _policy_row(s: Score, m: Matched | None) -> tuple[str, ...]:
@@ -91,7 +104,7 @@ def format_tiers(replay: Replay) -> str:
     if tiered is None:
         return ""
     if single is None:
-        return "\n".join(_tier_baseline_lines(replay.tier_matched, tiered))
+        return "\n".join(_tier_baseline_lines(replay.tier_matched, tiered, replay.tier_intervals))
     run = replay.runs["predictive-tiers"]
     by_pool = run.cost_by_pool()
     gpu_h = {
@@ -106,13 +119,21 @@ def format_tiers(replay: Replay) -> str:
         f"(clairvoyant tiers at these prices: {100 * clairvoyant:.1f}%, so {100 * captured:.0f}% of "
         f"theirs); unserved {tiered.unserved_gpu_hours:.2f} vs {single.unserved_gpu_hours:.2f} GPU-h "
         f"({verdict} unserved); {split}; spot nodes reclaimed: {run.reclaimed}"
-        + "".join(f"\n{line}" for line in _tier_baseline_lines(replay.tier_matched, tiered))
+        + "".join(
+            f"\n{line}"
+            for line in _tier_baseline_lines(replay.tier_matched, tiered, replay.tier_intervals)
+        )
     )
 
 
-def _tier_baseline_lines(tier_matched: dict[str, Matched], tiered: Score) -> list[str]:
+def _tier_baseline_lines(
+    tier_matched: dict[str, Matched],
+    tiered: Score,
+    intervals: dict[str, tuple[float, float]] | None = None,
+) -> list[str]:
     """The tiered plan against the tiered reactive baseline at matched service, a line per
-    way of sizing the baseline's commitment."""
+    way of sizing the baseline's commitment, each with its interval over the test days."""
+    intervals = intervals or {}
     how = {
         "rule": "commitment by tiercast's rule on the training period",
         "hindsight": "commitment chosen at hindsight on the test period",
@@ -121,7 +142,9 @@ def _tier_baseline_lines(tier_matched: dict[str, Matched], tiered: Score) -> lis
     return [
         f"tiers vs tiered reactive ({how.get(r, r)}): ${tiered.cost:,.0f} vs "
         f"${m.frontier_cost:,.0f} at {100 * tiered.unserved_share:.3f}% unserved: saving at "
-        f"matched service {'>=' if m.beyond else ''}{100 * m.saving:.2f}% (its point: "
+        f"matched service {'>=' if m.beyond else ''}{100 * m.saving:.2f}%"
+        + (f" ({LEVEL:.0%} over test days {spread(intervals[r])})" if r in intervals else "")
+        + " (its point: "
         f"headroom {100 * m.headroom:.1f}%, hold {m.hold_s // 60} min)"
         for r, m in tier_matched.items()
     ]
