@@ -317,7 +317,7 @@ def test_the_reactive_frontier_holds_the_recent_peak_and_matches_a_policy(tmp_pa
     result.matched.update(matched(demand, result, frontier))
     # One test day: every bootstrap draw is that day, so the interval is the saving itself.
     points = reactive_points(demand, result)
-    assert reactive_frontier(demand, result, points) == frontier
+    assert reactive_frontier(demand, result, points).points() == frontier.points()
     lo, hi = matched_intervals(demand, result, points, draws=50)["clairvoyant"]
     assert lo == pytest.approx(m.saving) and hi == pytest.approx(m.saving)
     result.intervals.update({"clairvoyant": (lo, hi)})

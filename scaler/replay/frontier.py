@@ -70,7 +70,7 @@ def by_day(values: np.ndarray) -> np.ndarray:
     return np.bincount(np.arange(len(values)) // STEPS_PER_DAY, weights=values, minlength=days)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DayTotals:
     """One run's cost and demand left unserved (GPU-steps) per test day."""
 

@@ -26,7 +26,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scaler.replay.frontier import DRAWS, LEVEL, Frontier, Matched, by_day
+from scaler.replay.frontier import (
+    DRAWS,
+    LEVEL,
+    DayTotals,
+    Frontier,
+    Matched,
+    by_day,
+    matched_interval,
+)
 from scaler.replay.mig import POLICIES, MigResult, Reactive, replay_policy, shared_pool
 from scaler.replay.mig_fleet import MigPool, MigTally, compute_slices
 from scaler.replay.mig_scenarios import MigDemand
@@ -44,12 +52,19 @@ def holds_of(horizon_s: int) -> tuple[int, ...]:
     return (0, horizon_s)
 
 
+def _slices_demanded(demand: MigDemand) -> np.ndarray:
+    """Compute slices the test period asks for, per step."""
+    model, t0 = demand.scenario.gpu_model, demand.test_start
+    steps = len(demand.index) - t0
+    total = np.zeros(steps)
+    for p, v in demand.instances().items():
+        total = total + np.asarray(v[t0:], dtype=float) * compute_slices(model, p)
+    return total
+
+
 def demanded_slice_hours(demand: MigDemand) -> float:
     """Compute slice-hours the test period asks for: the denominator of an unserved share."""
-    model, t0 = demand.scenario.gpu_model, demand.test_start
-    return float(
-        sum(v[t0:].sum() * compute_slices(model, p) for p, v in demand.instances().items()) * STEP_H
-    )
+    return float(_slices_demanded(demand).sum() * STEP_H)
 
 
 def score_of(tally: MigTally, price_per_gpu_hour: float, demanded: float) -> Score:
@@ -97,20 +112,23 @@ def reactive_points(demand: MigDemand, result: MigResult) -> list[ReactivePoint]
 def reactive_frontier(
     demand: MigDemand, result: MigResult, points: Sequence[ReactivePoint] | None = None
 ) -> Frontier:
-    """The reactive frontier of ``points`` (replayed here where not given)."""
+    """The reactive frontier of ``points`` (replayed here where not given), each point's run
+    kept by test day for :func:`matched_intervals`."""
     points = reactive_points(demand, result) if points is None else points
     demanded, price = demanded_slice_hours(demand), result.setup.price_per_gpu_hour
     return Frontier(
         tuple(p.headroom for p in points),
         tuple(score_of(p.tally, price, demanded) for p in points),
         tuple(p.hold_s for p in points),
+        tuple(_by_day(p.tally, price) for p in points),
     )
 
 
-def _demandedby_day(demand: MigDemand) -> np.ndarray:
-    model, t0 = demand.scenario.gpu_model, demand.test_start
-    slices = sum(v[t0:] * compute_slices(model, p) for p, v in demand.instances().items())
-    return by_day(np.asarray(slices, dtype=float) * STEP_H)
+def _by_day(tally: MigTally, price_per_gpu_hour: float) -> DayTotals:
+    """A MIG run by test day: its cost, and its unserved compute slices (per step)."""
+    return DayTotals(
+        by_day(tally.gpus * STEP_H * price_per_gpu_hour), by_day(tally.unserved_slices)
+    )
 
 
 def matched_intervals(
@@ -122,50 +140,22 @@ def matched_intervals(
     seed: int = 0,
 ) -> dict[str, tuple[float, float]]:
     """Each policy of :data:`MATCHED`'s saving against the reactive frontier, as the
-    ``level`` central interval of a bootstrap over whole test days (module docstring)."""
-    price = result.setup.price_per_gpu_hour
-    runs = {n: t for n, t in result.tallies.items() if n in MATCHED}
-    if not runs or not points:
+    ``level`` central interval of a bootstrap over whole test days (module docstring;
+    :func:`scaler.replay.frontier.matched_interval`, compute slices standing for GPUs)."""
+    if not points:
         return {}
-    need = _demandedby_day(demand)
-    counts = (
-        np.random.default_rng(seed)
-        .multinomial(len(need), np.full(len(need), 1 / len(need)), size=draws)
-        .astype(float)
-    )
-
-    def totals(tally: MigTally) -> tuple[np.ndarray, np.ndarray]:
-        return counts @ by_day(tally.gpus * STEP_H), counts @ by_day(tally.unserved_slices * STEP_H)
-
-    demanded = counts @ need
-    point_totals = [totals(p.tally) for p in points]
-    saved: dict[str, list[float]] = {n: [] for n in runs}
-    run_totals = {n: totals(t) for n, t in runs.items()}
-    for d in range(draws):
-        frontier = Frontier(
-            tuple(p.headroom for p in points),
-            tuple(_score("reactive", g[d], u[d], demanded[d], price) for g, u in point_totals),
-            tuple(p.hold_s for p in points),
-        )
-        for n, (g, u) in run_totals.items():
-            saved[n].append(frontier.match(_score(n, g[d], u[d], demanded[d], price)).saving)
-    tail = (1 - level) / 2
-    return {
-        n: (float(np.nanquantile(v, tail)), float(np.nanquantile(v, 1 - tail)))
-        for n, v in saved.items()
-    }
-
-
-def _score(policy: str, gpu_hours: float, unserved: float, demanded: float, price: float) -> Score:
-    return Score(
-        policy=policy,
-        cost=gpu_hours * price,
-        cost_vs_oracle=math.nan,
-        cost_vs_clairvoyant=math.nan,
-        unserved_gpu_hours=unserved,
-        unserved_share=unserved / demanded if demanded > 0 else 0.0,
-        steps_short_share=math.nan,
-    )
+    frontier = reactive_frontier(demand, result, points)
+    price, demanded = result.setup.price_per_gpu_hour, demanded_slice_hours(demand)
+    need = _slices_demanded(demand)
+    out = {}
+    for name, tally in result.tallies.items():
+        if name not in MATCHED:
+            continue
+        policy = score_of(tally, price, demanded)
+        got = matched_interval(frontier, policy, _by_day(tally, price), need, draws, level, seed)
+        if got is not None:
+            out[name] = got
+    return out
 
 
 def matched(demand: MigDemand, result: MigResult, frontier: Frontier) -> Mapping[str, Matched]:
