@@ -85,3 +85,26 @@ def test_an_odd_day_spreads_the_saving_and_the_draws_are_seeded() -> None:
     # A frontier without its days has no interval.
     bare = type(frontier)(frontier.headrooms, frontier.scores, frontier.holds)
     assert matched_interval(bare, s, days, demand, draws=10) is None
+
+
+def test_the_mean_over_groups_is_drawn_as_it_is_averaged() -> None:
+    from scaler.replay.suite import SuiteResult, SuiteSeries
+    from scaler.replay.tables import _mean_spread
+
+    def result(group: str, draws: np.ndarray | None) -> SuiteResult:
+        return SuiteResult(
+            SuiteSeries(f"{group}.csv", 1.0, group),
+            group,
+            {},
+            draws={} if draws is None else {"predictive": draws},
+        )
+
+    draws = np.linspace(-0.1, 0.1, 101)
+    # Two series of group a average to 0 on every draw; group b is the draws themselves:
+    # the mean over groups is half of b's, draw by draw.
+    results = [result("a", draws), result("a", -draws), result("b", draws)]
+    text = _mean_spread(results, ["a", "b"], "draws", "predictive")
+    lo, hi = np.quantile(draws / 2, [0.05, 0.95])
+    assert text == f" (90% over test days {100 * lo:+.2f}% to {100 * hi:+.2f}%)"
+    # A series without draws: no interval for the mean rather than one of part of it.
+    assert _mean_spread([*results, result("b", None)], ["a", "b"], "draws", "predictive") == ""

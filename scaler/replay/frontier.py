@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pandas as pd
 
 from scaler.replay.baselines import reactive_requests
 from scaler.replay.fleets import FleetRun, single_pool_run
@@ -251,6 +252,41 @@ def reactive_frontier(
     return Frontier(tuple(hs), tuple(scores), tuple(held), tuple(days))
 
 
+def matched_draws(
+    frontier: Frontier,
+    policy: Score,
+    days: DayTotals,
+    demand: np.ndarray,
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> np.ndarray | None:
+    """``policy``'s saving at matched service (run by day: ``days``; ``demand`` GPUs per
+    test step) on each of ``draws`` bootstrap draws of whole test days (module docstring);
+    None where the frontier kept no days. Series replayed over the same test days and
+    given the same ``seed`` draw the same days, so their savings can be averaged draw by
+    draw."""
+    need = by_day(np.asarray(demand, dtype=float))
+    if not len(need):
+        return None
+    weights = np.random.default_rng(seed).multinomial(
+        len(need), np.full(len(need), 1 / len(need)), size=draws
+    )
+    savings = np.empty(draws)
+    for i, w in enumerate(weights.astype(float)):
+        demanded = float(w @ need)
+        drawn = frontier.resampled(w, demanded)
+        if drawn is None:
+            return None
+        savings[i] = drawn.match(days.drawn(policy, w, demanded)).saving
+    return savings
+
+
+def central(values: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    """The ``level`` central interval of ``values`` (NaN left out)."""
+    tail = (1 - level) / 2
+    return float(np.nanquantile(values, tail)), float(np.nanquantile(values, 1 - tail))
+
+
 def matched_interval(
     frontier: Frontier,
     policy: Score,
@@ -260,21 +296,12 @@ def matched_interval(
     level: float = LEVEL,
     seed: int = 0,
 ) -> tuple[float, float] | None:
-    """``policy``'s saving at matched service (run by day: ``days``; ``demand`` GPUs per
-    test step) as the ``level`` central interval of a bootstrap over whole test days
-    (module docstring); None where the frontier kept no days."""
-    need = by_day(np.asarray(demand, dtype=float))
-    if not len(need):
-        return None
-    weights = np.random.default_rng(seed).multinomial(
-        len(need), np.full(len(need), 1 / len(need)), size=draws
-    )
-    savings = []
-    for w in weights.astype(float):
-        demanded = float(w @ need)
-        drawn = frontier.resampled(w, demanded)
-        if drawn is None:
-            return None
-        savings.append(drawn.match(days.drawn(policy, w, demanded)).saving)
-    tail = (1 - level) / 2
-    return float(np.nanquantile(savings, tail)), float(np.nanquantile(savings, 1 - tail))
+    """:func:`matched_draws` as its ``level`` central interval."""
+    got = matched_draws(frontier, policy, days, demand, draws, seed)
+    return None if got is None else central(got, level)
+
+
+def day_seed(first: pd.Timestamp) -> int:
+    """The bootstrap seed of a test period starting at ``first``: its day since the epoch,
+    so that series over the same test days draw the same days."""
+    return int(first.value // 86_400_000_000_000)

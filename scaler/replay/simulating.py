@@ -50,6 +50,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from forecaster.errors import BadInputError
 from scaler.config import Config
 from scaler.replay.baselines import BASELINES
@@ -58,7 +60,9 @@ from scaler.replay.frontier import (
     DayTotals,
     Frontier,
     Matched,
-    matched_interval,
+    central,
+    day_seed,
+    matched_draws,
     reactive_frontier,
 )
 from scaler.replay.protocol import STEP, STEPS_PER_DAY, ReplaySetup, Trace
@@ -99,11 +103,20 @@ class Replay:
     """The tiered planner at matched service against the tiered reactive baseline, its
     commitment sized by rule, at hindsight and as the floor of every commitment
     (scaler.replay.tiers.RESERVED_RULES)."""
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """The planner's saving at matched service (``predictive`` and its ablations), as the
-    90% interval over bootstrap draws of the test days (scaler.replay.frontier)."""
-    tier_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    draws: dict[str, np.ndarray] = field(default_factory=dict)
+    """The planner's saving at matched service (``predictive`` and its ablations) on each
+    bootstrap draw of the test days (scaler.replay.frontier.matched_draws)."""
+    tier_draws: dict[str, np.ndarray] = field(default_factory=dict)
     """The same for each of :attr:`tier_matched`."""
+
+    @property
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        """:attr:`draws` as 90% intervals."""
+        return {p: central(d) for p, d in self.draws.items()}
+
+    @property
+    def tier_intervals(self) -> dict[str, tuple[float, float]]:
+        return {r: central(d) for r, d in self.tier_draws.items()}
 
 
 def run_replay(
@@ -141,18 +154,20 @@ def run_replay(
     tier_matched = {r: f.match(tiered) for r, f in tier_frontiers.items() if tiered is not None}
     demand = trace.demand[trace.test_start :]
 
-    def spread(f: Frontier, policy: str) -> tuple[float, float] | None:
+    seed = day_seed(trace.test_index[0])
+
+    def drawn(f: Frontier, policy: str) -> np.ndarray | None:
         days = DayTotals.of(runs[policy], demand, setup.gpus_per_node)
-        return matched_interval(f, scores[policy], days, demand)
+        return matched_draws(f, scores[policy], days, demand, seed=seed)
 
     planners = [p for p in matched if p == "predictive" or _ablated_method(p) is not None]
-    intervals = {p: iv for p in planners if (iv := spread(frontier, p)) is not None}
-    tier_intervals = {
-        r: iv for r in tier_matched if (iv := spread(tier_frontiers[r], "predictive-tiers"))
+    draws = {p: d for p in planners if (d := drawn(frontier, p)) is not None}
+    tier_draws = {
+        r: d
+        for r in tier_matched
+        if (d := drawn(tier_frontiers[r], "predictive-tiers")) is not None
     }
-    return Replay(
-        trace, setup, runs, scores, frontier, matched, tier_matched, intervals, tier_intervals
-    )
+    return Replay(trace, setup, runs, scores, frontier, matched, tier_matched, draws, tier_draws)
 
 
 def planner_days(trace: Trace, policies: Sequence[str], tiers: bool) -> int:

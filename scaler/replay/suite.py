@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from forecaster.errors import BadInputError
 from scaler.replay.frontier import Matched
 from scaler.replay.protocol import STEP_H, STEPS_PER_DAY
@@ -97,6 +99,11 @@ class SuiteResult:
     tier_matched: dict[str, Matched] = field(default_factory=dict)
     """The tiered planner at matched service against the tiered reactive baseline, by how
     its commitment is sized (``rule``, ``hindsight``: scaler.replay.tiers)."""
+    draws: dict[str, np.ndarray] = field(default_factory=dict)
+    """The planner's saving at matched service on each bootstrap draw of the test days
+    (:attr:`scaler.replay.simulating.Replay.draws`)."""
+    tier_draws: dict[str, np.ndarray] = field(default_factory=dict)
+    """The same for each of :attr:`tier_matched`."""
 
 
 def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
@@ -126,4 +133,6 @@ def suite_result(entry: SuiteSeries, replay: Replay) -> SuiteResult:
         replay.setup.lead_time_s,
         len(replay.trace.test_index) / STEPS_PER_DAY,
         dict(replay.tier_matched),
+        dict(replay.draws),
+        dict(replay.tier_draws),
     )

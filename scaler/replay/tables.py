@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from forecaster.tables import aligned
-from scaler.replay.frontier import LEVEL, Matched
+from scaler.replay.frontier import LEVEL, Matched, central
 from scaler.replay.protocol import STEP_H, STEPS_PER_DAY
 from scaler.replay.scoring import Score
 from scaler.replay.simulating import Replay
@@ -275,15 +275,37 @@ def _group_averages(results: Sequence[SuiteResult], suite: Suite) -> list[str]:
         for policy in ("predictive", *ablations(results)):
             saving = group_mean(results, which, lambda r, p=policy: _saving(r, p))
             if not math.isnan(saving):
-                parts.append(f"{policy} saving at matched service {100 * saving:.2f}%")
+                spread_ = _mean_spread(results, which, "draws", policy)
+                parts.append(f"{policy} saving at matched service {100 * saving:.2f}%{spread_}")
         for rule in _tier_rules(results):
             saving = group_mean(results, which, lambda r, rule=rule: _tier_saving(r, rule))
             if not math.isnan(saving):
+                spread_ = _mean_spread(results, which, "tier_draws", rule)
                 parts.append(
-                    f"predictive-tiers saving against tiered reactive ({rule}) {100 * saving:.2f}%"
+                    f"predictive-tiers saving against tiered reactive ({rule}) "
+                    f"{100 * saving:.2f}%{spread_}"
                 )
         lines.append(f"average over groups, {label}: " + "; ".join(parts))
     return lines
+
+
+def _mean_spread(results: Sequence[SuiteResult], which: Sequence[str], kind: str, key: str) -> str:
+    """The group mean's interval over the test days, `` (90% ...)``: each draw's savings
+    (``kind``, ``draws`` or ``tier_draws``, at ``key``) averaged as the mean is (over a
+    group's series, then over groups; series over the same test days drew the same days);
+    empty where a series of ``which`` has no draws."""
+    per_group = []
+    for g in which:
+        series = [getattr(r, kind).get(key) for r in results if r.entry.group == g]
+        if not series:
+            continue
+        if any(d is None for d in series):
+            return ""
+        per_group.append(np.nanmean(np.vstack([d for d in series if d is not None]), axis=0))
+    if not per_group:
+        return ""
+    lo, hi = central(np.nanmean(np.vstack(per_group), axis=0))
+    return f" ({LEVEL:.0%} over test days {spread((lo, hi))})"
 
 
 def _saving(r: SuiteResult, policy: str) -> float:
