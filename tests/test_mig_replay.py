@@ -21,7 +21,6 @@ from scaler.replay.mig_frontier import (
     matched,
     matched_intervals,
     reactive_frontier,
-    reactive_points,
 )
 from scaler.replay.mig_report import format_mig, pick_policies
 from scaler.replay.mig_scenarios import (
@@ -316,9 +315,7 @@ def test_the_reactive_frontier_holds_the_recent_peak_and_matches_a_policy(tmp_pa
     assert "reactive" not in matched(demand, result, frontier)
     result.matched.update(matched(demand, result, frontier))
     # One test day: every bootstrap draw is that day, so the interval is the saving itself.
-    points = reactive_points(demand, result)
-    assert reactive_frontier(demand, result, points).points() == frontier.points()
-    lo, hi = matched_intervals(demand, result, points, draws=50)["clairvoyant"]
+    lo, hi = matched_intervals(demand, result, frontier, draws=50)["clairvoyant"]
     assert lo == pytest.approx(m.saving) and hi == pytest.approx(m.saving)
     result.intervals.update({"clairvoyant": (lo, hi)})
     row = next(ln for ln in format_mig(result).splitlines() if ln.startswith("clairvoyant"))
@@ -336,12 +333,12 @@ def test_the_savings_interval_spans_what_other_weeks_of_the_same_days_give(
     small[day + 160 : day + 288] = 14.0
     demand = _demand(tmp_path, small, large, setup)
     result = run_mig_replay(demand, setup, ("reactive", "clairvoyant"))
-    points = reactive_points(demand, result)
-    saving = matched(demand, result, reactive_frontier(demand, result, points))["clairvoyant"]
-    lo, hi = matched_intervals(demand, result, points, draws=300)["clairvoyant"]
+    frontier = reactive_frontier(demand, result)
+    saving = matched(demand, result, frontier)["clairvoyant"]
+    lo, hi = matched_intervals(demand, result, frontier, draws=300)["clairvoyant"]
     # Draws with more or fewer copies of the odd day move the saving both ways.
     assert lo < saving.saving < hi
-    again = matched_intervals(demand, result, points, draws=300)["clairvoyant"]
+    again = matched_intervals(demand, result, frontier, draws=300)["clairvoyant"]
     assert again == (lo, hi)  # seeded: the same table twice
 
 

@@ -83,11 +83,12 @@ class DayTotals:
         """``run`` against ``demand`` (GPUs per test step) by day. A pool billed in whole
         periods has its cost spread over its steps in proportion to what they requested
         (the periods cross the days), so the days still add up to the run's cost."""
+        billed = run.cost_by_pool() if run.billing else {}
         step_cost = np.zeros(len(demand))
         for p, n in run.requested.items():
             per = n * run.price_per_node_step[p]
             if p in run.billing and per.sum() > 0:
-                per = per * (run.cost_by_pool()[p] / per.sum())
+                per = per * (billed[p] / per.sum())
             step_cost = step_cost + per
         short = np.maximum(0.0, demand - run.usable_total * gpus_per_node)
         return cls(by_day(step_cost), by_day(short))

@@ -21,8 +21,7 @@ scored on the same days.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -82,21 +81,14 @@ def score_of(tally: MigTally, price_per_gpu_hour: float, demanded: float) -> Sco
     )
 
 
-@dataclass(frozen=True)
-class ReactivePoint:
-    """One point of the reactive frontier: its headroom, hold (seconds) and replayed run."""
-
-    headroom: float
-    hold_s: int
-    tally: MigTally
-
-
-def reactive_points(demand: MigDemand, result: MigResult) -> list[ReactivePoint]:
-    """The reactive relayout replayed at every headroom and hold on ``result``'s pool."""
+def reactive_frontier(demand: MigDemand, result: MigResult) -> Frontier:
+    """The reactive relayout replayed at every headroom and hold on ``result``'s pool, each
+    point's run kept by test day for :func:`matched_intervals`."""
     sc, setup = demand.scenario, result.setup
     shared = shared_pool(result.static_layouts, sc.gpus_per_node, setup.spare_fraction)
-    inst = demand.instances()
-    out = []
+    inst, demanded = demand.instances(), demanded_slice_hours(demand)
+    price = setup.price_per_gpu_hour
+    hs, held, scores, days = [], [], [], []
     for hold_s in holds_of(setup.horizon_s):
         steps = max(1, round(hold_s / STEP.total_seconds()))
         for h in HEADROOMS:
@@ -105,23 +97,11 @@ def reactive_points(demand: MigDemand, result: MigResult) -> list[ReactivePoint]
             tally = replay_policy(
                 "reactive", policy, pool, inst, demand.test_start, demand.index, setup.cycle_steps
             )
-            out.append(ReactivePoint(h, hold_s, tally))
-    return out
-
-
-def reactive_frontier(
-    demand: MigDemand, result: MigResult, points: Sequence[ReactivePoint] | None = None
-) -> Frontier:
-    """The reactive frontier of ``points`` (replayed here where not given), each point's run
-    kept by test day for :func:`matched_intervals`."""
-    points = reactive_points(demand, result) if points is None else points
-    demanded, price = demanded_slice_hours(demand), result.setup.price_per_gpu_hour
-    return Frontier(
-        tuple(p.headroom for p in points),
-        tuple(score_of(p.tally, price, demanded) for p in points),
-        tuple(p.hold_s for p in points),
-        tuple(_by_day(p.tally, price) for p in points),
-    )
+            scores.append(score_of(tally, price, demanded))
+            days.append(_by_day(tally, price))
+            hs.append(h)
+            held.append(hold_s)
+    return Frontier(tuple(hs), tuple(scores), tuple(held), tuple(days))
 
 
 def _by_day(tally: MigTally, price_per_gpu_hour: float) -> DayTotals:
@@ -134,17 +114,14 @@ def _by_day(tally: MigTally, price_per_gpu_hour: float) -> DayTotals:
 def matched_intervals(
     demand: MigDemand,
     result: MigResult,
-    points: Sequence[ReactivePoint],
+    frontier: Frontier,
     draws: int = DRAWS,
     level: float = LEVEL,
     seed: int = 0,
 ) -> dict[str, tuple[float, float]]:
-    """Each policy of :data:`MATCHED`'s saving against the reactive frontier, as the
-    ``level`` central interval of a bootstrap over whole test days (module docstring;
+    """Each policy of :data:`MATCHED`'s saving against ``frontier`` (:func:`reactive_frontier`)
+    as the ``level`` central interval of a bootstrap over whole test days (module docstring;
     :func:`scaler.replay.frontier.matched_interval`, compute slices standing for GPUs)."""
-    if not points:
-        return {}
-    frontier = reactive_frontier(demand, result, points)
     price, demanded = result.setup.price_per_gpu_hour, demanded_slice_hours(demand)
     need = _slices_demanded(demand)
     out = {}

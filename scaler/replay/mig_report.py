@@ -17,15 +17,14 @@ from pathlib import Path
 from forecaster.errors import BadInputError, DataError
 from forecaster.series import parse_duration
 from scaler.catalog.mig import resolve_profile
+from scaler.replay.frontier import LEVEL
 from scaler.replay.mig import POLICIES, MigResult, MigSetup, run_mig_replay
 from scaler.replay.mig_frontier import (
     HEADROOMS,
-    LEVEL,
     holds_of,
     matched,
     matched_intervals,
     reactive_frontier,
-    reactive_points,
 )
 from scaler.replay.mig_scenarios import (
     SCENARIOS,
@@ -85,10 +84,9 @@ def cmd_mig(args: argparse.Namespace) -> int:
     for demand in demands:
         result = run_mig_replay(demand, setup, policies, args.forecast_cache)
         if "reactive" in policies:
-            points = reactive_points(demand, result)
-            frontier = reactive_frontier(demand, result, points)
+            frontier = reactive_frontier(demand, result)
             result.matched.update(matched(demand, result, frontier))
-            result.intervals.update(matched_intervals(demand, result, points))
+            result.intervals.update(matched_intervals(demand, result, frontier))
         print(format_mig(result, args.traces), flush=True)
         for name, tally in result.tallies.items():
             print(f"{name}: {tally.seconds:.1f} s", file=sys.stderr)
