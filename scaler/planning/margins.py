@@ -138,8 +138,6 @@ class Margin:
     """The leading signal that was tried, whether or not its rule won."""
     leading_note: str = ""
     """Why the leading rule was not used though it was cheapest over the history."""
-    growth_note: str = ""
-    """Why the growth rule was not used though it was cheapest over the history."""
 
     @property
     def source(self) -> str:
@@ -243,12 +241,6 @@ class Margin:
             return f"; forecast not used near term ({self.backtest_note})"
         if g is None and f is None:
             return ""
-        if self.growth is None and self.growth_note and g is not None and f is not None and f > 0:
-            return (
-                f"; forecast not used near term: its growth rule held {g:.2f}x demand, "
-                f"{100 * (1 - g / f):.1f}% less than newest observation x margin over the "
-                f"history, {self.growth_note}"
-            )
         if self.growth is not None:
             if f is None:
                 return "; no newest observation x margin served as well on this history"
@@ -497,22 +489,13 @@ def learn_margin(
             # Capacity added at random (the same series from another time) served as well
             # for as little: what won is the extra capacity, not what the series knows.
             leading_note = f"its own values at other times did as well ({placebo:.2f}x)"
-        elif not _confirmed_on_halves(replay, budget, reactive_headroom, boost=boost):
+        elif not _confirmed_on_halves(replay, boost, budget, reactive_headroom):
             # Chosen on the whole history but not cheaper than "no change" on each half of
             # it: a leading series that won by chance.
             leading_note = "cheaper over the history, but not on each half of it"
         if leading_note:
             # The choice is then exactly the one without the leading signal.
             cands = [c for c in cands if not _is_leading(c)]
-            chosen, capped = _choose(cands, unserved, cost, target, budget, reactive_cost)
-    growth_note = ""
-    if _family(chosen) == "growth" and bt is not None:
-        factor = _growth_factor(replay, bt, growths[chosen[0]])
-        if not _confirmed_on_halves(replay, budget, reactive_headroom, factor=factor):
-            # Cheaper over the whole history but not than "no change" on each half of it:
-            # a forecast that won by chance; the choice is then the one without its growth.
-            growth_note = "but not on each half of it"
-            cands = [c for c in cands if _family(c) != "growth"]
             chosen, capped = _choose(cands, unserved, cost, target, budget, reactive_cost)
     rule, k = chosen
     scored = replay.grid[replay.scored_from :]
@@ -544,7 +527,6 @@ def learn_margin(
         leading_cost_ratio=_best_cost(tried, unserved, cost, target, "leading") if leads else None,
         leading_signal=None if leading is None else str(leading_signal or "leading"),
         leading_note=leading_note,
-        growth_note=growth_note,
     )
 
 
@@ -588,16 +570,11 @@ def _placebo_cost(
 
 
 def _confirmed_on_halves(
-    replay: _Replay,
-    budget: float,
-    reactive_headroom: float | None,
-    factor: np.ndarray | None = None,
-    boost: np.ndarray | None = None,
+    replay: _Replay, boost: np.ndarray, budget: float, reactive_headroom: float | None
 ) -> bool:
-    """Whether the rule with growth ``factor`` or leading ``boost`` costs no more than "no
-    change" (the newest observation x margin) at the same service on each half of the scored
-    history, each at its own target (the reactive rule's unserved share there, never over
-    ``budget``)."""
+    """Whether the leading rule with ``boost`` costs no more than "no change" (the newest
+    observation x margin) at the same service on each half of the scored history, each at
+    its own target (the reactive rule's unserved share there, never over ``budget``)."""
     n = len(replay.values)
     mid = (replay.scored_from + n) // 2
     for lo, hi in ((replay.scored_from, mid), (mid, n)):
@@ -606,10 +583,10 @@ def _confirmed_on_halves(
         if reactive_headroom is not None:
             target = min(budget, float(half.rule(np.array([reactive_headroom]))[0][0]))
         flat_u, flat_c = half.rule(MARGIN_GRID)
-        rule_u, rule_c = half.rule(MARGIN_GRID, factor=factor, boost=boost)
+        lead_u, lead_c = half.rule(MARGIN_GRID, boost=boost)
         flat = flat_c[flat_u <= target + 1e-12]
-        ruled = rule_c[rule_u <= target + 1e-12]
-        if not ruled.size or (flat.size and ruled.min() > flat.min() * (1 + 1e-9)):
+        lead = lead_c[lead_u <= target + 1e-12]
+        if not lead.size or (flat.size and lead.min() > flat.min() * (1 + 1e-9)):
             return False
     return True
 
@@ -656,20 +633,15 @@ def _candidates(
     if bt is not None:
         for r, level in enumerate(LEVELS):
             growths[r] = bt.calibrate(level)
-            table[r] = replay.rule(MARGIN_GRID, _growth_factor(replay, bt, growths[r]))
+            factor = np.ones(len(replay.values))
+            factor[bt.positions] = growth_factors(bt, growths[r])
+            table[r] = replay.rule(MARGIN_GRID, factor)
     # The growth rules first so that they win ties.
     rules = [*sorted(growths), -1]
     cands = [(r, k) for r in rules for k in range(len(MARGIN_GRID))]
     unserved = {c: float(table[c[0]][0][c[1]]) for c in cands}
     cost = {c: float(table[c[0]][1][c[1]]) for c in cands}
     return cands, unserved, cost, growths
-
-
-def _growth_factor(replay: _Replay, bt: GrowthBacktest, growth: Growth) -> np.ndarray:
-    """The growth quantile ``growth`` at every step of ``replay`` (1 where not backtested)."""
-    factor = np.ones(len(replay.values))
-    factor[bt.positions] = growth_factors(bt, growth)
-    return factor
 
 
 def _leading_margins(unserved: dict[_Candidate, float], target: float) -> np.ndarray:
