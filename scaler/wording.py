@@ -130,6 +130,28 @@ NOTE_POOLING_SUM = "note.pooling-sum-of-quantiles"
 """Plan note: what pooling a sharing group saves, as a sum of quantiles (no common history)."""
 NOTE_POOLING_WHOLE = "note.pooling-whole-gpus"
 """Plan note: a shared workload whose second replica fits no GPU, planned as whole GPUs."""
+NOTE_FOOTPRINT_READ = "note.footprint-read"
+"""Plan note: a workload's footprint (memory, compute share) read off its signals."""
+NOTE_SHARING_HELD = "note.sharing-held"
+"""Plan note: a shared need held on stale or missing signals; its nodes keep their labels."""
+NOTE_SHARING_UNREAD = "note.sharing-nodes-unread"
+"""Plan note: the nodes' sharing labels could not be read; no sharing action until then."""
+NOTE_SHARING_FROM_CONFIG = "note.sharing-from-config"
+"""Plan note: sharing actions planned on the nodes the config's counts describe."""
+NOTE_SHARING_TO_COME = "note.sharing-nodes-to-come"
+"""Plan note: GPUs short of a sharing config, labelled on the nodes to come once they join."""
+NOTE_SHARING_NO_NODE = "note.sharing-no-node"
+"""Plan note: GPUs short of a sharing config, and no node left to label."""
+NOTE_SHARING_LEFT = "note.sharing-left-shared"
+"""Plan note: a node keeps a tiercast sharing config no workload needs now."""
+NOTE_DRIFT = "note.forecast-drift"
+"""Plan note: a signal's forecasts left their band; refitted ahead of schedule ({why@} says how)."""
+DRIFT_COVERAGE = "drift.coverage"
+"""What drifted: the band covered too few actuals."""
+DRIFT_ERROR = "drift.error"
+"""What drifted: the median was too far off."""
+DRIFT_BOTH = "drift.coverage-and-error"
+"""What drifted: both."""
 NOTE_THROTTLED = "note.throttled"
 """Plan note: throttled GPUs of a model count by their clocks; its need is raised."""
 NOTE_THROTTLED_UNKNOWN = "note.throttled-unknown-model"
@@ -194,6 +216,17 @@ CODES: tuple[str, ...] = (
     NOTE_POOLING_JOINT,
     NOTE_POOLING_SUM,
     NOTE_POOLING_WHOLE,
+    NOTE_FOOTPRINT_READ,
+    NOTE_SHARING_HELD,
+    NOTE_SHARING_UNREAD,
+    NOTE_SHARING_FROM_CONFIG,
+    NOTE_SHARING_TO_COME,
+    NOTE_SHARING_NO_NODE,
+    NOTE_SHARING_LEFT,
+    NOTE_DRIFT,
+    DRIFT_COVERAGE,
+    DRIFT_ERROR,
+    DRIFT_BOTH,
     NOTE_THROTTLED,
     NOTE_THROTTLED_UNKNOWN,
     NOTE_WAITING,
@@ -610,6 +643,52 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "workload '{workload}' ({mode}): no second replica fits one {model} by memory_gb "
             "and compute_share; planned as whole GPUs"
         ),
+        NOTE_FOOTPRINT_READ: (
+            "workload '{workload}': footprint from its signals ({quantile}, "
+            "{headroom_pct:.0f}% headroom)"
+        ),
+        NOTE_SHARING_HELD: (
+            "sharing of {workloads} ({mode}) held: signal(s) {signals} stale or missing; no "
+            "{kind} action, the nodes keep their {label} labels"
+        ),
+        NOTE_SHARING_UNREAD: (
+            "{workloads} ({mode}) needs {gpus} GPU(s) shared {config} ({count} node(s) "
+            "labelled {label}={config}), but {detail!t}: no {kind} action until then"
+        ),
+        NOTE_SHARING_FROM_CONFIG: (
+            "{kind} actions planned on the nodes the config's counts describe (<pool>-<i>, "
+            "unlabelled; no cluster read): a run against the cluster reads the real nodes and "
+            "their {label} labels"
+        ),
+        NOTE_SHARING_TO_COME: (
+            "{workloads} ({mode}) is {gpus_short} GPU(s) short of {config} on the nodes there "
+            "now; the nodes to come ({growing}) are labelled {label}={config} on a later "
+            "cycle, once they join"
+        ),
+        NOTE_SHARING_NO_NODE: (
+            "{workloads} ({mode}) is {gpus_short} GPU(s) short of {config}: no unlabelled, "
+            "unshared, schedulable node of {model} is left outside MIG-managed pools"
+        ),
+        NOTE_DRIFT: (
+            "signal '{signal}': forecasts drifted, {why@} over {points} forecasts of the last "
+            "{window_h:g} h, for {for_min:g} min; refitted ahead of schedule, margin re-learned"
+        ),
+        DRIFT_COVERAGE: (
+            "{band} covered {coverage_pct:.0f}% of actuals (band: at least {min_coverage_pct:.0f}%)"
+        ),
+        DRIFT_ERROR: (
+            "median off by {error_pct:.0f}% of the mean actual (band: at most {max_error_pct:.0f}%)"
+        ),
+        DRIFT_BOTH: (
+            "{band} covered {coverage_pct:.0f}% of actuals (band: at least "
+            "{min_coverage_pct:.0f}%) and median off by {error_pct:.0f}% of the mean actual "
+            "(band: at most {max_error_pct:.0f}%)"
+        ),
+        NOTE_SHARING_LEFT: (
+            "node {node} keeps {label}={config}, which no shared workload needs now: the "
+            "{kind} action only shares, so it is left as it is (drain its shared pods, then "
+            "remove the label, to give it back whole)"
+        ),
         NOTE_THROTTLED: (
             "{model}: {gpus} GPU(s) on {nodes} node(s) throttled ({causes!t}); they count for "
             "{counted_gpus:g} GPU(s) by their clocks, need raised by {lost_gpus:g} GPU(s)"
@@ -825,6 +904,56 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "нагрузка '{workload}' ({mode}): вторая реплика не помещается на один {model} по "
             "memory_gb и compute_share; планируется целыми GPU"
         ),
+        NOTE_FOOTPRINT_READ: (
+            "нагрузка '{workload}': размер реплики по её сигналам ({quantile}, "
+            "запас {headroom_pct:.0f}%)"
+        ),
+        NOTE_SHARING_HELD: (
+            "совместное использование для {workloads} ({mode}) удержано: сигнал(ы) {signals} "
+            "устарели или отсутствуют; действия {kind} нет, узлы сохраняют метки {label}"
+        ),
+        NOTE_SHARING_UNREAD: (
+            "{workloads} ({mode}) нужно {gpus} GPU в режиме {config} ({count} узл. с меткой "
+            "{label}={config}), но {detail!t}: действия {kind} не будет, пока это так"
+        ),
+        NOTE_SHARING_FROM_CONFIG: (
+            "действия {kind} запланированы на узлах, которые описывают счётчики конфигурации "
+            "(<pool>-<i>, без меток; кластер не читался): запуск против кластера прочитает "
+            "настоящие узлы и их метки {label}"
+        ),
+        NOTE_SHARING_TO_COME: (
+            "{workloads} ({mode}): не хватает {gpus_short} GPU в режиме {config} на нынешних "
+            "узлах; будущие узлы ({growing}) получат метку {label}={config} в одном из "
+            "следующих циклов, когда войдут в кластер"
+        ),
+        NOTE_SHARING_NO_NODE: (
+            "{workloads} ({mode}): не хватает {gpus_short} GPU в режиме {config}: не осталось "
+            "узла {model} без меток, без совместного использования и доступного для "
+            "планирования вне пулов под MIG"
+        ),
+        NOTE_DRIFT: (
+            "сигнал '{signal}': прогнозы разошлись с фактом, {why@}, по {points} прогнозам за "
+            "последние {window_h:g} ч, в течение {for_min:g} мин; модель переобучена досрочно, "
+            "запас пересчитан"
+        ),
+        DRIFT_COVERAGE: (
+            "{band} покрыл {coverage_pct:.0f}% факта (норма: не меньше {min_coverage_pct:.0f}%)"
+        ),
+        DRIFT_ERROR: (
+            "медиана ошиблась на {error_pct:.0f}% среднего факта (норма: не больше "
+            "{max_error_pct:.0f}%)"
+        ),
+        DRIFT_BOTH: (
+            "{band} покрыл {coverage_pct:.0f}% факта (норма: не меньше {min_coverage_pct:.0f}%), "
+            "а медиана ошиблась на {error_pct:.0f}% среднего факта (норма: не больше "
+            "{max_error_pct:.0f}%)"
+        ),
+        NOTE_SHARING_LEFT: (
+            "узел {node} сохраняет {label}={config}, хотя эта разметка сейчас не нужна ни "
+            "одной нагрузке: действие {kind} только включает совместное использование, "
+            "поэтому узел оставлен как есть (чтобы вернуть его целым, выведите с него "
+            "совместные поды и снимите метку)"
+        ),
         NOTE_THROTTLED: (
             "{model}: {gpus} GPU на {nodes} узл. замедлены ({causes!t}); по частотам они "
             "считаются за {counted_gpus:g} GPU, потребность увеличена на {lost_gpus:g} GPU"
@@ -889,6 +1018,10 @@ CLAUSES: dict[str, dict[str, str]] = {
         "leading_unused": "; leading signal '{leading_unused}' not used: no cheaper here",
         "pending_pods": "; {pending_pods} pod(s) Pending over {threshold_s} s",
         "pending_workloads": "; {pending_workloads} Kueue workload(s) pending",
+        "memory_seen": "; memory {memory_seen:.1f} GB over {memory_days:.1f} d -> {memory_gb:g} GB",
+        "util_seen": (
+            "; utilization {util_seen:.0f}% over {util_days:.1f} d -> compute share {share:.2f}"
+        ),
     },
     "ru": {
         "held": "; данные удержаны, мощность удерживается",
@@ -916,6 +1049,10 @@ CLAUSES: dict[str, dict[str, str]] = {
         "leading_unused": "; опережающий сигнал '{leading_unused}' не используется: не дешевле",
         "pending_pods": "; подов в Pending дольше {threshold_s} с: {pending_pods}",
         "pending_workloads": "; нагрузок Kueue в ожидании: {pending_workloads}",
+        "memory_seen": "; память {memory_seen:.1f} ГБ за {memory_days:.1f} дн. -> {memory_gb:g} ГБ",
+        "util_seen": (
+            "; загрузка {util_seen:.0f}% за {util_days:.1f} дн. -> доля вычислений {share:.2f}"
+        ),
     },
 }
 """Language -> optional parameter -> the clause appended where that parameter is set,
@@ -948,6 +1085,7 @@ TERMS: dict[str, dict[str, str]] = {
         "training": "обучение",
         "the deadline has passed": "срок уже прошёл",
         "no pool has room before the deadline": "ни в одном пуле нет места до срока",
+        "the nodes' labels could not be read": "метки узлов не удалось прочитать",
     },
 }
 """Value words per language; ``max_nodes``, ``max_step`` and profile names read the same

@@ -80,7 +80,11 @@ def test_a_workload_that_declares_no_footprint_is_packed_on_what_its_replicas_us
     # 0.198, up to the next 0.05: 0.20. An H100 holds 5 such replicas under MPS.
     assert w.memory_gb == 16.0 and w.compute_share == pytest.approx(0.20)
     assert resolved_mode(w) == "mps" and workload_replicas_per_gpu(w) == 5
-    assert len(notes) == 1 and "footprint from its signals" in notes[0] and "chat" in notes[0]
+    (note,) = notes
+    assert "footprint from its signals" in str(note) and "chat" in str(note)
+    assert "memory 14.0 GB over 3.0 d -> 16 GB" in str(note)
+    # A Russian review says it in Russian, numbers with the decimal comma.
+    assert "память 14,0 ГБ за 3,0 дн. -> 16 ГБ" in note.text("ru")
 
 
 def test_what_is_declared_wins() -> None:
@@ -141,7 +145,7 @@ def test_the_cycle_plans_with_the_observed_footprint_and_says_so(tmp_path) -> No
     # The plan's fleet carries the observed footprint; the loaded config is left as it was.
     assert result.fleet is not None and result.fleet.workloads[0].compute_share == 0.2
     assert cfg.workloads[0].compute_share is None
-    assert any("footprint from its signals" in n for n in result.plan.notes)
+    assert any("footprint from its signals" in str(n) for n in result.plan.notes)
     assert result.plan.sharing["workloads"]["chat"]["mode"] == "mps"
 
 

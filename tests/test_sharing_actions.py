@@ -269,7 +269,7 @@ def test_a_mig_pool_is_never_shared_even_when_the_other_nodes_run_out(
     assert sorted(a.details["node"] for a in out.actions) == list(SHARED)
     assert not {n["node"] for n in out.section["nodes"]} & set(MIG_NODES)
     assert out.section["needs"][0]["gpus_short"] == 4
-    assert any("4 GPU(s) short of tiercast-mps-4" in n for n in out.notes)
+    assert any("4 GPU(s) short of tiercast-mps-4" in str(n) for n in out.notes)
     with pytest.raises(BadInputError, match=r"node_states\['h100-mig'\]: pool h100-mig is MIG"):
         plan_sharing_actions(cfg.fleet, cfg.policy, forecasts(), {}, NOW, {"h100-mig": []})
 
@@ -294,7 +294,8 @@ def test_cordoned_nodes_and_someone_elses_configs_are_never_relabelled(
     assert "is not tiercast's" in why["h100-b"]
     # A tiercast config nothing needs now: the actuator only shares, so it is left, noted.
     assert any(
-        n.startswith(f"node h100-c keeps {CONFIG_LABEL}=tiercast-time-slicing-2") for n in out.notes
+        str(n).startswith(f"node h100-c keeps {CONFIG_LABEL}=tiercast-time-slicing-2")
+        for n in out.notes
     )
     assert out.section["needs"][0]["gpus_short"] == 4
 
@@ -313,8 +314,9 @@ def test_no_node_inventory_gives_no_action_and_a_note() -> None:
     assert out.section["nodes_from"] is None and out.section["node_labels"] == {}
     assert out.section["needs"][0]["held"] == "the nodes' labels could not be read"
     (note,) = out.notes
-    assert "needs 12 GPU(s) shared tiercast-mps-4 (2 node(s)" in note
-    assert "could not be read: no device-plugin-config action until then" in note
+    assert "needs 12 GPU(s) shared tiercast-mps-4 (2 node(s)" in str(note)
+    assert "could not be read: no device-plugin-config action until then" in str(note)
+    assert "метки узлов не удалось прочитать" in note.text("ru")
 
 
 def test_a_stale_signal_holds_the_need() -> None:
@@ -324,7 +326,7 @@ def test_a_stale_signal_holds_the_need() -> None:
         cfg.fleet, cfg.policy, forecasts(), {"h100": 4}, NOW, nodes, stale={"b"}
     )
     assert not out.actions
-    assert any("held: signal(s) b stale or missing" in n for n in out.notes)
+    assert any("held: signal(s) b stale or missing" in str(n) for n in out.notes)
 
 
 def test_a_pool_that_grows_gets_a_note_for_the_nodes_to_come() -> None:
@@ -334,7 +336,7 @@ def test_a_pool_that_grows_gets_a_note_for_the_nodes_to_come() -> None:
         cfg.fleet, cfg.policy, forecasts(), {"h100": 1}, NOW, nodes, targets={"h100": 2}
     )
     assert [a.details["node"] for a in out.actions] == ["h100-0"]
-    assert any("nodes to come (h100 1 -> 2)" in n for n in out.notes)
+    assert any("nodes to come (h100 1 -> 2)" in str(n) for n in out.notes)
 
 
 def test_a_pool_that_shrinks_this_cycle_keeps_its_labels() -> None:
@@ -377,7 +379,7 @@ def test_a_cluster_without_a_device_plugin_config_map_gives_a_note_not_a_failure
     )
     assert not out.actions
     (note,) = out.notes
-    assert "but the cluster cannot take device plugin configs" in note
+    assert "but the cluster cannot take device plugin configs" in str(note)
 
 
 def test_inventory_reads_shared_nodes_as_physical_gpus(

@@ -39,7 +39,7 @@ import pandas as pd
 from scaler import wording
 from scaler.catalog.gpus import gpu_model
 from scaler.config import WorkloadConfig
-from scaler.wording import Reason
+from scaler.wording import NOTE_FOOTPRINT_READ, Reason
 
 OBSERVED_QUANTILE = 0.99
 """The quantile of a replica's use its footprint is sized on."""
@@ -121,7 +121,7 @@ def implausible_footprints(
 
 def observed_footprint(
     w: WorkloadConfig, history: Mapping[str, pd.Series]
-) -> tuple[WorkloadConfig, str | None]:
+) -> tuple[WorkloadConfig, Reason | None]:
     """``w`` with the footprint its signals show filled in where it declares none, and a
     note saying what was read; ``(w, None)`` where nothing is filled in (an implausible
     footprint included: it is never packed)."""
@@ -133,25 +133,25 @@ def observed_footprint(
     memory, share = w.memory_gb, w.compute_share
     if share is None and w.replicas_per_gpu is not None:
         share = 1.0 / w.replicas_per_gpu
-    read: list[str] = []
+    read: dict[str, float] = {}
     if memory is None and w.memory_signal is not None:
         seen = _observed(history.get(w.memory_signal))
         if seen is not None and seen[1] >= MIN_HISTORY:
             need = math.ceil(seen[0] * (1 + HEADROOM) - 1e-9)
             if 0 < need <= gpu.memory_gb:
                 memory = float(max(need, 1))
-                read.append(
-                    f"q{OBSERVED_QUANTILE:g} memory {seen[0]:.1f} GB over "
-                    f"{seen[1] / pd.Timedelta(days=1):.1f} d -> {memory:g} GB"
+                read.update(
+                    memory_seen=seen[0],
+                    memory_days=seen[1] / pd.Timedelta(days=1),
+                    memory_gb=memory,
                 )
     if share is None and w.utilization_signal is not None:
         seen = _observed(history.get(w.utilization_signal))
         if seen is not None and seen[1] >= MIN_HISTORY:
             steps = math.ceil(seen[0] / 100 * (1 + HEADROOM) / SHARE_STEP - 1e-9)
             share = min(1.0, max(1, steps) * SHARE_STEP)
-            read.append(
-                f"q{OBSERVED_QUANTILE:g} utilization {seen[0]:.0f}% over "
-                f"{seen[1] / pd.Timedelta(days=1):.1f} d -> compute share {share:.2f}"
+            read.update(
+                util_seen=seen[0], util_days=seen[1] / pd.Timedelta(days=1), share=share
             )
     if not read or memory is None or share is None:
         # Half a footprint packs nothing (the other half counts as the whole GPU).
@@ -162,21 +162,26 @@ def observed_footprint(
     if w.compute_share is None and w.replicas_per_gpu is None:
         update["compute_share"] = round(share, 6)
     filled = w.model_copy(update=update)
-    note = (
-        f"workload {w.name!r}: footprint from its signals ({'; '.join(read)}, "
-        f"{HEADROOM:.0%} headroom)"
+    note = Reason(
+        NOTE_FOOTPRINT_READ,
+        {
+            "workload": w.name,
+            "quantile": f"q{OBSERVED_QUANTILE:g}",
+            "headroom_pct": 100 * HEADROOM,
+            **read,
+        },
     )
     return filled, note
 
 
 def observed_footprints(
     workloads: Iterable[WorkloadConfig], history: Mapping[str, pd.Series]
-) -> tuple[dict[str, WorkloadConfig], list[str]]:
+) -> tuple[dict[str, WorkloadConfig], list[Reason]]:
     """Per workload whose footprint its signals fill in, the workload as planned
     (:func:`observed_footprint`), and a note per such workload; the planner takes them
     as a fleet's workloads (:meth:`scaler.config.Fleet.with_workloads`)."""
     filled: dict[str, WorkloadConfig] = {}
-    notes: list[str] = []
+    notes: list[Reason] = []
     for w in workloads:
         seen, note = observed_footprint(w, history)
         if note is not None:

@@ -143,6 +143,15 @@ class SharedNeed:
         return f"workload {names!r} ({self.mode})"
 
 
+def _note(code: str, need: SharedNeed, **params: object) -> Reason:
+    """A plan note about ``need``: its workloads, sharing mode and action kind, and ``params``."""
+    return Reason(
+        code,
+        {"workloads": [w.name for w in need.workloads], "mode": need.mode, "kind": ACTION_KIND}
+        | params,
+    )
+
+
 def shared_needs(fleet: Fleet) -> list[SharedNeed]:
     """The needs of the config's served workloads, in config order: one per pooling group,
     one per shared workload in no group (:func:`scaler.planning.sharing.pooling_groups`)."""
@@ -171,7 +180,7 @@ class SharingActions:
 
     actions: list[Action] = field(default_factory=list)
     section: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Reason | str] = field(default_factory=list)
 
 
 @dataclass
@@ -238,8 +247,7 @@ def plan_sharing_actions(
         if held:
             entry["held"] = f"signal(s) {', '.join(held)} stale or missing"
             out.notes.append(
-                f"sharing of {need.who()} held: signal(s) {', '.join(held)} stale or missing; "
-                f"no {ACTION_KIND} action, the nodes keep their {CONFIG_LABEL} labels"
+                _note(wording.NOTE_SHARING_HELD, need, signals=tuple(held), label=CONFIG_LABEL)
             )
             continue
         if node_states is None or unavailable is not None:
@@ -250,9 +258,15 @@ def plan_sharing_actions(
             )
             count = math.ceil(gpus / per_node) if per_node else 0
             out.notes.append(
-                f"{need.who()} needs {gpus} GPU(s) shared {need.config_name} "
-                f"({count} node(s) labelled {CONFIG_LABEL}={need.config_name}), but {why}: "
-                f"no {ACTION_KIND} action until then"
+                _note(
+                    wording.NOTE_SHARING_UNREAD,
+                    need,
+                    gpus=gpus,
+                    count=count,
+                    label=CONFIG_LABEL,
+                    config=need.config_name,
+                    detail=why,
+                )
             )
             continue
         _choose(need, gpus, nodes.get(need.model, []), entry, out, qname, lead_s, now, inventory)
@@ -260,9 +274,7 @@ def plan_sharing_actions(
     out.notes += _left_shared(nodes, wanted)
     if source == "config" and out.actions:
         out.notes.append(
-            f"{ACTION_KIND} actions planned on the nodes the config's counts describe "
-            "(<pool>-<i>, unlabelled; no cluster read): a run against the cluster reads the "
-            f"real nodes and their {CONFIG_LABEL} labels"
+            Reason(wording.NOTE_SHARING_FROM_CONFIG, {"kind": ACTION_KIND, "label": CONFIG_LABEL})
         )
     out.section = _section(needs, need_entries, nodes, source if node_states is not None else None)
     return out
@@ -545,20 +557,28 @@ def _to_come(
     name = need.config_name
     if growing:
         out.notes.append(
-            f"{need.who()} is {short} GPU(s) short of {name} on the nodes there now; the "
-            f"nodes to come ({', '.join(growing)}) are labelled {CONFIG_LABEL}={name} on a "
-            "later cycle, once they join"
+            _note(
+                wording.NOTE_SHARING_TO_COME,
+                need,
+                gpus_short=short,
+                config=name,
+                growing=tuple(growing),
+                label=CONFIG_LABEL,
+            )
         )
     else:
         out.notes.append(
-            f"{need.who()} is {short} GPU(s) short of {name}: no unlabelled, unshared, "
-            f"schedulable node of {need.model} is left outside MIG-managed pools"
+            _note(
+                wording.NOTE_SHARING_NO_NODE, need, gpus_short=short, config=name, model=need.model
+            )
         )
 
 
-def _left_shared(nodes: Mapping[str, list[_Node]], wanted: set[tuple[str, str]]) -> list[str]:
+def _left_shared(
+    nodes: Mapping[str, list[_Node]], wanted: set[tuple[str, str]]
+) -> list[Reason | str]:
     """A note per node labelled with a ``tiercast-*`` config no need wants any more."""
-    notes = []
+    notes: list[Reason | str] = []
     for model in sorted(nodes):
         for n in nodes[model]:
             label = n.state.config
@@ -566,8 +586,14 @@ def _left_shared(nodes: Mapping[str, list[_Node]], wanted: set[tuple[str, str]])
                 continue
             n.why = f"labelled {label}, which no shared workload needs now: left shared"
             notes.append(
-                f"node {n.state.name} keeps {CONFIG_LABEL}={label}, which no shared workload "
-                f"needs now: the {ACTION_KIND} action only shares, so it is left as it is "
-                "(drain its shared pods, then remove the label, to give it back whole)"
+                Reason(
+                    wording.NOTE_SHARING_LEFT,
+                    {
+                        "node": n.state.name,
+                        "label": CONFIG_LABEL,
+                        "config": label,
+                        "kind": ACTION_KIND,
+                    },
+                )
             )
     return notes

@@ -186,7 +186,7 @@ class CycleJob:
             plan = run.result.plan
             run.result.plan = dataclasses.replace(
                 plan,
-                notes=plan.notes + [d.why(config.drift) for d in drifted.values()],
+                notes=plan.notes + [d.reason(config.drift) for d in drifted.values()],
                 risk={**plan.risk, "drift": {k: d.to_dict() for k, d in drifted.items()}},
             )
         run.abandoned = run.guard.abandoned

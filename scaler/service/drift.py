@@ -41,6 +41,7 @@ from forecaster.store import ModelStore
 from scaler.config import DriftConfig, PoolConfig
 from scaler.plans import iso
 from scaler.service.growth_cache import GrowthCache
+from scaler.wording import DRIFT_BOTH, DRIFT_COVERAGE, DRIFT_ERROR, NOTE_DRIFT, Reason
 
 log = logging.getLogger(__name__)
 
@@ -99,21 +100,27 @@ class SignalDrift:
 
     def why(self, config: DriftConfig) -> str:
         """One line: what left its band, over how many pairs and for how long."""
-        parts = []
-        if self.coverage < config.min_coverage:
-            parts.append(
-                f"{self.band} covered {self.coverage:.0%} of actuals "
-                f"(band: at least {config.min_coverage:.0%})"
-            )
-        if self.error > config.max_error:
-            parts.append(
-                f"median off by {self.error:.0%} of the mean actual "
-                f"(band: at most {config.max_error:.0%})"
-            )
-        return (
-            f"signal {self.signal!r}: forecasts drifted, {' and '.join(parts)} over "
-            f"{self.points} forecasts of the last {config.window_s / 3600:g} h, for "
-            f"{config.for_s / 60:g} min; refitted ahead of schedule, margin re-learned"
+        return self.reason(config).text("en")
+
+    def reason(self, config: DriftConfig) -> Reason:
+        """:meth:`why` as a plan note, rendered in the reader's language."""
+        low = self.coverage < config.min_coverage
+        high = self.error > config.max_error
+        part = DRIFT_BOTH if low and high else (DRIFT_COVERAGE if low else DRIFT_ERROR)
+        return Reason(
+            NOTE_DRIFT,
+            {
+                "signal": self.signal,
+                "why": part,
+                "band": self.band,
+                "coverage_pct": 100 * self.coverage,
+                "min_coverage_pct": 100 * config.min_coverage,
+                "error_pct": 100 * self.error,
+                "max_error_pct": 100 * config.max_error,
+                "points": self.points,
+                "window_h": config.window_s / 3600,
+                "for_min": config.for_s / 60,
+            },
         )
 
     def to_dict(self) -> dict[str, Any]:
