@@ -495,7 +495,9 @@ TEMPLATES: dict[str, dict[str, str]] = {
             "{change_min}m) in the low-demand window {window}"
         ),
         MIG_RELAYOUT_ON_JOIN: "{node} -> {to_layout} when it joins (no drain)",
-        MIG_RESUME: "finish the relayout of {node} started {since}: {from_layout} -> {to_layout}, {step}",
+        MIG_RESUME: (
+            "finish the relayout of {node} started {since}: {from_layout} -> {to_layout}, {step!t}"
+        ),
         MIG_KEEP: "{nodes} node(s) keep their MIG layouts ({quantile} MIG demand of {model})",
         SHARING_LABEL: (
             "{model}: {gpus} GPU(s) shared {replicas} ways by {mode} for {workloads} "
@@ -752,7 +754,7 @@ TEMPLATES: dict[str, dict[str, str]] = {
         ),
         MIG_RELAYOUT_ON_JOIN: "{node} → {to_layout} при появлении узла (без вывода)",
         MIG_RESUME: (
-            "завершить переразметку {node}, начатую {since}: {from_layout} → {to_layout}, {step}"
+            "завершить переразметку {node}, начатую {since}: {from_layout} → {to_layout}, {step!t}"
         ),
         MIG_KEEP: "{nodes} узл. сохраняют разметку MIG (спрос MIG {quantile} на {model})",
         SHARING_LABEL: (
@@ -1086,6 +1088,8 @@ TERMS: dict[str, dict[str, str]] = {
         "the deadline has passed": "срок уже прошёл",
         "no pool has room before the deadline": "ни в одном пуле нет места до срока",
         "the nodes' labels could not be read": "метки узлов не удалось прочитать",
+        "draining": "выводится",
+        "relabelled": "метка изменена",
     },
 }
 """Value words per language; ``max_nodes``, ``max_step`` and profile names read the same
