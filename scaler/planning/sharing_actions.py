@@ -574,11 +574,9 @@ def _to_come(
         )
 
 
-def _left_shared(
-    nodes: Mapping[str, list[_Node]], wanted: set[tuple[str, str]]
-) -> list[Reason | str]:
+def _left_shared(nodes: Mapping[str, list[_Node]], wanted: set[tuple[str, str]]) -> list[Reason]:
     """A note per node labelled with a ``tiercast-*`` config no need wants any more."""
-    notes: list[Reason | str] = []
+    notes: list[Reason] = []
     for model in sorted(nodes):
         for n in nodes[model]:
             label = n.state.config
