@@ -150,9 +150,7 @@ def observed_footprint(
         if seen is not None and seen[1] >= MIN_HISTORY:
             steps = math.ceil(seen[0] / 100 * (1 + HEADROOM) / SHARE_STEP - 1e-9)
             share = min(1.0, max(1, steps) * SHARE_STEP)
-            read.update(
-                util_seen=seen[0], util_days=seen[1] / pd.Timedelta(days=1), share=share
-            )
+            read.update(util_seen=seen[0], util_days=seen[1] / pd.Timedelta(days=1), share=share)
     if not read or memory is None or share is None:
         # Half a footprint packs nothing (the other half counts as the whole GPU).
         return w, None
