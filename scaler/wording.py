@@ -1007,7 +1007,7 @@ CLAUSES: dict[str, dict[str, str]] = {
             "; a relayout would cover {cover_not_worth_h:.2f} GPU-h of forecast shortfall "
             "and leave {drain_short_h:.2f} GPU-h short while its nodes drain"
         ),
-        "recent_peak": "; {recent_peak} on their recent peak (it predicted them better)",
+        "recent_peak": "; {recent_peak} on their recent peak (the forecast was not clearly better)",
         "short": "; the pool's GPUs cannot hold it all: short {short*short_profiles}",
         "held_nodes": "; held: {held_nodes}",
         "blocked": "; {blocked} would need mig.strategy=mixed: not re-partitioned",
@@ -1038,7 +1038,7 @@ CLAUSES: dict[str, dict[str, str]] = {
             "; переразметка покрыла бы {cover_not_worth_h:.2f} GPU-ч прогнозной нехватки "
             "и оставила бы {drain_short_h:.2f} GPU-ч нехватки, пока её узлы выводятся"
         ),
-        "recent_peak": "; {recent_peak} по недавнему пику (он предсказывал их лучше)",
+        "recent_peak": "; {recent_peak} по недавнему пику (прогноз не был заметно точнее)",
         "short": "; GPU пула не вмещают весь спрос: не хватает {short*short_profiles}",
         "held_nodes": "; удержаны: {held_nodes}",
         "blocked": "; {blocked}: нужна mig.strategy=mixed, переразметки нет",

@@ -1,5 +1,5 @@
-"""MIG profiles planned on their recent peak where it predicted their peak better than the
-forecast at the cycle's past decisions: the judgement, the plan, the records it reads."""
+"""MIG profiles planned on their recent peak unless the forecast predicted their peak clearly
+better at the cycle's past decisions: the judgement, the plan, the records it reads."""
 
 from __future__ import annotations
 
@@ -71,14 +71,60 @@ def test_a_profile_at_its_ceiling_plans_on_its_recent_peak() -> None:
     # A forecast that asked for 9 (short) at every past decision loses to persistence.
     short = _past(7 * 24, 9.0, now - H6 - pd.Timedelta(days=7))
     assert recent_peaks(short, observed, now, H6, 0.9) == {MODEL: {"1g.10gb": 12.0}}
-    # One that asked for 12 is as good: a tie keeps the forecast.
+    # One that asked for 12 is as good, not better: the recent peak, the simpler rule.
     exact = _past(7 * 24, 12.0, now - H6 - pd.Timedelta(days=7))
-    assert recent_peaks(exact, observed, now, H6, 0.9) == {}
+    assert recent_peaks(exact, observed, now, H6, 0.9) == {MODEL: {"1g.10gb": 12.0}}
     # Too few past decisions (a day's, less one) keep the forecast too.
     assert recent_peaks(short[-(MIN_DECISIONS - 1) :], observed, now, H6, 0.9) == {}
     # Decisions whose horizon is not over yet are not judged.
     late = _past(MIN_DECISIONS + 5, 9.0, now - H6 + pd.Timedelta(minutes=5))
     assert recent_peaks(late, observed, now, H6, 0.9) == {}
+
+
+def test_the_forecast_stays_only_where_it_was_clearly_better() -> None:
+    # A profile that climbs through the day: 4 instances at midnight to 27 at 23:55, every
+    # day. The peak over the next 6 hours is above the last 6 hours' peak in the morning.
+    start = NOW - pd.Timedelta(days=8)
+    values = np.tile(np.linspace(4.0, 27.0, 288).round(), 8)
+    observed = {MODEL: {"1g.10gb": _observed(values, start)}}
+    now = start + pd.Timedelta(days=8)
+    first = now - H6 - pd.Timedelta(days=7)
+    truth = observed[MODEL]["1g.10gb"]
+
+    def past(err: np.ndarray) -> list[PastMigDemand]:
+        out = []
+        for k in range(7 * 24):
+            at = first + pd.Timedelta(hours=k)
+            ahead = float(truth[(truth.index > at) & (truth.index <= at + H6)].max())
+            out.append(PastMigDemand(at, {MODEL: {"1g.10gb": ahead + float(err[k])}}))
+        return out
+
+    # Right every time: clearly better than persistence, which lags the climb.
+    assert recent_peaks(past(np.zeros(7 * 24)), observed, now, H6, 0.9) == {}
+    # Right on most days and 12 short through one: better on average than persistence
+    # (pinball 1.54 against 3.62), but not by more than a standard error of the days'
+    # differences (1.22 against 1.62): the recent peak.
+    err = np.zeros(7 * 24)
+    err[:24] = -12.0
+    noisy = past(err)
+    assert recent_peaks(noisy, observed, now, H6, 0.9) == {MODEL: {"1g.10gb": 27.0}}
+
+
+def test_clear_peak_source_groups_the_decisions_by_day() -> None:
+    from scaler.planning.mig.demand import clear_peak_source, peak_source
+
+    actual = np.array([10.0, 12.0, 10.0, 11.0])
+    close, far = actual.copy(), np.array([6.0, 6.0, 6.0, 6.0])
+    two_days = np.array(["d1", "d1", "d2", "d2"])
+    assert clear_peak_source(close, far, actual, two_days, 0.9) == "forecast"
+    assert clear_peak_source(far, close, actual, two_days, 0.9) == "recent-peak"
+    # A tie is not clearly better.
+    assert clear_peak_source(close, close, actual, two_days, 0.9) == "recent-peak"
+    # Decisions of one day: no spread to judge by, the plain comparison.
+    one_day = np.array(["d1"] * 4)
+    for f, r in ((close, far), (far, close), (close, close)):
+        assert clear_peak_source(f, r, actual, one_day, 0.9) == peak_source(f, r, actual, 0.9)
+    assert clear_peak_source(*(np.array([]),) * 4, 0.9) == "forecast"
 
 
 def test_a_profile_planned_on_its_recent_peak_keeps_its_forecast_in_the_plan() -> None:

@@ -89,6 +89,39 @@ def pinball(actual: np.ndarray, predicted: np.ndarray, quantile: float) -> float
     return float(np.mean(np.maximum(quantile * d, (quantile - 1.0) * d)))
 
 
+KAPPA = 1.0
+"""Standard errors by which the forecast must beat persistence to be planned on
+(:func:`clear_peak_source`; the same one standard error as ``forecaster.choice.KAPPA``)."""
+
+
+def clear_peak_source(
+    forecast_peaks: np.ndarray,
+    recent_peaks: np.ndarray,
+    actual_peaks: np.ndarray,
+    days: np.ndarray,
+    quantile: float,
+) -> str:
+    """``forecast`` where the forecast predicted the peak over the horizon better than
+    persistence at past decisions by more than :data:`KAPPA` standard errors of the
+    difference of their pinball losses, the decisions grouped by ``days`` (decisions an
+    hour apart move together); ``recent-peak`` otherwise, persistence being the simpler
+    rule. With decisions on fewer than two days, as :func:`peak_source`."""
+    a = np.asarray(actual_peaks, dtype=float)
+    if not a.size:
+        return "forecast"
+
+    def losses(p: np.ndarray) -> np.ndarray:
+        d = a - np.asarray(p, dtype=float)
+        return np.maximum(quantile * d, (quantile - 1.0) * d)
+
+    gain = pd.Series(losses(recent_peaks) - losses(forecast_peaks))
+    by_day = gain.groupby(np.asarray(days)).mean()
+    if len(by_day) < 2:
+        return peak_source(forecast_peaks, recent_peaks, actual_peaks, quantile)
+    se = float(by_day.std(ddof=1)) / math.sqrt(len(by_day))
+    return "forecast" if float(by_day.mean()) > KAPPA * se + 1e-12 else "recent-peak"
+
+
 def peak_source(
     forecast_peaks: np.ndarray,
     recent_peaks: np.ndarray,

@@ -5,9 +5,11 @@ At the cycle's own past decisions (the plans kept in the run records) this modul
 per GPU model and profile, which predicted the true peak over the horizon better: the
 forecast's peak at the policy quantile (what the plan covered, its ``demand_instances``)
 or the peak of the instances observed over the horizon before the decision (persistence),
-by the pinball loss at the policy quantile (:func:`scaler.planning.mig.demand.peak_source`).
-A profile whose persistence was better plans on it: a flat demand at the peak of its last
-horizon of observed instances. With fewer than :data:`MIN_DECISIONS` past decisions whose
+by the pinball loss at the policy quantile. The forecast is kept only where it was
+clearly better, by more than a standard error of the difference over days
+(:func:`scaler.planning.mig.demand.clear_peak_source`); elsewhere the profile plans on
+persistence, the simpler rule: a flat demand at the peak of its last horizon of observed
+instances. With fewer than :data:`MIN_DECISIONS` past decisions whose
 horizon has been observed since, the forecast stays. Replayed per workload in
 ``tiercast simulate --mig`` (``planner-chosen``; docs/benchmarks.md, "The forecast or
 persistence, per workload").
@@ -25,7 +27,7 @@ import pandas as pd
 
 from scaler.catalog.gpus import gpu_model
 from scaler.config import WorkloadConfig
-from scaler.planning.mig.demand import peak_source, replicas_for, workload_profile
+from scaler.planning.mig.demand import clear_peak_source, replicas_for, workload_profile
 
 SPAN = pd.Timedelta(days=7)
 """How far back past decisions are judged."""
@@ -119,8 +121,9 @@ def recent_peaks(
     quantile: float,
 ) -> dict[str, dict[str, float]]:
     """Per GPU model, the profiles that plan on persistence and the peak instances they
-    plan on: the peak of the last ``horizon`` of observations, where it predicted the peak
-    over the horizon better than the forecast at the past decisions (module docstring)."""
+    plan on: the peak of the last ``horizon`` of observations, where the forecast did not
+    predict the peak over the horizon clearly better at the past decisions (module
+    docstring)."""
     decisions = _judged(past, now, horizon)
     out: dict[str, dict[str, float]] = {}
     for model, profiles in observed.items():
@@ -131,11 +134,11 @@ def recent_peaks(
                 before = _peak(inst, d.at - horizon, d.at)
                 after = _peak(inst, d.at, d.at + horizon)
                 if forecast is not None and before is not None and after is not None:
-                    rows.append((forecast, before, after))
+                    rows.append((forecast, before, after, d.at.floor("D")))
             now_peak = _peak(inst, now - horizon, now)
             if len(rows) < MIN_DECISIONS or now_peak is None:
                 continue
-            f, r, a = (np.array(c) for c in zip(*rows, strict=True))
-            if peak_source(f, r, a, quantile) == "recent-peak":
+            f, r, a, days = (np.array(c) for c in zip(*rows, strict=True))
+            if clear_peak_source(f, r, a, days, quantile) == "recent-peak":
                 out.setdefault(model, {})[profile] = now_peak
     return out
