@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from forecaster.backtesting import pinball as pinball_points
 from forecaster.estimators import quantile_column
 from forecaster.forecasting import SeriesForecast
 from scaler.catalog.gpus import gpu_model
@@ -85,8 +86,8 @@ def held_signals(
 
 def pinball(actual: np.ndarray, predicted: np.ndarray, quantile: float) -> float:
     """Mean pinball loss of ``predicted`` as the ``quantile`` of ``actual``."""
-    d = np.asarray(actual, dtype=float) - np.asarray(predicted, dtype=float)
-    return float(np.mean(np.maximum(quantile * d, (quantile - 1.0) * d)))
+    a, p = np.asarray(actual, dtype=float), np.asarray(predicted, dtype=float)
+    return float(np.mean(pinball_points(a, p, quantile)))
 
 
 KAPPA = 1.0
@@ -109,12 +110,8 @@ def clear_peak_source(
     a = np.asarray(actual_peaks, dtype=float)
     if not a.size:
         return "forecast"
-
-    def losses(p: np.ndarray) -> np.ndarray:
-        d = a - np.asarray(p, dtype=float)
-        return np.maximum(quantile * d, (quantile - 1.0) * d)
-
-    gain = pd.Series(losses(recent_peaks) - losses(forecast_peaks))
+    persist = pinball_points(a, np.asarray(recent_peaks, dtype=float), quantile)
+    gain = pd.Series(persist - pinball_points(a, np.asarray(forecast_peaks, dtype=float), quantile))
     by_day = gain.groupby(np.asarray(days)).mean()
     if len(by_day) < 2:
         return peak_source(forecast_peaks, recent_peaks, actual_peaks, quantile)
