@@ -44,6 +44,15 @@ def test_the_decision_rules_read_every_band() -> None:
     # Committing nothing risks the high band's on-demand hours, committing them all the low
     # band's idle ones: minimax regret takes a middle.
     assert 0 < got["minimax"] < commit.cheapest(commit.costs_of(fleet, demand["high"]))
+    # Weighted 0.3/0.4/0.3, a node committed saves $1.60/GPU-h of on-demand in the high
+    # band only, and costs $1.00 over spot in the expected band and $2.40 idle in the low:
+    # nothing is committed.
+    weighted = {
+        o.nodes: sum(w * o.cost[b] for b, w in commit.SWANSON.items())
+        for o in options
+        if o.term == ""
+    }
+    assert got["swanson"] == commit.cheapest(weighted) == 0
 
 
 def _series(days: int = 42) -> BenchSeries:
@@ -60,7 +69,7 @@ def test_hindsight_is_the_cheapest_of_every_commitment(tmp_path: Path) -> None:
     origin = s.y.index[-1] - commit.HORIZON
     got = commit.score_origin(s, origin, SETUP, pd.Timedelta(days=60), tmp_path)
     assert got is not None
-    assert set(got.nodes) == {"rule", "advice", "expected", "minimax", "hindsight"}
+    assert set(got.nodes) == {"rule", "advice", "expected", "minimax", "swanson", "hindsight"}
     assert all(got.cost["hindsight"] <= c + 1e-6 for c in got.cost.values())
     # A steady daily cycle: the history's last 14 days and the weeks after it agree.
     assert got.cost["rule"] == pytest.approx(got.cost["hindsight"], rel=0.01)

@@ -64,7 +64,7 @@ RULE_HISTORY = pd.Timedelta(days=14)
 MODEL = "H100-80GB"
 CYCLE_S = 300
 BANDS = {"low": "q0.1", "expected": "q0.5", "high": "q0.9"}
-POLICIES = ("rule", "advice", "expected", "minimax")
+POLICIES = ("rule", "advice", "expected", "minimax", "swanson")
 """The commitments scored against ``hindsight``."""
 
 
@@ -109,19 +109,28 @@ def costs_of(fleet: PricedFleet, gpus: np.ndarray) -> dict[int, float]:
     return {o.nodes: o.cost["expected"] for o in options if o.term == ""}
 
 
+SWANSON = {"low": 0.3, "expected": 0.4, "high": 0.3}
+"""Swanson's weights: a mean approximated from the 10th, 50th and 90th percentiles."""
+
+
 def decide(options: Sequence[CommitmentOption]) -> dict[str, int]:
-    """Two decision rules over the advice's options on the forecast's bands: ``expected``,
+    """Three decision rules over the advice's options on the forecast's bands: ``expected``,
     the cheapest in the expected band; ``minimax``, the least largest regret over the bands
-    (an option's cost in a band less the cheapest option's there)."""
+    (an option's cost in a band less the cheapest option's there); ``swanson``, the least
+    cost weighted over the bands by :data:`SWANSON`."""
     bands = tuple(BANDS)
     best = {b: min(o.cost[b] for o in options) for b in bands}
 
     def regret(o: CommitmentOption) -> float:
         return max(o.cost[b] - best[b] for b in bands)
 
+    def weighted(o: CommitmentOption) -> float:
+        return sum(w * o.cost[b] for b, w in SWANSON.items())
+
     return {
         "expected": min(options, key=lambda o: (round(o.cost["expected"], 6), o.nodes)).nodes,
         "minimax": min(options, key=lambda o: (round(regret(o), 6), o.nodes)).nodes,
+        "swanson": min(options, key=lambda o: (round(weighted(o), 6), o.nodes)).nodes,
     }
 
 
