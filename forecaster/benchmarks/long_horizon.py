@@ -135,6 +135,7 @@ def score_series(
                 m = (lead > 7 * (week - 1)) & (lead <= 7 * week) & np.isfinite(a)
                 if not m.any():
                     continue
+                inside, below = (a >= lo) & (a <= hi), a <= hi
                 rows.append(
                     {
                         "group": s.group,
@@ -144,14 +145,67 @@ def score_series(
                         "estimator": label,
                         "variant": name,
                         "week": week,
-                        "coverage": float(np.mean((a[m] >= lo[m]) & (a[m] <= hi[m]))),
-                        "q0.9": float(np.mean(a[m] <= hi[m])),
+                        "coverage": float(np.mean(inside[m])),
+                        "q0.9": float(np.mean(below[m])),
                         "error": float(np.mean(np.abs(a[m] - mid[m]))) / scale
                         if scale > 0
                         else np.nan,
+                        **day_counts(origin, lead, m, inside, below),
                     }
                 )
     return rows
+
+
+def day_counts(
+    origin: pd.Timestamp, lead: np.ndarray, m: np.ndarray, inside: np.ndarray, below: np.ndarray
+) -> dict[str, tuple[object, ...]]:
+    """Per lead day of one week's scored actuals (``m``): its calendar day (the origin's
+    date plus the lead day), how many actuals, how many inside q0.1-q0.9 and at or below
+    q0.9: what :func:`day_intervals` draws."""
+    day = np.ceil(lead[m]).astype(int)
+    keys = sorted(set(day.tolist()))
+    return {
+        "days": tuple(str((origin + pd.Timedelta(days=int(k))).date()) for k in keys),
+        "day_n": tuple(int(np.sum(day == k)) for k in keys),
+        "day_inside": tuple(int(np.sum(inside[m][day == k])) for k in keys),
+        "day_below": tuple(int(np.sum(below[m][day == k])) for k in keys),
+    }
+
+
+def day_intervals(
+    rows: Sequence[dict[str, object]], draws: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Per variant, group and lead week, the 90% interval of q0.1-q0.9 coverage and of q0.9
+    coverage over bootstrap draws of the group's calendar test days (with replacement, the
+    same days for every series of the group, as the day-ahead benchmark draws them), each
+    draw averaged as :func:`by_group` averages (series over their origins, then over the
+    group's series). Columns ``coverage_lo``, ``coverage_hi``, ``q0.9_lo``, ``q0.9_hi``."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame([r for r in rows if "days" in r])
+    out = []
+    for (variant, group, week), part in frame.groupby(["variant", "group", "week"], sort=True):
+        calendar = sorted({d for days in part["days"] for d in days})
+        where = {d: i for i, d in enumerate(calendar)}
+        pick = rng.integers(0, len(calendar), size=(draws, len(calendar)))
+        times = np.stack([np.bincount(p, minlength=len(calendar)) for p in pick]).astype(float)
+        counts = {k: np.zeros((len(part), len(calendar))) for k in ("n", "inside", "below")}
+        for i, r in enumerate(part.to_dict("records")):
+            cols = [where[d] for d in r["days"]]
+            for key in counts:
+                counts[key][i, cols] = r[f"day_{key}"]
+        seen = times @ counts["n"].T  # draws x rows
+        row: dict[str, object] = {"variant": variant, "group": group, "week": week}
+        for metric, key in (("coverage", "inside"), ("q0.9", "below")):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = pd.DataFrame(np.where(seen > 0, (times @ counts[key].T) / seen, np.nan))
+            # Each series' mean over its origins, then the group's over its series.
+            share.columns = part["series"].to_numpy()
+            value = share.T.groupby(level=0).mean().mean(axis=0).to_numpy()
+            value = value[np.isfinite(value)]
+            row[f"{metric}_lo"] = float(np.percentile(value, 5)) if value.size else np.nan
+            row[f"{metric}_hi"] = float(np.percentile(value, 95)) if value.size else np.nan
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def by_group(rows: Sequence[dict[str, object]]) -> pd.DataFrame:
@@ -168,6 +222,7 @@ def summary(rows: Sequence[dict[str, object]], choose: Sequence[str]) -> str:
     """Per variant: coverage, q0.9 coverage and error by group and lead week; the means of
     the groups chosen on and of those that confirm; and the targets, half by half."""
     groups = by_group(rows).reset_index()
+    spans = day_intervals(rows) if any("days" in r for r in rows) else pd.DataFrame()
     lines: list[str] = []
     for variant in dict.fromkeys(groups["variant"]):
         part = groups[groups["variant"] == variant]
@@ -179,6 +234,8 @@ def summary(rows: Sequence[dict[str, object]], choose: Sequence[str]) -> str:
             means = table.groupby(half).mean()
             means.index = [f"mean {h}" for h in means.index]
             lines += [pd.concat([table, means]).round(3).to_string(), ""]
+            if metric != "error" and not spans.empty:
+                lines += [interval_table(spans[spans["variant"] == variant], metric), ""]
         for label, keep in (
             ("choose", part["group"].isin(choose)),
             ("confirm", ~part["group"].isin(choose)),
@@ -193,8 +250,32 @@ def summary(rows: Sequence[dict[str, object]], choose: Sequence[str]) -> str:
                 f"q0.1-q0.9 coverage outside 0.70-0.90: {len(cov_out)} of {len(sub)}; "
                 f"q0.9 coverage outside 0.85-0.95: {len(q9_out)} of {len(sub)}"
             )
+            if not spans.empty:
+                lines.append(f"  {outside_whole_interval(sub, spans[spans['variant'] == variant])}")
         lines.append("")
     return "\n".join(lines)
+
+
+def interval_table(spans: pd.DataFrame, metric: str) -> str:
+    """Each group's 90% interval of ``metric`` over test days, by lead week."""
+    low, high = spans[f"{metric}_lo"], spans[f"{metric}_hi"]
+    span = [f"{lo:.2f}..{hi:.2f}" for lo, hi in zip(low, high, strict=True)]
+    text = spans.assign(span=span).pivot(index="group", columns="week", values="span")
+    text.columns = [f"{metric} w{w} 90%" for w in text.columns]
+    return text.to_string()
+
+
+def outside_whole_interval(part: pd.DataFrame, spans: pd.DataFrame) -> str:
+    """How many of ``part``'s group-weeks lie outside each target with their whole 90%
+    interval over test days (:func:`day_intervals`): the misses the test days can tell from
+    a calibrated band."""
+    merged = part.merge(spans, on=["group", "week"], how="left")
+    cov = (merged["coverage_hi"] < 0.70) | (merged["coverage_lo"] > 0.90)
+    q9 = (merged["q0.9_hi"] < 0.85) | (merged["q0.9_lo"] > 0.95)
+    return (
+        "with the whole 90% interval over test days outside the target: q0.1-q0.9 "
+        f"{int(cov.sum())} of {len(merged)}, q0.9 {int(q9.sum())} of {len(merged)}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
