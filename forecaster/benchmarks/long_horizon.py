@@ -18,6 +18,12 @@ q0.1-q0.9 (nominal 0.80; target 0.70-0.90 per group), the share at or below q0.9
 made from (not the window's own mean: a Helios tenant that goes idle has a mean near zero
 there). Series are averaged within their group, groups are averaged with equal weight, and
 the groups a rule is chosen on (``--choose``) are reported apart from those that confirm it.
+Each group-week's coverage also gets a 90% interval over bootstrap draws of the group's
+calendar test days (:func:`day_intervals`), and each half the count of group-weeks that
+miss a target with their whole interval: days within a week move together (a level that
+changed after the origin stays changed), so these intervals are narrower than the
+uncertainty of one to three origins, and a miss by the whole of one is a miss the days
+cannot explain.
 
     python -m forecaster.benchmarks.long_horizon --traces ../shared/data/traces
 """
