@@ -30,6 +30,10 @@ LAB: dict[str, tuple[str, str]] = {
         "scaler.cli.lab.cycle",
         "where the time of one cold demo cycle goes, by step and in forecasting",
     ),
+    "tier-gap": (
+        "scaler.cli.lab.tier_gap",
+        "the tiered plan against the tiered reactive rule at its own margin and at hindsight's",
+    ),
 }
 """Every benchmark: the module that registers it and its line in ``tiercast lab --help``."""
 
