@@ -89,4 +89,4 @@ def test_tier_gap_skips_without_the_traces_and_refuses_a_bad_lead(
     assert main([*args, "--traces", str(tmp_path / "absent")]) == 0
     assert "skipped" in capsys.readouterr().err
     assert main([*args, "--lead-time", "7m"]) == 2
-    assert "--lead-time: '7m' is not a positive multiple of 5 minutes" in capsys.readouterr().err
+    assert "--lead-time: '7m' must be a multiple of 5 minutes" in capsys.readouterr().err

@@ -49,7 +49,7 @@ def _setup(args: argparse.Namespace) -> ReplaySetup:
         )
     return replace(
         ReplaySetup(),
-        lead_time_s=_lead_times(args.lead_time)[0],
+        lead_time_s=lead_times(args.lead_time)[0],
         reforecast_s=int(reforecast.total_seconds()),
         forecast_method=args.method or "auto",
         seed=args.seed,
@@ -88,7 +88,7 @@ def _stabilization_s(value: str | None) -> int:
         raise BadInputError(f"--stabilization: {exc}") from exc
 
 
-def _lead_times(value: str) -> list[int]:
+def lead_times(value: str) -> list[int]:
     """``--lead-time``: one or more durations (``10m,20m,40m``), in seconds, each in 5-minute
     steps of the replay from 0 to 6 hours."""
     out: list[int] = []
@@ -114,7 +114,7 @@ def _lead_times(value: str) -> list[int]:
 def _setups(args: argparse.Namespace) -> list[ReplaySetup]:
     """One setup per ``--lead-time``."""
     base = _setup(args)
-    return [replace(base, lead_time_s=lead) for lead in _lead_times(args.lead_time)]
+    return [replace(base, lead_time_s=lead) for lead in lead_times(args.lead_time)]
 
 
 def _policies(args: argparse.Namespace, suite: bool = False) -> list[str]:
@@ -396,7 +396,7 @@ def _cmd_pooled(args: argparse.Namespace, history: dict[str, pd.Series]) -> int:
     (:mod:`scaler.replay.pooled`), replayed whole, in dedicated shared sets and pooled."""
     from scaler.replay.pooled import PooledSetup, format_pooled, pooled_replay
 
-    lead_s = _lead_times(args.lead_time)[0]
+    lead_s = lead_times(args.lead_time)[0]
     try:
         every_s = int(parse_duration(args.reforecast).total_seconds())
     except DataError as exc:

@@ -8,31 +8,15 @@ import argparse
 from dataclasses import replace
 
 from forecaster.benchmarks.long_horizon import traces_folder
-from forecaster.errors import BadInputError, DataError
-from forecaster.series import parse_duration, read_history_csv
+from forecaster.series import read_history_csv
 from forecaster.tables import aligned
+from scaler.cli.simulate import lead_times
 from scaler.replay.forecast_store import kept_forecasts
 from scaler.replay.protocol import ReplaySetup, prepare_trace
 from scaler.replay.simulating import run_replay
 from scaler.replay.suite import load_suite
 from scaler.replay.suite_runner import check_suite_files
 from scaler.replay.tier_gap import HEADER, gap_row, tier_gap
-
-
-def lead_times(value: str) -> list[int]:
-    """``--lead-time``: comma-separated durations in 5-minute steps, in seconds."""
-    out = []
-    for part in (p.strip() for p in value.split(",") if p.strip()):
-        try:
-            seconds = int(parse_duration(part).total_seconds())
-        except DataError as exc:
-            raise BadInputError(f"--lead-time: {exc}") from exc
-        if seconds <= 0 or seconds % 300:
-            raise BadInputError(f"--lead-time: {part!r} is not a positive multiple of 5 minutes")
-        out.append(seconds)
-    if not out:
-        raise BadInputError(f"--lead-time: no duration in {value!r}")
-    return out
 
 
 def cmd_tier_gap(args: argparse.Namespace) -> int:
