@@ -32,7 +32,7 @@ LAB: dict[str, tuple[str, str]] = {
     ),
     "tier-gap": (
         "scaler.cli.lab.tier_gap",
-        "the tiered plan against the tiered reactive rule at its own margin and at hindsight's",
+        "the tiered plan against the tiered rule at its margin and at hindsight's",
     ),
 }
 """Every benchmark: the module that registers it and its line in ``tiercast lab --help``."""

@@ -48,7 +48,7 @@ def cmd_tier_gap(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "tier-gap",
-        help="the tiered plan against the tiered reactive rule at its own margin and at hindsight's",
+        help="the tiered plan against the tiered rule at its margin and at hindsight's",
         description="For each series of a suite file, the tier replay's tiered plan, the tiered "
         "reactive rule at the plan's learnt margin and hold (same commitment, spot depth, spares "
         "and reclaims), and each against the rule's frontier at matched service: how much of the "
