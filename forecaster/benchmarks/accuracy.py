@@ -809,10 +809,16 @@ def day_weights(
             out.append(np.stack([np.bincount(p, minlength=days) for p in pick]).astype(float))
         return out
     calendar = sorted({d for m in series for d in m[0].day_dates})
-    pick = rng.integers(0, len(calendar), size=(draws, len(calendar)))
-    times = np.stack([np.bincount(p, minlength=len(calendar)) for p in pick]).astype(float)
+    times = calendar_draws(rng, len(calendar), draws)
     where = {d: i for i, d in enumerate(calendar)}
     return [times[:, [where[d] for d in m[0].day_dates]] for m in series]
+
+
+def calendar_draws(rng: np.random.Generator, days: int, draws: int) -> np.ndarray:
+    """How often each of ``days`` calendar days is picked in each of ``draws`` bootstrap
+    draws of as many days, with replacement (draws x days)."""
+    pick = rng.integers(0, days, size=(draws, days))
+    return np.stack([np.bincount(p, minlength=days) for p in pick]).astype(float)
 
 
 def format_table(rows: Sequence[BenchRow]) -> str:

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster import forecasting
-from forecaster.benchmarks.accuracy import CHOOSE, BenchSeries, discover, span_days
+from forecaster.benchmarks.accuracy import CHOOSE, BenchSeries, calendar_draws, discover, span_days
 from forecaster.long_horizon import BAND_SCORE, BAND_SCORES, DAMPING, long_horizon_frame
 from forecaster.series import infer_step, regularize
 from forecaster.store import ModelStore
@@ -192,8 +192,7 @@ def day_intervals(
     for (variant, group, week), part in frame.groupby(["variant", "group", "week"], sort=True):
         calendar = sorted({d for days in part["days"] for d in days})
         where = {d: i for i, d in enumerate(calendar)}
-        pick = rng.integers(0, len(calendar), size=(draws, len(calendar)))
-        times = np.stack([np.bincount(p, minlength=len(calendar)) for p in pick]).astype(float)
+        times = calendar_draws(rng, len(calendar), draws)
         counts = {k: np.zeros((len(part), len(calendar))) for k in ("n", "inside", "below")}
         for i, r in enumerate(part.to_dict("records")):
             cols = [where[d] for d in r["days"]]

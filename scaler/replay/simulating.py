@@ -108,6 +108,8 @@ class Replay:
     bootstrap draw of the test days (scaler.replay.frontier.matched_draws)."""
     tier_draws: dict[str, np.ndarray] = field(default_factory=dict)
     """The same for each of :attr:`tier_matched`."""
+    tier_frontiers: dict[str, Frontier] = field(default_factory=dict)
+    """The tiered reactive baseline's frontiers :attr:`tier_matched` was matched against."""
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]]:
@@ -167,7 +169,18 @@ def run_replay(
         for r in tier_matched
         if (d := drawn(tier_frontiers[r], "predictive-tiers")) is not None
     }
-    return Replay(trace, setup, runs, scores, frontier, matched, tier_matched, draws, tier_draws)
+    return Replay(
+        trace,
+        setup,
+        runs,
+        scores,
+        frontier,
+        matched,
+        tier_matched,
+        draws,
+        tier_draws,
+        tier_frontiers,
+    )
 
 
 def planner_days(trace: Trace, policies: Sequence[str], tiers: bool) -> int:

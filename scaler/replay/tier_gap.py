@@ -32,7 +32,7 @@ from scaler.replay.frontier import Matched
 from scaler.replay.protocol import STEP, STEP_H, planner_hold_s
 from scaler.replay.scoring import score
 from scaler.replay.simulating import Replay
-from scaler.replay.tiers import tier_sizes, tiered_reactive_frontier, tiered_reactive_run
+from scaler.replay.tiers import tier_sizes, tiered_reactive_run
 
 TIERED = "predictive-tiers"
 
@@ -73,8 +73,8 @@ class TierGap:
 def tier_gap(replay: Replay) -> TierGap | None:
     """The split of ``replay``'s tiered saving (a tier replay, ``run_replay(...,
     tiers=True)``); None where it has no tiered plan or the plan learnt no margin."""
-    plan_run = replay.runs.get(TIERED)
-    if plan_run is None or plan_run.margin is None or TIERED not in replay.scores:
+    plan_run, frontier = replay.runs.get(TIERED), replay.tier_frontiers.get("rule")
+    if plan_run is None or plan_run.margin is None or frontier is None:
         return None
     trace, setup = replay.trace, replay.setup
     margin, hold = plan_run.margin.margin, planner_hold_s(setup)
@@ -91,13 +91,12 @@ def tier_gap(replay: Replay) -> TierGap | None:
         replay.runs["clairvoyant"].cost(),
         window,
     )
-    frontier = tiered_reactive_frontier(trace, setup, "rule")
     return TierGap(
         margin=margin,
         hold_s=hold,
         plan=Fleet.of(plan_run, demand, setup.gpus_per_node),
         rule=Fleet.of(rule_run, demand, setup.gpus_per_node),
-        plan_matched=frontier.match(replay.scores[TIERED]),
+        plan_matched=replay.tier_matched["rule"],
         rule_matched=frontier.match(rule_score),
     )
 
